@@ -1,0 +1,162 @@
+//! The one error type of the runtime.
+//!
+//! Every reply in the system is a `Result<_, GpuError>`: actor-level failures (a stopped
+//! actor, a full mailbox, a timeout) and device-level ones (a poisoned context, a stale
+//! buffer, a cuBLAS status) share one taxonomy, so a caller matches on one enum and a
+//! supervisor's decider can classify any failure. The type is `Clone` because one fault
+//! (a poisoned context, say) is fanned out to every pending asker.
+
+use std::time::Duration;
+
+/// Which CUDA library (or layer) produced a [`GpuError::Library`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Lib {
+    /// The CUDA driver API.
+    Driver,
+    /// cuBLAS.
+    Cublas,
+    /// NVRTC, the runtime compiler.
+    Nvrtc,
+    /// The CPU device's own backend (host GEMM, host memory).
+    Cpu,
+}
+
+impl std::fmt::Display for Lib {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Lib::Driver => "CUDA driver",
+            Lib::Cublas => "cuBLAS",
+            Lib::Nvrtc => "NVRTC",
+            Lib::Cpu => "CPU backend",
+        })
+    }
+}
+
+/// Every failure the runtime reports.
+///
+/// Variants carry owned strings rather than source errors so the type stays `Clone` and
+/// `Send` and can cross actor (and later process) boundaries unchanged.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum GpuError {
+    /// A sticky CUDA error (illegal address, trap, …) killed the context: nothing on this
+    /// device works again in this process (see DESIGN.md). Carries the CUDA code.
+    #[error("ContextPoisoned: CUDA error {code} ({msg}); every context of this process on the device is dead")]
+    ContextPoisoned {
+        /// The `CUresult` code that poisoned the context (e.g. 700, 719).
+        code: i32,
+        /// The driver's description of the code.
+        msg: String,
+    },
+    /// The device is gone for this process: it was poisoned earlier, or its inner tier
+    /// stopped for good.
+    #[error("DeviceLost: {0}")]
+    DeviceLost(String),
+    /// An allocation did not fit in device (or host) memory. Not sticky: free memory and
+    /// try again.
+    #[error("OutOfMemory: could not allocate {requested_bytes} bytes")]
+    OutOfMemory {
+        /// The size of the allocation that failed.
+        requested_bytes: u64,
+    },
+    /// A `GpuRef` from before a context rebuild was used: its memory no longer exists.
+    #[error("Stale: buffer of generation {buffer_generation} used on device generation {device_generation}")]
+    Stale {
+        /// Generation the buffer was allocated in.
+        buffer_generation: u64,
+        /// The device's current generation.
+        device_generation: u64,
+    },
+    /// Bad input: a shape, length, dtype or device that does not fit the request.
+    #[error("InvalidArgument: {0}")]
+    InvalidArgument(String),
+    /// A CUDA library returned a non-success status that is not one of the classified
+    /// cases above.
+    #[error("{lib} error {code}: {msg}")]
+    Library {
+        /// Which library.
+        lib: Lib,
+        /// The library's numeric status.
+        code: i32,
+        /// The library's description of the status.
+        msg: String,
+    },
+    /// The feature exists in the API but not (yet) on this backend; README.md lists it.
+    #[error("Unsupported: {0}")]
+    Unsupported(String),
+    /// The device's queue (work waiting for its inner tier) is full.
+    #[error("Backpressure: the device queue is full ({capacity} requests waiting)")]
+    Backpressure {
+        /// The queue's capacity.
+        capacity: usize,
+    },
+    /// A request (an `ask`, a completion wait) did not finish within its deadline.
+    #[error("Timeout: no reply within {0:?}")]
+    Timeout(Duration),
+    /// The actor has stopped (or was never started): the message was not delivered.
+    #[error("Stopped: actor {0} is not running")]
+    Stopped(String),
+    /// The actor's bounded mailbox is full; the message was not accepted.
+    #[error("MailboxFull: mailbox of {0} is full")]
+    MailboxFull(String),
+    /// The actor took the request but dropped it without replying, because it failed (or
+    /// stopped) while handling it. Reported at once, not after the ask's timeout.
+    #[error("NoReply: actor {0} dropped the request without replying (it failed or stopped)")]
+    NoReply(String),
+    /// A child (or top-level actor) with this name already exists under the same parent.
+    #[error("NameTaken: an actor named {0} already exists here")]
+    NameTaken(String),
+    /// A handler or hook failed for a reason of the user's own.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl GpuError {
+    /// The tag that starts this error's `Display` text (`"ContextPoisoned"`, `"Stale"`, …).
+    ///
+    /// Panics that carry a tagged string (`panic!("ContextPoisoned: …")`) are classified
+    /// by the same tags; see [`GpuError::from_tagged`].
+    pub fn tag(&self) -> &'static str {
+        match self {
+            GpuError::ContextPoisoned { .. } => "ContextPoisoned",
+            GpuError::DeviceLost(_) => "DeviceLost",
+            GpuError::OutOfMemory { .. } => "OutOfMemory",
+            GpuError::Stale { .. } => "Stale",
+            GpuError::InvalidArgument(_) => "InvalidArgument",
+            GpuError::Library { .. } => "Library",
+            GpuError::Unsupported(_) => "Unsupported",
+            GpuError::Backpressure { .. } => "Backpressure",
+            GpuError::Timeout(_) => "Timeout",
+            GpuError::Stopped(_) => "Stopped",
+            GpuError::MailboxFull(_) => "MailboxFull",
+            GpuError::NoReply(_) => "NoReply",
+            GpuError::NameTaken(_) => "NameTaken",
+            GpuError::Other(_) => "Other",
+        }
+    }
+
+    /// Classifies a tagged panic message such as `"ContextPoisoned: illegal address"`.
+    ///
+    /// Code that cannot return an error (a callback, a `Drop`) panics with a tagged string;
+    /// supervisors use this to treat it like the typed error. Returns `None` when the text
+    /// carries no known tag.
+    pub fn from_tagged(text: &str) -> Option<GpuError> {
+        let (tag, rest) = text.split_once(':')?;
+        let rest = rest.trim().to_string();
+        Some(match tag.trim() {
+            "ContextPoisoned" => GpuError::ContextPoisoned { code: 0, msg: rest },
+            "DeviceLost" => GpuError::DeviceLost(rest),
+            "OutOfMemory" => GpuError::OutOfMemory { requested_bytes: 0 },
+            "InvalidArgument" => GpuError::InvalidArgument(rest),
+            "Unsupported" => GpuError::Unsupported(rest),
+            _ => return None,
+        })
+    }
+
+    /// True for errors after which the device cannot be used again in this process.
+    pub fn is_sticky(&self) -> bool {
+        matches!(self, GpuError::ContextPoisoned { .. } | GpuError::DeviceLost(_))
+    }
+}
+
+/// Shorthand used across the runtime.
+pub type Result<T, E = GpuError> = std::result::Result<T, E>;

@@ -1,0 +1,10 @@
+//! `atomr-accel-cuda`: GPU acceleration through the actor model, as an embedded DSL.
+//!
+//! This facade re-exports the runtime (`atomr-accel-cuda-runtime`) and the macros
+//! (`atomr-accel-cuda-macros`), so users depend on one crate. See README.md for what works
+//! today and DESIGN.md for the target.
+
+// The macros crate exports nothing yet (README lists #[gpu_actor] and #[kernel] as missing).
+#[allow(unused_imports)]
+pub use atomr_accel_cuda_macros::*;
+pub use atomr_accel_cuda_runtime::*;
