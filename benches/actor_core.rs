@@ -139,7 +139,10 @@ async fn run(flavor: &str) {
     }
     println!("RESULT | {flavor}.tell plain mpsc | {:.0} msg/s", plain);
     println!("RESULT | {flavor}.tell actor | {:.0} msg/s", actor);
-    println!("RESULT | {flavor}.tell ratio actor/plain | {:.3} (target >= 0.8)", actor / plain);
+    println!(
+        "RESULT | {flavor}.tell ratio actor/plain | {:.3} (target >= 0.8)",
+        actor / plain
+    );
     plain_ask(asks / 10).await;
     actor_ask(&sys, asks / 10).await;
     let (pp50, pp99) = summarize(&format!("{flavor}.ask plain"), plain_ask(asks).await);
@@ -152,9 +155,15 @@ async fn run(flavor: &str) {
 }
 
 fn main() {
-    let mt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let mt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     mt.block_on(run("multi_thread"));
     drop(mt);
-    let ct = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let ct = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     ct.block_on(run("current_thread"));
 }

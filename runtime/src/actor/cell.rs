@@ -144,7 +144,9 @@ impl<A: Actor> Cell<A> {
         if self.fast_run < FAST_RUN {
             match self.sys_rx.try_recv() {
                 Ok(s) => return Event::Sys(s),
-                Err(mpsc::error::TryRecvError::Disconnected) => return Event::Sys(SystemMsg::Stop(StopMode::DeadLetter)),
+                Err(mpsc::error::TryRecvError::Disconnected) => {
+                    return Event::Sys(SystemMsg::Stop(StopMode::DeadLetter))
+                }
                 Err(mpsc::error::TryRecvError::Empty) => {}
             }
             if let Ok(m) = self.mailbox.try_recv() {

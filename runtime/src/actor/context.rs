@@ -4,8 +4,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::{mpsc, watch};
 
-use super::actor_trait::Actor;
 use super::actor_ref::{ActorRef, Control};
+use super::actor_trait::Actor;
 use super::cell::{run_cell, Cell, ParentLink};
 use super::children::{ChildRecord, Children};
 use super::path::ActorPath;
@@ -137,7 +137,12 @@ pub(crate) fn spawn_cell<C: Actor>(
         sys: sys_tx.clone(),
         terminated: terminated_rx,
     };
-    let r = ActorRef::new(tx, control.clone(), system.dead_letters().clone(), system.deadlines().clone());
+    let r = ActorRef::new(
+        tx,
+        control.clone(),
+        system.dead_letters().clone(),
+        system.deadlines().clone(),
+    );
     let dispatcher = match &props.dispatcher {
         DispatcherChoice::Shared => system.shared_dispatcher(),
         DispatcherChoice::On(d) => d.clone(),

@@ -5,8 +5,8 @@
 //! budgets, escalation), death watch, dead letters, and dispatchers that pin an actor to
 //! one OS thread. See DESIGN.md, "The actor core", for why it is our own.
 
-mod actor_trait;
 mod actor_ref;
+mod actor_trait;
 mod cell;
 mod children;
 mod context;
@@ -20,8 +20,8 @@ mod system;
 mod system_msg;
 mod terminated;
 
-pub use actor_trait::Actor;
 pub use actor_ref::{ActorRef, Rejected, Reply};
+pub use actor_trait::Actor;
 pub use context::Context;
 pub use dead_letters::{DeadLetter, DeadLetterReason, DeadLetters};
 pub use failure::Failure;

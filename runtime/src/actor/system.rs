@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex};
 use tokio::runtime::Handle;
 use tokio::sync::mpsc;
 
-use super::actor_trait::Actor;
 use super::actor_ref::ActorRef;
+use super::actor_trait::Actor;
 use super::cell::ParentLink;
 use super::children::Children;
 use super::context::spawn_cell;
