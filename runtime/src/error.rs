@@ -160,3 +160,88 @@ impl GpuError {
 
 /// Shorthand used across the runtime.
 pub type Result<T, E = GpuError> = std::result::Result<T, E>;
+
+/// CUDA driver codes after which the process must be relaunched to use the device again
+/// (the CUDA documentation's "sticky" errors; measured on the H200 for 700 and 719).
+pub const STICKY_CUDA_CODES: &[i32] = &[
+    700, // ILLEGAL_ADDRESS
+    702, // LAUNCH_TIMEOUT
+    714, // HARDWARE_STACK_ERROR
+    715, // ILLEGAL_INSTRUCTION
+    716, // MISALIGNED_ADDRESS
+    717, // INVALID_ADDRESS_SPACE
+    718, // INVALID_PC
+    719, // LAUNCH_FAILED (a device-side trap)
+    999, // UNKNOWN
+];
+
+/// CUDA_ERROR_OUT_OF_MEMORY.
+const CUDA_OUT_OF_MEMORY: i32 = 2;
+
+impl GpuError {
+    /// Classifies a CUDA driver status: sticky codes poison the context, out-of-memory is
+    /// its own (recoverable) variant, everything else is a `Library` error.
+    pub fn from_cuda_code(code: i32, msg: String, requested_bytes: u64) -> GpuError {
+        if STICKY_CUDA_CODES.contains(&code) {
+            GpuError::ContextPoisoned { code, msg }
+        } else if code == CUDA_OUT_OF_MEMORY {
+            GpuError::OutOfMemory { requested_bytes }
+        } else {
+            GpuError::Library {
+                lib: Lib::Driver,
+                code,
+                msg,
+            }
+        }
+    }
+}
+
+impl From<cudarc::driver::DriverError> for GpuError {
+    fn from(e: cudarc::driver::DriverError) -> Self {
+        let msg = e
+            .error_string()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| format!("{:?}", e.0));
+        GpuError::from_cuda_code(e.0 as i32, msg, 0)
+    }
+}
+
+impl From<cudarc::cublas::result::CublasError> for GpuError {
+    fn from(e: cudarc::cublas::result::CublasError) -> Self {
+        GpuError::Library {
+            lib: Lib::Cublas,
+            code: e.0 as i32,
+            msg: format!("{:?}", e.0),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cuda_codes_are_classified() {
+        assert!(GpuError::from_cuda_code(700, "illegal address".into(), 0).is_sticky());
+        assert!(GpuError::from_cuda_code(719, "launch failed".into(), 0).is_sticky());
+        assert_eq!(
+            GpuError::from_cuda_code(2, "oom".into(), 64),
+            GpuError::OutOfMemory { requested_bytes: 64 }
+        );
+        assert!(matches!(
+            GpuError::from_cuda_code(1, "invalid value".into(), 0),
+            GpuError::Library {
+                lib: Lib::Driver,
+                code: 1,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn tagged_texts_round_trip() {
+        let e = GpuError::from_tagged("DeviceLost: gone").unwrap();
+        assert_eq!(e, GpuError::DeviceLost("gone".into()));
+        assert!(GpuError::from_tagged("no tag here").is_none());
+    }
+}

@@ -6,8 +6,20 @@
 #![warn(missing_docs)]
 
 pub mod actor;
+pub mod completion;
+pub mod device;
 pub mod dispatcher;
+pub mod dtype;
 pub mod error;
+pub mod gpu_ref;
+pub mod kernel;
 pub mod prelude;
+pub mod stream;
+pub(crate) mod sys;
 
+pub use completion::CompletionStrategy;
+pub use device::{Device, DeviceConfig};
 pub use error::{GpuError, Lib};
+pub use gpu_ref::GpuRef;
+pub use kernel::blas::{Batch, Gemm};
+pub use stream::StreamStrategy;

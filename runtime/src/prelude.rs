@@ -3,5 +3,10 @@
 pub use crate::actor::{
     Actor, ActorRef, ActorSystem, Context, Directive, Failure, Props, Reply, StopMode, SupervisorStrategy, Terminated,
 };
+pub use crate::device::{BackendChoice, BackendKind, Device, DeviceConfig};
 pub use crate::dispatcher::{Dispatcher, GpuDispatcher};
+pub use crate::dtype::{BlasScalar, DType, FloatDType};
 pub use crate::error::GpuError;
+pub use crate::gpu_ref::GpuRef;
+pub use crate::kernel::blas::{Batch, Gemm};
+pub use half::{bf16, f16};

@@ -1,0 +1,175 @@
+//! SGEMM through `BlasActor` (ask → cuBLAS → completion → reply) vs raw cudarc cuBLAS
+//! (gemm + stream sync) in the same process, on GPU 0. Also the tiny round trip (a 1×1×1
+//! GEMM) per completion strategy vs raw launch + sync. Prints `RESULT |` lines.
+//! Sizes: BENCH_SIZES (default "1024,4096,8192"). Skips with a message without a GPU.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use atomr_accel_cuda::actor::ActorSystem;
+use atomr_accel_cuda::{CompletionStrategy, Device, DeviceConfig, Gemm};
+use cudarc::cublas::{sys as cbsys, CudaBlas, Gemm as _, GemmConfig};
+use cudarc::driver::CudaContext;
+
+fn percentile(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[((p * (v.len() - 1) as f64).round() as usize).min(v.len() - 1)]
+}
+
+fn iters_for(n: usize) -> usize {
+    match n {
+        0..=1024 => 200,
+        1025..=4096 => 40,
+        _ => 15,
+    }
+}
+
+fn raw_sgemm(ctx: &Arc<CudaContext>, n: usize) -> f64 {
+    let stream = ctx.new_stream().unwrap();
+    let blas = CudaBlas::new(stream.clone()).unwrap();
+    let a = stream.alloc_zeros::<f32>(n * n).unwrap();
+    let b = stream.alloc_zeros::<f32>(n * n).unwrap();
+    let mut c = stream.alloc_zeros::<f32>(n * n).unwrap();
+    let cfg = GemmConfig {
+        transa: cbsys::cublasOperation_t::CUBLAS_OP_N,
+        transb: cbsys::cublasOperation_t::CUBLAS_OP_N,
+        m: n as i32,
+        n: n as i32,
+        k: n as i32,
+        alpha: 1.0f32,
+        lda: n as i32,
+        ldb: n as i32,
+        beta: 0.0,
+        ldc: n as i32,
+    };
+    let mut times = vec![];
+    for i in 0..iters_for(n) + 3 {
+        let t = Instant::now();
+        // SAFETY: all three buffers hold n*n elements, matching the config.
+        unsafe { blas.gemm(cfg, &a, &b, &mut c) }.unwrap();
+        stream.synchronize().unwrap();
+        if i >= 3 {
+            times.push(t.elapsed().as_secs_f64());
+        }
+    }
+    percentile(&mut times, 0.5)
+}
+
+async fn actor_sgemm(dev: &Device, n: usize) -> f64 {
+    let a = dev.alloc::<f32>(n * n).await.unwrap();
+    let b = dev.alloc::<f32>(n * n).await.unwrap();
+    let c = dev.alloc::<f32>(n * n).await.unwrap();
+    let g = Gemm::<f32>::new(n, n, n);
+    let mut times = vec![];
+    for i in 0..iters_for(n) + 3 {
+        let t = Instant::now();
+        dev.gemm(g, &a, &b, &c).await.unwrap();
+        if i >= 3 {
+            times.push(t.elapsed().as_secs_f64());
+        }
+    }
+    percentile(&mut times, 0.5)
+}
+
+async fn tiny_round_trip(dev: &Device, iters: usize) -> (f64, f64) {
+    let a = dev.upload(vec![1.5f32]).await.unwrap();
+    let c = dev.alloc::<f32>(1).await.unwrap();
+    let g = Gemm::<f32>::new(1, 1, 1);
+    let mut lat = vec![];
+    for i in 0..iters + 100 {
+        let t = Instant::now();
+        dev.gemm(g, &a, &a, &c).await.unwrap();
+        if i >= 100 {
+            lat.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    (percentile(&mut lat, 0.5), percentile(&mut lat, 0.99))
+}
+
+fn raw_tiny(ctx: &Arc<CudaContext>, iters: usize) -> (f64, f64) {
+    let stream = ctx.new_stream().unwrap();
+    let blas = CudaBlas::new(stream.clone()).unwrap();
+    let a = stream.clone_htod(&[1.5f32]).unwrap();
+    let mut c = stream.alloc_zeros::<f32>(1).unwrap();
+    let cfg = GemmConfig {
+        transa: cbsys::cublasOperation_t::CUBLAS_OP_N,
+        transb: cbsys::cublasOperation_t::CUBLAS_OP_N,
+        m: 1,
+        n: 1,
+        k: 1,
+        alpha: 1.0f32,
+        lda: 1,
+        ldb: 1,
+        beta: 0.0,
+        ldc: 1,
+    };
+    let mut lat = vec![];
+    for i in 0..iters + 100 {
+        let t = Instant::now();
+        // SAFETY: 1-element buffers for a 1×1×1 GEMM.
+        unsafe { blas.gemm(cfg, &a, &a, &mut c) }.unwrap();
+        stream.synchronize().unwrap();
+        if i >= 100 {
+            lat.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    (percentile(&mut lat, 0.5), percentile(&mut lat, 0.99))
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let sys = ActorSystem::new("bench");
+        let dev = match Device::open(&sys, DeviceConfig::cuda(0)).await {
+            Ok(d) => d,
+            Err(e) => {
+                println!("sgemm bench: no usable GPU ({e}); nothing measured");
+                return;
+            }
+        };
+        let info = dev.ready().await.unwrap();
+        println!("RESULT | info.device | {} {:?}", info.name, info.compute_capability);
+        let ctx = CudaContext::new(0).unwrap();
+        let sizes: Vec<usize> = std::env::var("BENCH_SIZES")
+            .unwrap_or_else(|_| "1024,4096,8192".into())
+            .split(',')
+            .filter_map(|s| s.trim().parse().ok())
+            .collect();
+        for n in sizes {
+            let flops = 2.0 * (n as f64).powi(3);
+            let raw = raw_sgemm(&ctx, n);
+            let actor = actor_sgemm(&dev, n).await;
+            println!(
+                "RESULT | sgemm.{n} | actor {:.2} TFLOP/s, raw cudarc {:.2} TFLOP/s, ratio {:.3}",
+                flops / actor / 1e12,
+                flops / raw / 1e12,
+                raw / actor
+            );
+        }
+        let iters: usize = std::env::var("BENCH_ITERS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(5000);
+        let (rp50, rp99) = raw_tiny(&ctx, iters);
+        println!("RESULT | tiny.raw gemm1 + sync | p50 {rp50:.2} us, p99 {rp99:.2} us");
+        for s in [
+            CompletionStrategy::Polled,
+            CompletionStrategy::HostFn,
+            CompletionStrategy::Blocking,
+        ] {
+            let sys = ActorSystem::new("tiny");
+            let dev = Device::open(&sys, DeviceConfig::cuda(0).with_completion(s))
+                .await
+                .unwrap();
+            let (p50, p99) = tiny_round_trip(&dev, iters).await;
+            println!(
+                "RESULT | tiny.actor gemm1 ask round trip, {s:?} | p50 {p50:.2} us, p99 {p99:.2} us ({:.2}x raw p50)",
+                p50 / rp50
+            );
+            sys.shutdown().await;
+        }
+    });
+}

@@ -1,0 +1,177 @@
+//! Completion: turning "work enqueued on a stream" into a future that resolves when the
+//! GPU is done — or with an error when the stream failed, or `Timeout` at the deadline.
+//!
+//! Three strategies behind one type, chosen in `DeviceConfig` (the default is picked by
+//! `benches/roundtrip.rs`, see BENCHMARKS.md):
+//! - `HostFn`: `cuLaunchHostFunc` completes a channel. A host function never fires after
+//!   a device fault, so the wait also queries an event every few milliseconds.
+//! - `Polled`: one poller thread per device spins `cuEventQuery` over the pending events.
+//! - `Blocking`: the caller spins `cuEventQuery` itself (on the actor's own thread).
+//!
+//! Every strategy reports a failed stream as the classified `GpuError` and every wait has
+//! a deadline, so no reply hangs.
+
+use std::sync::mpsc as std_mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use tokio::sync::oneshot;
+
+use crate::error::GpuError;
+
+/// How completions are observed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CompletionStrategy {
+    /// `cuLaunchHostFunc` callback, with a periodic fault check.
+    HostFn,
+    /// A poller thread spinning `cuEventQuery` (lowest latency into async code on an H200).
+    #[default]
+    Polled,
+    /// Spin on `cuEventQuery` in the waiting thread.
+    Blocking,
+}
+
+/// How often a host-function wait checks for a device fault.
+const FAULT_CHECK: Duration = Duration::from_millis(5);
+
+type PollReq = (CudaEvent, oneshot::Sender<Result<(), GpuError>>);
+
+/// Waits for stream work with the configured strategy.
+#[derive(Clone)]
+pub(crate) struct Completer {
+    strategy: CompletionStrategy,
+    poller: Option<std_mpsc::Sender<PollReq>>,
+    deadline: Duration,
+}
+
+fn query(event: &CudaEvent) -> Result<bool, GpuError> {
+    event.try_is_complete().map_err(GpuError::from)
+}
+
+impl Completer {
+    /// A completer for `ctx`; the polled strategy starts its poller thread here.
+    pub(crate) fn new(
+        ctx: &Arc<CudaContext>,
+        strategy: CompletionStrategy,
+        deadline: Duration,
+    ) -> Result<Self, GpuError> {
+        let poller = match strategy {
+            CompletionStrategy::Polled => Some(start_poller(ctx.clone())?),
+            _ => None,
+        };
+        Ok(Completer {
+            strategy,
+            poller,
+            deadline,
+        })
+    }
+
+    /// Marks the current end of `stream` and returns a future resolving when the GPU has
+    /// reached it. Call on the thread that enqueued the work.
+    pub(crate) fn done(&self, stream: &Arc<CudaStream>) -> BoxFuture<'static, Result<(), GpuError>> {
+        let event = match stream.record_event(None) {
+            Ok(e) => e,
+            Err(e) => return futures::future::ready(Err(e.into())).boxed(),
+        };
+        let deadline = self.deadline;
+        match self.strategy {
+            CompletionStrategy::Blocking => {
+                let start = Instant::now();
+                let r = loop {
+                    match query(&event) {
+                        Ok(true) => break Ok(()),
+                        Ok(false) if start.elapsed() > deadline => break Err(GpuError::Timeout(deadline)),
+                        Ok(false) => std::hint::spin_loop(),
+                        Err(e) => break Err(e),
+                    }
+                };
+                futures::future::ready(r).boxed()
+            }
+            CompletionStrategy::Polled => {
+                let (tx, rx) = oneshot::channel();
+                let poller = self.poller.as_ref().expect("polled completer has a poller");
+                if poller.send((event, tx)).is_err() {
+                    return futures::future::ready(Err(GpuError::DeviceLost("completion poller stopped".into())))
+                        .boxed();
+                }
+                async move {
+                    match tokio::time::timeout(deadline, rx).await {
+                        Ok(Ok(r)) => r,
+                        Ok(Err(_)) => Err(GpuError::DeviceLost("completion poller stopped".into())),
+                        Err(_) => Err(GpuError::Timeout(deadline)),
+                    }
+                }
+                .boxed()
+            }
+            CompletionStrategy::HostFn => {
+                let (tx, mut rx) = oneshot::channel::<()>();
+                if let Err(e) = crate::sys::launch_host_fn(
+                    stream,
+                    Box::new(move || {
+                        let _ = tx.send(());
+                    }),
+                ) {
+                    return futures::future::ready(Err(e)).boxed();
+                }
+                async move {
+                    let start = Instant::now();
+                    loop {
+                        match tokio::time::timeout(FAULT_CHECK, &mut rx).await {
+                            Ok(Ok(())) => return Ok(()),
+                            Ok(Err(_)) => return Err(GpuError::DeviceLost("host function dropped".into())),
+                            Err(_) => {
+                                // The callback has not fired: a device fault would stop it
+                                // for ever, so ask the event.
+                                query(&event)?;
+                                if start.elapsed() > deadline {
+                                    return Err(GpuError::Timeout(deadline));
+                                }
+                            }
+                        }
+                    }
+                }
+                .boxed()
+            }
+        }
+    }
+}
+
+/// The poller thread: spins over pending events while any are pending, parks on its
+/// channel otherwise. It ends when every sender is gone.
+fn start_poller(ctx: Arc<CudaContext>) -> Result<std_mpsc::Sender<PollReq>, GpuError> {
+    let (tx, rx) = std_mpsc::channel::<PollReq>();
+    std::thread::Builder::new()
+        .name(format!("cuda-poller-{}", ctx.ordinal()))
+        .spawn(move || {
+            let _ = ctx.bind_to_thread();
+            let mut pending: Vec<PollReq> = Vec::new();
+            loop {
+                if pending.is_empty() {
+                    match rx.recv() {
+                        Ok(req) => pending.push(req),
+                        Err(_) => return,
+                    }
+                }
+                while let Ok(req) = rx.try_recv() {
+                    pending.push(req);
+                }
+                pending.retain_mut(|(event, reply)| match query(event) {
+                    Ok(false) => !reply.is_closed(),
+                    Ok(true) => {
+                        let _ = std::mem::replace(reply, oneshot::channel().0).send(Ok(()));
+                        false
+                    }
+                    Err(e) => {
+                        let _ = std::mem::replace(reply, oneshot::channel().0).send(Err(e));
+                        false
+                    }
+                });
+                std::hint::spin_loop();
+            }
+        })
+        .map_err(|e| GpuError::Other(format!("could not start the completion poller: {e}")))?;
+    Ok(tx)
+}

@@ -1,0 +1,122 @@
+//! `DeviceConfig`: which device, which backend, and how its actors behave.
+
+use std::time::Duration;
+
+use crate::completion::CompletionStrategy;
+use crate::stream::StreamStrategy;
+
+/// Which backend runs a device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BackendChoice {
+    /// The CUDA GPU `device_id`; opening fails if it cannot be used.
+    Cuda,
+    /// The emulated CPU device: host memory, host GEMM. Same API, same results within
+    /// floating-point tolerance.
+    Cpu,
+    /// The GPU when one is found, else the CPU device.
+    #[default]
+    Auto,
+}
+
+/// The CUDA libraries a device starts actors for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Libraries {
+    /// `BlasActor` (cuBLAS / host GEMM).
+    pub blas: bool,
+}
+
+impl Default for Libraries {
+    fn default() -> Self {
+        Libraries { blas: true }
+    }
+}
+
+/// Everything that configures one device.
+#[derive(Debug, Clone)]
+pub struct DeviceConfig {
+    /// CUDA ordinal (and the id that `GpuRef`s are checked against).
+    pub device_id: usize,
+    /// Backend selection.
+    pub backend: BackendChoice,
+    /// Which streams the device's actors use.
+    pub streams: StreamStrategy,
+    /// How completions are observed.
+    pub completion: CompletionStrategy,
+    /// Requests the device holds while its inner tier (re)starts; beyond this,
+    /// `Backpressure`.
+    pub queue_capacity: usize,
+    /// Mailbox capacity of the device's actors.
+    pub mailbox_capacity: usize,
+    /// Deadline of every wait for GPU work.
+    pub op_timeout: Duration,
+    /// Deadline of a request (an ask) through the device.
+    pub request_timeout: Duration,
+    /// Library actors to start.
+    pub libraries: Libraries,
+    /// Memory the CPU device may hand out, in bytes (host RAM is shared with everything
+    /// else, so an allocation beyond this is `OutOfMemory` rather than an abort).
+    pub cpu_memory_limit: u64,
+    /// Diagnostics and test hook: the inner tier waits this long before building its
+    /// context, which holds the device in `Starting` (to exercise queueing).
+    pub start_delay: Option<Duration>,
+}
+
+impl Default for DeviceConfig {
+    fn default() -> Self {
+        DeviceConfig {
+            device_id: 0,
+            backend: BackendChoice::Auto,
+            streams: StreamStrategy::PerActor,
+            completion: CompletionStrategy::default(),
+            queue_capacity: 1024,
+            mailbox_capacity: 1024,
+            op_timeout: Duration::from_secs(60),
+            request_timeout: Duration::from_secs(120),
+            libraries: Libraries::default(),
+            cpu_memory_limit: 8 << 30,
+            start_delay: None,
+        }
+    }
+}
+
+impl DeviceConfig {
+    /// The GPU when present, else the CPU device.
+    pub fn auto() -> Self {
+        DeviceConfig::default()
+    }
+
+    /// CUDA device `id`.
+    pub fn cuda(id: usize) -> Self {
+        DeviceConfig {
+            device_id: id,
+            backend: BackendChoice::Cuda,
+            ..Default::default()
+        }
+    }
+
+    /// The CPU device.
+    pub fn cpu() -> Self {
+        DeviceConfig {
+            backend: BackendChoice::Cpu,
+            ..Default::default()
+        }
+    }
+
+    /// Sets the completion strategy.
+    pub fn with_completion(mut self, c: CompletionStrategy) -> Self {
+        self.completion = c;
+        self
+    }
+
+    /// Sets the stream strategy.
+    pub fn with_streams(mut self, s: StreamStrategy) -> Self {
+        self.streams = s;
+        self
+    }
+
+    /// Sets the queue capacity used while the inner tier starts.
+    pub fn with_queue_capacity(mut self, n: usize) -> Self {
+        self.queue_capacity = n;
+        self
+    }
+}

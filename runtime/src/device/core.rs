@@ -1,0 +1,284 @@
+//! `ContextCore`: what the inner tier owns — the CUDA context (or the CPU device), its
+//! stream and completion — and the memory operations on it.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaStream};
+
+use super::config::BackendChoice;
+use super::job::Flow;
+use super::state::{BackendKind, DeviceInfo, DeviceShared};
+use crate::completion::Completer;
+use crate::dtype::DType;
+use crate::error::GpuError;
+use crate::gpu_ref::{GpuRef, Storage};
+use crate::stream::StreamSource;
+
+/// The CUDA side of a context.
+pub(crate) struct CudaEngine {
+    pub(crate) ctx: Arc<CudaContext>,
+    pub(crate) stream: Arc<CudaStream>,
+    pub(crate) streams: Arc<StreamSource>,
+    pub(crate) completer: Completer,
+}
+
+/// CUDA or the CPU device.
+pub(crate) enum Engine {
+    Cpu,
+    Cuda(CudaEngine),
+}
+
+/// The inner tier's state for one generation.
+pub struct ContextCore {
+    pub(crate) shared: Arc<DeviceShared>,
+    pub(crate) generation: u64,
+    pub(crate) engine: Engine,
+    pub(crate) info: DeviceInfo,
+    /// Set by the rebuild test hook: the actor fails after the job so its supervisor
+    /// rebuilds it.
+    pub(crate) rebuild_requested: bool,
+}
+
+impl ContextCore {
+    /// Builds the backend for a new generation, on the inner tier's own thread.
+    pub(crate) fn build(shared: Arc<DeviceShared>) -> Result<ContextCore, GpuError> {
+        let config = &shared.config;
+        let use_cuda = match config.backend {
+            BackendChoice::Cpu => false,
+            BackendChoice::Cuda => true,
+            BackendChoice::Auto => crate::sys::cuda_device_usable(config.device_id),
+        };
+        let (engine, info) = if use_cuda {
+            if !crate::sys::cuda_driver_present() {
+                return Err(GpuError::DeviceLost("no CUDA driver (libcuda) on this machine".into()));
+            }
+            let ctx = CudaContext::new(config.device_id)?;
+            let streams = Arc::new(StreamSource::new(ctx.clone(), config.streams)?);
+            let stream = streams.take()?;
+            let completer = Completer::new(&ctx, config.completion, config.op_timeout)?;
+            let info = DeviceInfo {
+                backend: BackendKind::Cuda,
+                name: ctx.name()?,
+                total_memory: ctx.total_mem()? as u64,
+                compute_capability: Some(ctx.compute_capability()?),
+            };
+            (
+                Engine::Cuda(CudaEngine {
+                    ctx,
+                    stream,
+                    streams,
+                    completer,
+                }),
+                info,
+            )
+        } else {
+            let info = DeviceInfo {
+                backend: BackendKind::Cpu,
+                name: "CPU device".into(),
+                total_memory: config.cpu_memory_limit,
+                compute_capability: None,
+            };
+            (Engine::Cpu, info)
+        };
+        let generation = shared.next_generation();
+        Ok(ContextCore {
+            shared,
+            generation,
+            engine,
+            info,
+            rebuild_requested: false,
+        })
+    }
+
+    /// The device id buffers are checked against.
+    pub(crate) fn device_id(&self) -> usize {
+        self.shared.config.device_id
+    }
+
+    /// Validates a buffer for use on this device and generation.
+    pub(crate) fn check<T: DType>(&self, r: &GpuRef<T>) -> Result<(), GpuError> {
+        r.validate(self.device_id(), self.generation)
+    }
+
+    fn observe(&self, e: impl Into<GpuError>) -> GpuError {
+        self.shared.observe(e.into())
+    }
+
+    /// Completion of everything enqueued so far on the context's stream.
+    fn done(&self) -> Flow<()> {
+        match &self.engine {
+            Engine::Cpu => Flow::Ready(()),
+            Engine::Cuda(c) => {
+                let shared = self.shared.clone();
+                let fut = c.completer.done(&c.stream);
+                Flow::Pending(Box::pin(async move { fut.await.map_err(|e| shared.observe(e)) }))
+            }
+        }
+    }
+
+    /// Allocates `len` zeroed elements.
+    pub(crate) fn alloc<T: DType>(&mut self, len: usize) -> Result<GpuRef<T>, GpuError> {
+        let bytes = checked_bytes::<T>(len)?;
+        let storage = match &self.engine {
+            Engine::Cpu => {
+                let shared = self.shared.clone();
+                let limit = shared.config.cpu_memory_limit;
+                let used = shared.cpu_used.fetch_add(bytes, Ordering::SeqCst);
+                if used.saturating_add(bytes) > limit {
+                    shared.cpu_used.fetch_sub(bytes, Ordering::SeqCst);
+                    return Err(GpuError::OutOfMemory { requested_bytes: bytes });
+                }
+                let mut v = Vec::new();
+                if v.try_reserve_exact(len).is_err() {
+                    shared.cpu_used.fetch_sub(bytes, Ordering::SeqCst);
+                    return Err(GpuError::OutOfMemory { requested_bytes: bytes });
+                }
+                v.resize(len, T::default());
+                let on_drop: Box<dyn Fn(u64) + Send + Sync> = Box::new(move |b| {
+                    shared.cpu_used.fetch_sub(b, Ordering::SeqCst);
+                });
+                return Ok(GpuRef::new(
+                    self.device_id(),
+                    self.generation,
+                    len,
+                    Storage::Cpu(v),
+                    Some(on_drop),
+                ));
+            }
+            Engine::Cuda(c) => match c.stream.alloc_zeros::<T>(len) {
+                Ok(s) => Storage::Cuda(s),
+                Err(e) => {
+                    let e = GpuError::from(e);
+                    return Err(self.observe(match e {
+                        GpuError::OutOfMemory { .. } => GpuError::OutOfMemory { requested_bytes: bytes },
+                        other => other,
+                    }));
+                }
+            },
+        };
+        Ok(GpuRef::new(self.device_id(), self.generation, len, storage, None))
+    }
+
+    /// Allocates and fills a buffer from host data.
+    pub(crate) fn upload<T: DType>(&mut self, data: &[T]) -> Result<Flow<GpuRef<T>>, GpuError> {
+        let r = self.alloc::<T>(data.len())?;
+        {
+            let mut s = r.lock();
+            match &mut *s {
+                Storage::Cpu(v) => v.copy_from_slice(data),
+                Storage::Cuda(dst) => {
+                    let Engine::Cuda(c) = &self.engine else {
+                        unreachable!("CUDA storage on a CUDA engine")
+                    };
+                    c.stream.memcpy_htod(data, dst).map_err(|e| self.observe(e))?;
+                }
+            }
+        }
+        Ok(self.then(r))
+    }
+
+    /// Overwrites a buffer with host data of the same length.
+    pub(crate) fn write<T: DType>(&mut self, dst: &GpuRef<T>, data: &[T]) -> Result<Flow<()>, GpuError> {
+        self.check(dst)?;
+        if data.len() != dst.len() {
+            return Err(GpuError::InvalidArgument(format!(
+                "write of {} elements into a buffer of {}",
+                data.len(),
+                dst.len()
+            )));
+        }
+        match &mut *dst.lock() {
+            Storage::Cpu(v) => v.copy_from_slice(data),
+            Storage::Cuda(d) => {
+                let Engine::Cuda(c) = &self.engine else {
+                    unreachable!("CUDA storage on a CUDA engine")
+                };
+                c.stream.memcpy_htod(data, d).map_err(|e| self.observe(e))?;
+            }
+        }
+        Ok(self.done())
+    }
+
+    /// Copies a buffer back to the host.
+    pub(crate) fn download<T: DType>(&mut self, src: &GpuRef<T>) -> Result<Flow<Vec<T>>, GpuError> {
+        self.check(src)?;
+        let s = src.lock();
+        match &*s {
+            Storage::Cpu(v) => Ok(Flow::Ready(v.clone())),
+            Storage::Cuda(d) => {
+                let Engine::Cuda(c) = &self.engine else {
+                    unreachable!("CUDA storage on a CUDA engine")
+                };
+                // A pageable destination: cudarc synchronises the stream before returning.
+                let v = c.stream.clone_dtoh(d).map_err(|e| self.observe(e))?;
+                Ok(Flow::Ready(v))
+            }
+        }
+    }
+
+    /// Device-to-device copy of equal-length buffers.
+    pub(crate) fn copy<T: DType>(&mut self, src: &GpuRef<T>, dst: &GpuRef<T>) -> Result<Flow<()>, GpuError> {
+        self.check(src)?;
+        self.check(dst)?;
+        if src.len() != dst.len() {
+            return Err(GpuError::InvalidArgument(format!(
+                "copy of {} elements into a buffer of {}",
+                src.len(),
+                dst.len()
+            )));
+        }
+        if src.same_buffer(dst) {
+            return Ok(Flow::Ready(()));
+        }
+        let s = src.lock();
+        let mut d = dst.lock();
+        match (&*s, &mut *d) {
+            (Storage::Cpu(a), Storage::Cpu(b)) => b.copy_from_slice(a),
+            (Storage::Cuda(a), Storage::Cuda(b)) => {
+                let Engine::Cuda(c) = &self.engine else {
+                    unreachable!("CUDA storage on a CUDA engine")
+                };
+                c.stream.memcpy_dtod(a, b).map_err(|e| self.observe(e))?;
+            }
+            _ => return Err(GpuError::InvalidArgument("copy between a CPU and a CUDA buffer".into())),
+        }
+        drop((s, d));
+        Ok(self.done())
+    }
+
+    /// Returns `value` once the context's stream has finished the work enqueued so far.
+    fn then<R: Send + 'static>(&self, value: R) -> Flow<R> {
+        match self.done() {
+            Flow::Ready(()) => Flow::Ready(value),
+            Flow::Pending(f) => Flow::Pending(Box::pin(async move { f.await.map(|()| value) })),
+        }
+    }
+
+    /// Free and total device memory in bytes.
+    pub(crate) fn memory(&self) -> Result<(u64, u64), GpuError> {
+        match &self.engine {
+            Engine::Cpu => {
+                let limit = self.shared.config.cpu_memory_limit;
+                Ok((limit - self.shared.cpu_used.load(Ordering::SeqCst).min(limit), limit))
+            }
+            Engine::Cuda(c) => {
+                let (free, total) = c.ctx.mem_get_info().map_err(|e| self.observe(e))?;
+                Ok((free as u64, total as u64))
+            }
+        }
+    }
+}
+
+/// `len * size_of::<T>()` with the checks every allocation needs.
+pub(crate) fn checked_bytes<T>(len: usize) -> Result<u64, GpuError> {
+    if len == 0 {
+        return Err(GpuError::InvalidArgument(
+            "zero-length buffers are not allocated".into(),
+        ));
+    }
+    len.checked_mul(std::mem::size_of::<T>())
+        .filter(|b| *b <= isize::MAX as usize)
+        .map(|b| b as u64)
+        .ok_or_else(|| GpuError::InvalidArgument(format!("{len} elements overflow the address space")))
+}

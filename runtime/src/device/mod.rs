@@ -1,0 +1,258 @@
+//! The device tier: a stable `DeviceActor` over a restartable `ContextActor`, and the
+//! `Device` handle users hold.
+//!
+//! Requests take the short path straight to the inner actor that serves them while the
+//! device is ready; while the inner tier (re)starts they queue in the `DeviceActor`
+//! (bounded: `Backpressure` beyond `queue_capacity`); once the device is lost every
+//! request fails at once with `DeviceLost`.
+
+pub mod config;
+pub(crate) mod context_actor;
+pub(crate) mod core;
+pub(crate) mod device_actor;
+pub(crate) mod job;
+pub mod state;
+
+use std::sync::Arc;
+
+use tokio::sync::{oneshot, watch};
+
+pub use self::config::{BackendChoice, DeviceConfig, Libraries};
+pub use self::core::ContextCore;
+pub use self::job::Job;
+pub use self::state::{BackendKind, DeviceInfo, DeviceState, Status};
+
+use self::device_actor::{DeviceActor, DeviceMsg, Routed};
+use self::job::{make_job, Flow};
+use self::state::DeviceShared;
+use crate::actor::{ActorRef, ActorSystem, Props};
+use crate::dtype::{BlasScalar, DType};
+use crate::error::GpuError;
+use crate::gpu_ref::GpuRef;
+use crate::kernel::blas::{Batch, BlasCore, Gemm};
+
+/// A handle to one device (a GPU, or the CPU device). Cheap to clone; every method is a
+/// typed request to the device's actors.
+#[derive(Clone)]
+pub struct Device {
+    outer: ActorRef<DeviceMsg>,
+    shared: Arc<DeviceShared>,
+    state: watch::Receiver<DeviceState>,
+    system: ActorSystem,
+}
+
+impl std::fmt::Debug for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Device({})", self.outer.path())
+    }
+}
+
+impl Device {
+    /// Starts a device under `system` (as the top-level actor `device-<id>`) and returns
+    /// at once; requests made before the inner tier is ready are queued.
+    pub fn start(system: &ActorSystem, config: DeviceConfig) -> Result<Device, GpuError> {
+        let name = format!("device-{}", config.device_id);
+        let shared = DeviceShared::new(config);
+        let s2 = shared.clone();
+        let props = Props::new(move || DeviceActor::new(s2.clone()))
+            .supervise_children(DeviceActor::inner_strategy())
+            .mailbox(shared.config.mailbox_capacity);
+        let outer = system.spawn(props, &name)?;
+        Ok(Device {
+            outer,
+            state: shared.state.subscribe(),
+            shared,
+            system: system.clone(),
+        })
+    }
+
+    /// Starts a device and waits until it is ready (or has failed to start).
+    pub async fn open(system: &ActorSystem, config: DeviceConfig) -> Result<Device, GpuError> {
+        let d = Device::start(system, config)?;
+        d.ready().await?;
+        Ok(d)
+    }
+
+    /// Waits until the device serves requests; the error if it is lost instead.
+    pub async fn ready(&self) -> Result<DeviceInfo, GpuError> {
+        let s = self.wait_state(|s| !matches!(s.status, Status::Starting)).await?;
+        s.info.ok_or_else(|| GpuError::DeviceLost("no device info".into()))
+    }
+
+    /// Waits (within the request timeout) for a state that satisfies `pred`, or for the
+    /// device to be lost (then its error).
+    async fn wait_state(&self, pred: impl Fn(&DeviceState) -> bool) -> Result<DeviceState, GpuError> {
+        let mut rx = self.state.clone();
+        let timeout = self.shared.config.request_timeout;
+        let s = {
+            let wait = rx.wait_for(|s| pred(s) || matches!(s.status, Status::Lost(_)));
+            match tokio::time::timeout(timeout, wait).await {
+                Ok(Ok(s)) => s.clone(),
+                Ok(Err(_)) => return Err(GpuError::DeviceLost("device state closed".into())),
+                Err(_) => return Err(GpuError::Timeout(timeout)),
+            }
+        };
+        match s.status {
+            Status::Lost(e) => Err(e),
+            _ => Ok(s),
+        }
+    }
+
+    /// The latest published state (generation, status, info).
+    pub fn state(&self) -> DeviceState {
+        self.state.borrow().clone()
+    }
+
+    /// A receiver that sees every state change (generation bumps, loss).
+    pub fn watch_state(&self) -> watch::Receiver<DeviceState> {
+        self.state.clone()
+    }
+
+    /// The device's configuration.
+    pub fn config(&self) -> &DeviceConfig {
+        &self.shared.config
+    }
+
+    /// The stable address of the device (the outer tier).
+    pub fn id(&self) -> usize {
+        self.shared.config.device_id
+    }
+
+    /// Sends a job for the context actor (short path when ready) and awaits its reply.
+    async fn call<R: Send + 'static>(
+        &self,
+        op: impl FnOnce(&mut ContextCore) -> Result<Flow<R>, GpuError> + Send + 'static,
+    ) -> Result<R, GpuError> {
+        let (job, rx) = make_job(op);
+        self.submit(Routed::Ctx(job)).await?;
+        self.await_reply(rx).await
+    }
+
+    /// Sends a job for the BLAS actor and awaits its reply.
+    async fn call_blas<R: Send + 'static>(
+        &self,
+        op: impl FnOnce(&mut BlasCore) -> Result<Flow<R>, GpuError> + Send + 'static,
+    ) -> Result<R, GpuError> {
+        let (job, rx) = make_job(op);
+        self.submit(Routed::Blas(job)).await?;
+        self.await_reply(rx).await
+    }
+
+    async fn submit(&self, routed: Routed) -> Result<(), GpuError> {
+        let inner = {
+            let s = self.state.borrow();
+            if let Status::Lost(e) = &s.status {
+                return Err(GpuError::DeviceLost(format!("device {} is lost: {e}", self.id())));
+            }
+            s.inner.clone()
+        };
+        match (inner, routed) {
+            (Some(i), Routed::Ctx(j)) => i.ctx.send(j).await,
+            (Some(i), Routed::Blas(j)) if i.blas.is_some() => i.blas.as_ref().expect("checked").send(j).await,
+            (_, routed) => {
+                let timeout = self.shared.config.request_timeout;
+                self.outer.ask_try(|ack| DeviceMsg::Submit(routed, ack), timeout).await
+            }
+        }
+    }
+
+    async fn await_reply<R>(&self, rx: oneshot::Receiver<Result<R, GpuError>>) -> Result<R, GpuError> {
+        let timeout = self.shared.config.request_timeout;
+        match self.system.deadlines().run(timeout, rx).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err(self
+                .shared
+                .lost()
+                .map(|e| GpuError::DeviceLost(e.to_string()))
+                .unwrap_or_else(|| GpuError::NoReply(self.outer.path().to_string()))),
+            Err(_) => Err(GpuError::Timeout(timeout)),
+        }
+    }
+
+    /// Allocates `len` zeroed elements of `T`.
+    pub async fn alloc<T: DType>(&self, len: usize) -> Result<GpuRef<T>, GpuError> {
+        self.call(move |c| c.alloc::<T>(len).map(Flow::Ready)).await
+    }
+
+    /// Allocates a buffer holding a copy of `data` (host → device).
+    pub async fn upload<T: DType>(&self, data: impl Into<Vec<T>>) -> Result<GpuRef<T>, GpuError> {
+        let data = data.into();
+        self.call(move |c| c.upload(&data)).await
+    }
+
+    /// Overwrites `dst` with `data` (same length).
+    pub async fn write<T: DType>(&self, dst: &GpuRef<T>, data: impl Into<Vec<T>>) -> Result<(), GpuError> {
+        let (dst, data) = (dst.clone(), data.into());
+        self.call(move |c| c.write(&dst, &data)).await
+    }
+
+    /// Copies a buffer to the host (device → host).
+    pub async fn download<T: DType>(&self, src: &GpuRef<T>) -> Result<Vec<T>, GpuError> {
+        let src = src.clone();
+        self.call(move |c| c.download(&src)).await
+    }
+
+    /// Copies `src` into `dst` on the device (equal lengths).
+    pub async fn copy<T: DType>(&self, src: &GpuRef<T>, dst: &GpuRef<T>) -> Result<(), GpuError> {
+        let (src, dst) = (src.clone(), dst.clone());
+        self.call(move |c| c.copy(&src, &dst)).await
+    }
+
+    /// Free and total memory of the device, in bytes.
+    pub async fn memory(&self) -> Result<(u64, u64), GpuError> {
+        self.call(|c| c.memory().map(Flow::Ready)).await
+    }
+
+    /// `C = alpha·op(A)·op(B) + beta·C` through the device's `BlasActor`; resolves when
+    /// the GPU has finished.
+    pub async fn gemm<T: BlasScalar>(
+        &self,
+        g: Gemm<T>,
+        a: &GpuRef<T>,
+        b: &GpuRef<T>,
+        c: &GpuRef<T>,
+    ) -> Result<(), GpuError> {
+        let one = Batch {
+            count: 1,
+            stride_a: 0,
+            stride_b: 0,
+            stride_c: 0,
+        };
+        self.gemm_strided_batched(g, one, a, b, c).await
+    }
+
+    /// `batch.count` GEMMs over strided matrices in one cuBLAS call.
+    pub async fn gemm_strided_batched<T: BlasScalar>(
+        &self,
+        g: Gemm<T>,
+        batch: Batch,
+        a: &GpuRef<T>,
+        b: &GpuRef<T>,
+        c: &GpuRef<T>,
+    ) -> Result<(), GpuError> {
+        let (a, b, c) = (a.clone(), b.clone(), c.clone());
+        self.call_blas(move |core| core.gemm(g, batch, &a, &b, &c)).await
+    }
+
+    /// Test hook: makes the inner tier fail and be rebuilt by its supervisor (a new
+    /// generation: every older `GpuRef` becomes `Stale`). Resolves once the new
+    /// generation is ready.
+    pub async fn rebuild(&self) -> Result<u64, GpuError> {
+        let before = self.state().generation;
+        self.call(|c| {
+            c.rebuild_requested = true;
+            Ok(Flow::Ready(()))
+        })
+        .await?;
+        let s = self
+            .wait_state(|s| s.generation > before && matches!(s.status, Status::Ready))
+            .await?;
+        Ok(s.generation)
+    }
+
+    /// Stops the device; queued and later requests fail with `DeviceLost`.
+    pub async fn stop(&self) {
+        self.outer.stop();
+        self.outer.terminated().await;
+    }
+}

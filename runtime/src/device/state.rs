@@ -1,0 +1,137 @@
+//! `DeviceState`: the generation and status of a device, published to watchers.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use super::config::DeviceConfig;
+use super::job::Job;
+use crate::actor::ActorRef;
+use crate::device::core::ContextCore;
+use crate::error::GpuError;
+use crate::kernel::blas::BlasCore;
+
+/// Where a device is in its life.
+#[derive(Debug, Clone)]
+pub enum Status {
+    /// The inner tier is being built (or rebuilt); requests queue in the `DeviceActor`.
+    Starting,
+    /// Serving.
+    Ready,
+    /// Gone for this process (a sticky fault, or the inner tier stopped for good).
+    Lost(GpuError),
+}
+
+/// Which backend a running device uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendKind {
+    /// A CUDA GPU.
+    Cuda,
+    /// The emulated CPU device.
+    Cpu,
+}
+
+/// What a device is.
+#[derive(Debug, Clone)]
+pub struct DeviceInfo {
+    /// CUDA or CPU.
+    pub backend: BackendKind,
+    /// The GPU's name, or `"CPU device"`.
+    pub name: String,
+    /// Device memory in bytes (the CPU device's limit on the CPU).
+    pub total_memory: u64,
+    /// Compute capability of a GPU.
+    pub compute_capability: Option<(i32, i32)>,
+}
+
+/// The addresses of the current inner tier.
+#[derive(Clone)]
+pub(crate) struct InnerRefs {
+    pub(crate) ctx: ActorRef<Job<ContextCore>>,
+    pub(crate) blas: Option<ActorRef<Job<BlasCore>>>,
+}
+
+/// A snapshot of a device's state.
+#[derive(Clone)]
+pub struct DeviceState {
+    /// Bumped on every (re)build of the inner tier; buffers of older generations are
+    /// stale.
+    pub generation: u64,
+    /// Starting, ready or lost.
+    pub status: Status,
+    /// Known once the inner tier has started.
+    pub info: Option<DeviceInfo>,
+    pub(crate) inner: Option<InnerRefs>,
+}
+
+/// State shared by a device's client handle and its two tiers.
+pub(crate) struct DeviceShared {
+    pub(crate) config: DeviceConfig,
+    generation: AtomicU64,
+    pub(crate) state: watch::Sender<DeviceState>,
+    /// Bytes handed out by the CPU device.
+    pub(crate) cpu_used: AtomicU64,
+}
+
+impl DeviceShared {
+    pub(crate) fn new(config: DeviceConfig) -> Arc<Self> {
+        let (state, _) = watch::channel(DeviceState {
+            generation: 0,
+            status: Status::Starting,
+            info: None,
+            inner: None,
+        });
+        Arc::new(DeviceShared {
+            config,
+            generation: AtomicU64::new(0),
+            state,
+            cpu_used: AtomicU64::new(0),
+        })
+    }
+
+    /// Starts a new generation (called by each new inner tier).
+    pub(crate) fn next_generation(&self) -> u64 {
+        self.generation.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// The error every request gets once the device is lost, if it is.
+    pub(crate) fn lost(&self) -> Option<GpuError> {
+        match &self.state.borrow().status {
+            Status::Lost(e) => Some(e.clone()),
+            _ => None,
+        }
+    }
+
+    /// Marks the device lost for good; the first cause wins.
+    pub(crate) fn mark_lost(&self, cause: GpuError) {
+        self.state.send_if_modified(|s| {
+            if matches!(s.status, Status::Lost(_)) {
+                return false;
+            }
+            tracing::error!(device = self.config.device_id, %cause, "device lost");
+            s.status = Status::Lost(cause.clone());
+            s.inner = None;
+            true
+        });
+    }
+
+    /// Publishes a change unless the device is lost (a lost device stays lost).
+    pub(crate) fn publish(&self, f: impl FnOnce(&mut DeviceState)) {
+        self.state.send_if_modified(|s| {
+            if matches!(s.status, Status::Lost(_)) {
+                return false;
+            }
+            f(s);
+            true
+        });
+    }
+
+    /// Records `e` if it poisons the device, and passes it on.
+    pub(crate) fn observe(&self, e: GpuError) -> GpuError {
+        if e.is_sticky() {
+            self.mark_lost(e.clone());
+        }
+        e
+    }
+}

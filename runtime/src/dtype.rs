@@ -1,0 +1,149 @@
+//! Element types: one trait for every dtype a buffer can hold, with capability markers.
+//!
+//! Generic code (`GpuRef<T>`, uploads, GEMM) is written once over [`DType`]; the markers
+//! ([`BlasScalar`], [`FloatDType`]) let the compiler reject, say, an `i8` GEMM before it
+//! reaches cuBLAS.
+
+use cudarc::cublas::result::CublasError;
+use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
+use cudarc::driver::{CudaSlice, DeviceRepr, ValidAsZeroBits};
+use half::{bf16, f16};
+
+/// The kind of an element type, for errors and dispatch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DTypeKind {
+    /// IEEE binary floating point (f16, bf16, f32, f64).
+    Float,
+    /// Signed integer.
+    Int,
+    /// Unsigned integer.
+    UInt,
+}
+
+/// An element type a device buffer can hold.
+pub trait DType:
+    DeviceRepr + ValidAsZeroBits + Copy + Default + PartialEq + std::fmt::Debug + Send + Sync + 'static
+{
+    /// The Rust name (`"f32"`, `"bf16"`, …).
+    const NAME: &'static str;
+    /// Float, signed or unsigned.
+    const KIND: DTypeKind;
+    /// Widens to `f64` (exact for every type but `u64`/`i64` beyond 2^53), for reference
+    /// checks and statistics.
+    fn to_f64(self) -> f64;
+    /// Narrows from `f64` with the type's own rounding (`as` for primitives).
+    fn from_f64(v: f64) -> Self;
+}
+
+/// Implements [`DType`] for the primitive types in one place.
+macro_rules! primitive_dtype {
+    ($($t:ty => $kind:ident),* $(,)?) => {$(
+        impl DType for $t {
+            const NAME: &'static str = stringify!($t);
+            const KIND: DTypeKind = DTypeKind::$kind;
+            fn to_f64(self) -> f64 { self as f64 }
+            fn from_f64(v: f64) -> Self { v as $t }
+        }
+    )*};
+}
+
+primitive_dtype!(
+    f32 => Float, f64 => Float,
+    i8 => Int, i16 => Int, i32 => Int, i64 => Int,
+    u8 => UInt, u16 => UInt, u32 => UInt, u64 => UInt,
+);
+
+/// Implements [`DType`] for the `half` types.
+macro_rules! half_dtype {
+    ($($t:ident),*) => {$(
+        impl DType for $t {
+            const NAME: &'static str = stringify!($t);
+            const KIND: DTypeKind = DTypeKind::Float;
+            fn to_f64(self) -> f64 { self.to_f64() }
+            fn from_f64(v: f64) -> Self { $t::from_f64(v) }
+        }
+    )*};
+}
+
+half_dtype!(f16, bf16);
+
+/// Floating-point dtypes.
+pub trait FloatDType: DType {}
+impl FloatDType for f16 {}
+impl FloatDType for bf16 {}
+impl FloatDType for f32 {}
+impl FloatDType for f64 {}
+
+/// Dtypes cuBLAS multiplies (GEMM). f16 and bf16 accumulate in f32, as cuBLAS's
+/// `cublasGemmEx` does with `CUBLAS_COMPUTE_32F`; [`BlasScalar::Acc`] names that type so
+/// the CPU device computes the same way.
+pub trait BlasScalar: FloatDType {
+    /// The accumulation type (f32 for f16/bf16/f32, f64 for f64).
+    type Acc: DType + num_traits::Float + 'static;
+    /// Widens to the accumulation type.
+    fn to_acc(self) -> Self::Acc;
+    /// Rounds from the accumulation type.
+    fn from_acc(v: Self::Acc) -> Self;
+
+    /// One cuBLAS GEMM of this dtype (cudarc's `Gemm` impl for it).
+    #[doc(hidden)]
+    fn cuda_gemm(
+        blas: &CudaBlas,
+        cfg: GemmConfig<Self>,
+        a: &CudaSlice<Self>,
+        b: &CudaSlice<Self>,
+        c: &mut CudaSlice<Self>,
+    ) -> Result<(), CublasError>;
+
+    /// One cuBLAS strided-batched GEMM of this dtype.
+    #[doc(hidden)]
+    fn cuda_gemm_batched(
+        blas: &CudaBlas,
+        cfg: StridedBatchedConfig<Self>,
+        a: &CudaSlice<Self>,
+        b: &CudaSlice<Self>,
+        c: &mut CudaSlice<Self>,
+    ) -> Result<(), CublasError>;
+}
+
+macro_rules! blas_scalar {
+    ($($t:ty => $acc:ty),*) => {$(
+        impl BlasScalar for $t {
+            type Acc = $acc;
+            fn to_acc(self) -> $acc { DType::to_f64(self) as $acc }
+            fn from_acc(v: $acc) -> Self { <$t as DType>::from_f64(v as f64) }
+            fn cuda_gemm(blas: &CudaBlas, cfg: GemmConfig<Self>, a: &CudaSlice<Self>, b: &CudaSlice<Self>, c: &mut CudaSlice<Self>) -> Result<(), CublasError> {
+                // SAFETY: callers (`BlasCore::gemm`) validated shapes, leading dimensions
+                // and buffer lengths against `cfg`, so cuBLAS reads and writes only inside
+                // the three slices.
+                unsafe { Gemm::gemm(blas, cfg, a, b, c) }
+            }
+            fn cuda_gemm_batched(blas: &CudaBlas, cfg: StridedBatchedConfig<Self>, a: &CudaSlice<Self>, b: &CudaSlice<Self>, c: &mut CudaSlice<Self>) -> Result<(), CublasError> {
+                // SAFETY: as above, including every matrix of the batch.
+                unsafe { Gemm::gemm_strided_batched(blas, cfg, a, b, c) }
+            }
+        }
+    )*};
+}
+
+blas_scalar!(f16 => f32, bf16 => f32, f32 => f32, f64 => f64);
+
+/// Level-1/2 BLAS dtypes (GEMV, AXPY, DOT, NRM2, SCAL): f32 and f64, as in cuBLAS's
+/// classic API.
+pub trait Blas1Scalar: BlasScalar<Acc = Self> {}
+impl Blas1Scalar for f32 {}
+impl Blas1Scalar for f64 {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_round_trips() {
+        assert_eq!(<bf16 as DType>::NAME, "bf16");
+        assert_eq!(<u64 as DType>::KIND, DTypeKind::UInt);
+        assert_eq!(<f16 as DType>::from_f64(1.5).to_f64(), 1.5);
+        assert_eq!(<i8 as DType>::from_f64(-3.0), -3i8);
+        assert_eq!(f16::from_f64(2.0).to_acc(), 2.0f32);
+    }
+}

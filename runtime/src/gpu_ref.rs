@@ -1,0 +1,148 @@
+//! `GpuRef<T>`: a typed, generation-checked handle to a device buffer.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use cudarc::driver::CudaSlice;
+
+use crate::dtype::DType;
+use crate::error::GpuError;
+
+static NEXT_BUFFER: AtomicU64 = AtomicU64::new(1);
+
+/// Where a buffer's elements live.
+pub(crate) enum Storage<T> {
+    /// Host memory of the CPU device.
+    Cpu(Vec<T>),
+    /// Device memory. Stream ordering comes with it: cudarc records the last writer's
+    /// event on the slice and makes later users on other streams wait on it, and frees it
+    /// stream-ordered after pending work when dropped.
+    Cuda(CudaSlice<T>),
+}
+
+pub(crate) struct Buffer<T> {
+    id: u64,
+    device_id: usize,
+    generation: u64,
+    len: usize,
+    storage: Mutex<Storage<T>>,
+    /// Returns the bytes to the CPU device's budget when the buffer goes.
+    on_drop: Option<Box<dyn Fn(u64) + Send + Sync>>,
+}
+
+impl<T> Drop for Buffer<T> {
+    fn drop(&mut self) {
+        if let Some(f) = &self.on_drop {
+            f((self.len * std::mem::size_of::<T>()) as u64);
+        }
+    }
+}
+
+/// A handle to `len` elements of `T` on one device, valid for one generation of that
+/// device's context.
+///
+/// Cheap to clone and to put in messages. Every use checks that the buffer belongs to
+/// the device it is used on and to that device's current generation, so a handle from
+/// before a context rebuild fails with `Stale` instead of touching freed memory.
+/// Dropping the last clone frees the memory (after the work that uses it).
+pub struct GpuRef<T: DType> {
+    buf: Arc<Buffer<T>>,
+}
+
+impl<T: DType> Clone for GpuRef<T> {
+    fn clone(&self) -> Self {
+        GpuRef { buf: self.buf.clone() }
+    }
+}
+
+impl<T: DType> std::fmt::Debug for GpuRef<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "GpuRef<{}>(#{} len {} on device {} gen {})",
+            T::NAME,
+            self.buf.id,
+            self.buf.len,
+            self.buf.device_id,
+            self.buf.generation
+        )
+    }
+}
+
+impl<T: DType> GpuRef<T> {
+    pub(crate) fn new(
+        device_id: usize,
+        generation: u64,
+        len: usize,
+        storage: Storage<T>,
+        on_drop: Option<Box<dyn Fn(u64) + Send + Sync>>,
+    ) -> Self {
+        GpuRef {
+            buf: Arc::new(Buffer {
+                id: NEXT_BUFFER.fetch_add(1, Ordering::Relaxed),
+                device_id,
+                generation,
+                len,
+                storage: Mutex::new(storage),
+                on_drop,
+            }),
+        }
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.buf.len
+    }
+
+    /// True for a zero-length buffer (which the device never hands out).
+    pub fn is_empty(&self) -> bool {
+        self.buf.len == 0
+    }
+
+    /// The device the buffer lives on.
+    pub fn device_id(&self) -> usize {
+        self.buf.device_id
+    }
+
+    /// The context generation the buffer was allocated in.
+    pub fn generation(&self) -> u64 {
+        self.buf.generation
+    }
+
+    /// A process-unique id (for traces and errors).
+    pub fn id(&self) -> u64 {
+        self.buf.id
+    }
+
+    /// Size in bytes.
+    pub fn num_bytes(&self) -> usize {
+        self.buf.len * std::mem::size_of::<T>()
+    }
+
+    /// True if both handles name the same buffer.
+    pub fn same_buffer(&self, other: &GpuRef<T>) -> bool {
+        Arc::ptr_eq(&self.buf, &other.buf)
+    }
+
+    /// Checks the buffer against the device it is about to be used on.
+    pub(crate) fn validate(&self, device_id: usize, generation: u64) -> Result<(), GpuError> {
+        if self.buf.device_id != device_id {
+            return Err(GpuError::InvalidArgument(format!(
+                "buffer #{} lives on device {}, not on device {device_id}",
+                self.buf.id, self.buf.device_id
+            )));
+        }
+        if self.buf.generation != generation {
+            return Err(GpuError::Stale {
+                buffer_generation: self.buf.generation,
+                device_generation: generation,
+            });
+        }
+        Ok(())
+    }
+
+    /// Locks the storage (held only while enqueueing, or for a CPU op).
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Storage<T>> {
+        self.buf.storage.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}

@@ -1,0 +1,399 @@
+//! `BlasActor`: GEMM through cuBLAS on the GPU, through a CPU GEMM crate on the CPU
+//! device. Matrices are column-major, as in cuBLAS.
+
+use std::sync::Arc;
+
+use cudarc::cublas::{sys as cbsys, CudaBlas, GemmConfig, StridedBatchedConfig};
+use cudarc::driver::CudaStream;
+use futures::future::BoxFuture;
+
+use crate::actor::{Actor, Context};
+use crate::completion::Completer;
+use crate::device::core::Engine;
+use crate::device::job::{Flow, Job};
+use crate::device::state::DeviceShared;
+use crate::dtype::{BlasScalar, DType};
+use crate::error::GpuError;
+use crate::gpu_ref::{GpuRef, Storage};
+use crate::stream::StreamSource;
+
+/// One GEMM: `C = alpha · op(A) · op(B) + beta · C`, column-major, `op(A)` m×k, `op(B)`
+/// k×n, `C` m×n.
+#[derive(Debug, Clone, Copy)]
+pub struct Gemm<T> {
+    /// Use Aᵀ (A stored k×m).
+    pub transa: bool,
+    /// Use Bᵀ (B stored n×k).
+    pub transb: bool,
+    /// Rows of op(A) and C.
+    pub m: usize,
+    /// Columns of op(B) and C.
+    pub n: usize,
+    /// Columns of op(A), rows of op(B).
+    pub k: usize,
+    /// Scale of the product.
+    pub alpha: T,
+    /// Scale of the old C (zero: C is not read).
+    pub beta: T,
+    /// Leading dimension of A as stored.
+    pub lda: usize,
+    /// Leading dimension of B as stored.
+    pub ldb: usize,
+    /// Leading dimension of C.
+    pub ldc: usize,
+}
+
+impl<T: BlasScalar> Gemm<T> {
+    /// `C = A·B` with tight leading dimensions.
+    pub fn new(m: usize, n: usize, k: usize) -> Self {
+        Gemm {
+            transa: false,
+            transb: false,
+            m,
+            n,
+            k,
+            alpha: T::from_f64(1.0),
+            beta: T::from_f64(0.0),
+            lda: m,
+            ldb: k,
+            ldc: m,
+        }
+    }
+
+    /// Uses the transposes given, with tight leading dimensions for them.
+    pub fn transposed(mut self, transa: bool, transb: bool) -> Self {
+        self.transa = transa;
+        self.transb = transb;
+        self.lda = if transa { self.k } else { self.m };
+        self.ldb = if transb { self.n } else { self.k };
+        self
+    }
+
+    /// Sets alpha and beta.
+    pub fn scaled(mut self, alpha: T, beta: T) -> Self {
+        self.alpha = alpha;
+        self.beta = beta;
+        self
+    }
+
+    /// Sets the leading dimensions.
+    pub fn leading(mut self, lda: usize, ldb: usize, ldc: usize) -> Self {
+        self.lda = lda;
+        self.ldb = ldb;
+        self.ldc = ldc;
+        self
+    }
+
+    /// (rows, cols) of A as stored.
+    fn a_shape(&self) -> (usize, usize) {
+        if self.transa {
+            (self.k, self.m)
+        } else {
+            (self.m, self.k)
+        }
+    }
+
+    /// (rows, cols) of B as stored.
+    fn b_shape(&self) -> (usize, usize) {
+        if self.transb {
+            (self.n, self.k)
+        } else {
+            (self.k, self.n)
+        }
+    }
+}
+
+/// Strides (in elements) between the matrices of a strided batch.
+#[derive(Debug, Clone, Copy)]
+pub struct Batch {
+    /// Number of GEMMs.
+    pub count: usize,
+    /// Stride between consecutive A matrices.
+    pub stride_a: usize,
+    /// Stride between consecutive B matrices.
+    pub stride_b: usize,
+    /// Stride between consecutive C matrices.
+    pub stride_c: usize,
+}
+
+fn invalid(msg: String) -> GpuError {
+    GpuError::InvalidArgument(msg)
+}
+
+/// Elements a column-major `rows × cols` matrix with leading dimension `ld` spans, and
+/// the checks on `ld`.
+fn span(name: &str, rows: usize, cols: usize, ld: usize) -> Result<usize, GpuError> {
+    if ld < rows.max(1) {
+        return Err(invalid(format!(
+            "ld{name} = {ld} is smaller than the {rows} rows of {name}"
+        )));
+    }
+    ld.checked_mul(cols - 1)
+        .and_then(|v| v.checked_add(rows))
+        .ok_or_else(|| invalid(format!("{name} overflows the address space")))
+}
+
+/// Checks a GEMM (and batch) against the buffers' lengths. Returns nothing: every later
+/// index is in bounds once this passes.
+fn validate<T: BlasScalar>(g: &Gemm<T>, batch: &Batch, a: usize, b: usize, c: usize) -> Result<(), GpuError> {
+    if g.m == 0 || g.n == 0 || g.k == 0 || batch.count == 0 {
+        return Err(invalid(format!(
+            "GEMM sizes must be positive: m={} n={} k={} batch={}",
+            g.m, g.n, g.k, batch.count
+        )));
+    }
+    for (what, v) in [
+        ("m", g.m),
+        ("n", g.n),
+        ("k", g.k),
+        ("lda", g.lda),
+        ("ldb", g.ldb),
+        ("ldc", g.ldc),
+        ("batch", batch.count),
+    ] {
+        if v > i32::MAX as usize {
+            return Err(invalid(format!("{what} = {v} exceeds cuBLAS's 32-bit limit")));
+        }
+    }
+    let (ar, ac) = g.a_shape();
+    let (br, bc) = g.b_shape();
+    let need = |name: &str, one: usize, stride: usize, have: usize| -> Result<(), GpuError> {
+        let total = stride
+            .checked_mul(batch.count - 1)
+            .and_then(|v| v.checked_add(one))
+            .ok_or_else(|| invalid(format!("{name} batch overflows the address space")))?;
+        if total > have {
+            return Err(invalid(format!(
+                "{name} needs {total} elements for this GEMM but its buffer holds {have}"
+            )));
+        }
+        Ok(())
+    };
+    need("A", span("a", ar, ac, g.lda)?, batch.stride_a, a)?;
+    need("B", span("b", br, bc, g.ldb)?, batch.stride_b, b)?;
+    let c_one = span("c", g.m, g.n, g.ldc)?;
+    need("C", c_one, batch.stride_c, c)?;
+    if batch.count > 1 && batch.stride_c < c_one {
+        return Err(invalid(format!(
+            "stride_c = {} makes the C matrices of the batch overlap (each spans {c_one})",
+            batch.stride_c
+        )));
+    }
+    Ok(())
+}
+
+/// The BLAS actor's state for one generation: the cuBLAS handle and its stream, or the
+/// CPU device.
+pub struct BlasCore {
+    shared: Arc<DeviceShared>,
+    generation: u64,
+    engine: BlasEngine,
+}
+
+enum BlasEngine {
+    Cpu,
+    Cuda {
+        blas: CudaBlas,
+        stream: Arc<CudaStream>,
+        completer: Completer,
+    },
+}
+
+/// What a `BlasActor` is built from (captured by its props).
+#[derive(Clone)]
+pub(crate) struct BlasSeed {
+    pub(crate) shared: Arc<DeviceShared>,
+    pub(crate) generation: u64,
+    pub(crate) cuda: Option<(Arc<StreamSource>, Completer)>,
+}
+
+impl BlasSeed {
+    pub(crate) fn from_engine(shared: Arc<DeviceShared>, generation: u64, engine: &Engine) -> Self {
+        let cuda = match engine {
+            Engine::Cpu => None,
+            Engine::Cuda(c) => Some((c.streams.clone(), c.completer.clone())),
+        };
+        BlasSeed {
+            shared,
+            generation,
+            cuda,
+        }
+    }
+
+    fn build(&self) -> Result<BlasCore, GpuError> {
+        let engine = match &self.cuda {
+            None => BlasEngine::Cpu,
+            Some((streams, completer)) => {
+                let stream = streams.take()?;
+                let blas = CudaBlas::new(stream.clone())?;
+                BlasEngine::Cuda {
+                    blas,
+                    stream,
+                    completer: completer.clone(),
+                }
+            }
+        };
+        Ok(BlasCore {
+            shared: self.shared.clone(),
+            generation: self.generation,
+            engine,
+        })
+    }
+}
+
+impl BlasCore {
+    fn check<T: DType>(&self, r: &GpuRef<T>) -> Result<(), GpuError> {
+        r.validate(self.shared.config.device_id, self.generation)
+    }
+
+    /// Enqueues a (strided-batched) GEMM; completes when the GPU is done.
+    pub(crate) fn gemm<T: BlasScalar>(
+        &mut self,
+        g: Gemm<T>,
+        batch: Batch,
+        a: &GpuRef<T>,
+        b: &GpuRef<T>,
+        c: &GpuRef<T>,
+    ) -> Result<Flow<()>, GpuError> {
+        for r in [a, b, c] {
+            self.check(r)?;
+        }
+        if c.same_buffer(a) || c.same_buffer(b) {
+            return Err(invalid("the output C must not be the same buffer as A or B".into()));
+        }
+        validate(&g, &batch, a.len(), b.len(), c.len())?;
+        // Lock order: A, then B (unless it is A), then C — C is distinct from both.
+        let sa = a.lock();
+        let sb = if b.same_buffer(a) { None } else { Some(b.lock()) };
+        let sb_ref = sb.as_deref().unwrap_or(&*sa);
+        let mut sc = c.lock();
+        match (&self.engine, &*sa, sb_ref, &mut *sc) {
+            (BlasEngine::Cpu, Storage::Cpu(av), Storage::Cpu(bv), Storage::Cpu(cv)) => {
+                cpu_gemm(&g, &batch, av, bv, cv);
+                Ok(Flow::Ready(()))
+            }
+            (
+                BlasEngine::Cuda {
+                    blas,
+                    stream,
+                    completer,
+                },
+                Storage::Cuda(av),
+                Storage::Cuda(bv),
+                Storage::Cuda(cv),
+            ) => {
+                let cfg = GemmConfig {
+                    transa: op(g.transa),
+                    transb: op(g.transb),
+                    m: g.m as i32,
+                    n: g.n as i32,
+                    k: g.k as i32,
+                    alpha: g.alpha,
+                    lda: g.lda as i32,
+                    ldb: g.ldb as i32,
+                    beta: g.beta,
+                    ldc: g.ldc as i32,
+                };
+                let r = if batch.count == 1 {
+                    T::cuda_gemm(blas, cfg, av, bv, cv)
+                } else {
+                    let cfg = StridedBatchedConfig {
+                        gemm: cfg,
+                        batch_size: batch.count as i32,
+                        stride_a: batch.stride_a as i64,
+                        stride_b: batch.stride_b as i64,
+                        stride_c: batch.stride_c as i64,
+                    };
+                    T::cuda_gemm_batched(blas, cfg, av, bv, cv)
+                };
+                r.map_err(|e| self.shared.observe(e.into()))?;
+                Ok(self.pending(completer.done(stream)))
+            }
+            _ => Err(invalid("buffers of another backend".into())),
+        }
+    }
+
+    fn pending(&self, fut: BoxFuture<'static, Result<(), GpuError>>) -> Flow<()> {
+        let shared = self.shared.clone();
+        Flow::Pending(Box::pin(async move { fut.await.map_err(|e| shared.observe(e)) }))
+    }
+}
+
+fn op(t: bool) -> cbsys::cublasOperation_t {
+    if t {
+        cbsys::cublasOperation_t::CUBLAS_OP_T
+    } else {
+        cbsys::cublasOperation_t::CUBLAS_OP_N
+    }
+}
+
+/// The CPU device's GEMM: widen to the accumulation type, multiply with the `gemm`
+/// crate, round back — the arithmetic cuBLAS does for f16/bf16 (f32 accumulation).
+fn cpu_gemm<T: BlasScalar>(g: &Gemm<T>, batch: &Batch, a: &[T], b: &[T], c: &mut [T]) {
+    let widen = |v: &[T]| v.iter().map(|x| x.to_acc()).collect::<Vec<T::Acc>>();
+    let (aw, bw) = (widen(a), widen(b));
+    let mut cw = widen(c);
+    let (a_rs, a_cs) = if g.transa { (g.lda, 1) } else { (1, g.lda) };
+    let (b_rs, b_cs) = if g.transb { (g.ldb, 1) } else { (1, g.ldb) };
+    let read_dst = g.beta.to_f64() != 0.0;
+    for i in 0..batch.count {
+        let (oa, ob, oc) = (i * batch.stride_a, i * batch.stride_b, i * batch.stride_c);
+        // SAFETY: `validate` proved that every element this GEMM touches — offsets
+        // `oa + r*a_rs + c*a_cs` for r < rows, c < cols, and likewise for B and C — lies
+        // inside `aw`, `bw` and `cw`; C does not overlap A or B (separate vectors).
+        unsafe {
+            gemm::gemm(
+                g.m,
+                g.n,
+                g.k,
+                cw.as_mut_ptr().add(oc),
+                g.ldc as isize,
+                1,
+                read_dst,
+                aw.as_ptr().add(oa),
+                a_cs as isize,
+                a_rs as isize,
+                bw.as_ptr().add(ob),
+                b_cs as isize,
+                b_rs as isize,
+                g.beta.to_acc(),
+                g.alpha.to_acc(),
+                false,
+                false,
+                false,
+                gemm::Parallelism::Rayon(0),
+            );
+        }
+    }
+    for (dst, v) in c.iter_mut().zip(cw) {
+        *dst = T::from_acc(v);
+    }
+}
+
+/// The BLAS actor: owns a `BlasCore`, runs jobs against it. It runs on a dispatcher
+/// thread of its own so a long CPU GEMM or a blocking completion never stalls the
+/// context actor.
+pub(crate) struct BlasActor {
+    seed: BlasSeed,
+    core: Option<BlasCore>,
+}
+
+impl BlasActor {
+    pub(crate) fn new(seed: BlasSeed) -> Self {
+        BlasActor { seed, core: None }
+    }
+}
+
+impl Actor for BlasActor {
+    type Msg = Job<BlasCore>;
+
+    async fn pre_start(&mut self, _ctx: &mut Context<Self>) -> Result<(), GpuError> {
+        self.core = Some(self.seed.build().map_err(|e| self.seed.shared.observe(e))?);
+        Ok(())
+    }
+
+    async fn handle(&mut self, ctx: &mut Context<Self>, job: Job<BlasCore>) -> Result<(), GpuError> {
+        crate::device::job::run_job(ctx, &self.seed.shared, self.core.as_mut(), job);
+        Ok(())
+    }
+}

@@ -1,0 +1,4 @@
+//! Library actors of a device: each owns one CUDA library handle (or its CPU
+//! equivalent) and the stream it enqueues on.
+
+pub mod blas;

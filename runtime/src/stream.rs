@@ -1,0 +1,62 @@
+//! Stream strategies: which CUDA stream each of a device's actors enqueues on.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaStream};
+
+use crate::error::GpuError;
+
+/// How a device hands streams to its actors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StreamStrategy {
+    /// Each actor gets a stream of its own: independent actors overlap on the GPU.
+    #[default]
+    PerActor,
+    /// Actors take streams round-robin from a pool of this many.
+    Pool(usize),
+    /// Every actor shares one stream: everything is serialised, nothing needs events.
+    Single,
+}
+
+/// Hands out streams of one context according to a [`StreamStrategy`].
+pub(crate) struct StreamSource {
+    ctx: Arc<CudaContext>,
+    strategy: StreamStrategy,
+    shared: Vec<Arc<CudaStream>>,
+    next: AtomicUsize,
+}
+
+impl StreamSource {
+    pub(crate) fn new(ctx: Arc<CudaContext>, strategy: StreamStrategy) -> Result<Self, GpuError> {
+        let shared = match strategy {
+            StreamStrategy::PerActor => vec![],
+            StreamStrategy::Single => vec![ctx.new_stream()?],
+            StreamStrategy::Pool(n) => {
+                if n == 0 {
+                    return Err(GpuError::InvalidArgument(
+                        "a stream pool needs at least one stream".into(),
+                    ));
+                }
+                (0..n).map(|_| ctx.new_stream()).collect::<Result<_, _>>()?
+            }
+        };
+        Ok(StreamSource {
+            ctx,
+            strategy,
+            shared,
+            next: AtomicUsize::new(0),
+        })
+    }
+
+    /// A stream for one more actor.
+    pub(crate) fn take(&self) -> Result<Arc<CudaStream>, GpuError> {
+        match self.strategy {
+            StreamStrategy::PerActor => Ok(self.ctx.new_stream()?),
+            _ => {
+                let i = self.next.fetch_add(1, Ordering::Relaxed) % self.shared.len();
+                Ok(self.shared[i].clone())
+            }
+        }
+    }
+}

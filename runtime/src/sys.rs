@@ -1,0 +1,52 @@
+//! Thin FFI wrappers for what cudarc's safe layer lacks. Every `unsafe` block of the
+//! runtime that talks to CUDA lives here, each with its `// SAFETY:` reasoning.
+
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use cudarc::driver::{result as dresult, CudaStream};
+
+use crate::error::GpuError;
+
+/// The callback `cuLaunchHostFunc` runs: takes back the boxed closure and calls it.
+unsafe extern "C" fn host_fn_trampoline(user_data: *mut c_void) {
+    // SAFETY: `user_data` is the pointer produced by `Box::into_raw` in `launch_host_fn`,
+    // and CUDA calls this function at most once per launch, so the box is reclaimed
+    // exactly once.
+    let f = unsafe { Box::from_raw(user_data as *mut Box<dyn FnOnce() + Send>) };
+    f();
+}
+
+/// Enqueues `f` to run on a CUDA driver thread once all work before it on `stream` is
+/// done. After a device fault CUDA never runs it (DESIGN.md): callers must pair it with
+/// a fault check and a deadline. The closure is leaked in that case — a bounded cost paid
+/// only on a dead context.
+pub(crate) fn launch_host_fn(stream: &Arc<CudaStream>, f: Box<dyn FnOnce() + Send>) -> Result<(), GpuError> {
+    stream.context().bind_to_thread()?;
+    let user_data = Box::into_raw(Box::new(f)) as *mut c_void;
+    // SAFETY: the stream handle is valid for the lifetime of `stream`; the trampoline
+    // matches `CUhostFn`'s signature and consumes `user_data` exactly once. On an error
+    // return CUDA will not call it, so the box is reclaimed here.
+    let r = unsafe { dresult::stream::launch_host_function(stream.cu_stream(), host_fn_trampoline, user_data) };
+    if let Err(e) = r {
+        // SAFETY: the launch failed, so CUDA holds no reference to `user_data`.
+        drop(unsafe { Box::from_raw(user_data as *mut Box<dyn FnOnce() + Send>) });
+        return Err(e.into());
+    }
+    Ok(())
+}
+
+/// True if the CUDA driver library can be loaded. cudarc's dynamic loading panics on
+/// first use when it cannot, so the runtime asks first.
+pub(crate) fn cuda_driver_present() -> bool {
+    // SAFETY: only tries to open the shared library; no CUDA call is made.
+    unsafe { cudarc::driver::sys::is_culib_present() }
+}
+
+/// True if CUDA device `id` exists and can be initialised.
+pub(crate) fn cuda_device_usable(id: usize) -> bool {
+    cuda_driver_present()
+        && cudarc::driver::CudaContext::device_count()
+            .map(|n| (id as i32) < n)
+            .unwrap_or(false)
+}

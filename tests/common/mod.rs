@@ -1,0 +1,63 @@
+//! Helpers shared by the integration tests: fresh random data and float64 references.
+#![allow(dead_code)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+static SEED: AtomicU64 = AtomicU64::new(0);
+
+/// Fresh random values in [-1, 1): a new seed per call, mixed with the clock, so no two
+/// runs check the same data.
+pub fn rand_vec(n: usize) -> Vec<f64> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos() as u64;
+    let mut s = (nanos ^ SEED.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed)) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s >> 12;
+            s ^= s << 25;
+            s ^= s >> 27;
+            let v = s.wrapping_mul(0x2545_F491_4F6C_DD1D);
+            ((v >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// Column-major reference GEMM in float64.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_ref(
+    transa: bool,
+    transb: bool,
+    m: usize,
+    n: usize,
+    k: usize,
+    alpha: f64,
+    a: &[f64],
+    lda: usize,
+    b: &[f64],
+    ldb: usize,
+    beta: f64,
+    c: &mut [f64],
+    ldc: usize,
+) {
+    for j in 0..n {
+        for i in 0..m {
+            let mut acc = 0.0;
+            for p in 0..k {
+                let av = if transa { a[p + i * lda] } else { a[i + p * lda] };
+                let bv = if transb { b[j + p * ldb] } else { b[p + j * ldb] };
+                acc += av * bv;
+            }
+            let old = if beta != 0.0 { c[i + j * ldc] } else { 0.0 };
+            c[i + j * ldc] = alpha * acc + beta * old;
+        }
+    }
+}
+
+/// Relative error ‖got − want‖₂ / ‖want‖₂.
+pub fn rel_err(got: &[f64], want: &[f64]) -> f64 {
+    let num: f64 = got.iter().zip(want).map(|(g, w)| (g - w).powi(2)).sum();
+    let den: f64 = want.iter().map(|w| w * w).sum();
+    (num / den.max(f64::MIN_POSITIVE)).sqrt()
+}

@@ -1,0 +1,415 @@
+//! The device tier and `BlasActor`: every behaviour runs on the CPU device (CI) and, as a
+//! test marked `#[ignore = "needs a CUDA GPU"]`, on the GPU.
+
+mod common;
+
+use std::time::Duration;
+
+use atomr_accel_cuda::actor::ActorSystem;
+use atomr_accel_cuda::device::{BackendKind, DeviceConfig, Status};
+use atomr_accel_cuda::dtype::{BlasScalar, DType};
+use atomr_accel_cuda::{Batch, CompletionStrategy, Device, Gemm, GpuError};
+use common::{gemm_ref, rand_vec, rel_err};
+use half::{bf16, f16};
+
+/// Declares each behaviour twice: on the CPU device, and on GPU 0.
+macro_rules! on_both {
+    ($($name:ident => $body:ident;)*) => {
+        mod cpu {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$body(super::DeviceConfig::cpu()).await;
+                }
+            )*
+        }
+        mod gpu {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                #[ignore = "needs a CUDA GPU"]
+                async fn $name() {
+                    super::$body(super::DeviceConfig::cuda(0)).await;
+                }
+            )*
+        }
+    };
+}
+
+on_both! {
+    gemm_all_dtypes_match_f64_reference => gemm_all_dtypes;
+    strided_batched_gemm_matches_reference => batched_gemm;
+    upload_download_copy_round_trip_every_dtype => round_trips;
+    written_on_one_stream_read_on_another => cross_stream;
+    thousand_64mib_alloc_drop_cycles_do_not_grow_memory => alloc_drop_cycles;
+    rebuild_makes_old_refs_stale_and_new_ones_work => rebuild_stale;
+    requests_before_ready_are_delivered_and_full_queue_backpressures => queue_while_starting;
+    bad_input_gives_typed_errors_and_the_device_keeps_serving => bad_input;
+    every_completion_strategy_reports_results => completion_strategies;
+}
+
+async fn open(config: DeviceConfig) -> (ActorSystem, Device) {
+    let sys = ActorSystem::new("test");
+    let dev = Device::open(&sys, config).await.expect("device opens");
+    (sys, dev)
+}
+
+fn to<T: DType>(v: &[f64]) -> Vec<T> {
+    v.iter().map(|x| T::from_f64(*x)).collect()
+}
+
+fn back<T: DType>(v: &[T]) -> Vec<f64> {
+    v.iter().map(|x| x.to_f64()).collect()
+}
+
+/// One GEMM against the float64 reference (computed on the dtype-rounded inputs).
+#[allow(clippy::too_many_arguments)]
+async fn check_gemm<T: BlasScalar>(
+    dev: &Device,
+    transa: bool,
+    transb: bool,
+    m: usize,
+    n: usize,
+    k: usize,
+    pad: usize,
+    alpha: f64,
+    beta: f64,
+    tol: f64,
+) {
+    let (ar, ac) = if transa { (k, m) } else { (m, k) };
+    let (br, bc) = if transb { (n, k) } else { (k, n) };
+    let (lda, ldb, ldc) = (ar + pad, br + pad, m + pad);
+    let a = back(&to::<T>(&rand_vec(lda * ac)));
+    let b = back(&to::<T>(&rand_vec(ldb * bc)));
+    let c0 = back(&to::<T>(&rand_vec(ldc * n)));
+    let (ga, gb, gc) = (
+        dev.upload(to::<T>(&a)).await.unwrap(),
+        dev.upload(to::<T>(&b)).await.unwrap(),
+        dev.upload(to::<T>(&c0)).await.unwrap(),
+    );
+    let g = Gemm::<T>::new(m, n, k)
+        .transposed(transa, transb)
+        .scaled(T::from_f64(alpha), T::from_f64(beta))
+        .leading(lda, ldb, ldc);
+    dev.gemm(g, &ga, &gb, &gc).await.unwrap();
+    let got = back(&dev.download(&gc).await.unwrap());
+    let mut want = c0.clone();
+    gemm_ref(transa, transb, m, n, k, alpha, &a, lda, &b, ldb, beta, &mut want, ldc);
+    // Only the m×n block is defined; padding rows must be untouched.
+    let (mut g_in, mut w_in) = (vec![], vec![]);
+    for j in 0..n {
+        for i in 0..ldc {
+            if i < m {
+                g_in.push(got[i + j * ldc]);
+                w_in.push(want[i + j * ldc]);
+            } else {
+                assert_eq!(got[i + j * ldc], c0[i + j * ldc], "padding of C was written");
+            }
+        }
+    }
+    let err = rel_err(&g_in, &w_in);
+    assert!(
+        err < tol,
+        "{} gemm ta={transa} tb={transb} {m}x{n}x{k}: rel err {err:e} >= {tol:e}",
+        T::NAME
+    );
+}
+
+async fn gemm_all_dtypes(config: DeviceConfig) {
+    let (_sys, dev) = open(config).await;
+    let shapes = [(64, 48, 32, 0), (33, 17, 65, 3), (128, 128, 128, 0), (1, 7, 5, 1)];
+    for (m, n, k, pad) in shapes {
+        for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+            check_gemm::<f32>(&dev, ta, tb, m, n, k, pad, 1.25, 0.5, 1e-5).await;
+            check_gemm::<f64>(&dev, ta, tb, m, n, k, pad, -0.75, 1.0, 1e-12).await;
+            check_gemm::<f16>(&dev, ta, tb, m, n, k, pad, 1.0, 0.0, 5e-3).await;
+            check_gemm::<bf16>(&dev, ta, tb, m, n, k, pad, 0.5, 0.25, 2e-2).await;
+        }
+    }
+}
+
+async fn batched_gemm(config: DeviceConfig) {
+    let (_sys, dev) = open(config).await;
+    let (m, n, k, count) = (24, 20, 16, 5);
+    let (sa, sb, sc) = (m * k + 3, k * n + 1, m * n + 2);
+    let a = back(&to::<f32>(&rand_vec(sa * count)));
+    let b = back(&to::<f32>(&rand_vec(sb * count)));
+    let c0 = back(&to::<f32>(&rand_vec(sc * count)));
+    let (ga, gb, gc) = (
+        dev.upload(to::<f32>(&a)).await.unwrap(),
+        dev.upload(to::<f32>(&b)).await.unwrap(),
+        dev.upload(to::<f32>(&c0)).await.unwrap(),
+    );
+    let batch = Batch {
+        count,
+        stride_a: sa,
+        stride_b: sb,
+        stride_c: sc,
+    };
+    let g = Gemm::<f32>::new(m, n, k).scaled(2.0, -1.0);
+    dev.gemm_strided_batched(g, batch, &ga, &gb, &gc).await.unwrap();
+    let got = back(&dev.download(&gc).await.unwrap());
+    let mut want = c0.clone();
+    for i in 0..count {
+        gemm_ref(
+            false,
+            false,
+            m,
+            n,
+            k,
+            2.0,
+            &a[i * sa..],
+            m,
+            &b[i * sb..],
+            k,
+            -1.0,
+            &mut want[i * sc..],
+            m,
+        );
+    }
+    assert!(rel_err(&got, &want) < 1e-5, "rel err {}", rel_err(&got, &want));
+}
+
+async fn round_trip<T: DType>(dev: &Device) {
+    let v = to::<T>(&rand_vec(1000).iter().map(|x| x * 100.0).collect::<Vec<_>>());
+    let r = dev.upload(v.clone()).await.unwrap();
+    assert_eq!(dev.download(&r).await.unwrap(), v, "{}", T::NAME);
+    let z = dev.alloc::<T>(1000).await.unwrap();
+    assert!(dev.download(&z).await.unwrap().iter().all(|x| *x == T::default()));
+    dev.copy(&r, &z).await.unwrap();
+    assert_eq!(dev.download(&z).await.unwrap(), v, "{} copy", T::NAME);
+    let w = to::<T>(&rand_vec(1000).iter().map(|x| x * 50.0).collect::<Vec<_>>());
+    dev.write(&z, w.clone()).await.unwrap();
+    assert_eq!(dev.download(&z).await.unwrap(), w, "{} write", T::NAME);
+}
+
+async fn round_trips(config: DeviceConfig) {
+    let (_sys, dev) = open(config).await;
+    round_trip::<f32>(&dev).await;
+    round_trip::<f64>(&dev).await;
+    round_trip::<f16>(&dev).await;
+    round_trip::<bf16>(&dev).await;
+    round_trip::<i8>(&dev).await;
+    round_trip::<i16>(&dev).await;
+    round_trip::<i32>(&dev).await;
+    round_trip::<i64>(&dev).await;
+    round_trip::<u8>(&dev).await;
+    round_trip::<u16>(&dev).await;
+    round_trip::<u32>(&dev).await;
+    round_trip::<u64>(&dev).await;
+}
+
+async fn cross_stream(config: DeviceConfig) {
+    // Written by the context actor's stream (upload, copy), read by the BLAS actor's
+    // stream (GEMM) with no host synchronisation in between, then read back.
+    let (_sys, dev) = open(config).await;
+    let n = 256;
+    let a = rand_vec(n * n);
+    let ga = dev.upload(to::<f32>(&a)).await.unwrap();
+    let gb = dev.alloc::<f32>(n * n).await.unwrap();
+    let gc = dev.alloc::<f32>(n * n).await.unwrap();
+    let ident: Vec<f64> = (0..n * n).map(|i| if i % (n + 1) == 0 { 1.0 } else { 0.0 }).collect();
+    let gi = dev.upload(to::<f32>(&ident)).await.unwrap();
+    for _ in 0..5 {
+        dev.copy(&ga, &gb).await.unwrap();
+        dev.gemm(Gemm::<f32>::new(n, n, n), &gb, &gi, &gc).await.unwrap();
+        let got = back(&dev.download(&gc).await.unwrap());
+        assert!(rel_err(&got, &back(&to::<f32>(&a))) < 1e-6);
+    }
+}
+
+async fn alloc_drop_cycles(config: DeviceConfig) {
+    let (_sys, dev) = open(config).await;
+    let n = (64 << 20) / 4;
+    let (free0, _) = dev.memory().await.unwrap();
+    // 1000 cycles on the GPU; on the CPU device each cycle zero-fills 64 MiB of host
+    // memory, so CI runs 50 (the accounting it checks is the same).
+    let cycles = if dev.ready().await.unwrap().backend == BackendKind::Cuda {
+        1000
+    } else {
+        50
+    };
+    for _ in 0..cycles {
+        let r = dev.alloc::<f32>(n).await.unwrap();
+        drop(r);
+    }
+    // Frees are stream-ordered: let them land.
+    let probe = dev.alloc::<f32>(1).await.unwrap();
+    dev.download(&probe).await.unwrap();
+    drop(probe);
+    let (free1, _) = dev.memory().await.unwrap();
+    let grown = free0.saturating_sub(free1);
+    assert!(
+        grown < (256 << 20),
+        "device memory grew by {grown} bytes over 1000 cycles"
+    );
+}
+
+async fn rebuild_stale(config: DeviceConfig) {
+    let (_sys, dev) = open(config).await;
+    let g0 = dev.state().generation;
+    let old = dev.upload(vec![1.0f32, 2.0, 3.0]).await.unwrap();
+    let g1 = dev.rebuild().await.unwrap();
+    assert!(g1 > g0);
+    assert_eq!(old.generation(), g0);
+    let e = dev.download(&old).await.unwrap_err();
+    assert_eq!(
+        e,
+        GpuError::Stale {
+            buffer_generation: g0,
+            device_generation: g1
+        }
+    );
+    let e = dev.gemm(Gemm::<f32>::new(1, 1, 1), &old, &old, &old).await.unwrap_err();
+    assert!(matches!(e, GpuError::Stale { .. }), "{e:?}");
+    let fresh = dev.upload(vec![4.0f32, 5.0]).await.unwrap();
+    assert_eq!(dev.download(&fresh).await.unwrap(), vec![4.0, 5.0]);
+    let a = dev.upload(vec![2.0f32]).await.unwrap();
+    let c = dev.alloc::<f32>(1).await.unwrap();
+    dev.gemm(Gemm::<f32>::new(1, 1, 1), &a, &a, &c).await.unwrap();
+    assert_eq!(dev.download(&c).await.unwrap(), vec![4.0]);
+}
+
+async fn queue_while_starting(mut config: DeviceConfig) {
+    config.start_delay = Some(Duration::from_millis(300));
+    config.queue_capacity = 4;
+    let sys = ActorSystem::new("queue");
+    let dev = Device::start(&sys, config).unwrap();
+    assert!(matches!(dev.state().status, Status::Starting));
+    let data: Vec<Vec<f32>> = (0..4).map(|i| vec![i as f32; 8]).collect();
+    let mut pending = vec![];
+    for d in &data {
+        let (dev, d) = (dev.clone(), d.clone());
+        pending.push(tokio::spawn(async move { dev.upload(d).await }));
+    }
+    // Give the four a moment to be queued, then overflow the queue.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(matches!(dev.state().status, Status::Starting));
+    let overflow = dev.upload(vec![9.0f32]).await.unwrap_err();
+    assert_eq!(overflow, GpuError::Backpressure { capacity: 4 });
+    for (h, d) in pending.into_iter().zip(&data) {
+        let r = h.await.unwrap().expect("queued request delivered after start");
+        assert_eq!(&dev.download(&r).await.unwrap(), d);
+    }
+}
+
+async fn bad_input(config: DeviceConfig) {
+    let (sys, dev) = open(config.clone()).await;
+    let a = dev.upload(to::<f32>(&rand_vec(64))).await.unwrap();
+    let b = dev.upload(to::<f32>(&rand_vec(64))).await.unwrap();
+    let c = dev.alloc::<f32>(64).await.unwrap();
+    let small = dev.alloc::<f32>(10).await.unwrap();
+    let inv = |r: Result<(), GpuError>| matches!(r, Err(GpuError::InvalidArgument(_)));
+    // m·k larger than A.
+    assert!(inv(dev.gemm(Gemm::<f32>::new(16, 4, 8), &a, &b, &c).await));
+    // Zero sizes.
+    assert!(inv(dev.gemm(Gemm::<f32>::new(0, 4, 4), &a, &b, &c).await));
+    assert!(matches!(dev.alloc::<f32>(0).await, Err(GpuError::InvalidArgument(_))));
+    // Leading dimension too small.
+    assert!(inv(dev
+        .gemm(Gemm::<f32>::new(8, 8, 8).leading(4, 8, 8), &a, &b, &c)
+        .await));
+    // Output aliasing an input.
+    assert!(inv(dev.gemm(Gemm::<f32>::new(8, 8, 8), &a, &b, &a).await));
+    // Mismatched lengths.
+    assert!(inv(dev.copy(&a, &small).await));
+    assert!(inv(dev.write(&small, vec![1.0f32; 11]).await));
+    // A ref from another device.
+    let mut other_cfg = DeviceConfig::cpu();
+    other_cfg.device_id = 7;
+    let other = Device::open(&sys, other_cfg).await.unwrap();
+    let foreign = other.upload(vec![1.0f32; 64]).await.unwrap();
+    assert!(matches!(
+        dev.download(&foreign).await,
+        Err(GpuError::InvalidArgument(_))
+    ));
+    assert!(inv(dev.gemm(Gemm::<f32>::new(8, 8, 8), &foreign, &b, &c).await));
+    // A 1 TB allocation.
+    let e = dev.alloc::<u8>(1 << 40).await.unwrap_err();
+    assert_eq!(
+        e,
+        GpuError::OutOfMemory {
+            requested_bytes: 1 << 40
+        }
+    );
+    // An element count whose byte size overflows.
+    assert!(matches!(
+        dev.alloc::<f64>(usize::MAX / 4).await,
+        Err(GpuError::InvalidArgument(_))
+    ));
+    // Still serving, correctly.
+    dev.gemm(Gemm::<f32>::new(8, 8, 8), &a, &b, &c).await.unwrap();
+    let got = back(&dev.download(&c).await.unwrap());
+    let (av, bv) = (
+        back(&dev.download(&a).await.unwrap()),
+        back(&dev.download(&b).await.unwrap()),
+    );
+    let mut want = vec![0.0; 64];
+    gemm_ref(false, false, 8, 8, 8, 1.0, &av, 8, &bv, 8, 0.0, &mut want, 8);
+    assert!(rel_err(&got, &want) < 1e-5);
+    assert!(matches!(dev.state().status, Status::Ready));
+}
+
+async fn completion_strategies(config: DeviceConfig) {
+    for strategy in [
+        CompletionStrategy::Polled,
+        CompletionStrategy::HostFn,
+        CompletionStrategy::Blocking,
+    ] {
+        let (_sys, dev) = open(config.clone().with_completion(strategy)).await;
+        let n = 96;
+        let a = rand_vec(n * n);
+        let b = rand_vec(n * n);
+        let (ga, gb) = (
+            dev.upload(to::<f32>(&a)).await.unwrap(),
+            dev.upload(to::<f32>(&b)).await.unwrap(),
+        );
+        let gc = dev.alloc::<f32>(n * n).await.unwrap();
+        dev.gemm(Gemm::<f32>::new(n, n, n), &ga, &gb, &gc).await.unwrap();
+        let got = back(&dev.download(&gc).await.unwrap());
+        let mut want = vec![0.0; n * n];
+        gemm_ref(
+            false,
+            false,
+            n,
+            n,
+            n,
+            1.0,
+            &back(&to::<f32>(&a)),
+            n,
+            &back(&to::<f32>(&b)),
+            n,
+            0.0,
+            &mut want,
+            n,
+        );
+        assert!(rel_err(&got, &want) < 1e-5, "{strategy:?}");
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs a CUDA GPU"]
+async fn gpu_device_reports_cuda_backend() {
+    let (_sys, dev) = open(DeviceConfig::cuda(0)).await;
+    let info = dev.ready().await.unwrap();
+    assert_eq!(info.backend, BackendKind::Cuda);
+    println!("device: {info:?}");
+}
+
+#[tokio::test]
+async fn cpu_device_reports_cpu_backend_and_auto_falls_back_without_a_gpu() {
+    let (_sys, dev) = open(DeviceConfig::cpu()).await;
+    assert_eq!(dev.ready().await.unwrap().backend, BackendKind::Cpu);
+    let (_sys2, auto) = open(DeviceConfig::auto()).await;
+    // Auto picks CUDA only where a usable GPU exists; CI has none.
+    let info = auto.ready().await.unwrap();
+    assert!(matches!(info.backend, BackendKind::Cpu | BackendKind::Cuda));
+}
+
+#[tokio::test]
+async fn a_stopped_device_answers_every_request_with_device_lost() {
+    let (_sys, dev) = open(DeviceConfig::cpu()).await;
+    let r = dev.upload(vec![1.0f32]).await.unwrap();
+    dev.stop().await;
+    assert!(matches!(dev.download(&r).await, Err(GpuError::DeviceLost(_))));
+    assert!(matches!(dev.alloc::<f32>(4).await, Err(GpuError::DeviceLost(_))));
+}
