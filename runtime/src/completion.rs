@@ -1,8 +1,8 @@
 //! Completion: turning "work enqueued on a stream" into a future that resolves when the
 //! GPU is done — or with an error when the stream failed, or `Timeout` at the deadline.
 //!
-//! Three strategies behind one type, chosen in `DeviceConfig` (the default is picked by
-//! `benches/roundtrip.rs`, see BENCHMARKS.md):
+//! Three strategies behind one type, chosen in `DeviceConfig` (the default was picked by
+//! the round-trip figures of `benches/sgemm.rs`, see BENCHMARKS.md):
 //! - `HostFn`: `cuLaunchHostFunc` completes a channel. A host function never fires after
 //!   a device fault, so the wait also queries an event every few milliseconds.
 //! - `Polled`: one poller thread per device spins `cuEventQuery` over the pending events.
@@ -27,10 +27,12 @@ use crate::error::GpuError;
 pub enum CompletionStrategy {
     /// `cuLaunchHostFunc` callback, with a periodic fault check.
     HostFn,
-    /// A poller thread spinning `cuEventQuery` (lowest latency into async code on an H200).
-    #[default]
+    /// A poller thread spinning `cuEventQuery`; the waiting actor is free meanwhile.
     Polled,
-    /// Spin on `cuEventQuery` in the waiting thread.
+    /// Spin on `cuEventQuery` in the waiting actor's own thread. The default: the fastest
+    /// round trip on the H200 (BENCHMARKS.md, `benches/sgemm.rs`), at the price of a core
+    /// spinning while the GPU works and of the actor not taking new requests meanwhile.
+    #[default]
     Blocking,
 }
 
