@@ -19,6 +19,24 @@ pub(crate) enum Routed {
     Blas(Job<BlasCore>),
 }
 
+/// A core whose jobs the device knows how to route.
+pub(crate) trait Routable: Sized + 'static {
+    /// Wraps a job for this core.
+    fn route(job: Job<Self>) -> Routed;
+}
+
+impl Routable for ContextCore {
+    fn route(job: Job<Self>) -> Routed {
+        Routed::Ctx(job)
+    }
+}
+
+impl Routable for BlasCore {
+    fn route(job: Job<Self>) -> Routed {
+        Routed::Blas(job)
+    }
+}
+
 impl Routed {
     fn fail(self, e: GpuError) {
         // Running a job on an error answers its asker with that error.

@@ -22,7 +22,7 @@ pub use self::core::ContextCore;
 pub use self::job::Job;
 pub use self::state::{BackendKind, DeviceInfo, DeviceState, Status};
 
-use self::device_actor::{DeviceActor, DeviceMsg, Routed};
+use self::device_actor::{DeviceActor, DeviceMsg, Routable, Routed};
 use self::job::{make_job, Flow};
 use self::state::DeviceShared;
 use crate::actor::{ActorRef, ActorSystem, Props};
@@ -118,23 +118,14 @@ impl Device {
         self.shared.config.device_id
     }
 
-    /// Sends a job for the context actor (short path when ready) and awaits its reply.
-    async fn call<R: Send + 'static>(
+    /// Sends a job to the actor owning core `C` (the short path when ready, through the
+    /// `DeviceActor` otherwise) and awaits its reply.
+    async fn call<C: Routable, R: Send + 'static>(
         &self,
-        op: impl FnOnce(&mut ContextCore) -> Result<Flow<R>, GpuError> + Send + 'static,
+        op: impl FnOnce(&mut C) -> Result<Flow<R>, GpuError> + Send + 'static,
     ) -> Result<R, GpuError> {
         let (job, rx) = make_job(op);
-        self.submit(Routed::Ctx(job)).await?;
-        self.await_reply(rx).await
-    }
-
-    /// Sends a job for the BLAS actor and awaits its reply.
-    async fn call_blas<R: Send + 'static>(
-        &self,
-        op: impl FnOnce(&mut BlasCore) -> Result<Flow<R>, GpuError> + Send + 'static,
-    ) -> Result<R, GpuError> {
-        let (job, rx) = make_job(op);
-        self.submit(Routed::Blas(job)).await?;
+        self.submit(C::route(job)).await?;
         self.await_reply(rx).await
     }
 
@@ -171,36 +162,37 @@ impl Device {
 
     /// Allocates `len` zeroed elements of `T`.
     pub async fn alloc<T: DType>(&self, len: usize) -> Result<GpuRef<T>, GpuError> {
-        self.call(move |c| c.alloc::<T>(len).map(Flow::Ready)).await
+        self.call(move |c: &mut ContextCore| c.alloc::<T>(len).map(Flow::Ready))
+            .await
     }
 
     /// Allocates a buffer holding a copy of `data` (host → device).
     pub async fn upload<T: DType>(&self, data: impl Into<Vec<T>>) -> Result<GpuRef<T>, GpuError> {
         let data = data.into();
-        self.call(move |c| c.upload(&data)).await
+        self.call(move |c: &mut ContextCore| c.upload(&data)).await
     }
 
     /// Overwrites `dst` with `data` (same length).
     pub async fn write<T: DType>(&self, dst: &GpuRef<T>, data: impl Into<Vec<T>>) -> Result<(), GpuError> {
         let (dst, data) = (dst.clone(), data.into());
-        self.call(move |c| c.write(&dst, &data)).await
+        self.call(move |c: &mut ContextCore| c.write(&dst, &data)).await
     }
 
     /// Copies a buffer to the host (device → host).
     pub async fn download<T: DType>(&self, src: &GpuRef<T>) -> Result<Vec<T>, GpuError> {
         let src = src.clone();
-        self.call(move |c| c.download(&src)).await
+        self.call(move |c: &mut ContextCore| c.download(&src)).await
     }
 
     /// Copies `src` into `dst` on the device (equal lengths).
     pub async fn copy<T: DType>(&self, src: &GpuRef<T>, dst: &GpuRef<T>) -> Result<(), GpuError> {
         let (src, dst) = (src.clone(), dst.clone());
-        self.call(move |c| c.copy(&src, &dst)).await
+        self.call(move |c: &mut ContextCore| c.copy(&src, &dst)).await
     }
 
     /// Free and total memory of the device, in bytes.
     pub async fn memory(&self) -> Result<(u64, u64), GpuError> {
-        self.call(|c| c.memory().map(Flow::Ready)).await
+        self.call(|c: &mut ContextCore| c.memory().map(Flow::Ready)).await
     }
 
     /// `C = alpha·op(A)·op(B) + beta·C` through the device's `BlasActor`; resolves when
@@ -231,7 +223,8 @@ impl Device {
         c: &GpuRef<T>,
     ) -> Result<(), GpuError> {
         let (a, b, c) = (a.clone(), b.clone(), c.clone());
-        self.call_blas(move |core| core.gemm(g, batch, &a, &b, &c)).await
+        self.call(move |core: &mut BlasCore| core.gemm(g, batch, &a, &b, &c))
+            .await
     }
 
     /// Test hook: makes the inner tier fail and be rebuilt by its supervisor (a new
@@ -239,7 +232,7 @@ impl Device {
     /// generation is ready.
     pub async fn rebuild(&self) -> Result<u64, GpuError> {
         let before = self.state().generation;
-        self.call(|c| {
+        self.call(|c: &mut ContextCore| {
             c.rebuild_requested = true;
             Ok(Flow::Ready(()))
         })
