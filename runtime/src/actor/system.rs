@@ -9,7 +9,7 @@ use super::actor_ref::ActorRef;
 use super::actor_trait::Actor;
 use super::cell::ParentLink;
 use super::children::Children;
-use super::context::spawn_cell;
+use super::context::{spawn_cell, validate_name};
 use super::dead_letters::DeadLetters;
 use super::deadline::Deadlines;
 use super::path::ActorPath;
@@ -94,11 +94,7 @@ impl ActorSystem {
     /// Spawns a top-level actor `/user/<name>`. `NameTaken` if one is alive under that
     /// name.
     pub fn spawn<A: Actor>(&self, props: Props<A>, name: &str) -> Result<ActorRef<A::Msg>, GpuError> {
-        if name.is_empty() || name.contains('/') {
-            return Err(GpuError::InvalidArgument(format!(
-                "actor name {name:?} must be non-empty and must not contain '/'"
-            )));
-        }
+        validate_name(name)?;
         let mut top = self.inner.top.lock().unwrap_or_else(|p| p.into_inner());
         if top.map.contains_key(name) {
             return Err(GpuError::NameTaken(self.inner.root.child(name).to_string()));

@@ -101,6 +101,15 @@ impl ContextCore {
         r.validate(self.device_id(), self.generation)
     }
 
+    /// The CUDA engine; an error if a CUDA buffer meets the CPU device (impossible once
+    /// `check` passed, since generations and device ids are per backend instance).
+    fn cuda(&self) -> Result<&CudaEngine, GpuError> {
+        match &self.engine {
+            Engine::Cuda(c) => Ok(c),
+            Engine::Cpu => Err(GpuError::InvalidArgument("a CUDA buffer on the CPU device".into())),
+        }
+    }
+
     fn observe(&self, e: impl Into<GpuError>) -> GpuError {
         self.shared.observe(e.into())
     }
@@ -168,9 +177,7 @@ impl ContextCore {
             match &mut *s {
                 Storage::Cpu(v) => v.copy_from_slice(data),
                 Storage::Cuda(dst) => {
-                    let Engine::Cuda(c) = &self.engine else {
-                        unreachable!("CUDA storage on a CUDA engine")
-                    };
+                    let c = self.cuda()?;
                     c.stream.memcpy_htod(data, dst).map_err(|e| self.observe(e))?;
                 }
             }
@@ -191,9 +198,7 @@ impl ContextCore {
         match &mut *dst.lock() {
             Storage::Cpu(v) => v.copy_from_slice(data),
             Storage::Cuda(d) => {
-                let Engine::Cuda(c) = &self.engine else {
-                    unreachable!("CUDA storage on a CUDA engine")
-                };
+                let c = self.cuda()?;
                 c.stream.memcpy_htod(data, d).map_err(|e| self.observe(e))?;
             }
         }
@@ -207,9 +212,7 @@ impl ContextCore {
         match &*s {
             Storage::Cpu(v) => Ok(Flow::Ready(v.clone())),
             Storage::Cuda(d) => {
-                let Engine::Cuda(c) = &self.engine else {
-                    unreachable!("CUDA storage on a CUDA engine")
-                };
+                let c = self.cuda()?;
                 // A pageable destination: cudarc synchronises the stream before returning.
                 let v = c.stream.clone_dtoh(d).map_err(|e| self.observe(e))?;
                 Ok(Flow::Ready(v))
@@ -236,9 +239,7 @@ impl ContextCore {
         match (&*s, &mut *d) {
             (Storage::Cpu(a), Storage::Cpu(b)) => b.copy_from_slice(a),
             (Storage::Cuda(a), Storage::Cuda(b)) => {
-                let Engine::Cuda(c) = &self.engine else {
-                    unreachable!("CUDA storage on a CUDA engine")
-                };
+                let c = self.cuda()?;
                 c.stream.memcpy_dtod(a, b).map_err(|e| self.observe(e))?;
             }
             _ => return Err(GpuError::InvalidArgument("copy between a CPU and a CUDA buffer".into())),
