@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use atomr_accel_cuda::actor::ActorSystem;
 use atomr_accel_cuda::device::{BackendKind, DeviceConfig, Status};
-use atomr_accel_cuda::dtype::{BlasScalar, DType};
-use atomr_accel_cuda::{Batch, CompletionStrategy, Device, Gemm, GpuError};
+use atomr_accel_cuda::dtype::{Blas1Scalar, BlasScalar, DType};
+use atomr_accel_cuda::{Batch, CompletionStrategy, Device, Gemm, Gemv, GpuError};
 use common::{gemm_ref, rand_vec, rel_err};
 use half::{bf16, f16};
 
@@ -45,6 +45,7 @@ on_both! {
     requests_before_ready_are_delivered_and_full_queue_backpressures => queue_while_starting;
     bad_input_gives_typed_errors_and_the_device_keeps_serving => bad_input;
     every_completion_strategy_reports_results => completion_strategies;
+    gemv_axpy_dot_nrm2_scal_match_f64_reference => level1_and_gemv;
 }
 
 async fn open(config: DeviceConfig) -> (ActorSystem, Device) {
@@ -412,4 +413,87 @@ async fn a_stopped_device_answers_every_request_with_device_lost() {
     dev.stop().await;
     assert!(matches!(dev.download(&r).await, Err(GpuError::DeviceLost(_))));
     assert!(matches!(dev.alloc::<f32>(4).await, Err(GpuError::DeviceLost(_))));
+}
+
+async fn check_level1<T: Blas1Scalar>(dev: &Device, tol: f64) {
+    let n = 1000;
+    let x = back(&to::<T>(&rand_vec(n)));
+    let y = back(&to::<T>(&rand_vec(n)));
+    let (gx, gy) = (
+        dev.upload(to::<T>(&x)).await.unwrap(),
+        dev.upload(to::<T>(&y)).await.unwrap(),
+    );
+    let dot = dev.dot(&gx, &gy).await.unwrap().to_f64();
+    let want: f64 = x.iter().zip(&y).map(|(a, b)| a * b).sum();
+    assert!(
+        (dot - want).abs() <= tol * want.abs().max(1.0),
+        "{} dot {dot} vs {want}",
+        T::NAME
+    );
+    let nrm = dev.nrm2(&gx).await.unwrap().to_f64();
+    let want = x.iter().map(|a| a * a).sum::<f64>().sqrt();
+    assert!((nrm - want).abs() <= tol * want, "{} nrm2 {nrm} vs {want}", T::NAME);
+    dev.axpy(T::from_f64(-0.5), &gx, &gy).await.unwrap();
+    let got = back(&dev.download(&gy).await.unwrap());
+    let want: Vec<f64> = x.iter().zip(&y).map(|(a, b)| b - 0.5 * a).collect();
+    assert!(rel_err(&got, &want) < tol, "{} axpy", T::NAME);
+    dev.scal(T::from_f64(3.0), &gx).await.unwrap();
+    let got = back(&dev.download(&gx).await.unwrap());
+    let want: Vec<f64> = x.iter().map(|a| 3.0 * a).collect();
+    assert!(rel_err(&got, &want) < tol, "{} scal", T::NAME);
+    // GEMV, both orientations, padded lda, alpha/beta.
+    let (m, k, pad) = (37, 23, 2);
+    let lda = m + pad;
+    let a = back(&to::<T>(&rand_vec(lda * k)));
+    let ga = dev.upload(to::<T>(&a)).await.unwrap();
+    for trans in [false, true] {
+        let (nx, ny) = if trans { (m, k) } else { (k, m) };
+        let xv = back(&to::<T>(&rand_vec(nx)));
+        let y0 = back(&to::<T>(&rand_vec(ny)));
+        let (gxv, gyv) = (
+            dev.upload(to::<T>(&xv)).await.unwrap(),
+            dev.upload(to::<T>(&y0)).await.unwrap(),
+        );
+        let g = Gemv::<T>::new(m, k)
+            .transposed(trans)
+            .scaled(T::from_f64(1.5), T::from_f64(-2.0))
+            .leading(lda);
+        dev.gemv(g, &ga, &gxv, &gyv).await.unwrap();
+        let got = back(&dev.download(&gyv).await.unwrap());
+        let want: Vec<f64> = (0..ny)
+            .map(|i| {
+                let acc: f64 = (0..nx)
+                    .map(|j| if trans { a[j + i * lda] } else { a[i + j * lda] } * xv[j])
+                    .sum();
+                1.5 * acc - 2.0 * y0[i]
+            })
+            .collect();
+        assert!(
+            rel_err(&got, &want) < tol,
+            "{} gemv trans={trans}: {}",
+            T::NAME,
+            rel_err(&got, &want)
+        );
+    }
+    // Bad input stays a typed error.
+    let short = dev.alloc::<T>(3).await.unwrap();
+    assert!(matches!(
+        dev.axpy(T::from_f64(1.0), &gx, &short).await,
+        Err(GpuError::InvalidArgument(_))
+    ));
+    assert!(matches!(dev.dot(&gx, &short).await, Err(GpuError::InvalidArgument(_))));
+    assert!(matches!(
+        dev.gemv(Gemv::<T>::new(m, k), &ga, &short, &gy).await,
+        Err(GpuError::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        dev.gemv(Gemv::<T>::new(m, k).leading(m - 1), &ga, &gx, &gy).await,
+        Err(GpuError::InvalidArgument(_))
+    ));
+}
+
+async fn level1_and_gemv(config: DeviceConfig) {
+    let (_sys, dev) = open(config).await;
+    check_level1::<f32>(&dev, 1e-5).await;
+    check_level1::<f64>(&dev, 1e-12).await;
 }

@@ -130,7 +130,7 @@ blas_scalar!(f16 => f32, bf16 => f32, f32 => f32, f64 => f64);
 
 /// Level-1/2 BLAS dtypes (GEMV, AXPY, DOT, NRM2, SCAL): f32 and f64, as in cuBLAS's
 /// classic API.
-pub trait Blas1Scalar: BlasScalar<Acc = Self> {}
+pub trait Blas1Scalar: BlasScalar<Acc = Self> + num_traits::Float + crate::sys::CublasLevel1 {}
 impl Blas1Scalar for f32 {}
 impl Blas1Scalar for f64 {}
 

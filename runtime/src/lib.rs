@@ -15,11 +15,12 @@ pub mod gpu_ref;
 pub mod kernel;
 pub mod prelude;
 pub mod stream;
-pub(crate) mod sys;
+#[doc(hidden)]
+pub mod sys;
 
 pub use completion::CompletionStrategy;
 pub use device::{Device, DeviceConfig};
 pub use error::{GpuError, Lib};
 pub use gpu_ref::GpuRef;
-pub use kernel::blas::{Batch, Gemm};
+pub use kernel::blas::{Batch, Gemm, Gemv};
 pub use stream::StreamStrategy;

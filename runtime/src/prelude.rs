@@ -5,8 +5,8 @@ pub use crate::actor::{
 };
 pub use crate::device::{BackendChoice, BackendKind, Device, DeviceConfig};
 pub use crate::dispatcher::{Dispatcher, GpuDispatcher};
-pub use crate::dtype::{BlasScalar, DType, FloatDType};
+pub use crate::dtype::{Blas1Scalar, BlasScalar, DType, FloatDType};
 pub use crate::error::GpuError;
 pub use crate::gpu_ref::GpuRef;
-pub use crate::kernel::blas::{Batch, Gemm};
+pub use crate::kernel::blas::{Batch, Gemm, Gemv};
 pub use half::{bf16, f16};

@@ -26,10 +26,10 @@ use self::device_actor::{DeviceActor, DeviceMsg, Routable, Routed};
 use self::job::{make_job, Flow};
 use self::state::DeviceShared;
 use crate::actor::{ActorRef, ActorSystem, Props};
-use crate::dtype::{BlasScalar, DType};
+use crate::dtype::{Blas1Scalar, BlasScalar, DType};
 use crate::error::GpuError;
 use crate::gpu_ref::GpuRef;
-use crate::kernel::blas::{Batch, BlasCore, Gemm};
+use crate::kernel::blas::{Batch, BlasCore, Gemm, Gemv};
 
 /// A handle to one device (a GPU, or the CPU device). Cheap to clone; every method is a
 /// typed request to the device's actors.
@@ -225,6 +225,42 @@ impl Device {
         let (a, b, c) = (a.clone(), b.clone(), c.clone());
         self.call(move |core: &mut BlasCore| core.gemm(g, batch, &a, &b, &c))
             .await
+    }
+
+    /// `y = alpha·op(A)·x + beta·y` (f32, f64).
+    pub async fn gemv<T: Blas1Scalar>(
+        &self,
+        g: Gemv<T>,
+        a: &GpuRef<T>,
+        x: &GpuRef<T>,
+        y: &GpuRef<T>,
+    ) -> Result<(), GpuError> {
+        let (a, x, y) = (a.clone(), x.clone(), y.clone());
+        self.call(move |core: &mut BlasCore| core.gemv(g, &a, &x, &y)).await
+    }
+
+    /// `y += alpha·x` over equal-length vectors (f32, f64).
+    pub async fn axpy<T: Blas1Scalar>(&self, alpha: T, x: &GpuRef<T>, y: &GpuRef<T>) -> Result<(), GpuError> {
+        let (x, y) = (x.clone(), y.clone());
+        self.call(move |core: &mut BlasCore| core.axpy(alpha, &x, &y)).await
+    }
+
+    /// `x *= alpha` (f32, f64).
+    pub async fn scal<T: Blas1Scalar>(&self, alpha: T, x: &GpuRef<T>) -> Result<(), GpuError> {
+        let x = x.clone();
+        self.call(move |core: &mut BlasCore| core.scal(alpha, &x)).await
+    }
+
+    /// The dot product of equal-length vectors (f32, f64); computed on the device.
+    pub async fn dot<T: Blas1Scalar>(&self, x: &GpuRef<T>, y: &GpuRef<T>) -> Result<T, GpuError> {
+        let (x, y) = (x.clone(), y.clone());
+        self.call(move |core: &mut BlasCore| core.dot(&x, &y)).await
+    }
+
+    /// The Euclidean norm (f32, f64); computed on the device.
+    pub async fn nrm2<T: Blas1Scalar>(&self, x: &GpuRef<T>) -> Result<T, GpuError> {
+        let x = x.clone();
+        self.call(move |core: &mut BlasCore| core.nrm2(&x)).await
     }
 
     /// Test hook: makes the inner tier fail and be rebuilt by its supervisor (a new

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use cudarc::cublas::{sys as cbsys, CudaBlas, GemmConfig, StridedBatchedConfig};
-use cudarc::driver::CudaStream;
+use cudarc::cublas::{sys as cbsys, CudaBlas, GemmConfig, GemvConfig, StridedBatchedConfig};
+use cudarc::driver::{CudaSlice, CudaStream};
 use futures::future::BoxFuture;
 
 use crate::actor::{Actor, Context};
@@ -12,7 +12,7 @@ use crate::completion::Completer;
 use crate::device::core::Engine;
 use crate::device::job::{Flow, Job};
 use crate::device::state::DeviceShared;
-use crate::dtype::{BlasScalar, DType};
+use crate::dtype::{Blas1Scalar, BlasScalar, DType};
 use crate::error::GpuError;
 use crate::gpu_ref::{GpuRef, Storage};
 use crate::stream::StreamSource;
@@ -114,6 +114,89 @@ pub struct Batch {
     pub stride_b: usize,
     /// Stride between consecutive C matrices.
     pub stride_c: usize,
+}
+
+/// One GEMV: `y = alpha·op(A)·x + beta·y`, A stored column-major m×n.
+#[derive(Debug, Clone, Copy)]
+pub struct Gemv<T> {
+    /// Use Aᵀ (then x has m elements and y has n).
+    pub trans: bool,
+    /// Rows of A as stored.
+    pub m: usize,
+    /// Columns of A as stored.
+    pub n: usize,
+    /// Scale of the product.
+    pub alpha: T,
+    /// Scale of the old y (zero: y is not read).
+    pub beta: T,
+    /// Leading dimension of A.
+    pub lda: usize,
+}
+
+impl<T: BlasScalar> Gemv<T> {
+    /// `y = A·x` with a tight leading dimension.
+    pub fn new(m: usize, n: usize) -> Self {
+        Gemv {
+            trans: false,
+            m,
+            n,
+            alpha: T::from_f64(1.0),
+            beta: T::from_f64(0.0),
+            lda: m,
+        }
+    }
+
+    /// Uses Aᵀ.
+    pub fn transposed(mut self, trans: bool) -> Self {
+        self.trans = trans;
+        self
+    }
+
+    /// Sets alpha and beta.
+    pub fn scaled(mut self, alpha: T, beta: T) -> Self {
+        self.alpha = alpha;
+        self.beta = beta;
+        self
+    }
+
+    /// Sets the leading dimension of A.
+    pub fn leading(mut self, lda: usize) -> Self {
+        self.lda = lda;
+        self
+    }
+
+    /// (length of x, length of y).
+    fn vector_lengths(&self) -> (usize, usize) {
+        if self.trans {
+            (self.m, self.n)
+        } else {
+            (self.n, self.m)
+        }
+    }
+
+    fn validate(&self, a: usize, x: usize, y: usize) -> Result<(), GpuError> {
+        if self.m == 0 || self.n == 0 {
+            return Err(invalid(format!(
+                "GEMV sizes must be positive: m={} n={}",
+                self.m, self.n
+            )));
+        }
+        for (what, v) in [("m", self.m), ("n", self.n), ("lda", self.lda)] {
+            if v > i32::MAX as usize {
+                return Err(invalid(format!("{what} = {v} exceeds cuBLAS's 32-bit limit")));
+            }
+        }
+        let need_a = span("a", self.m, self.n, self.lda)?;
+        let (nx, ny) = self.vector_lengths();
+        for (name, need, have) in [("A", need_a, a), ("x", nx, x), ("y", ny, y)] {
+            if need > have {
+                return Err(invalid(format!(
+                    "{name} needs {need} elements for this GEMV but its buffer holds {have}"
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 fn invalid(msg: String) -> GpuError {
@@ -313,10 +396,218 @@ impl BlasCore {
         }
     }
 
+    /// Enqueues a GEMV.
+    pub(crate) fn gemv<T: Blas1Scalar>(
+        &mut self,
+        g: Gemv<T>,
+        a: &GpuRef<T>,
+        x: &GpuRef<T>,
+        y: &GpuRef<T>,
+    ) -> Result<Flow<()>, GpuError> {
+        for r in [a, x, y] {
+            self.check(r)?;
+        }
+        if y.same_buffer(a) || y.same_buffer(x) {
+            return Err(invalid("the output y must not be the same buffer as A or x".into()));
+        }
+        g.validate(a.len(), x.len(), y.len())?;
+        let sa = a.lock();
+        let sx = if x.same_buffer(a) { None } else { Some(x.lock()) };
+        let sx_ref = sx.as_deref().unwrap_or(&*sa);
+        let mut sy = y.lock();
+        match (&self.engine, &*sa, sx_ref, &mut *sy) {
+            (BlasEngine::Cpu, Storage::Cpu(av), Storage::Cpu(xv), Storage::Cpu(yv)) => {
+                let (nx, ny) = g.vector_lengths();
+                for (i, out) in yv.iter_mut().take(ny).enumerate() {
+                    let mut acc = T::from_f64(0.0);
+                    for (j, xj) in xv.iter().take(nx).enumerate() {
+                        let aij = if g.trans { av[j + i * g.lda] } else { av[i + j * g.lda] };
+                        acc = aij.mul_add(*xj, acc);
+                    }
+                    let old = if g.beta == T::from_f64(0.0) {
+                        T::from_f64(0.0)
+                    } else {
+                        g.beta * *out
+                    };
+                    *out = g.alpha.mul_add(acc, old);
+                }
+                Ok(Flow::Ready(()))
+            }
+            (
+                BlasEngine::Cuda {
+                    blas,
+                    stream,
+                    completer,
+                },
+                Storage::Cuda(av),
+                Storage::Cuda(xv),
+                Storage::Cuda(yv),
+            ) => {
+                let cfg = GemvConfig {
+                    trans: op(g.trans),
+                    m: g.m as i32,
+                    n: g.n as i32,
+                    alpha: g.alpha,
+                    lda: g.lda as i32,
+                    incx: 1,
+                    beta: g.beta,
+                    incy: 1,
+                };
+                T::gemv(blas, cfg, av, xv, yv).map_err(|e| self.shared.observe(e))?;
+                Ok(self.pending(completer.done(stream)))
+            }
+            _ => Err(invalid("buffers of another backend".into())),
+        }
+    }
+
+    /// `y += alpha·x` (equal lengths).
+    pub(crate) fn axpy<T: Blas1Scalar>(
+        &mut self,
+        alpha: T,
+        x: &GpuRef<T>,
+        y: &GpuRef<T>,
+    ) -> Result<Flow<()>, GpuError> {
+        self.check(x)?;
+        self.check(y)?;
+        same_len("axpy", x, y)?;
+        if x.same_buffer(y) {
+            // y += alpha·y is a scaling: one buffer, one lock.
+            return self.scal(T::from_f64(1.0) + alpha, y);
+        }
+        let sx = x.lock();
+        let mut sy = y.lock();
+        match (&self.engine, &*sx, &mut *sy) {
+            (BlasEngine::Cpu, Storage::Cpu(xv), Storage::Cpu(yv)) => {
+                for (yi, xi) in yv.iter_mut().zip(xv) {
+                    *yi = alpha.mul_add(*xi, *yi);
+                }
+                Ok(Flow::Ready(()))
+            }
+            (
+                BlasEngine::Cuda {
+                    blas,
+                    stream,
+                    completer,
+                },
+                Storage::Cuda(xv),
+                Storage::Cuda(yv),
+            ) => {
+                T::axpy(blas, stream, alpha, xv, yv).map_err(|e| self.shared.observe(e))?;
+                Ok(self.pending(completer.done(stream)))
+            }
+            _ => Err(invalid("buffers of another backend".into())),
+        }
+    }
+
+    /// `x *= alpha`.
+    pub(crate) fn scal<T: Blas1Scalar>(&mut self, alpha: T, x: &GpuRef<T>) -> Result<Flow<()>, GpuError> {
+        self.check(x)?;
+        let mut sx = x.lock();
+        match (&self.engine, &mut *sx) {
+            (BlasEngine::Cpu, Storage::Cpu(xv)) => {
+                xv.iter_mut().for_each(|v| *v = *v * alpha);
+                Ok(Flow::Ready(()))
+            }
+            (
+                BlasEngine::Cuda {
+                    blas,
+                    stream,
+                    completer,
+                },
+                Storage::Cuda(xv),
+            ) => {
+                T::scal(blas, stream, alpha, xv).map_err(|e| self.shared.observe(e))?;
+                Ok(self.pending(completer.done(stream)))
+            }
+            _ => Err(invalid("a buffer of another backend".into())),
+        }
+    }
+
+    /// `x · y` (equal lengths).
+    pub(crate) fn dot<T: Blas1Scalar>(&mut self, x: &GpuRef<T>, y: &GpuRef<T>) -> Result<Flow<T>, GpuError> {
+        self.check(x)?;
+        self.check(y)?;
+        same_len("dot", x, y)?;
+        let sx = x.lock();
+        let sy = if y.same_buffer(x) { None } else { Some(y.lock()) };
+        let sy_ref = sy.as_deref().unwrap_or(&*sx);
+        match (&self.engine, &*sx, sy_ref) {
+            (BlasEngine::Cpu, Storage::Cpu(xv), Storage::Cpu(yv)) => Ok(Flow::Ready(
+                xv.iter()
+                    .zip(yv)
+                    .fold(T::from_f64(0.0), |acc, (a, b)| a.mul_add(*b, acc)),
+            )),
+            (
+                BlasEngine::Cuda {
+                    blas,
+                    stream,
+                    completer,
+                },
+                Storage::Cuda(xv),
+                Storage::Cuda(yv),
+            ) => {
+                let mut out = stream.alloc_zeros::<T>(1).map_err(|e| self.shared.observe(e.into()))?;
+                T::dot(blas, stream, xv, yv, &mut out).map_err(|e| self.shared.observe(e))?;
+                Ok(self.scalar_result(completer.done(stream), stream.clone(), out))
+            }
+            _ => Err(invalid("buffers of another backend".into())),
+        }
+    }
+
+    /// `‖x‖₂`.
+    pub(crate) fn nrm2<T: Blas1Scalar>(&mut self, x: &GpuRef<T>) -> Result<Flow<T>, GpuError> {
+        self.check(x)?;
+        let sx = x.lock();
+        match (&self.engine, &*sx) {
+            (BlasEngine::Cpu, Storage::Cpu(xv)) => Ok(Flow::Ready(
+                xv.iter().fold(T::from_f64(0.0), |acc, a| a.mul_add(*a, acc)).sqrt(),
+            )),
+            (
+                BlasEngine::Cuda {
+                    blas,
+                    stream,
+                    completer,
+                },
+                Storage::Cuda(xv),
+            ) => {
+                let mut out = stream.alloc_zeros::<T>(1).map_err(|e| self.shared.observe(e.into()))?;
+                T::nrm2(blas, stream, xv, &mut out).map_err(|e| self.shared.observe(e))?;
+                Ok(self.scalar_result(completer.done(stream), stream.clone(), out))
+            }
+            _ => Err(invalid("a buffer of another backend".into())),
+        }
+    }
+
+    /// Waits for `done`, then reads the 1-element device result.
+    fn scalar_result<T: Blas1Scalar>(
+        &self,
+        done: BoxFuture<'static, Result<(), GpuError>>,
+        stream: Arc<CudaStream>,
+        out: CudaSlice<T>,
+    ) -> Flow<T> {
+        let shared = self.shared.clone();
+        Flow::Pending(Box::pin(async move {
+            done.await.map_err(|e| shared.observe(e))?;
+            let v = stream.clone_dtoh(&out).map_err(|e| shared.observe(e.into()))?;
+            Ok(v[0])
+        }))
+    }
+
     fn pending(&self, fut: BoxFuture<'static, Result<(), GpuError>>) -> Flow<()> {
         let shared = self.shared.clone();
         Flow::Pending(Box::pin(async move { fut.await.map_err(|e| shared.observe(e)) }))
     }
+}
+
+fn same_len<T: DType>(what: &str, x: &GpuRef<T>, y: &GpuRef<T>) -> Result<(), GpuError> {
+    if x.len() != y.len() {
+        return Err(invalid(format!(
+            "{what} of vectors of {} and {} elements",
+            x.len(),
+            y.len()
+        )));
+    }
+    Ok(())
 }
 
 fn op(t: bool) -> cbsys::cublasOperation_t {
