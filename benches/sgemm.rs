@@ -1,5 +1,5 @@
 //! SGEMM through `BlasActor` (ask → cuBLAS → completion → reply) vs raw cudarc cuBLAS
-//! (gemm + stream sync) in the same process, on GPU 0. Also the tiny round trip (a 1×1×1
+//! (gemm + stream sync) in the same process, interleaved call by call, on GPU 0. Also the tiny round trip (a 1×1×1
 //! GEMM) per completion strategy vs raw launch + sync. Prints `RESULT |` lines.
 //! Sizes: BENCH_SIZES (default "1024,4096,8192"). Skips with a message without a GPU.
 
@@ -11,64 +11,14 @@ use atomr_accel_cuda::{CompletionStrategy, Device, DeviceConfig, Gemm};
 use cudarc::cublas::{sys as cbsys, CudaBlas, Gemm as _, GemmConfig};
 use cudarc::driver::CudaContext;
 
+#[path = "support/sgemm_compare.rs"]
+mod sgemm_compare;
+
+use sgemm_compare::{compare_sgemm, iters_for, SgemmTimes};
+
 fn percentile(v: &mut [f64], p: f64) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[((p * (v.len() - 1) as f64).round() as usize).min(v.len() - 1)]
-}
-
-fn iters_for(n: usize) -> usize {
-    match n {
-        0..=1024 => 200,
-        1025..=4096 => 40,
-        _ => 15,
-    }
-}
-
-fn raw_sgemm(ctx: &Arc<CudaContext>, n: usize) -> f64 {
-    let stream = ctx.new_stream().unwrap();
-    let blas = CudaBlas::new(stream.clone()).unwrap();
-    let a = stream.alloc_zeros::<f32>(n * n).unwrap();
-    let b = stream.alloc_zeros::<f32>(n * n).unwrap();
-    let mut c = stream.alloc_zeros::<f32>(n * n).unwrap();
-    let cfg = GemmConfig {
-        transa: cbsys::cublasOperation_t::CUBLAS_OP_N,
-        transb: cbsys::cublasOperation_t::CUBLAS_OP_N,
-        m: n as i32,
-        n: n as i32,
-        k: n as i32,
-        alpha: 1.0f32,
-        lda: n as i32,
-        ldb: n as i32,
-        beta: 0.0,
-        ldc: n as i32,
-    };
-    let mut times = vec![];
-    for i in 0..iters_for(n) + 3 {
-        let t = Instant::now();
-        // SAFETY: all three buffers hold n*n elements, matching the config.
-        unsafe { blas.gemm(cfg, &a, &b, &mut c) }.unwrap();
-        stream.synchronize().unwrap();
-        if i >= 3 {
-            times.push(t.elapsed().as_secs_f64());
-        }
-    }
-    percentile(&mut times, 0.5)
-}
-
-async fn actor_sgemm(dev: &Device, n: usize) -> f64 {
-    let a = dev.alloc::<f32>(n * n).await.unwrap();
-    let b = dev.alloc::<f32>(n * n).await.unwrap();
-    let c = dev.alloc::<f32>(n * n).await.unwrap();
-    let g = Gemm::<f32>::new(n, n, n);
-    let mut times = vec![];
-    for i in 0..iters_for(n) + 3 {
-        let t = Instant::now();
-        dev.gemm(g, &a, &b, &c).await.unwrap();
-        if i >= 3 {
-            times.push(t.elapsed().as_secs_f64());
-        }
-    }
-    percentile(&mut times, 0.5)
 }
 
 async fn tiny_round_trip(dev: &Device, iters: usize) -> (f64, f64) {
@@ -139,14 +89,13 @@ fn main() {
             .filter_map(|s| s.trim().parse().ok())
             .collect();
         for n in sizes {
-            let flops = 2.0 * (n as f64).powi(3);
-            let raw = raw_sgemm(&ctx, n);
-            let actor = actor_sgemm(&dev, n).await;
+            let t = compare_sgemm(&dev, &ctx, n, iters_for(n)).await.unwrap();
             println!(
-                "RESULT | sgemm.{n} | actor {:.2} TFLOP/s, raw cudarc {:.2} TFLOP/s, ratio {:.3}",
-                flops / actor / 1e12,
-                flops / raw / 1e12,
-                raw / actor
+                "RESULT | sgemm.{n} (interleaved, median of {}) | actor {:.2} TFLOP/s, raw cudarc {:.2} TFLOP/s, ratio {:.3}",
+                iters_for(n),
+                SgemmTimes::tflops(n, t.actor),
+                SgemmTimes::tflops(n, t.raw),
+                t.raw / t.actor
             );
         }
         let iters: usize = std::env::var("BENCH_ITERS")

@@ -46,6 +46,7 @@ on_both! {
     bad_input_gives_typed_errors_and_the_device_keeps_serving => bad_input;
     every_completion_strategy_reports_results => completion_strategies;
     gemv_axpy_dot_nrm2_scal_match_f64_reference => level1_and_gemv;
+    pinned_buffers_round_trip_and_return_to_the_pool => pinned_round_trips;
 }
 
 async fn open(config: DeviceConfig) -> (ActorSystem, Device) {
@@ -496,4 +497,48 @@ async fn level1_and_gemv(config: DeviceConfig) {
     let (_sys, dev) = open(config).await;
     check_level1::<f32>(&dev, 1e-5).await;
     check_level1::<f64>(&dev, 1e-12).await;
+}
+
+async fn pinned_round_trip<T: DType>(dev: &Device, n: usize) {
+    let data = to::<T>(&rand_vec(n).iter().map(|x| x * 100.0).collect::<Vec<_>>());
+    let mut buf = dev.pinned::<T>(n).await.unwrap();
+    assert!(
+        buf.as_slice().unwrap().iter().all(|v| *v == T::default()),
+        "pinned buffers start zeroed"
+    );
+    buf.as_mut_slice().unwrap().copy_from_slice(&data);
+    let (r, buf) = dev.upload_pinned(buf).await.unwrap();
+    assert_eq!(dev.download(&r).await.unwrap(), data, "{} pinned upload", T::NAME);
+    let mut buf = dev.download_pinned(&r, buf).await.unwrap();
+    buf.as_mut_slice().unwrap().reverse();
+    let rev: Vec<T> = data.iter().rev().copied().collect();
+    let buf = dev.write_pinned(&r, buf).await.unwrap();
+    assert_eq!(dev.download(&r).await.unwrap(), rev, "{} pinned write", T::NAME);
+    let back_buf = dev.download_pinned(&r, buf).await.unwrap();
+    assert_eq!(back_buf.as_slice().unwrap(), &rev[..], "{} pinned download", T::NAME);
+    let wrong = dev.pinned::<T>(n + 1).await.unwrap();
+    assert!(matches!(
+        dev.download_pinned(&r, wrong).await,
+        Err(GpuError::InvalidArgument(_))
+    ));
+}
+
+async fn pinned_round_trips(config: DeviceConfig) {
+    let (_sys, dev) = open(config).await;
+    pinned_round_trip::<f32>(&dev, 4096).await;
+    pinned_round_trip::<f64>(&dev, 1000).await;
+    pinned_round_trip::<bf16>(&dev, 333).await;
+    pinned_round_trip::<u8>(&dev, 1 << 20).await;
+    // Dropped buffers wait in the pool; the next request of that size reuses one (zeroed).
+    let before = dev.pinned_pool_bytes();
+    let b = dev.pinned::<f32>(12345).await.unwrap();
+    drop(b);
+    assert_eq!(dev.pinned_pool_bytes(), before + 12345 * 4);
+    let mut b = dev.pinned::<f32>(12345).await.unwrap();
+    assert_eq!(dev.pinned_pool_bytes(), before);
+    b.as_mut_slice().unwrap()[0] = 7.0;
+    drop(b);
+    let b = dev.pinned::<f32>(12345).await.unwrap();
+    assert_eq!(b.as_slice().unwrap()[0], 0.0, "a reused buffer is zeroed");
+    assert!(matches!(dev.pinned::<f32>(0).await, Err(GpuError::InvalidArgument(_))));
 }

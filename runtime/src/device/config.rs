@@ -56,6 +56,8 @@ pub struct DeviceConfig {
     /// Memory the CPU device may hand out, in bytes (host RAM is shared with everything
     /// else, so an allocation beyond this is `OutOfMemory` rather than an abort).
     pub cpu_memory_limit: u64,
+    /// Bytes of free pinned host buffers the device keeps for reuse.
+    pub pinned_pool_bytes: u64,
     /// Diagnostics and test hook: the inner tier waits this long before building its
     /// context, which holds the device in `Starting` (to exercise queueing).
     pub start_delay: Option<Duration>,
@@ -74,6 +76,7 @@ impl Default for DeviceConfig {
             request_timeout: Duration::from_secs(120),
             libraries: Libraries::default(),
             cpu_memory_limit: 8 << 30,
+            pinned_pool_bytes: 1 << 30,
             start_delay: None,
         }
     }

@@ -13,6 +13,7 @@ use crate::completion::Completer;
 use crate::dtype::DType;
 use crate::error::GpuError;
 use crate::gpu_ref::{GpuRef, Storage};
+use crate::host::{HostMem, PinnedBuf, Uploaded};
 use crate::stream::StreamSource;
 
 /// The CUDA side of a context.
@@ -246,6 +247,94 @@ impl ContextCore {
         }
         drop((s, d));
         Ok(self.done())
+    }
+
+    /// A pinned host buffer of `len` zeroed elements, from the pool when one is free.
+    pub(crate) fn pinned<T: DType>(&mut self, len: usize) -> Result<PinnedBuf<T>, GpuError> {
+        checked_bytes::<T>(len)?;
+        let pool = self.shared.pinned.clone();
+        let mem = match pool.take::<T>(len) {
+            Some(mut mem) => {
+                match &mut mem {
+                    HostMem::Pinned(p) => p.as_mut_slice().map_err(|e| self.observe(e))?.fill(T::default()),
+                    HostMem::Plain(v) => v.fill(T::default()),
+                }
+                mem
+            }
+            None => match &self.engine {
+                Engine::Cpu => HostMem::Plain(vec![T::default(); len]),
+                Engine::Cuda(c) => {
+                    HostMem::Pinned(crate::sys::alloc_pinned_zeroed::<T>(&c.ctx, len).map_err(|e| self.observe(e))?)
+                }
+            },
+        };
+        Ok(PinnedBuf::new(mem, pool))
+    }
+
+    /// Allocates a device buffer and copies a pinned buffer into it asynchronously; the
+    /// pinned buffer comes back with the result once the copy is done.
+    pub(crate) fn upload_pinned<T: DType>(&mut self, buf: PinnedBuf<T>) -> Result<Flow<Uploaded<T>>, GpuError> {
+        let r = self.alloc::<T>(buf.len())?;
+        self.enqueue_pinned_write(&r, &buf)?;
+        Ok(self.then((r, buf)))
+    }
+
+    /// Copies a pinned buffer into an existing device buffer of the same length.
+    pub(crate) fn write_pinned<T: DType>(
+        &mut self,
+        dst: &GpuRef<T>,
+        buf: PinnedBuf<T>,
+    ) -> Result<Flow<PinnedBuf<T>>, GpuError> {
+        self.check(dst)?;
+        if dst.len() != buf.len() {
+            return Err(GpuError::InvalidArgument(format!(
+                "write of a pinned buffer of {} elements into a buffer of {}",
+                buf.len(),
+                dst.len()
+            )));
+        }
+        self.enqueue_pinned_write(dst, &buf)?;
+        Ok(self.then(buf))
+    }
+
+    fn enqueue_pinned_write<T: DType>(&self, dst: &GpuRef<T>, buf: &PinnedBuf<T>) -> Result<(), GpuError> {
+        let mut d = dst.lock();
+        match (buf.mem(), &mut *d) {
+            (HostMem::Plain(v), Storage::Cpu(out)) => out.copy_from_slice(v),
+            (HostMem::Pinned(p), Storage::Cuda(out)) => {
+                self.cuda()?.stream.memcpy_htod(p, out).map_err(|e| self.observe(e))?;
+            }
+            _ => return Err(GpuError::InvalidArgument("a pinned buffer of another backend".into())),
+        }
+        Ok(())
+    }
+
+    /// Copies a device buffer into a pinned buffer of the same length asynchronously; the
+    /// pinned buffer comes back once the copy is done.
+    pub(crate) fn download_pinned<T: DType>(
+        &mut self,
+        src: &GpuRef<T>,
+        mut buf: PinnedBuf<T>,
+    ) -> Result<Flow<PinnedBuf<T>>, GpuError> {
+        self.check(src)?;
+        if src.len() != buf.len() {
+            return Err(GpuError::InvalidArgument(format!(
+                "download of {} elements into a pinned buffer of {}",
+                src.len(),
+                buf.len()
+            )));
+        }
+        {
+            let s = src.lock();
+            match (&*s, buf.mem_mut()) {
+                (Storage::Cpu(v), HostMem::Plain(dst)) => dst.copy_from_slice(v),
+                (Storage::Cuda(d), HostMem::Pinned(p)) => {
+                    self.cuda()?.stream.memcpy_dtoh(d, p).map_err(|e| self.observe(e))?;
+                }
+                _ => return Err(GpuError::InvalidArgument("a pinned buffer of another backend".into())),
+            }
+        }
+        Ok(self.then(buf))
     }
 
     /// Returns `value` once the context's stream has finished the work enqueued so far.

@@ -29,6 +29,7 @@ use crate::actor::{ActorRef, ActorSystem, Props};
 use crate::dtype::{Blas1Scalar, BlasScalar, DType};
 use crate::error::GpuError;
 use crate::gpu_ref::GpuRef;
+use crate::host::{PinnedBuf, Uploaded};
 use crate::kernel::blas::{Batch, BlasCore, Gemm, Gemv};
 
 /// A handle to one device (a GPU, or the CPU device). Cheap to clone; every method is a
@@ -188,6 +189,40 @@ impl Device {
     pub async fn copy<T: DType>(&self, src: &GpuRef<T>, dst: &GpuRef<T>) -> Result<(), GpuError> {
         let (src, dst) = (src.clone(), dst.clone());
         self.call(move |c: &mut ContextCore| c.copy(&src, &dst)).await
+    }
+
+    /// A pinned host buffer of `len` zeroed elements from the device's pool (plain memory
+    /// on the CPU device). Dropping it returns it to the pool.
+    pub async fn pinned<T: DType>(&self, len: usize) -> Result<PinnedBuf<T>, GpuError> {
+        self.call(move |c: &mut ContextCore| c.pinned::<T>(len).map(Flow::Ready))
+            .await
+    }
+
+    /// Uploads a pinned buffer into a new device buffer (an asynchronous full-speed copy)
+    /// and hands the pinned buffer back for reuse.
+    pub async fn upload_pinned<T: DType>(&self, buf: PinnedBuf<T>) -> Result<Uploaded<T>, GpuError> {
+        self.call(move |c: &mut ContextCore| c.upload_pinned(buf)).await
+    }
+
+    /// Copies a pinned buffer into `dst` (same length) and hands the buffer back.
+    pub async fn write_pinned<T: DType>(&self, dst: &GpuRef<T>, buf: PinnedBuf<T>) -> Result<PinnedBuf<T>, GpuError> {
+        let dst = dst.clone();
+        self.call(move |c: &mut ContextCore| c.write_pinned(&dst, buf)).await
+    }
+
+    /// Downloads `src` into a pinned buffer of the same length and hands it back.
+    pub async fn download_pinned<T: DType>(
+        &self,
+        src: &GpuRef<T>,
+        buf: PinnedBuf<T>,
+    ) -> Result<PinnedBuf<T>, GpuError> {
+        let src = src.clone();
+        self.call(move |c: &mut ContextCore| c.download_pinned(&src, buf)).await
+    }
+
+    /// Bytes of free pinned buffers the pool holds.
+    pub fn pinned_pool_bytes(&self) -> u64 {
+        self.shared.pinned.cached_bytes()
     }
 
     /// Free and total memory of the device, in bytes.

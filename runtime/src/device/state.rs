@@ -10,6 +10,7 @@ use super::job::Job;
 use crate::actor::ActorRef;
 use crate::device::core::ContextCore;
 use crate::error::GpuError;
+use crate::host::PinnedPool;
 use crate::kernel::blas::BlasCore;
 
 /// Where a device is in its life.
@@ -72,6 +73,8 @@ pub(crate) struct DeviceShared {
     pub(crate) state: watch::Sender<DeviceState>,
     /// Bytes handed out by the CPU device.
     pub(crate) cpu_used: AtomicU64,
+    /// Free pinned host buffers.
+    pub(crate) pinned: Arc<PinnedPool>,
 }
 
 impl DeviceShared {
@@ -83,6 +86,7 @@ impl DeviceShared {
             inner: None,
         });
         Arc::new(DeviceShared {
+            pinned: PinnedPool::new(config.pinned_pool_bytes),
             config,
             generation: AtomicU64::new(0),
             state,
