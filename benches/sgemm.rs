@@ -73,7 +73,13 @@ fn main() {
         .unwrap();
     rt.block_on(async {
         let sys = ActorSystem::new("bench");
-        let dev = match Device::open(&sys, DeviceConfig::cuda(0)).await {
+        // BENCH_STREAMS=single puts the BLAS actor on the context's stream (no cross-stream
+        // events); the default is a stream per actor.
+        let mut config = DeviceConfig::cuda(0);
+        if std::env::var("BENCH_STREAMS").as_deref() == Ok("single") {
+            config = config.with_streams(atomr_accel_cuda::StreamStrategy::Single);
+        }
+        let dev = match Device::open(&sys, config).await {
             Ok(d) => d,
             Err(e) => {
                 println!("sgemm bench: no usable GPU ({e}); nothing measured");

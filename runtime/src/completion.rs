@@ -36,6 +36,9 @@ pub enum CompletionStrategy {
     Blocking,
 }
 
+/// Pause instructions between two event queries of a spinning wait.
+const QUERY_PAUSE: u32 = 64;
+
 /// How often a host-function wait checks for a device fault.
 const FAULT_CHECK: Duration = Duration::from_millis(5);
 
@@ -86,7 +89,9 @@ impl Completer {
                     match query(&event) {
                         Ok(true) => break Ok(()),
                         Ok(false) if start.elapsed() > deadline => break Err(GpuError::Timeout(deadline)),
-                        Ok(false) => std::hint::spin_loop(),
+                        // Query about once a microsecond: a tight cuEventQuery loop
+                        // measurably slows long kernels (BENCHMARKS.md, SGEMM 4096).
+                        Ok(false) => (0..QUERY_PAUSE).for_each(|_| std::hint::spin_loop()),
                         Err(e) => break Err(e),
                     }
                 };
@@ -160,6 +165,7 @@ fn start_poller(ctx: Arc<CudaContext>) -> Result<std_mpsc::Sender<PollReq>, GpuE
                 while let Ok(req) = rx.try_recv() {
                     pending.push(req);
                 }
+                (0..QUERY_PAUSE).for_each(|_| std::hint::spin_loop());
                 pending.retain_mut(|(event, reply)| match query(event) {
                     Ok(false) => !reply.is_closed(),
                     Ok(true) => {
@@ -171,7 +177,6 @@ fn start_poller(ctx: Arc<CudaContext>) -> Result<std_mpsc::Sender<PollReq>, GpuE
                         false
                     }
                 });
-                std::hint::spin_loop();
             }
         })
         .map_err(|e| GpuError::Other(format!("could not start the completion poller: {e}")))?;
