@@ -4,7 +4,5 @@
 //! (`atomr-accel-cuda-macros`), so users depend on one crate. See README.md for what works
 //! today and DESIGN.md for the target.
 
-// The macros crate exports nothing yet (README lists #[gpu_actor] and #[kernel] as missing).
-#[allow(unused_imports)]
-pub use atomr_accel_cuda_macros::*;
+pub use atomr_accel_cuda_macros::{gpu_actor, handler, post_stop, pre_start};
 pub use atomr_accel_cuda_runtime::*;

@@ -1,5 +1,48 @@
 //! Procedural macros of `atomr-accel-cuda`.
 //!
-//! `#[gpu_actor]` and `#[kernel]` will live here (see DESIGN.md, "The DSL"). Until they
-//! land this crate exports nothing: the facade re-exports it already so that users' build
-//! files do not change when the macros arrive. README.md lists them as missing.
+//! - `#[gpu_actor]` on an `impl` block turns its `#[handler]` methods into a typed actor:
+//!   the message enum, the exhaustive dispatch, a typed client and the supervision and
+//!   dispatcher wiring (see the facade's documentation and DESIGN.md, "The DSL").
+//! - `#[kernel]` is not built yet (README.md lists it as missing).
+//!
+//! Every macro follows parse → validate → expand, reports every error it finds in one
+//! build at the user's tokens, and re-emits the user's item beside the errors so the IDE
+//! keeps working.
+
+mod crate_path;
+mod errors;
+mod gpu_actor;
+
+use proc_macro::TokenStream;
+
+/// Makes an actor of the `impl` block's type: one message variant per `#[handler]`
+/// method (one per dtype for `#[handler(dtypes(...))]` on a generic method), the
+/// `Actor` impl with an exhaustive dispatch `match`, a typed client `<Type>Ref`, and
+/// `<Type>::gpu_props` carrying the supervision and dispatcher options.
+///
+/// Options: `crate = path`, `supervision(restart_on = [Tag, …], resume_on = [Tag, …],
+/// max_restarts = N, within = "60s")`, `dispatcher = gpu | shared`, `mailbox = N`,
+/// `ask_timeout = "30s"`. Methods may be marked `#[pre_start]` / `#[post_stop]`.
+#[proc_macro_attribute]
+pub fn gpu_actor(args: TokenStream, input: TokenStream) -> TokenStream {
+    gpu_actor::entry(args.into(), input.into()).into()
+}
+
+/// Marks a message handler inside a `#[gpu_actor]` impl. Used anywhere else it is an
+/// error: `#[gpu_actor]` consumes it before it runs.
+#[proc_macro_attribute]
+pub fn handler(_args: TokenStream, input: TokenStream) -> TokenStream {
+    errors::misplaced("handler", input.into()).into()
+}
+
+/// Marks the start hook inside a `#[gpu_actor]` impl (an error anywhere else).
+#[proc_macro_attribute]
+pub fn pre_start(_args: TokenStream, input: TokenStream) -> TokenStream {
+    errors::misplaced("pre_start", input.into()).into()
+}
+
+/// Marks the stop hook inside a `#[gpu_actor]` impl (an error anywhere else).
+#[proc_macro_attribute]
+pub fn post_stop(_args: TokenStream, input: TokenStream) -> TokenStream {
+    errors::misplaced("post_stop", input.into()).into()
+}

@@ -23,16 +23,24 @@ pub(crate) struct ChildRecord {
     restarts: RestartWindow,
     /// The child is suspended behind a failure this parent escalated.
     escalated: bool,
+    /// The child's own spec (`Props::supervised_by`), applied instead of the parent's.
+    spec: Option<SupervisorStrategy>,
 }
 
 impl ChildRecord {
-    pub(crate) fn new(id: u64, control: Control, typed: Box<dyn Any + Send + Sync>) -> Self {
+    pub(crate) fn new(
+        id: u64,
+        control: Control,
+        typed: Box<dyn Any + Send + Sync>,
+        spec: Option<SupervisorStrategy>,
+    ) -> Self {
         ChildRecord {
             id,
             control,
             typed,
             restarts: RestartWindow::default(),
             escalated: false,
+            spec,
         }
     }
 
@@ -72,8 +80,11 @@ impl Children {
         failure: Failure,
         awaits_directive: bool,
     ) -> Option<Failure> {
-        let strategy = self.strategy.clone();
         let record = self.map.get_mut(name).filter(|c| c.id == id)?;
+        // The child's own spec decides and budgets; the parent's kind (one-for-one or
+        // all-for-one) says whom the decision touches.
+        let kind = self.strategy.kind;
+        let strategy = record.spec.clone().unwrap_or_else(|| self.strategy.clone());
         let mut directive = strategy.decide(&failure);
         if directive == Directive::Restart && !record.restarts.try_restart(&strategy.budget, Instant::now()) {
             tracing::warn!(child = %record.control.path, "restart budget spent");
@@ -98,7 +109,7 @@ impl Children {
             }
             Directive::Restart | Directive::Stop => {
                 record.send(SystemMsg::Supervise(directive));
-                if strategy.kind == StrategyKind::AllForOne {
+                if kind == StrategyKind::AllForOne {
                     for (other, rec) in &self.map {
                         if other != name {
                             rec.send(if directive == Directive::Restart {

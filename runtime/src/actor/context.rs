@@ -13,7 +13,7 @@ use super::props::{DispatcherChoice, Props};
 use super::system::ActorSystem;
 use super::system_msg::SystemMsg;
 use super::terminated::Terminated;
-use crate::dispatcher::Dispatcher;
+use crate::dispatcher::{Dispatcher, GpuDispatcher};
 use crate::error::GpuError;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -60,7 +60,7 @@ impl<A: Actor> Context<A> {
         let parent = ParentLink {
             sys: self.self_sys.clone(),
         };
-        let (r, record) = spawn_cell(&self.system, parent, &self.path, &self.dispatcher, props, name);
+        let (r, record) = spawn_cell(&self.system, parent, &self.path, &self.dispatcher, props, name)?;
         self.children.map.insert(name.to_string(), record);
         Ok(r)
     }
@@ -126,7 +126,7 @@ pub(crate) fn spawn_cell<C: Actor>(
     parent_dispatcher: &Dispatcher,
     props: Props<C>,
     name: &str,
-) -> (ActorRef<C::Msg>, ChildRecord) {
+) -> Result<(ActorRef<C::Msg>, ChildRecord), GpuError> {
     let path = parent_path.child(name);
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     let (tx, mailbox) = mpsc::channel(props.mailbox_capacity);
@@ -147,6 +147,7 @@ pub(crate) fn spawn_cell<C: Actor>(
         DispatcherChoice::Shared => system.shared_dispatcher(),
         DispatcherChoice::On(d) => d.clone(),
         DispatcherChoice::Parent => parent_dispatcher.clone(),
+        DispatcherChoice::DedicatedThread => GpuDispatcher::new(&path.to_string())?.into(),
     };
     let ctx = Context {
         path,
@@ -156,8 +157,9 @@ pub(crate) fn spawn_cell<C: Actor>(
         dispatcher: dispatcher.clone(),
         children: Children::new(props.child_strategy.clone()),
     };
+    let props_spec = props.own_strategy.clone();
     let cell = Cell::new(props, ctx, mailbox, sys_rx, parent, name.to_string(), id, terminated_tx);
     dispatcher.spawn(run_cell(cell));
-    let record = ChildRecord::new(id, control, Box::new(r.clone()));
-    (r, record)
+    let record = ChildRecord::new(id, control, Box::new(r.clone()), props_spec);
+    Ok((r, record))
 }

@@ -16,6 +16,9 @@ pub enum DispatcherChoice {
     On(Dispatcher),
     /// The same dispatcher as the parent (for children of an actor pinned to a GPU thread).
     Parent,
+    /// A new dedicated thread (a `GpuDispatcher` named after the actor), kept across
+    /// restarts and ended with the actor.
+    DedicatedThread,
 }
 
 /// The recipe for an actor: a factory (called again on every restart, on the actor's own
@@ -26,6 +29,9 @@ pub struct Props<A: Actor> {
     pub(crate) mailbox_capacity: usize,
     pub(crate) dispatcher: DispatcherChoice,
     pub(crate) child_strategy: SupervisorStrategy,
+    /// How this actor asks its parent to supervise it (the parent applies it; without
+    /// it the parent's own strategy decides).
+    pub(crate) own_strategy: Option<SupervisorStrategy>,
 }
 
 impl<A: Actor> Clone for Props<A> {
@@ -35,6 +41,7 @@ impl<A: Actor> Clone for Props<A> {
             mailbox_capacity: self.mailbox_capacity,
             dispatcher: self.dispatcher.clone(),
             child_strategy: self.child_strategy.clone(),
+            own_strategy: self.own_strategy.clone(),
         }
     }
 }
@@ -50,6 +57,7 @@ impl<A: Actor> Props<A> {
             mailbox_capacity: DEFAULT_MAILBOX,
             dispatcher: DispatcherChoice::Shared,
             child_strategy: SupervisorStrategy::default(),
+            own_strategy: None,
         }
     }
 
@@ -68,6 +76,20 @@ impl<A: Actor> Props<A> {
     /// Runs the actor on its parent's dispatcher.
     pub fn on_parent_dispatcher(mut self) -> Self {
         self.dispatcher = DispatcherChoice::Parent;
+        self
+    }
+
+    /// Runs the actor on a new thread of its own (see [`DispatcherChoice::DedicatedThread`]).
+    pub fn dedicated_thread(mut self) -> Self {
+        self.dispatcher = DispatcherChoice::DedicatedThread;
+        self
+    }
+
+    /// The strategy this actor's parent applies to it — a child spec, like an Erlang
+    /// supervisor's: the decider and restart budget travel with the actor, the parent
+    /// still makes (and may escalate) every decision.
+    pub fn supervised_by(mut self, strategy: SupervisorStrategy) -> Self {
+        self.own_strategy = Some(strategy);
         self
     }
 

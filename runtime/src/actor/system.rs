@@ -102,7 +102,7 @@ impl ActorSystem {
         let parent = ParentLink {
             sys: self.inner.guardian.clone(),
         };
-        let (r, record) = spawn_cell(self, parent, &self.inner.root, &self.shared_dispatcher(), props, name);
+        let (r, record) = spawn_cell(self, parent, &self.inner.root, &self.shared_dispatcher(), props, name)?;
         top.map.insert(name.to_string(), record);
         Ok(r)
     }

@@ -1,0 +1,194 @@
+//! The options of `#[gpu_actor(...)]`: strict keys, each at most once.
+
+use std::time::Duration;
+
+use proc_macro2::{Span, TokenStream};
+use syn::meta::ParseNestedMeta;
+use syn::{Ident, LitInt, LitStr};
+
+use crate::errors::Errors;
+
+const KEYS: &str = "`crate`, `supervision`, `dispatcher`, `mailbox`, `ask_timeout`";
+const SUPERVISION_KEYS: &str = "`restart_on`, `resume_on`, `max_restarts`, `within`";
+
+/// Parsed options.
+#[derive(Default)]
+pub(crate) struct Options {
+    pub(crate) krate: Option<syn::Path>,
+    pub(crate) restart_on: Vec<Ident>,
+    pub(crate) resume_on: Vec<Ident>,
+    pub(crate) max_restarts: Option<LitInt>,
+    pub(crate) within: Option<(Duration, Span)>,
+    pub(crate) dispatcher_gpu: bool,
+    pub(crate) mailbox: Option<LitInt>,
+    pub(crate) ask_timeout: Option<(Duration, Span)>,
+    pub(crate) has_supervision: bool,
+}
+
+/// Error tags a decider can match (the `GpuError` variants).
+pub(crate) const ERROR_TAGS: &[&str] = &[
+    "ContextPoisoned",
+    "DeviceLost",
+    "OutOfMemory",
+    "Stale",
+    "InvalidArgument",
+    "Library",
+    "Unsupported",
+    "Backpressure",
+    "Timeout",
+    "Stopped",
+    "MailboxFull",
+    "NoReply",
+    "NameTaken",
+    "Other",
+];
+
+/// Parses `"250ms"`, `"60s"`, `"2m"`.
+pub(crate) fn parse_duration(lit: &LitStr) -> syn::Result<Duration> {
+    let text = lit.value();
+    let bad = || {
+        syn::Error::new_spanned(
+            lit,
+            format!("`{text}` is not a duration: write a whole number with a unit, e.g. \"500ms\", \"60s\" or \"2m\""),
+        )
+    };
+    let (num, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?);
+    let n: u64 = num.parse().map_err(|_| bad())?;
+    match unit {
+        "ms" => Ok(Duration::from_millis(n)),
+        "s" => Ok(Duration::from_secs(n)),
+        "m" => Ok(Duration::from_secs(n * 60)),
+        _ => Err(bad()),
+    }
+}
+
+/// Records "set twice" for a key already seen.
+fn once(seen: &mut Vec<String>, meta: &ParseNestedMeta, errors: &mut Errors) -> bool {
+    let key = meta.path.get_ident().map(|i| i.to_string()).unwrap_or_default();
+    if seen.contains(&key) {
+        errors.at(&meta.path, format!("`{key}` is set twice; keep one"));
+        return false;
+    }
+    seen.push(key);
+    true
+}
+
+fn tag_list(meta: &ParseNestedMeta, errors: &mut Errors) -> syn::Result<Vec<Ident>> {
+    let value = meta.value()?;
+    let tags: Vec<Ident> = if value.peek(syn::token::Bracket) {
+        let content;
+        syn::bracketed!(content in value);
+        content
+            .parse_terminated(Ident::parse_any, syn::Token![,])?
+            .into_iter()
+            .collect()
+    } else {
+        vec![value.parse()?]
+    };
+    for t in &tags {
+        if !ERROR_TAGS.contains(&t.to_string().as_str()) {
+            errors.at(
+                t,
+                format!(
+                    "`{t}` is not a GpuError variant; expected one of: {}",
+                    ERROR_TAGS.join(", ")
+                ),
+            );
+        }
+    }
+    Ok(tags)
+}
+
+use syn::ext::IdentExt;
+
+/// Parses the attribute's arguments, recording every problem.
+pub(crate) fn parse(args: TokenStream, errors: &mut Errors) -> Options {
+    let mut o = Options::default();
+    let mut seen = vec![];
+    let mut pending = Errors::default();
+    let parser = syn::meta::parser(|meta| {
+        if !once(&mut seen, &meta, &mut pending) {
+            // Consume the value so parsing continues.
+            return skip_value(&meta);
+        }
+        if meta.path.is_ident("crate") {
+            o.krate = Some(meta.value()?.parse()?);
+        } else if meta.path.is_ident("supervision") {
+            o.has_supervision = true;
+            let mut sub_seen = vec![];
+            meta.parse_nested_meta(|sub| {
+                if !once(&mut sub_seen, &sub, &mut pending) {
+                    return skip_value(&sub);
+                }
+                if sub.path.is_ident("restart_on") {
+                    o.restart_on = tag_list(&sub, &mut pending)?;
+                } else if sub.path.is_ident("resume_on") {
+                    o.resume_on = tag_list(&sub, &mut pending)?;
+                } else if sub.path.is_ident("max_restarts") {
+                    o.max_restarts = Some(sub.value()?.parse()?);
+                } else if sub.path.is_ident("within") {
+                    let lit: LitStr = sub.value()?.parse()?;
+                    match parse_duration(&lit) {
+                        Ok(d) => o.within = Some((d, lit.span())),
+                        Err(e) => pending.push(e),
+                    }
+                } else {
+                    pending.at(
+                        &sub.path,
+                        format!("unknown supervision key; expected one of {SUPERVISION_KEYS}"),
+                    );
+                    return skip_value(&sub);
+                }
+                Ok(())
+            })?;
+        } else if meta.path.is_ident("dispatcher") {
+            let v: Ident = meta.value()?.parse()?;
+            match v.to_string().as_str() {
+                "gpu" => o.dispatcher_gpu = true,
+                "shared" => o.dispatcher_gpu = false,
+                _ => pending.at(
+                    &v,
+                    "unknown dispatcher; expected `gpu` (a dedicated thread) or `shared`",
+                ),
+            }
+        } else if meta.path.is_ident("mailbox") {
+            o.mailbox = Some(meta.value()?.parse()?);
+        } else if meta.path.is_ident("ask_timeout") {
+            let lit: LitStr = meta.value()?.parse()?;
+            match parse_duration(&lit) {
+                Ok(d) => o.ask_timeout = Some((d, lit.span())),
+                Err(e) => pending.push(e),
+            }
+        } else {
+            pending.at(&meta.path, format!("unknown #[gpu_actor] key; expected one of {KEYS}"));
+            return skip_value(&meta);
+        }
+        Ok(())
+    });
+    if let Err(e) = syn::parse::Parser::parse2(parser, args) {
+        errors.push(e);
+    }
+    if let Some(e) = pending.into_error() {
+        errors.push(e);
+    }
+    o
+}
+
+/// Skips `= value` or `(...)` after a rejected key.
+fn skip_value(meta: &ParseNestedMeta) -> syn::Result<()> {
+    if meta.input.peek(syn::Token![=]) {
+        let _: TokenStream = {
+            meta.value()?;
+            let mut ts = TokenStream::new();
+            while !meta.input.is_empty() && !meta.input.peek(syn::Token![,]) {
+                let tt: proc_macro2::TokenTree = meta.input.parse()?;
+                ts.extend([tt]);
+            }
+            ts
+        };
+    } else if meta.input.peek(syn::token::Paren) {
+        let _content;
+        syn::parenthesized!(_content in meta.input);
+    }
+    Ok(())
+}

@@ -1,0 +1,400 @@
+//! From the user's `impl` block to an `ActorDef`: handlers, hooks, options.
+
+use proc_macro2::Span;
+use quote::format_ident;
+use syn::spanned::Spanned;
+use syn::{
+    Attribute, FnArg, GenericParam, Ident, ImplItem, ImplItemFn, ItemImpl, Pat, ReturnType, Type, TypeParamBound,
+};
+
+use super::options::Options;
+use crate::errors::Errors;
+
+/// What a handler returns.
+pub(crate) enum Ret {
+    /// Nothing: the reply is `Ok(())`.
+    Unit,
+    /// A plain value `T`: the reply is `Ok(value)`.
+    Plain(Type),
+    /// `Result<T, GpuError>`: passed through; the payload type is `T`.
+    Result(Type),
+}
+
+/// One `#[handler]` method.
+pub(crate) struct Handler {
+    pub(crate) method: Ident,
+    pub(crate) docs: Vec<Attribute>,
+    pub(crate) is_async: bool,
+    pub(crate) takes_ctx: bool,
+    pub(crate) args: Vec<(Ident, Type)>,
+    pub(crate) ret: Ret,
+    pub(crate) tell: bool,
+    /// The type parameter of a generic handler and its bounds.
+    pub(crate) generic: Option<(Ident, Vec<TypeParamBound>)>,
+    /// The concrete dtypes of a generic handler, as written.
+    pub(crate) dtypes: Vec<Type>,
+    /// Where to point errors about the handler as a whole.
+    pub(crate) span: Span,
+}
+
+impl Handler {
+    /// The message variant of this handler for `dtype` (None: not generic).
+    pub(crate) fn variant(&self, dtype: Option<&Type>) -> Ident {
+        let base = upper_camel(&self.method.to_string());
+        match dtype {
+            None => Ident::new(&base, self.method.span()),
+            Some(t) => format_ident!("{}{}", base, upper_camel(&type_suffix(t)), span = t.span()),
+        }
+    }
+}
+
+/// A lifecycle hook method.
+pub(crate) struct Hook {
+    pub(crate) method: Ident,
+    pub(crate) span: Span,
+}
+
+/// Everything the expander needs.
+pub(crate) struct ActorDef {
+    pub(crate) self_ty: Type,
+    pub(crate) name: Ident,
+    pub(crate) options: Options,
+    pub(crate) handlers: Vec<Handler>,
+    pub(crate) pre_start: Vec<Hook>,
+    pub(crate) post_stop: Vec<Hook>,
+    /// Methods marked `#[handler]`, valid or not.
+    pub(crate) marked_handlers: usize,
+    /// The user's impl with our marker attributes removed.
+    pub(crate) item: ItemImpl,
+}
+
+fn upper_camel(s: &str) -> String {
+    s.split('_')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let mut c = p.chars();
+            c.next()
+                .map(|f| f.to_uppercase().chain(c).collect::<String>())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+fn type_suffix(t: &Type) -> String {
+    quote::quote!(#t).to_string().replace(' ', "").replace("::", "_")
+}
+
+fn is_marker(a: &Attribute, name: &str) -> bool {
+    a.path().is_ident(name)
+}
+
+/// `&mut Context<Self>` (or any `&mut …::Context<…>`).
+fn is_ctx(ty: &Type) -> bool {
+    match ty {
+        Type::Reference(r) if r.mutability.is_some() => match &*r.elem {
+            Type::Path(p) => p.path.segments.last().is_some_and(|s| s.ident == "Context"),
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+fn parse_ret(ret: &ReturnType) -> Ret {
+    match ret {
+        ReturnType::Default => Ret::Unit,
+        ReturnType::Type(_, ty) => {
+            if let Type::Tuple(t) = &**ty {
+                if t.elems.is_empty() {
+                    return Ret::Unit;
+                }
+            }
+            if let Type::Path(p) = &**ty {
+                if let Some(seg) = p.path.segments.last() {
+                    if seg.ident == "Result" {
+                        if let syn::PathArguments::AngleBracketed(a) = &seg.arguments {
+                            if let Some(syn::GenericArgument::Type(ok)) = a.args.first() {
+                                return Ret::Result(ok.clone());
+                            }
+                        }
+                    }
+                }
+            }
+            Ret::Plain((**ty).clone())
+        }
+    }
+}
+
+/// Parses `#[handler(...)]`'s arguments: `tell`, `dtypes(...)`.
+fn parse_handler_attr(attr: &Attribute, errors: &mut Errors) -> (bool, Vec<Type>, Option<Span>) {
+    let mut tell = false;
+    let mut dtypes = vec![];
+    let mut dtypes_span = None;
+    if matches!(attr.meta, syn::Meta::Path(_)) {
+        return (tell, dtypes, dtypes_span);
+    }
+    let mut seen: Vec<String> = vec![];
+    let r = attr.parse_nested_meta(|meta| {
+        let key = meta.path.get_ident().map(|i| i.to_string()).unwrap_or_default();
+        if seen.contains(&key) {
+            errors.at(&meta.path, format!("`{key}` is set twice; keep one"));
+        }
+        seen.push(key);
+        if meta.path.is_ident("tell") {
+            tell = true;
+        } else if meta.path.is_ident("dtypes") {
+            dtypes_span = Some(meta.path.span());
+            let content;
+            syn::parenthesized!(content in meta.input);
+            dtypes = content
+                .parse_terminated(Type::parse, syn::Token![,])?
+                .into_iter()
+                .collect();
+            if dtypes.is_empty() {
+                errors.at(
+                    &meta.path,
+                    "`dtypes()` is empty: list the element types, e.g. `dtypes(f32, f64)`",
+                );
+            }
+        } else {
+            errors.at(&meta.path, "unknown #[handler] key; expected `tell` or `dtypes(...)`");
+            if meta.input.peek(syn::token::Paren) {
+                let _content;
+                syn::parenthesized!(_content in meta.input);
+            }
+        }
+        Ok(())
+    });
+    if let Err(e) = r {
+        errors.push(e);
+    }
+    (tell, dtypes, dtypes_span)
+}
+
+use syn::parse::Parse;
+
+fn parse_handler(f: &ImplItemFn, attr: &Attribute, errors: &mut Errors) -> Option<Handler> {
+    let (tell, dtypes, dtypes_span) = parse_handler_attr(attr, errors);
+    let sig = &f.sig;
+    let mut ok = true;
+    match sig.inputs.first() {
+        Some(FnArg::Receiver(r)) => {
+            if r.reference.is_none() {
+                errors.at(
+                    r,
+                    "a handler takes `&mut self` (or `&self`): `self` by value would consume the actor; write `&mut self`",
+                );
+                ok = false;
+            }
+        }
+        _ => {
+            errors.at(
+                &sig.ident,
+                "#[handler] marks methods of the actor: add `&mut self` (or `&self`) as the first parameter",
+            );
+            ok = false;
+        }
+    }
+    let mut takes_ctx = false;
+    let mut args = vec![];
+    for (i, input) in sig.inputs.iter().enumerate().skip(1) {
+        let FnArg::Typed(pt) = input else { continue };
+        if is_ctx(&pt.ty) {
+            if i != 1 || takes_ctx {
+                errors.at(
+                    &pt.ty,
+                    "the actor context must come right after `self`: `(&mut self, ctx: &mut Context<Self>, …)`",
+                );
+                ok = false;
+            }
+            takes_ctx = true;
+            continue;
+        }
+        match &*pt.pat {
+            Pat::Ident(p) => args.push((p.ident.clone(), (*pt.ty).clone())),
+            other => {
+                errors.at(
+                    other,
+                    "handler parameters need plain names (they become message fields): write `name: Type`",
+                );
+                ok = false;
+            }
+        }
+        if let Type::Reference(r) = &*pt.ty {
+            errors.at(
+                r,
+                "handler parameters travel in messages and must be owned: take `Vec<T>`/`GpuRef<T>`/… instead of a reference",
+            );
+            ok = false;
+        }
+    }
+    let mut type_params = sig.generics.params.iter().filter_map(|p| match p {
+        GenericParam::Type(t) => Some(t),
+        _ => None,
+    });
+    let generic = type_params.next().map(|t| {
+        let mut bounds: Vec<TypeParamBound> = t.bounds.iter().cloned().collect();
+        if let Some(w) = &sig.generics.where_clause {
+            for pred in &w.predicates {
+                if let syn::WherePredicate::Type(pt) = pred {
+                    if matches!(&pt.bounded_ty, Type::Path(p) if p.path.is_ident(&t.ident)) {
+                        bounds.extend(pt.bounds.iter().cloned());
+                    }
+                }
+            }
+        }
+        (t.ident.clone(), bounds)
+    });
+    if let Some(extra) = type_params.next() {
+        errors.at(
+            extra,
+            "a handler may have one type parameter (the dtype); split this handler",
+        );
+        ok = false;
+    }
+    if sig
+        .generics
+        .params
+        .iter()
+        .any(|p| matches!(p, GenericParam::Lifetime(_) | GenericParam::Const(_)))
+    {
+        errors.at(
+            &sig.generics,
+            "handlers cannot have lifetime or const parameters: messages own their data",
+        );
+        ok = false;
+    }
+    match (&generic, dtypes.is_empty()) {
+        (Some((t, _)), true) => {
+            errors.at(
+                &sig.generics,
+                format!(
+                    "generic handler `{}<{t}>` needs its dtypes: write `#[handler(dtypes(f32, f64))]` with the types to generate",
+                    sig.ident
+                ),
+            );
+            ok = false;
+        }
+        (None, false) => {
+            errors.push(syn::Error::new(
+                dtypes_span.unwrap_or_else(|| attr.span()),
+                format!(
+                    "`dtypes(...)` applies to generic handlers only: declare the type parameter, e.g. `fn {}<T: …>`",
+                    sig.ident
+                ),
+            ));
+            ok = false;
+        }
+        _ => {}
+    }
+    let ret = parse_ret(&sig.output);
+    if tell {
+        let unit_ok = match &ret {
+            Ret::Unit => true,
+            Ret::Result(t) => matches!(t, Type::Tuple(tt) if tt.elems.is_empty()),
+            Ret::Plain(_) => false,
+        };
+        if !unit_ok {
+            errors.at(
+                &sig.output,
+                "a `tell` handler has no reply: return nothing or `Result<(), GpuError>` (an error goes to the supervisor)",
+            );
+            ok = false;
+        }
+    }
+    let docs = f.attrs.iter().filter(|a| a.path().is_ident("doc")).cloned().collect();
+    ok.then(|| Handler {
+        method: sig.ident.clone(),
+        docs,
+        is_async: sig.asyncness.is_some(),
+        takes_ctx,
+        args,
+        ret,
+        tell,
+        generic,
+        dtypes,
+        span: sig.ident.span(),
+    })
+}
+
+/// Parses the impl; records problems in `errors`.
+pub(crate) fn parse(mut item: ItemImpl, options: Options, errors: &mut Errors) -> ActorDef {
+    if let Some((_, path, _)) = &item.trait_ {
+        errors.at(
+            path,
+            "#[gpu_actor] goes on an inherent `impl MyActor { … }`, not on a trait impl",
+        );
+    }
+    if !item.generics.params.is_empty() {
+        errors.at(
+            &item.generics,
+            "#[gpu_actor] actors cannot be generic; make the handlers generic with `dtypes(...)`",
+        );
+    }
+    let name = match &*item.self_ty {
+        Type::Path(p) => p.path.segments.last().map(|s| s.ident.clone()),
+        _ => None,
+    }
+    .unwrap_or_else(|| {
+        errors.at(&item.self_ty, "#[gpu_actor] needs a named type: `impl MyActor { … }`");
+        Ident::new("Actor", Span::call_site())
+    });
+    let mut handlers = vec![];
+    let mut pre_start = vec![];
+    let mut post_stop = vec![];
+    let mut marked_handlers = 0;
+    for it in &mut item.items {
+        let ImplItem::Fn(f) = it else { continue };
+        let mut markers = vec![];
+        f.attrs.retain(|a| {
+            let m = ["handler", "pre_start", "post_stop"].iter().any(|n| is_marker(a, n));
+            if m {
+                markers.push(a.clone());
+            }
+            !m
+        });
+        for (i, attr) in markers.iter().enumerate() {
+            if i > 0 {
+                errors.at(
+                    attr,
+                    "one marker per method: #[handler], #[pre_start] and #[post_stop] exclude each other",
+                );
+                continue;
+            }
+            if attr.path().is_ident("handler") {
+                marked_handlers += 1;
+                if let Some(h) = parse_handler(f, attr, errors) {
+                    handlers.push(h);
+                }
+            } else {
+                let hook = Hook {
+                    method: f.sig.ident.clone(),
+                    span: f.sig.ident.span(),
+                };
+                let ok_sig = f.sig.asyncness.is_some()
+                    && f.sig.inputs.len() == 2
+                    && matches!(f.sig.inputs.first(), Some(FnArg::Receiver(r)) if r.mutability.is_some() && r.reference.is_some())
+                    && matches!(f.sig.inputs.iter().nth(1), Some(FnArg::Typed(t)) if is_ctx(&t.ty));
+                if !ok_sig {
+                    errors.at(
+                        &f.sig,
+                        "a lifecycle hook is `async fn name(&mut self, ctx: &mut Context<Self>) -> Result<(), GpuError>`",
+                    );
+                } else if attr.path().is_ident("pre_start") {
+                    pre_start.push(hook);
+                } else {
+                    post_stop.push(hook);
+                }
+            }
+        }
+    }
+    ActorDef {
+        self_ty: (*item.self_ty).clone(),
+        name,
+        options,
+        handlers,
+        pre_start,
+        post_stop,
+        marked_handlers,
+        item,
+    }
+}

@@ -1,0 +1,14 @@
+use atomr_accel_cuda::dtype::DType;
+use atomr_accel_cuda::gpu_actor;
+
+struct A;
+
+#[gpu_actor]
+impl A {
+    #[handler]
+    fn zero<T: DType>(&mut self) -> T {
+        T::default()
+    }
+}
+
+fn main() {}
