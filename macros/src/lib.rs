@@ -41,6 +41,13 @@ pub fn pre_start(_args: TokenStream, input: TokenStream) -> TokenStream {
     errors::misplaced("pre_start", input.into()).into()
 }
 
+/// Marks the restart hook (run on the failed instance) inside a `#[gpu_actor]` impl (an
+/// error anywhere else).
+#[proc_macro_attribute]
+pub fn pre_restart(_args: TokenStream, input: TokenStream) -> TokenStream {
+    errors::misplaced("pre_restart", input.into()).into()
+}
+
 /// Marks the stop hook inside a `#[gpu_actor]` impl (an error anywhere else).
 #[proc_macro_attribute]
 pub fn post_stop(_args: TokenStream, input: TokenStream) -> TokenStream {

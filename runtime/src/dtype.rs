@@ -1,7 +1,7 @@
 //! Element types: one trait for every dtype a buffer can hold, with capability markers.
 //!
-//! Generic code (`GpuRef<T>`, uploads, GEMM) is written once over [`DType`]; the markers
-//! ([`BlasScalar`], [`FloatDType`]) let the compiler reject, say, an `i8` GEMM before it
+//! Generic code (`GpuRef<T>`, uploads, GEMM) is written once over [`DTypeBase`]; the markers
+//! ([`BlasBase`], [`FloatDType`]) let the compiler reject, say, an `i8` GEMM before it
 //! reaches cuBLAS.
 
 use cudarc::cublas::result::CublasError;
@@ -21,7 +21,7 @@ pub enum DTypeKind {
 }
 
 /// An element type a device buffer can hold.
-pub trait DType:
+pub trait DTypeBase:
     DeviceRepr + ValidAsZeroBits + Copy + Default + PartialEq + std::fmt::Debug + Send + Sync + 'static
 {
     /// The Rust name (`"f32"`, `"bf16"`, …).
@@ -35,10 +35,10 @@ pub trait DType:
     fn from_f64(v: f64) -> Self;
 }
 
-/// Implements [`DType`] for the primitive types in one place.
+/// Implements [`DTypeBase`] for the primitive types in one place.
 macro_rules! primitive_dtype {
     ($($t:ty => $kind:ident),* $(,)?) => {$(
-        impl DType for $t {
+        impl DTypeBase for $t {
             const NAME: &'static str = stringify!($t);
             const KIND: DTypeKind = DTypeKind::$kind;
             fn to_f64(self) -> f64 { self as f64 }
@@ -53,10 +53,10 @@ primitive_dtype!(
     u8 => UInt, u16 => UInt, u32 => UInt, u64 => UInt,
 );
 
-/// Implements [`DType`] for the `half` types.
+/// Implements [`DTypeBase`] for the `half` types.
 macro_rules! half_dtype {
     ($($t:ident),*) => {$(
-        impl DType for $t {
+        impl DTypeBase for $t {
             const NAME: &'static str = stringify!($t);
             const KIND: DTypeKind = DTypeKind::Float;
             fn to_f64(self) -> f64 { self.to_f64() }
@@ -68,18 +68,18 @@ macro_rules! half_dtype {
 half_dtype!(f16, bf16);
 
 /// Floating-point dtypes.
-pub trait FloatDType: DType {}
+pub trait FloatDType: DTypeBase {}
 impl FloatDType for f16 {}
 impl FloatDType for bf16 {}
 impl FloatDType for f32 {}
 impl FloatDType for f64 {}
 
 /// Dtypes cuBLAS multiplies (GEMM). f16 and bf16 accumulate in f32, as cuBLAS's
-/// `cublasGemmEx` does with `CUBLAS_COMPUTE_32F`; [`BlasScalar::Acc`] names that type so
+/// `cublasGemmEx` does with `CUBLAS_COMPUTE_32F`; [`BlasBase::Acc`] names that type so
 /// the CPU device computes the same way.
-pub trait BlasScalar: FloatDType {
+pub trait BlasBase: FloatDType {
     /// The accumulation type (f32 for f16/bf16/f32, f64 for f64).
-    type Acc: DType + num_traits::Float + 'static;
+    type Acc: DTypeBase + num_traits::Float + 'static;
     /// Widens to the accumulation type.
     fn to_acc(self) -> Self::Acc;
     /// Rounds from the accumulation type.
@@ -108,10 +108,10 @@ pub trait BlasScalar: FloatDType {
 
 macro_rules! blas_scalar {
     ($($t:ty => $acc:ty),*) => {$(
-        impl BlasScalar for $t {
+        impl BlasBase for $t {
             type Acc = $acc;
-            fn to_acc(self) -> $acc { DType::to_f64(self) as $acc }
-            fn from_acc(v: $acc) -> Self { <$t as DType>::from_f64(v as f64) }
+            fn to_acc(self) -> $acc { DTypeBase::to_f64(self) as $acc }
+            fn from_acc(v: $acc) -> Self { <$t as DTypeBase>::from_f64(v as f64) }
             fn cuda_gemm(blas: &CudaBlas, cfg: GemmConfig<Self>, a: &CudaSlice<Self>, b: &CudaSlice<Self>, c: &mut CudaSlice<Self>) -> Result<(), CublasError> {
                 // SAFETY: callers (`BlasCore::gemm`) validated shapes, leading dimensions
                 // and buffer lengths against `cfg`, so cuBLAS reads and writes only inside
@@ -130,9 +130,9 @@ blas_scalar!(f16 => f32, bf16 => f32, f32 => f32, f64 => f64);
 
 /// Level-1/2 BLAS dtypes (GEMV, AXPY, DOT, NRM2, SCAL): f32 and f64, as in cuBLAS's
 /// classic API.
-pub trait Blas1Scalar: BlasScalar<Acc = Self> + num_traits::Float + crate::sys::CublasLevel1 {}
-impl Blas1Scalar for f32 {}
-impl Blas1Scalar for f64 {}
+pub trait Blas1Base: BlasBase<Acc = Self> + num_traits::Float + crate::sys::CublasLevel1 {}
+impl Blas1Base for f32 {}
+impl Blas1Base for f64 {}
 
 #[cfg(test)]
 mod tests {
@@ -140,10 +140,53 @@ mod tests {
 
     #[test]
     fn names_and_round_trips() {
-        assert_eq!(<bf16 as DType>::NAME, "bf16");
-        assert_eq!(<u64 as DType>::KIND, DTypeKind::UInt);
-        assert_eq!(<f16 as DType>::from_f64(1.5).to_f64(), 1.5);
-        assert_eq!(<i8 as DType>::from_f64(-3.0), -3i8);
+        assert_eq!(<bf16 as DTypeBase>::NAME, "bf16");
+        assert_eq!(<u64 as DTypeBase>::KIND, DTypeKind::UInt);
+        assert_eq!(<f16 as DTypeBase>::from_f64(1.5).to_f64(), 1.5);
+        assert_eq!(<i8 as DTypeBase>::from_f64(-3.0), -3i8);
         assert_eq!(f16::from_f64(2.0).to_acc(), 2.0f32);
     }
 }
+
+/// Declares a public bound that names a base trait plus the generated message mappings of
+/// the runtime's own actors, implemented for the listed types (explicit impls rather than
+/// a blanket one, so a wrong type gets this trait's message instead of one about an
+/// internal trait).
+macro_rules! bound_alias {
+    ($(#[$doc:meta])* $name:ident ($msg:literal) for [$($t:ty),+]: $($bound:path),+) => {
+        $(#[$doc])*
+        #[diagnostic::on_unimplemented(message = $msg)]
+        pub trait $name: $($bound +)+ {}
+        $(impl $name for $t {})+
+    };
+}
+
+use crate::device::context_actor::{
+    ContextActorAllocDType, ContextActorCopyDType, ContextActorDownloadDType, ContextActorDownloadPinnedDType,
+    ContextActorPinnedDType, ContextActorUploadDType, ContextActorUploadPinnedDType, ContextActorWriteDType,
+    ContextActorWritePinnedDType,
+};
+use crate::kernel::blas::{
+    BlasActorAxpyDType, BlasActorDotDType, BlasActorGemmDType, BlasActorGemvDType, BlasActorNrm2DType,
+    BlasActorScalDType,
+};
+
+bound_alias!(
+    /// Every element type a device buffer can hold: f16, bf16, f32, f64, i8–i64, u8–u64.
+    /// The bound of the `Device` API (a [`DTypeBase`] plus the device actors' message
+    /// mappings, which `#[gpu_actor]` generates).
+    DType("`{Self}` is not an element type: buffers hold f16, bf16, f32, f64, i8–i64 or u8–u64") for [f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64]: DTypeBase, ContextActorAllocDType, ContextActorUploadDType, ContextActorWriteDType,
+        ContextActorDownloadDType, ContextActorCopyDType, ContextActorPinnedDType, ContextActorUploadPinnedDType,
+        ContextActorWritePinnedDType, ContextActorDownloadPinnedDType
+);
+
+bound_alias!(
+    /// Element types the device multiplies (GEMM): f16, bf16, f32, f64.
+    BlasScalar("`{Self}` is not a GEMM dtype: GEMM takes f16, bf16, f32 or f64") for [f16, bf16, f32, f64]: DType, BlasBase, BlasActorGemmDType
+);
+
+bound_alias!(
+    /// Element types of the level-1/2 BLAS calls (GEMV, AXPY, SCAL, DOT, NRM2): f32, f64.
+    Blas1Scalar("`{Self}` is not a level-1/2 BLAS dtype: GEMV, AXPY, SCAL, DOT and NRM2 take f32 or f64") for [f32, f64]: BlasScalar, Blas1Base, BlasActorGemvDType, BlasActorAxpyDType, BlasActorScalDType,
+        BlasActorDotDType, BlasActorNrm2DType
+);

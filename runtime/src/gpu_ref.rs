@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use cudarc::driver::CudaSlice;
 
-use crate::dtype::DType;
+use crate::dtype::DTypeBase;
 use crate::error::GpuError;
 
 static NEXT_BUFFER: AtomicU64 = AtomicU64::new(1);
@@ -45,17 +45,17 @@ impl<T> Drop for Buffer<T> {
 /// the device it is used on and to that device's current generation, so a handle from
 /// before a context rebuild fails with `Stale` instead of touching freed memory.
 /// Dropping the last clone frees the memory (after the work that uses it).
-pub struct GpuRef<T: DType> {
+pub struct GpuRef<T: DTypeBase> {
     buf: Arc<Buffer<T>>,
 }
 
-impl<T: DType> Clone for GpuRef<T> {
+impl<T: DTypeBase> Clone for GpuRef<T> {
     fn clone(&self) -> Self {
         GpuRef { buf: self.buf.clone() }
     }
 }
 
-impl<T: DType> std::fmt::Debug for GpuRef<T> {
+impl<T: DTypeBase> std::fmt::Debug for GpuRef<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
@@ -69,7 +69,7 @@ impl<T: DType> std::fmt::Debug for GpuRef<T> {
     }
 }
 
-impl<T: DType> GpuRef<T> {
+impl<T: DTypeBase> GpuRef<T> {
     pub(crate) fn new(
         device_id: usize,
         generation: u64,

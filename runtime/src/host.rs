@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::PinnedHostSlice;
 
-use crate::dtype::DType;
+use crate::dtype::DTypeBase;
 use crate::error::GpuError;
 
 /// The memory behind a [`PinnedBuf`].
@@ -22,7 +22,7 @@ pub(crate) enum HostMem<T> {
     Plain(Vec<T>),
 }
 
-impl<T: DType> HostMem<T> {
+impl<T: DTypeBase> HostMem<T> {
     fn len(&self) -> usize {
         match self {
             HostMem::Pinned(p) => p.len(),
@@ -49,14 +49,14 @@ impl PinnedPool {
     }
 
     /// A cached buffer of exactly `len` elements of `T`, if one is free.
-    pub(crate) fn take<T: DType>(&self, len: usize) -> Option<HostMem<T>> {
+    pub(crate) fn take<T: DTypeBase>(&self, len: usize) -> Option<HostMem<T>> {
         let mut g = self.free.lock().unwrap_or_else(|p| p.into_inner());
         let boxed = g.0.get_mut(&(TypeId::of::<T>(), len))?.pop()?;
         g.1 -= (len * std::mem::size_of::<T>()) as u64;
         boxed.downcast::<HostMem<T>>().ok().map(|b| *b)
     }
 
-    fn give_back<T: DType>(&self, mem: HostMem<T>) {
+    fn give_back<T: DTypeBase>(&self, mem: HostMem<T>) {
         let bytes = (mem.len() * std::mem::size_of::<T>()) as u64;
         let mut g = self.free.lock().unwrap_or_else(|p| p.into_inner());
         if g.1 + bytes > self.max_cached_bytes {
@@ -80,18 +80,18 @@ pub type Uploaded<T> = (crate::gpu_ref::GpuRef<T>, PinnedBuf<T>);
 /// A host buffer of `len` elements of `T`, page-locked on a CUDA device, that returns to
 /// its device's pool when dropped. Pass it by value to `Device::upload_pinned` /
 /// `Device::download_pinned`; they hand it back once the copy is done.
-pub struct PinnedBuf<T: DType> {
+pub struct PinnedBuf<T: DTypeBase> {
     mem: Option<HostMem<T>>,
     pool: Arc<PinnedPool>,
 }
 
-impl<T: DType> std::fmt::Debug for PinnedBuf<T> {
+impl<T: DTypeBase> std::fmt::Debug for PinnedBuf<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "PinnedBuf<{}>(len {})", T::NAME, self.len())
     }
 }
 
-impl<T: DType> PinnedBuf<T> {
+impl<T: DTypeBase> PinnedBuf<T> {
     pub(crate) fn new(mem: HostMem<T>, pool: Arc<PinnedPool>) -> Self {
         PinnedBuf { mem: Some(mem), pool }
     }
@@ -131,7 +131,7 @@ impl<T: DType> PinnedBuf<T> {
     }
 }
 
-impl<T: DType> Drop for PinnedBuf<T> {
+impl<T: DTypeBase> Drop for PinnedBuf<T> {
     fn drop(&mut self) {
         if let Some(mem) = self.mem.take() {
             self.pool.give_back(mem);

@@ -26,3 +26,10 @@ pub use gpu_ref::GpuRef;
 pub use host::PinnedBuf;
 pub use kernel::blas::{Batch, Gemm, Gemv};
 pub use stream::StreamStrategy;
+
+/// Re-exports the generated code of `#[gpu_actor]` names, so users need not depend on
+/// these crates themselves. Not a public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use half;
+}

@@ -18,6 +18,9 @@ pub(crate) enum Ret {
     Plain(Type),
     /// `Result<T, GpuError>`: passed through; the payload type is `T`.
     Result(Type),
+    /// `Deferred<T>` or `Result<Deferred<T>, GpuError>`: the reply is sent when the
+    /// deferred value resolves; the payload type is `T`.
+    Deferred { inner: Type, fallible: bool },
 }
 
 /// One `#[handler]` method.
@@ -62,6 +65,7 @@ pub(crate) struct ActorDef {
     pub(crate) handlers: Vec<Handler>,
     pub(crate) pre_start: Vec<Hook>,
     pub(crate) post_stop: Vec<Hook>,
+    pub(crate) pre_restart: Vec<Hook>,
     /// Methods marked `#[handler]`, valid or not.
     pub(crate) marked_handlers: usize,
     /// The user's impl with our marker attributes removed.
@@ -81,6 +85,13 @@ fn upper_camel(s: &str) -> String {
 }
 
 fn type_suffix(t: &Type) -> String {
+    if let Type::Path(p) = t {
+        if let Some(seg) = p.path.segments.last() {
+            if seg.arguments.is_empty() {
+                return seg.ident.to_string();
+            }
+        }
+    }
     quote::quote!(#t).to_string().replace(' ', "").replace("::", "_")
 }
 
@@ -99,7 +110,37 @@ fn is_ctx(ty: &Type) -> bool {
     }
 }
 
+/// `Deferred<X>` → `X`.
+fn deferred_inner(ty: &Type) -> Option<Type> {
+    let Type::Path(p) = ty else { return None };
+    let seg = p.path.segments.last()?;
+    if seg.ident != "Deferred" {
+        return None;
+    }
+    match &seg.arguments {
+        syn::PathArguments::AngleBracketed(a) => match a.args.first() {
+            Some(syn::GenericArgument::Type(t)) => Some(t.clone()),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 fn parse_ret(ret: &ReturnType) -> Ret {
+    match parse_plain_ret(ret) {
+        Ret::Result(ok) => match deferred_inner(&ok) {
+            Some(inner) => Ret::Deferred { inner, fallible: true },
+            None => Ret::Result(ok),
+        },
+        Ret::Plain(t) => match deferred_inner(&t) {
+            Some(inner) => Ret::Deferred { inner, fallible: false },
+            None => Ret::Plain(t),
+        },
+        other => other,
+    }
+}
+
+fn parse_plain_ret(ret: &ReturnType) -> Ret {
     match ret {
         ReturnType::Default => Ret::Unit,
         ReturnType::Type(_, ty) => {
@@ -125,7 +166,36 @@ fn parse_ret(ret: &ReturnType) -> Ret {
 }
 
 /// Parses `#[handler(...)]`'s arguments: `tell`, `dtypes(...)`.
-fn parse_handler_attr(attr: &Attribute, errors: &mut Errors) -> (bool, Vec<Type>, Option<Span>) {
+/// Named dtype sets: `all` (every element type), `float` (f16, bf16, f32, f64), `blas1`
+/// (f32, f64), `int` (signed and unsigned integers). Other types stay as written.
+fn expand_set(t: Type, krate: &syn::Path) -> Vec<Type> {
+    let Type::Path(p) = &t else { return vec![t] };
+    let Some(id) = p.path.get_ident() else { return vec![t] };
+    let names: &[&str] = match id.to_string().as_str() {
+        "all" => &[
+            "f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
+        ],
+        "float" => &["f16", "bf16", "f32", "f64"],
+        "blas1" => &["f32", "f64"],
+        "int" => &["i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"],
+        _ => return vec![t],
+    };
+    let span = id.span();
+    names
+        .iter()
+        .map(|n| {
+            let ident = Ident::new(n, span);
+            let ty = if *n == "f16" || *n == "bf16" {
+                quote::quote_spanned!(span=> #krate::__private::half::#ident)
+            } else {
+                quote::quote_spanned!(span=> #ident)
+            };
+            syn::parse2(ty).expect("a dtype path")
+        })
+        .collect()
+}
+
+fn parse_handler_attr(attr: &Attribute, krate: &syn::Path, errors: &mut Errors) -> (bool, Vec<Type>, Option<Span>) {
     let mut tell = false;
     let mut dtypes = vec![];
     let mut dtypes_span = None;
@@ -148,6 +218,7 @@ fn parse_handler_attr(attr: &Attribute, errors: &mut Errors) -> (bool, Vec<Type>
             dtypes = content
                 .parse_terminated(Type::parse, syn::Token![,])?
                 .into_iter()
+                .flat_map(|t| expand_set(t, krate))
                 .collect();
             if dtypes.is_empty() {
                 errors.at(
@@ -172,8 +243,8 @@ fn parse_handler_attr(attr: &Attribute, errors: &mut Errors) -> (bool, Vec<Type>
 
 use syn::parse::Parse;
 
-fn parse_handler(f: &ImplItemFn, attr: &Attribute, errors: &mut Errors) -> Option<Handler> {
-    let (tell, dtypes, dtypes_span) = parse_handler_attr(attr, errors);
+fn parse_handler(f: &ImplItemFn, attr: &Attribute, krate: &syn::Path, errors: &mut Errors) -> Option<Handler> {
+    let (tell, dtypes, dtypes_span) = parse_handler_attr(attr, krate, errors);
     let sig = &f.sig;
     let mut ok = true;
     match sig.inputs.first() {
@@ -291,7 +362,7 @@ fn parse_handler(f: &ImplItemFn, attr: &Attribute, errors: &mut Errors) -> Optio
         let unit_ok = match &ret {
             Ret::Unit => true,
             Ret::Result(t) => matches!(t, Type::Tuple(tt) if tt.elems.is_empty()),
-            Ret::Plain(_) => false,
+            Ret::Plain(_) | Ret::Deferred { .. } => false,
         };
         if !unit_ok {
             errors.at(
@@ -341,12 +412,16 @@ pub(crate) fn parse(mut item: ItemImpl, options: Options, errors: &mut Errors) -
     let mut handlers = vec![];
     let mut pre_start = vec![];
     let mut post_stop = vec![];
+    let mut pre_restart = vec![];
     let mut marked_handlers = 0;
+    let krate = crate::crate_path::runtime_path(options.krate.as_ref());
     for it in &mut item.items {
         let ImplItem::Fn(f) = it else { continue };
         let mut markers = vec![];
         f.attrs.retain(|a| {
-            let m = ["handler", "pre_start", "post_stop"].iter().any(|n| is_marker(a, n));
+            let m = ["handler", "pre_start", "post_stop", "pre_restart"]
+                .iter()
+                .any(|n| is_marker(a, n));
             if m {
                 markers.push(a.clone());
             }
@@ -362,7 +437,7 @@ pub(crate) fn parse(mut item: ItemImpl, options: Options, errors: &mut Errors) -
             }
             if attr.path().is_ident("handler") {
                 marked_handlers += 1;
-                if let Some(h) = parse_handler(f, attr, errors) {
+                if let Some(h) = parse_handler(f, attr, &krate, errors) {
                     handlers.push(h);
                 }
             } else {
@@ -370,17 +445,24 @@ pub(crate) fn parse(mut item: ItemImpl, options: Options, errors: &mut Errors) -
                     method: f.sig.ident.clone(),
                     span: f.sig.ident.span(),
                 };
+                let restart = attr.path().is_ident("pre_restart");
                 let ok_sig = f.sig.asyncness.is_some()
-                    && f.sig.inputs.len() == 2
+                    && f.sig.inputs.len() == if restart { 3 } else { 2 }
                     && matches!(f.sig.inputs.first(), Some(FnArg::Receiver(r)) if r.mutability.is_some() && r.reference.is_some())
                     && matches!(f.sig.inputs.iter().nth(1), Some(FnArg::Typed(t)) if is_ctx(&t.ty));
                 if !ok_sig {
                     errors.at(
                         &f.sig,
-                        "a lifecycle hook is `async fn name(&mut self, ctx: &mut Context<Self>) -> Result<(), GpuError>`",
+                        if restart {
+                            "#[pre_restart] marks `async fn name(&mut self, ctx: &mut Context<Self>, failure: &Failure) -> Result<(), GpuError>`"
+                        } else {
+                            "a lifecycle hook is `async fn name(&mut self, ctx: &mut Context<Self>) -> Result<(), GpuError>`"
+                        },
                     );
                 } else if attr.path().is_ident("pre_start") {
                     pre_start.push(hook);
+                } else if restart {
+                    pre_restart.push(hook);
                 } else {
                     post_stop.push(hook);
                 }
@@ -394,6 +476,7 @@ pub(crate) fn parse(mut item: ItemImpl, options: Options, errors: &mut Errors) -
         handlers,
         pre_start,
         post_stop,
+        pre_restart,
         marked_handlers,
         item,
     }

@@ -36,7 +36,11 @@ pub(crate) fn validate(def: &ActorDef, errors: &mut Errors) {
             "an actor needs at least one #[handler] method to receive messages: mark one with #[handler]",
         ));
     }
-    for (hooks, name) in [(&def.pre_start, "pre_start"), (&def.post_stop, "post_stop")] {
+    for (hooks, name) in [
+        (&def.pre_start, "pre_start"),
+        (&def.post_stop, "post_stop"),
+        (&def.pre_restart, "pre_restart"),
+    ] {
         for extra in hooks.iter().skip(1) {
             errors.push(syn::Error::new(
                 extra.span,

@@ -8,6 +8,7 @@ use super::actor_ref::{ActorRef, Control};
 use super::actor_trait::Actor;
 use super::cell::{run_cell, Cell, ParentLink};
 use super::children::{ChildRecord, Children};
+use super::failure::Failure;
 use super::path::ActorPath;
 use super::props::{DispatcherChoice, Props};
 use super::system::ActorSystem;
@@ -89,6 +90,20 @@ impl<A: Actor> Context<A> {
         let t = control.terminated().await;
         self.children.remove(name, id);
         Some(t)
+    }
+
+    /// Restarts the child called `name` as if its supervisor had decided so after a
+    /// failure (its `pre_restart` runs, its children stop, a fresh instance starts).
+    /// False if there is no such child. For deliberate rebuilds — a device context, say.
+    pub fn restart_child(&self, name: &str) -> bool {
+        let Some(record) = self.children.map.get(name) else {
+            return false;
+        };
+        let why = Failure::Error(GpuError::Other(format!(
+            "restart of {} requested by its parent",
+            record.control.path
+        )));
+        record.control.sys.send(SystemMsg::RestartBySibling(why)).is_ok()
     }
 
     /// Watches `target`: once it stops, `on_terminated(notice)` is delivered to this

@@ -1,17 +1,23 @@
 //! `ContextActor`: the inner, restartable tier. Owns the context (or the CPU device) for
-//! one generation and the library actors made in it.
+//! one generation and the library actors made in it. Written with `#[gpu_actor]`: one
+//! generic handler per operation, expanded to every dtype.
 
 use std::sync::Arc;
 
-use super::core::ContextCore;
-use super::job::{run_job, Job};
-use super::state::{DeviceShared, InnerRefs, Status};
-use crate::actor::{Actor, Context, Failure, Props};
-use crate::dispatcher::GpuDispatcher;
-use crate::error::GpuError;
-use crate::kernel::blas::{BlasActor, BlasSeed};
+use atomr_accel_cuda_macros::gpu_actor;
 
-pub(crate) struct ContextActor {
+use super::core::ContextCore;
+use super::state::{DeviceShared, InnerRefs, Status};
+use crate::actor::{Context, Deferred, Failure};
+use crate::dispatcher::GpuDispatcher;
+use crate::dtype::DTypeBase;
+use crate::error::GpuError;
+use crate::gpu_ref::GpuRef;
+use crate::host::{PinnedBuf, Uploaded};
+use crate::kernel::blas::{BlasActor, BlasActorRef, BlasSeed};
+
+/// The inner tier of one device.
+pub struct ContextActor {
     shared: Arc<DeviceShared>,
     core: Option<ContextCore>,
 }
@@ -20,14 +26,27 @@ impl ContextActor {
     pub(crate) fn new(shared: Arc<DeviceShared>) -> Self {
         ContextActor { shared, core: None }
     }
+
+    /// The core, unless the device is lost or the core never started.
+    fn core(&mut self) -> Result<&mut ContextCore, GpuError> {
+        if let Some(e) = self.shared.lost() {
+            return Err(GpuError::DeviceLost(format!(
+                "device {} is lost: {e}",
+                self.shared.config.device_id
+            )));
+        }
+        self.core
+            .as_mut()
+            .ok_or_else(|| GpuError::DeviceLost("the context failed to start".into()))
+    }
 }
 
-impl Actor for ContextActor {
-    type Msg = Job<ContextCore>;
-
+#[gpu_actor(crate = crate)]
+impl ContextActor {
     /// Builds the context, bumps the generation, starts the library actors and
     /// publishes the device as ready.
-    async fn pre_start(&mut self, ctx: &mut Context<Self>) -> Result<(), GpuError> {
+    #[pre_start]
+    async fn start(&mut self, ctx: &mut Context<Self>) -> Result<(), GpuError> {
         if let Some(d) = self.shared.config.start_delay {
             tokio::time::sleep(d).await;
         }
@@ -35,16 +54,16 @@ impl Actor for ContextActor {
         let blas = if self.shared.config.libraries.blas {
             let seed = BlasSeed::from_engine(self.shared.clone(), core.generation, &core.engine);
             let thread = GpuDispatcher::new(&format!("blas-{}", self.shared.config.device_id))?;
-            let props = Props::new(move || BlasActor::new(seed.clone()))
+            let props = BlasActor::gpu_props(move || BlasActor::new(seed.clone()))
                 .dispatcher(thread)
                 .mailbox(self.shared.config.mailbox_capacity);
-            Some(ctx.spawn_child(props, "blas")?)
+            Some(BlasActorRef::new(ctx.spawn_child(props, "blas")?))
         } else {
             None
         };
         let (generation, info) = (core.generation, core.info.clone());
         tracing::info!(device = self.shared.config.device_id, generation, name = %info.name, "device ready");
-        let me = ctx.self_ref().clone();
+        let me = ContextActorRef::new(ctx.self_ref().clone());
         self.shared.publish(|s| {
             s.generation = generation;
             s.status = Status::Ready;
@@ -55,7 +74,9 @@ impl Actor for ContextActor {
         Ok(())
     }
 
-    async fn pre_restart(&mut self, _ctx: &mut Context<Self>, failure: &Failure) -> Result<(), GpuError> {
+    /// Marks the device as starting while the context is rebuilt.
+    #[pre_restart]
+    async fn rebuilding(&mut self, _ctx: &mut Context<Self>, failure: &Failure) -> Result<(), GpuError> {
         tracing::warn!(device = self.shared.config.device_id, %failure, "rebuilding the context");
         self.shared.publish(|s| {
             s.status = Status::Starting;
@@ -64,15 +85,71 @@ impl Actor for ContextActor {
         Ok(())
     }
 
-    async fn handle(&mut self, ctx: &mut Context<Self>, job: Job<ContextCore>) -> Result<(), GpuError> {
-        run_job(ctx, &self.shared, self.core.as_mut(), job);
-        if let Some(e) = self.shared.lost() {
-            // Report the poisoning to the supervisor (the device tier stops us).
-            return Err(e);
-        }
-        if self.core.as_ref().is_some_and(|c| c.rebuild_requested) {
-            return Err(GpuError::Other("context rebuild requested".into()));
-        }
-        Ok(())
+    /// Allocates `len` zeroed elements.
+    #[handler(dtypes(all))]
+    fn alloc<T: DTypeBase>(&mut self, len: usize) -> Result<GpuRef<T>, GpuError> {
+        self.core()?.alloc::<T>(len)
+    }
+
+    /// Allocates a buffer holding `data`.
+    #[handler(dtypes(all))]
+    fn upload<T: DTypeBase>(&mut self, data: Vec<T>) -> Result<Deferred<GpuRef<T>>, GpuError> {
+        self.core()?.upload(&data)
+    }
+
+    /// Overwrites `dst` with `data`.
+    #[handler(dtypes(all))]
+    fn write<T: DTypeBase>(&mut self, dst: GpuRef<T>, data: Vec<T>) -> Result<Deferred<()>, GpuError> {
+        self.core()?.write(&dst, &data)
+    }
+
+    /// Copies `src` to the host.
+    #[handler(dtypes(all))]
+    fn download<T: DTypeBase>(&mut self, src: GpuRef<T>) -> Result<Deferred<Vec<T>>, GpuError> {
+        self.core()?.download(&src)
+    }
+
+    /// Copies `src` into `dst` on the device.
+    #[handler(dtypes(all))]
+    fn copy<T: DTypeBase>(&mut self, src: GpuRef<T>, dst: GpuRef<T>) -> Result<Deferred<()>, GpuError> {
+        self.core()?.copy(&src, &dst)
+    }
+
+    /// A pinned host buffer from the pool.
+    #[handler(dtypes(all))]
+    fn pinned<T: DTypeBase>(&mut self, len: usize) -> Result<PinnedBuf<T>, GpuError> {
+        self.core()?.pinned::<T>(len)
+    }
+
+    /// Uploads a pinned buffer into a new device buffer.
+    #[handler(dtypes(all))]
+    fn upload_pinned<T: DTypeBase>(&mut self, buf: PinnedBuf<T>) -> Result<Deferred<Uploaded<T>>, GpuError> {
+        self.core()?.upload_pinned(buf)
+    }
+
+    /// Copies a pinned buffer into `dst`.
+    #[handler(dtypes(all))]
+    fn write_pinned<T: DTypeBase>(
+        &mut self,
+        dst: GpuRef<T>,
+        buf: PinnedBuf<T>,
+    ) -> Result<Deferred<PinnedBuf<T>>, GpuError> {
+        self.core()?.write_pinned(&dst, buf)
+    }
+
+    /// Copies `src` into a pinned buffer.
+    #[handler(dtypes(all))]
+    fn download_pinned<T: DTypeBase>(
+        &mut self,
+        src: GpuRef<T>,
+        buf: PinnedBuf<T>,
+    ) -> Result<Deferred<PinnedBuf<T>>, GpuError> {
+        self.core()?.download_pinned(&src, buf)
+    }
+
+    /// Free and total memory in bytes.
+    #[handler]
+    fn memory(&mut self) -> Result<(u64, u64), GpuError> {
+        self.core()?.memory()
     }
 }

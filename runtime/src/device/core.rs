@@ -7,10 +7,10 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaStream};
 
 use super::config::BackendChoice;
-use super::job::Flow;
 use super::state::{BackendKind, DeviceInfo, DeviceShared};
+use crate::actor::Deferred;
 use crate::completion::Completer;
-use crate::dtype::DType;
+use crate::dtype::DTypeBase;
 use crate::error::GpuError;
 use crate::gpu_ref::{GpuRef, Storage};
 use crate::host::{HostMem, PinnedBuf, Uploaded};
@@ -31,14 +31,11 @@ pub(crate) enum Engine {
 }
 
 /// The inner tier's state for one generation.
-pub struct ContextCore {
+pub(crate) struct ContextCore {
     pub(crate) shared: Arc<DeviceShared>,
     pub(crate) generation: u64,
     pub(crate) engine: Engine,
     pub(crate) info: DeviceInfo,
-    /// Set by the rebuild test hook: the actor fails after the job so its supervisor
-    /// rebuilds it.
-    pub(crate) rebuild_requested: bool,
 }
 
 impl ContextCore {
@@ -88,7 +85,6 @@ impl ContextCore {
             generation,
             engine,
             info,
-            rebuild_requested: false,
         })
     }
 
@@ -98,7 +94,7 @@ impl ContextCore {
     }
 
     /// Validates a buffer for use on this device and generation.
-    pub(crate) fn check<T: DType>(&self, r: &GpuRef<T>) -> Result<(), GpuError> {
+    pub(crate) fn check<T: DTypeBase>(&self, r: &GpuRef<T>) -> Result<(), GpuError> {
         r.validate(self.device_id(), self.generation)
     }
 
@@ -116,19 +112,19 @@ impl ContextCore {
     }
 
     /// Completion of everything enqueued so far on the context's stream.
-    fn done(&self) -> Flow<()> {
+    fn done(&self) -> Deferred<()> {
         match &self.engine {
-            Engine::Cpu => Flow::Ready(()),
+            Engine::Cpu => Deferred::Now(()),
             Engine::Cuda(c) => {
                 let shared = self.shared.clone();
                 let fut = c.completer.done(&c.stream);
-                Flow::Pending(Box::pin(async move { fut.await.map_err(|e| shared.observe(e)) }))
+                Deferred::later(async move { fut.await.map_err(|e| shared.observe(e)) })
             }
         }
     }
 
     /// Allocates `len` zeroed elements.
-    pub(crate) fn alloc<T: DType>(&mut self, len: usize) -> Result<GpuRef<T>, GpuError> {
+    pub(crate) fn alloc<T: DTypeBase>(&mut self, len: usize) -> Result<GpuRef<T>, GpuError> {
         let bytes = checked_bytes::<T>(len)?;
         let storage = match &self.engine {
             Engine::Cpu => {
@@ -171,7 +167,7 @@ impl ContextCore {
     }
 
     /// Allocates and fills a buffer from host data.
-    pub(crate) fn upload<T: DType>(&mut self, data: &[T]) -> Result<Flow<GpuRef<T>>, GpuError> {
+    pub(crate) fn upload<T: DTypeBase>(&mut self, data: &[T]) -> Result<Deferred<GpuRef<T>>, GpuError> {
         let r = self.alloc::<T>(data.len())?;
         {
             let mut s = r.lock();
@@ -187,7 +183,7 @@ impl ContextCore {
     }
 
     /// Overwrites a buffer with host data of the same length.
-    pub(crate) fn write<T: DType>(&mut self, dst: &GpuRef<T>, data: &[T]) -> Result<Flow<()>, GpuError> {
+    pub(crate) fn write<T: DTypeBase>(&mut self, dst: &GpuRef<T>, data: &[T]) -> Result<Deferred<()>, GpuError> {
         self.check(dst)?;
         if data.len() != dst.len() {
             return Err(GpuError::InvalidArgument(format!(
@@ -207,22 +203,22 @@ impl ContextCore {
     }
 
     /// Copies a buffer back to the host.
-    pub(crate) fn download<T: DType>(&mut self, src: &GpuRef<T>) -> Result<Flow<Vec<T>>, GpuError> {
+    pub(crate) fn download<T: DTypeBase>(&mut self, src: &GpuRef<T>) -> Result<Deferred<Vec<T>>, GpuError> {
         self.check(src)?;
         let s = src.lock();
         match &*s {
-            Storage::Cpu(v) => Ok(Flow::Ready(v.clone())),
+            Storage::Cpu(v) => Ok(Deferred::Now(v.clone())),
             Storage::Cuda(d) => {
                 let c = self.cuda()?;
                 // A pageable destination: cudarc synchronises the stream before returning.
                 let v = c.stream.clone_dtoh(d).map_err(|e| self.observe(e))?;
-                Ok(Flow::Ready(v))
+                Ok(Deferred::Now(v))
             }
         }
     }
 
     /// Device-to-device copy of equal-length buffers.
-    pub(crate) fn copy<T: DType>(&mut self, src: &GpuRef<T>, dst: &GpuRef<T>) -> Result<Flow<()>, GpuError> {
+    pub(crate) fn copy<T: DTypeBase>(&mut self, src: &GpuRef<T>, dst: &GpuRef<T>) -> Result<Deferred<()>, GpuError> {
         self.check(src)?;
         self.check(dst)?;
         if src.len() != dst.len() {
@@ -233,7 +229,7 @@ impl ContextCore {
             )));
         }
         if src.same_buffer(dst) {
-            return Ok(Flow::Ready(()));
+            return Ok(Deferred::Now(()));
         }
         let s = src.lock();
         let mut d = dst.lock();
@@ -250,7 +246,7 @@ impl ContextCore {
     }
 
     /// A pinned host buffer of `len` zeroed elements, from the pool when one is free.
-    pub(crate) fn pinned<T: DType>(&mut self, len: usize) -> Result<PinnedBuf<T>, GpuError> {
+    pub(crate) fn pinned<T: DTypeBase>(&mut self, len: usize) -> Result<PinnedBuf<T>, GpuError> {
         checked_bytes::<T>(len)?;
         let pool = self.shared.pinned.clone();
         let mem = match pool.take::<T>(len) {
@@ -273,18 +269,18 @@ impl ContextCore {
 
     /// Allocates a device buffer and copies a pinned buffer into it asynchronously; the
     /// pinned buffer comes back with the result once the copy is done.
-    pub(crate) fn upload_pinned<T: DType>(&mut self, buf: PinnedBuf<T>) -> Result<Flow<Uploaded<T>>, GpuError> {
+    pub(crate) fn upload_pinned<T: DTypeBase>(&mut self, buf: PinnedBuf<T>) -> Result<Deferred<Uploaded<T>>, GpuError> {
         let r = self.alloc::<T>(buf.len())?;
         self.enqueue_pinned_write(&r, &buf)?;
         Ok(self.then((r, buf)))
     }
 
     /// Copies a pinned buffer into an existing device buffer of the same length.
-    pub(crate) fn write_pinned<T: DType>(
+    pub(crate) fn write_pinned<T: DTypeBase>(
         &mut self,
         dst: &GpuRef<T>,
         buf: PinnedBuf<T>,
-    ) -> Result<Flow<PinnedBuf<T>>, GpuError> {
+    ) -> Result<Deferred<PinnedBuf<T>>, GpuError> {
         self.check(dst)?;
         if dst.len() != buf.len() {
             return Err(GpuError::InvalidArgument(format!(
@@ -297,7 +293,7 @@ impl ContextCore {
         Ok(self.then(buf))
     }
 
-    fn enqueue_pinned_write<T: DType>(&self, dst: &GpuRef<T>, buf: &PinnedBuf<T>) -> Result<(), GpuError> {
+    fn enqueue_pinned_write<T: DTypeBase>(&self, dst: &GpuRef<T>, buf: &PinnedBuf<T>) -> Result<(), GpuError> {
         let mut d = dst.lock();
         match (buf.mem(), &mut *d) {
             (HostMem::Plain(v), Storage::Cpu(out)) => out.copy_from_slice(v),
@@ -311,11 +307,11 @@ impl ContextCore {
 
     /// Copies a device buffer into a pinned buffer of the same length asynchronously; the
     /// pinned buffer comes back once the copy is done.
-    pub(crate) fn download_pinned<T: DType>(
+    pub(crate) fn download_pinned<T: DTypeBase>(
         &mut self,
         src: &GpuRef<T>,
         mut buf: PinnedBuf<T>,
-    ) -> Result<Flow<PinnedBuf<T>>, GpuError> {
+    ) -> Result<Deferred<PinnedBuf<T>>, GpuError> {
         self.check(src)?;
         if src.len() != buf.len() {
             return Err(GpuError::InvalidArgument(format!(
@@ -338,11 +334,8 @@ impl ContextCore {
     }
 
     /// Returns `value` once the context's stream has finished the work enqueued so far.
-    fn then<R: Send + 'static>(&self, value: R) -> Flow<R> {
-        match self.done() {
-            Flow::Ready(()) => Flow::Ready(value),
-            Flow::Pending(f) => Flow::Pending(Box::pin(async move { f.await.map(|()| value) })),
-        }
+    fn then<R: Send + 'static>(&self, value: R) -> Deferred<R> {
+        self.done().map(move |()| value)
     }
 
     /// Free and total device memory in bytes.

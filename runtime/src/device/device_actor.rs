@@ -1,62 +1,57 @@
 //! `DeviceActor`: the outer, stable tier. Supervises the `ContextActor`, holds requests
-//! while it (re)starts, and marks the device lost when it is gone for good.
+//! while it (re)starts, and marks the device lost when it is gone for good. Written with
+//! `#[gpu_actor]`.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::context_actor::ContextActor;
-use super::core::ContextCore;
-use super::job::Job;
+use atomr_accel_cuda_macros::gpu_actor;
+
+use super::context_actor::{ContextActor, ContextActorMsg};
 use super::state::{DeviceShared, Status};
-use crate::actor::{Actor, Context, Directive, Props, Reply, StopReason, SupervisorStrategy, Terminated};
+use crate::actor::{Context, Directive, StopReason, SupervisorStrategy, Terminated};
 use crate::dispatcher::GpuDispatcher;
 use crate::error::GpuError;
-use crate::kernel::blas::BlasCore;
+use crate::kernel::blas::BlasActorMsg;
 
 /// A request addressed to one of the inner actors.
-pub(crate) enum Routed {
-    Ctx(Job<ContextCore>),
-    Blas(Job<BlasCore>),
-}
-
-/// A core whose jobs the device knows how to route.
-pub(crate) trait Routable: Sized + 'static {
-    /// Wraps a job for this core.
-    fn route(job: Job<Self>) -> Routed;
-}
-
-impl Routable for ContextCore {
-    fn route(job: Job<Self>) -> Routed {
-        Routed::Ctx(job)
-    }
-}
-
-impl Routable for BlasCore {
-    fn route(job: Job<Self>) -> Routed {
-        Routed::Blas(job)
-    }
+pub enum Routed {
+    /// For the context actor.
+    Ctx(ContextActorMsg),
+    /// For the BLAS actor.
+    Blas(BlasActorMsg),
 }
 
 impl Routed {
-    fn fail(self, e: GpuError) {
-        // Running a job on an error answers its asker with that error.
+    /// Answers the request's asker with `e` instead of delivering it.
+    pub(crate) fn fail(self, e: GpuError) {
         match self {
-            Routed::Ctx(j) => drop(j.run(Err(e))),
-            Routed::Blas(j) => drop(j.run(Err(e))),
-        }
+            Routed::Ctx(m) => m.fail(e),
+            Routed::Blas(m) => m.fail(e),
+        };
     }
 }
 
-pub(crate) enum DeviceMsg {
-    /// Deliver now if the inner tier is ready, else queue.
-    Submit(Routed, Reply<Result<(), GpuError>>),
-    /// The published state changed.
-    StateChanged,
-    /// The inner tier stopped for good.
-    InnerTerminated(Terminated),
+/// Messages of the inner actors that the device knows how to route.
+pub trait Routable: Send + 'static {
+    /// Wraps the message for routing.
+    fn route(self) -> Routed;
 }
 
-pub(crate) struct DeviceActor {
+impl Routable for ContextActorMsg {
+    fn route(self) -> Routed {
+        Routed::Ctx(self)
+    }
+}
+
+impl Routable for BlasActorMsg {
+    fn route(self) -> Routed {
+        Routed::Blas(self)
+    }
+}
+
+/// The outer tier of one device.
+pub struct DeviceActor {
     shared: Arc<DeviceShared>,
     queue: VecDeque<Routed>,
 }
@@ -85,17 +80,17 @@ impl DeviceActor {
         match (self.shared.lost(), inner) {
             (Some(e), _) => routed.fail(GpuError::DeviceLost(e.to_string())),
             (None, Some(inner)) => match routed {
-                Routed::Ctx(j) => {
-                    // A failed send drops the job, which answers its asker (NoReply).
-                    let _ = inner.ctx.send(j).await;
+                // A failed send drops the message, whose reply then tells its asker.
+                Routed::Ctx(m) => {
+                    let _ = inner.ctx.actor_ref().send(m).await;
                 }
-                Routed::Blas(j) => match inner.blas {
+                Routed::Blas(m) => match inner.blas {
                     Some(b) => {
-                        let _ = b.send(j).await;
+                        let _ = b.actor_ref().send(m).await;
                     }
-                    None => drop(j.run(Err(GpuError::Unsupported(
-                        "BLAS is disabled in this DeviceConfig".into(),
-                    )))),
+                    None => {
+                        m.fail(GpuError::Unsupported("BLAS is disabled in this DeviceConfig".into()));
+                    }
                 },
             },
             (None, None) => self.queue.push_back(routed),
@@ -112,24 +107,24 @@ impl DeviceActor {
     }
 }
 
-impl Actor for DeviceActor {
-    type Msg = DeviceMsg;
-
-    async fn pre_start(&mut self, ctx: &mut Context<Self>) -> Result<(), GpuError> {
-        // The context actor gets a GPU thread of its own, kept across its restarts.
+#[gpu_actor(crate = crate)]
+impl DeviceActor {
+    /// Starts the inner tier on a GPU thread of its own (kept across its restarts) and
+    /// watches the published state.
+    #[pre_start]
+    async fn start(&mut self, ctx: &mut Context<Self>) -> Result<(), GpuError> {
         let thread = GpuDispatcher::new(&format!("cuda-ctx-{}", self.shared.config.device_id))?;
         let shared = self.shared.clone();
-        let props = Props::new(move || ContextActor::new(shared.clone()))
+        let props = ContextActor::gpu_props(move || ContextActor::new(shared.clone()))
             .dispatcher(thread)
-            .mailbox(self.shared.config.mailbox_capacity)
-            .supervise_children(SupervisorStrategy::one_for_one());
+            .mailbox(self.shared.config.mailbox_capacity);
         let inner = ctx.spawn_child(props, "context")?;
-        ctx.watch(&inner, DeviceMsg::InnerTerminated);
+        ctx.watch(&inner, |terminated| DeviceActorMsg::InnerTerminated { terminated });
         let mut rx = self.shared.state.subscribe();
         let me = ctx.self_ref().clone();
         ctx.dispatcher().spawn(async move {
             while rx.changed().await.is_ok() {
-                if me.send(DeviceMsg::StateChanged).await.is_err() {
+                if me.send(DeviceActorMsg::StateChanged {}).await.is_err() {
                     return;
                 }
             }
@@ -137,40 +132,57 @@ impl Actor for DeviceActor {
         Ok(())
     }
 
-    async fn handle(&mut self, _ctx: &mut Context<Self>, msg: DeviceMsg) -> Result<(), GpuError> {
-        match msg {
-            DeviceMsg::Submit(routed, ack) => {
-                let starting = self.shared.state.borrow().inner.is_none() && self.shared.lost().is_none();
-                if starting && self.queue.len() >= self.shared.config.queue_capacity {
-                    let e = GpuError::Backpressure {
-                        capacity: self.shared.config.queue_capacity,
-                    };
-                    routed.fail(e.clone());
-                    ack.send(Err(e));
-                } else {
-                    self.deliver(routed).await;
-                    ack.send(Ok(()));
-                }
-            }
-            DeviceMsg::StateChanged => self.flush().await,
-            DeviceMsg::InnerTerminated(t) => {
-                let why = match t.reason {
-                    StopReason::Failed(f) => f.gpu_error().unwrap_or_else(|| GpuError::DeviceLost(f.to_string())),
-                    StopReason::Requested => GpuError::DeviceLost("the device was stopped".into()),
-                };
-                self.shared.mark_lost(why);
-                self.flush().await;
-            }
-        }
-        Ok(())
-    }
-
-    async fn post_stop(&mut self, _ctx: &mut Context<Self>) -> Result<(), GpuError> {
+    /// Fails queued requests once the device stops.
+    #[post_stop]
+    async fn stopped(&mut self, _ctx: &mut Context<Self>) -> Result<(), GpuError> {
         self.shared
             .mark_lost(GpuError::DeviceLost("the device was stopped".into()));
         while let Some(r) = self.queue.pop_front() {
             r.fail(GpuError::DeviceLost("the device was stopped".into()));
         }
         Ok(())
+    }
+
+    /// Delivers a request now if the inner tier is ready, else queues it
+    /// (`Backpressure` when the queue is full).
+    #[handler]
+    async fn submit(&mut self, routed: Routed) -> Result<(), GpuError> {
+        let starting = self.shared.state.borrow().inner.is_none() && self.shared.lost().is_none();
+        if starting && self.queue.len() >= self.shared.config.queue_capacity {
+            let e = GpuError::Backpressure {
+                capacity: self.shared.config.queue_capacity,
+            };
+            routed.fail(e.clone());
+            return Err(e);
+        }
+        self.deliver(routed).await;
+        Ok(())
+    }
+
+    /// The published state changed: deliver what waited for the inner tier.
+    #[handler(tell)]
+    async fn state_changed(&mut self) {
+        self.flush().await;
+    }
+
+    /// The inner tier stopped for good: the device is lost.
+    #[handler(tell)]
+    async fn inner_terminated(&mut self, terminated: Terminated) {
+        let why = match terminated.reason {
+            StopReason::Failed(f) => f.gpu_error().unwrap_or_else(|| GpuError::DeviceLost(f.to_string())),
+            StopReason::Requested => GpuError::DeviceLost("the device was stopped".into()),
+        };
+        self.shared.mark_lost(why);
+        self.flush().await;
+    }
+
+    /// Rebuilds the inner tier (a new generation).
+    #[handler]
+    async fn rebuild(&mut self, ctx: &mut Context<Self>) -> Result<(), GpuError> {
+        if ctx.restart_child("context") {
+            Ok(())
+        } else {
+            Err(GpuError::DeviceLost("the device has no inner tier to rebuild".into()))
+        }
     }
 }

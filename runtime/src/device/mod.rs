@@ -7,10 +7,11 @@
 //! request fails at once with `DeviceLost`.
 
 pub mod config;
-pub(crate) mod context_actor;
+#[doc(hidden)]
+pub mod context_actor;
 pub(crate) mod core;
-pub(crate) mod device_actor;
-pub(crate) mod job;
+#[doc(hidden)]
+pub mod device_actor;
 pub mod state;
 
 use std::sync::Arc;
@@ -18,25 +19,24 @@ use std::sync::Arc;
 use tokio::sync::{oneshot, watch};
 
 pub use self::config::{BackendChoice, DeviceConfig, Libraries};
-pub use self::core::ContextCore;
-pub use self::job::Job;
 pub use self::state::{BackendKind, DeviceInfo, DeviceState, Status};
 
-use self::device_actor::{DeviceActor, DeviceMsg, Routable, Routed};
-use self::job::{make_job, Flow};
+use self::context_actor::*;
+use self::device_actor::{DeviceActor, DeviceActorMsg, Routable, Routed};
 use self::state::DeviceShared;
-use crate::actor::{ActorRef, ActorSystem, Props};
+use crate::actor::{ActorRef, ActorSystem, Reply};
 use crate::dtype::{Blas1Scalar, BlasScalar, DType};
 use crate::error::GpuError;
 use crate::gpu_ref::GpuRef;
 use crate::host::{PinnedBuf, Uploaded};
-use crate::kernel::blas::{Batch, BlasCore, Gemm, Gemv};
+use crate::kernel::blas::*;
+use crate::kernel::blas::{Batch, Gemm, Gemv};
 
 /// A handle to one device (a GPU, or the CPU device). Cheap to clone; every method is a
 /// typed request to the device's actors.
 #[derive(Clone)]
 pub struct Device {
-    outer: ActorRef<DeviceMsg>,
+    outer: ActorRef<DeviceActorMsg>,
     shared: Arc<DeviceShared>,
     state: watch::Receiver<DeviceState>,
     system: ActorSystem,
@@ -55,7 +55,7 @@ impl Device {
         let name = format!("device-{}", config.device_id);
         let shared = DeviceShared::new(config);
         let s2 = shared.clone();
-        let props = Props::new(move || DeviceActor::new(s2.clone()))
+        let props = DeviceActor::gpu_props(move || DeviceActor::new(s2.clone()))
             .supervise_children(DeviceActor::inner_strategy())
             .mailbox(shared.config.mailbox_capacity);
         let outer = system.spawn(props, &name)?;
@@ -119,14 +119,14 @@ impl Device {
         self.shared.config.device_id
     }
 
-    /// Sends a job to the actor owning core `C` (the short path when ready, through the
-    /// `DeviceActor` otherwise) and awaits its reply.
-    async fn call<C: Routable, R: Send + 'static>(
+    /// Sends a request to the inner actor it is for (the short path when ready, through
+    /// the `DeviceActor` otherwise) and awaits its reply.
+    async fn call<M: Routable, R: Send + 'static>(
         &self,
-        op: impl FnOnce(&mut C) -> Result<Flow<R>, GpuError> + Send + 'static,
+        make: impl FnOnce(Reply<Result<R, GpuError>>) -> M,
     ) -> Result<R, GpuError> {
-        let (job, rx) = make_job(op);
-        self.submit(C::route(job)).await?;
+        let (reply, rx) = Reply::pair();
+        self.submit(make(reply).route()).await?;
         self.await_reply(rx).await
     }
 
@@ -134,16 +134,22 @@ impl Device {
         let inner = {
             let s = self.state.borrow();
             if let Status::Lost(e) = &s.status {
-                return Err(GpuError::DeviceLost(format!("device {} is lost: {e}", self.id())));
+                let e = GpuError::DeviceLost(format!("device {} is lost: {e}", self.id()));
+                routed.fail(e.clone());
+                return Err(e);
             }
             s.inner.clone()
         };
         match (inner, routed) {
-            (Some(i), Routed::Ctx(j)) => i.ctx.send(j).await,
-            (Some(i), Routed::Blas(j)) if i.blas.is_some() => i.blas.as_ref().expect("checked").send(j).await,
+            (Some(i), Routed::Ctx(m)) => i.ctx.actor_ref().send(m).await,
+            (Some(i), Routed::Blas(m)) if i.blas.is_some() => {
+                i.blas.as_ref().expect("checked").actor_ref().send(m).await
+            }
             (_, routed) => {
                 let timeout = self.shared.config.request_timeout;
-                self.outer.ask_try(|ack| DeviceMsg::Submit(routed, ack), timeout).await
+                self.outer
+                    .ask_try(|reply| DeviceActorMsg::Submit { routed, reply }, timeout)
+                    .await
             }
         }
     }
@@ -163,51 +169,57 @@ impl Device {
 
     /// Allocates `len` zeroed elements of `T`.
     pub async fn alloc<T: DType>(&self, len: usize) -> Result<GpuRef<T>, GpuError> {
-        self.call(move |c: &mut ContextCore| c.alloc::<T>(len).map(Flow::Ready))
+        self.call(|reply| <T as ContextActorAllocDType>::__into_msg(len, reply))
             .await
     }
 
     /// Allocates a buffer holding a copy of `data` (host → device).
     pub async fn upload<T: DType>(&self, data: impl Into<Vec<T>>) -> Result<GpuRef<T>, GpuError> {
         let data = data.into();
-        self.call(move |c: &mut ContextCore| c.upload(&data)).await
+        self.call(|reply| <T as ContextActorUploadDType>::__into_msg(data, reply))
+            .await
     }
 
     /// Overwrites `dst` with `data` (same length).
     pub async fn write<T: DType>(&self, dst: &GpuRef<T>, data: impl Into<Vec<T>>) -> Result<(), GpuError> {
         let (dst, data) = (dst.clone(), data.into());
-        self.call(move |c: &mut ContextCore| c.write(&dst, &data)).await
+        self.call(|reply| <T as ContextActorWriteDType>::__into_msg(dst, data, reply))
+            .await
     }
 
     /// Copies a buffer to the host (device → host).
     pub async fn download<T: DType>(&self, src: &GpuRef<T>) -> Result<Vec<T>, GpuError> {
         let src = src.clone();
-        self.call(move |c: &mut ContextCore| c.download(&src)).await
+        self.call(|reply| <T as ContextActorDownloadDType>::__into_msg(src, reply))
+            .await
     }
 
     /// Copies `src` into `dst` on the device (equal lengths).
     pub async fn copy<T: DType>(&self, src: &GpuRef<T>, dst: &GpuRef<T>) -> Result<(), GpuError> {
         let (src, dst) = (src.clone(), dst.clone());
-        self.call(move |c: &mut ContextCore| c.copy(&src, &dst)).await
+        self.call(|reply| <T as ContextActorCopyDType>::__into_msg(src, dst, reply))
+            .await
     }
 
     /// A pinned host buffer of `len` zeroed elements from the device's pool (plain memory
     /// on the CPU device). Dropping it returns it to the pool.
     pub async fn pinned<T: DType>(&self, len: usize) -> Result<PinnedBuf<T>, GpuError> {
-        self.call(move |c: &mut ContextCore| c.pinned::<T>(len).map(Flow::Ready))
+        self.call(|reply| <T as ContextActorPinnedDType>::__into_msg(len, reply))
             .await
     }
 
     /// Uploads a pinned buffer into a new device buffer (an asynchronous full-speed copy)
     /// and hands the pinned buffer back for reuse.
     pub async fn upload_pinned<T: DType>(&self, buf: PinnedBuf<T>) -> Result<Uploaded<T>, GpuError> {
-        self.call(move |c: &mut ContextCore| c.upload_pinned(buf)).await
+        self.call(|reply| <T as ContextActorUploadPinnedDType>::__into_msg(buf, reply))
+            .await
     }
 
     /// Copies a pinned buffer into `dst` (same length) and hands the buffer back.
     pub async fn write_pinned<T: DType>(&self, dst: &GpuRef<T>, buf: PinnedBuf<T>) -> Result<PinnedBuf<T>, GpuError> {
         let dst = dst.clone();
-        self.call(move |c: &mut ContextCore| c.write_pinned(&dst, buf)).await
+        self.call(|reply| <T as ContextActorWritePinnedDType>::__into_msg(dst, buf, reply))
+            .await
     }
 
     /// Downloads `src` into a pinned buffer of the same length and hands it back.
@@ -217,7 +229,8 @@ impl Device {
         buf: PinnedBuf<T>,
     ) -> Result<PinnedBuf<T>, GpuError> {
         let src = src.clone();
-        self.call(move |c: &mut ContextCore| c.download_pinned(&src, buf)).await
+        self.call(|reply| <T as ContextActorDownloadPinnedDType>::__into_msg(src, buf, reply))
+            .await
     }
 
     /// Bytes of free pinned buffers the pool holds.
@@ -227,7 +240,7 @@ impl Device {
 
     /// Free and total memory of the device, in bytes.
     pub async fn memory(&self) -> Result<(u64, u64), GpuError> {
-        self.call(|c: &mut ContextCore| c.memory().map(Flow::Ready)).await
+        self.call(|reply| ContextActorMsg::Memory { reply }).await
     }
 
     /// `C = alpha·op(A)·op(B) + beta·C` through the device's `BlasActor`; resolves when
@@ -258,7 +271,7 @@ impl Device {
         c: &GpuRef<T>,
     ) -> Result<(), GpuError> {
         let (a, b, c) = (a.clone(), b.clone(), c.clone());
-        self.call(move |core: &mut BlasCore| core.gemm(g, batch, &a, &b, &c))
+        self.call(|reply| <T as BlasActorGemmDType>::__into_msg(g, batch, a, b, c, reply))
             .await
     }
 
@@ -271,31 +284,35 @@ impl Device {
         y: &GpuRef<T>,
     ) -> Result<(), GpuError> {
         let (a, x, y) = (a.clone(), x.clone(), y.clone());
-        self.call(move |core: &mut BlasCore| core.gemv(g, &a, &x, &y)).await
+        self.call(|reply| <T as BlasActorGemvDType>::__into_msg(g, a, x, y, reply))
+            .await
     }
 
     /// `y += alpha·x` over equal-length vectors (f32, f64).
     pub async fn axpy<T: Blas1Scalar>(&self, alpha: T, x: &GpuRef<T>, y: &GpuRef<T>) -> Result<(), GpuError> {
         let (x, y) = (x.clone(), y.clone());
-        self.call(move |core: &mut BlasCore| core.axpy(alpha, &x, &y)).await
+        self.call(|reply| <T as BlasActorAxpyDType>::__into_msg(alpha, x, y, reply))
+            .await
     }
 
     /// `x *= alpha` (f32, f64).
     pub async fn scal<T: Blas1Scalar>(&self, alpha: T, x: &GpuRef<T>) -> Result<(), GpuError> {
         let x = x.clone();
-        self.call(move |core: &mut BlasCore| core.scal(alpha, &x)).await
+        self.call(|reply| <T as BlasActorScalDType>::__into_msg(alpha, x, reply))
+            .await
     }
 
     /// The dot product of equal-length vectors (f32, f64); computed on the device.
     pub async fn dot<T: Blas1Scalar>(&self, x: &GpuRef<T>, y: &GpuRef<T>) -> Result<T, GpuError> {
         let (x, y) = (x.clone(), y.clone());
-        self.call(move |core: &mut BlasCore| core.dot(&x, &y)).await
+        self.call(|reply| <T as BlasActorDotDType>::__into_msg(x, y, reply))
+            .await
     }
 
     /// The Euclidean norm (f32, f64); computed on the device.
     pub async fn nrm2<T: Blas1Scalar>(&self, x: &GpuRef<T>) -> Result<T, GpuError> {
         let x = x.clone();
-        self.call(move |core: &mut BlasCore| core.nrm2(&x)).await
+        self.call(|reply| <T as BlasActorNrm2DType>::__into_msg(x, reply)).await
     }
 
     /// Test hook: makes the inner tier fail and be rebuilt by its supervisor (a new
@@ -303,11 +320,10 @@ impl Device {
     /// generation is ready.
     pub async fn rebuild(&self) -> Result<u64, GpuError> {
         let before = self.state().generation;
-        self.call(|c: &mut ContextCore| {
-            c.rebuild_requested = true;
-            Ok(Flow::Ready(()))
-        })
-        .await?;
+        let timeout = self.shared.config.request_timeout;
+        self.outer
+            .ask_try(|reply| DeviceActorMsg::Rebuild { reply }, timeout)
+            .await?;
         let s = self
             .wait_state(|s| s.generation > before && matches!(s.status, Status::Ready))
             .await?;

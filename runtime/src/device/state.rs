@@ -6,12 +6,10 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use super::config::DeviceConfig;
-use super::job::Job;
-use crate::actor::ActorRef;
-use crate::device::core::ContextCore;
+use super::context_actor::ContextActorRef;
 use crate::error::GpuError;
 use crate::host::PinnedPool;
-use crate::kernel::blas::BlasCore;
+use crate::kernel::blas::BlasActorRef;
 
 /// Where a device is in its life.
 #[derive(Debug, Clone)]
@@ -49,8 +47,8 @@ pub struct DeviceInfo {
 /// The addresses of the current inner tier.
 #[derive(Clone)]
 pub(crate) struct InnerRefs {
-    pub(crate) ctx: ActorRef<Job<ContextCore>>,
-    pub(crate) blas: Option<ActorRef<Job<BlasCore>>>,
+    pub(crate) ctx: ContextActorRef,
+    pub(crate) blas: Option<BlasActorRef>,
 }
 
 /// A snapshot of a device's state.

@@ -7,15 +7,16 @@ use cudarc::cublas::{sys as cbsys, CudaBlas, GemmConfig, GemvConfig, StridedBatc
 use cudarc::driver::{CudaSlice, CudaStream};
 use futures::future::BoxFuture;
 
-use crate::actor::{Actor, Context};
+use crate::actor::Context;
+use crate::actor::Deferred;
 use crate::completion::Completer;
 use crate::device::core::Engine;
-use crate::device::job::{Flow, Job};
 use crate::device::state::DeviceShared;
-use crate::dtype::{Blas1Scalar, BlasScalar, DType};
+use crate::dtype::{Blas1Base, BlasBase, DTypeBase};
 use crate::error::GpuError;
 use crate::gpu_ref::{GpuRef, Storage};
 use crate::stream::StreamSource;
+use atomr_accel_cuda_macros::gpu_actor;
 
 /// One GEMM: `C = alpha · op(A) · op(B) + beta · C`, column-major, `op(A)` m×k, `op(B)`
 /// k×n, `C` m×n.
@@ -43,7 +44,7 @@ pub struct Gemm<T> {
     pub ldc: usize,
 }
 
-impl<T: BlasScalar> Gemm<T> {
+impl<T: BlasBase> Gemm<T> {
     /// `C = A·B` with tight leading dimensions.
     pub fn new(m: usize, n: usize, k: usize) -> Self {
         Gemm {
@@ -133,7 +134,7 @@ pub struct Gemv<T> {
     pub lda: usize,
 }
 
-impl<T: BlasScalar> Gemv<T> {
+impl<T: BlasBase> Gemv<T> {
     /// `y = A·x` with a tight leading dimension.
     pub fn new(m: usize, n: usize) -> Self {
         Gemv {
@@ -218,7 +219,7 @@ fn span(name: &str, rows: usize, cols: usize, ld: usize) -> Result<usize, GpuErr
 
 /// Checks a GEMM (and batch) against the buffers' lengths. Returns nothing: every later
 /// index is in bounds once this passes.
-fn validate<T: BlasScalar>(g: &Gemm<T>, batch: &Batch, a: usize, b: usize, c: usize) -> Result<(), GpuError> {
+fn validate<T: BlasBase>(g: &Gemm<T>, batch: &Batch, a: usize, b: usize, c: usize) -> Result<(), GpuError> {
     if g.m == 0 || g.n == 0 || g.k == 0 || batch.count == 0 {
         return Err(invalid(format!(
             "GEMM sizes must be positive: m={} n={} k={} batch={}",
@@ -267,7 +268,7 @@ fn validate<T: BlasScalar>(g: &Gemm<T>, batch: &Batch, a: usize, b: usize, c: us
 
 /// The BLAS actor's state for one generation: the cuBLAS handle and its stream, or the
 /// CPU device.
-pub struct BlasCore {
+pub(crate) struct BlasCore {
     shared: Arc<DeviceShared>,
     generation: u64,
     engine: BlasEngine,
@@ -325,19 +326,19 @@ impl BlasSeed {
 }
 
 impl BlasCore {
-    fn check<T: DType>(&self, r: &GpuRef<T>) -> Result<(), GpuError> {
+    fn check<T: DTypeBase>(&self, r: &GpuRef<T>) -> Result<(), GpuError> {
         r.validate(self.shared.config.device_id, self.generation)
     }
 
     /// Enqueues a (strided-batched) GEMM; completes when the GPU is done.
-    pub(crate) fn gemm<T: BlasScalar>(
+    pub(crate) fn gemm<T: BlasBase>(
         &mut self,
         g: Gemm<T>,
         batch: Batch,
         a: &GpuRef<T>,
         b: &GpuRef<T>,
         c: &GpuRef<T>,
-    ) -> Result<Flow<()>, GpuError> {
+    ) -> Result<Deferred<()>, GpuError> {
         for r in [a, b, c] {
             self.check(r)?;
         }
@@ -353,7 +354,7 @@ impl BlasCore {
         match (&self.engine, &*sa, sb_ref, &mut *sc) {
             (BlasEngine::Cpu, Storage::Cpu(av), Storage::Cpu(bv), Storage::Cpu(cv)) => {
                 cpu_gemm(&g, &batch, av, bv, cv);
-                Ok(Flow::Ready(()))
+                Ok(Deferred::Now(()))
             }
             (
                 BlasEngine::Cuda {
@@ -397,13 +398,13 @@ impl BlasCore {
     }
 
     /// Enqueues a GEMV.
-    pub(crate) fn gemv<T: Blas1Scalar>(
+    pub(crate) fn gemv<T: Blas1Base>(
         &mut self,
         g: Gemv<T>,
         a: &GpuRef<T>,
         x: &GpuRef<T>,
         y: &GpuRef<T>,
-    ) -> Result<Flow<()>, GpuError> {
+    ) -> Result<Deferred<()>, GpuError> {
         for r in [a, x, y] {
             self.check(r)?;
         }
@@ -431,7 +432,7 @@ impl BlasCore {
                     };
                     *out = g.alpha.mul_add(acc, old);
                 }
-                Ok(Flow::Ready(()))
+                Ok(Deferred::Now(()))
             }
             (
                 BlasEngine::Cuda {
@@ -461,12 +462,12 @@ impl BlasCore {
     }
 
     /// `y += alpha·x` (equal lengths).
-    pub(crate) fn axpy<T: Blas1Scalar>(
+    pub(crate) fn axpy<T: Blas1Base>(
         &mut self,
         alpha: T,
         x: &GpuRef<T>,
         y: &GpuRef<T>,
-    ) -> Result<Flow<()>, GpuError> {
+    ) -> Result<Deferred<()>, GpuError> {
         self.check(x)?;
         self.check(y)?;
         same_len("axpy", x, y)?;
@@ -481,7 +482,7 @@ impl BlasCore {
                 for (yi, xi) in yv.iter_mut().zip(xv) {
                     *yi = alpha.mul_add(*xi, *yi);
                 }
-                Ok(Flow::Ready(()))
+                Ok(Deferred::Now(()))
             }
             (
                 BlasEngine::Cuda {
@@ -500,13 +501,13 @@ impl BlasCore {
     }
 
     /// `x *= alpha`.
-    pub(crate) fn scal<T: Blas1Scalar>(&mut self, alpha: T, x: &GpuRef<T>) -> Result<Flow<()>, GpuError> {
+    pub(crate) fn scal<T: Blas1Base>(&mut self, alpha: T, x: &GpuRef<T>) -> Result<Deferred<()>, GpuError> {
         self.check(x)?;
         let mut sx = x.lock();
         match (&self.engine, &mut *sx) {
             (BlasEngine::Cpu, Storage::Cpu(xv)) => {
                 xv.iter_mut().for_each(|v| *v = *v * alpha);
-                Ok(Flow::Ready(()))
+                Ok(Deferred::Now(()))
             }
             (
                 BlasEngine::Cuda {
@@ -524,7 +525,7 @@ impl BlasCore {
     }
 
     /// `x · y` (equal lengths).
-    pub(crate) fn dot<T: Blas1Scalar>(&mut self, x: &GpuRef<T>, y: &GpuRef<T>) -> Result<Flow<T>, GpuError> {
+    pub(crate) fn dot<T: Blas1Base>(&mut self, x: &GpuRef<T>, y: &GpuRef<T>) -> Result<Deferred<T>, GpuError> {
         self.check(x)?;
         self.check(y)?;
         same_len("dot", x, y)?;
@@ -532,7 +533,7 @@ impl BlasCore {
         let sy = if y.same_buffer(x) { None } else { Some(y.lock()) };
         let sy_ref = sy.as_deref().unwrap_or(&*sx);
         match (&self.engine, &*sx, sy_ref) {
-            (BlasEngine::Cpu, Storage::Cpu(xv), Storage::Cpu(yv)) => Ok(Flow::Ready(
+            (BlasEngine::Cpu, Storage::Cpu(xv), Storage::Cpu(yv)) => Ok(Deferred::Now(
                 xv.iter()
                     .zip(yv)
                     .fold(T::from_f64(0.0), |acc, (a, b)| a.mul_add(*b, acc)),
@@ -555,11 +556,11 @@ impl BlasCore {
     }
 
     /// `‖x‖₂`.
-    pub(crate) fn nrm2<T: Blas1Scalar>(&mut self, x: &GpuRef<T>) -> Result<Flow<T>, GpuError> {
+    pub(crate) fn nrm2<T: Blas1Base>(&mut self, x: &GpuRef<T>) -> Result<Deferred<T>, GpuError> {
         self.check(x)?;
         let sx = x.lock();
         match (&self.engine, &*sx) {
-            (BlasEngine::Cpu, Storage::Cpu(xv)) => Ok(Flow::Ready(
+            (BlasEngine::Cpu, Storage::Cpu(xv)) => Ok(Deferred::Now(
                 xv.iter().fold(T::from_f64(0.0), |acc, a| a.mul_add(*a, acc)).sqrt(),
             )),
             (
@@ -579,27 +580,27 @@ impl BlasCore {
     }
 
     /// Waits for `done`, then reads the 1-element device result.
-    fn scalar_result<T: Blas1Scalar>(
+    fn scalar_result<T: Blas1Base>(
         &self,
         done: BoxFuture<'static, Result<(), GpuError>>,
         stream: Arc<CudaStream>,
         out: CudaSlice<T>,
-    ) -> Flow<T> {
+    ) -> Deferred<T> {
         let shared = self.shared.clone();
-        Flow::Pending(Box::pin(async move {
+        Deferred::later(async move {
             done.await.map_err(|e| shared.observe(e))?;
             let v = stream.clone_dtoh(&out).map_err(|e| shared.observe(e.into()))?;
             Ok(v[0])
-        }))
+        })
     }
 
-    fn pending(&self, fut: BoxFuture<'static, Result<(), GpuError>>) -> Flow<()> {
+    fn pending(&self, fut: BoxFuture<'static, Result<(), GpuError>>) -> Deferred<()> {
         let shared = self.shared.clone();
-        Flow::Pending(Box::pin(async move { fut.await.map_err(|e| shared.observe(e)) }))
+        Deferred::later(async move { fut.await.map_err(|e| shared.observe(e)) })
     }
 }
 
-fn same_len<T: DType>(what: &str, x: &GpuRef<T>, y: &GpuRef<T>) -> Result<(), GpuError> {
+fn same_len<T: DTypeBase>(what: &str, x: &GpuRef<T>, y: &GpuRef<T>) -> Result<(), GpuError> {
     if x.len() != y.len() {
         return Err(invalid(format!(
             "{what} of vectors of {} and {} elements",
@@ -620,7 +621,7 @@ fn op(t: bool) -> cbsys::cublasOperation_t {
 
 /// The CPU device's GEMM: widen to the accumulation type, multiply with the `gemm`
 /// crate, round back — the arithmetic cuBLAS does for f16/bf16 (f32 accumulation).
-fn cpu_gemm<T: BlasScalar>(g: &Gemm<T>, batch: &Batch, a: &[T], b: &[T], c: &mut [T]) {
+fn cpu_gemm<T: BlasBase>(g: &Gemm<T>, batch: &Batch, a: &[T], b: &[T], c: &mut [T]) {
     let widen = |v: &[T]| v.iter().map(|x| x.to_acc()).collect::<Vec<T::Acc>>();
     let (aw, bw) = (widen(a), widen(b));
     let mut cw = widen(c);
@@ -661,10 +662,10 @@ fn cpu_gemm<T: BlasScalar>(g: &Gemm<T>, batch: &Batch, a: &[T], b: &[T], c: &mut
     }
 }
 
-/// The BLAS actor: owns a `BlasCore`, runs jobs against it. It runs on a dispatcher
-/// thread of its own so a long CPU GEMM or a blocking completion never stalls the
-/// context actor.
-pub(crate) struct BlasActor {
+/// The BLAS actor: owns a `BlasCore` (the cuBLAS handle and its stream, or the CPU
+/// device). It runs on a dispatcher thread of its own so a long CPU GEMM or a blocking
+/// completion never stalls the context actor. Written with `#[gpu_actor]`.
+pub struct BlasActor {
     seed: BlasSeed,
     core: Option<BlasCore>,
 }
@@ -673,18 +674,75 @@ impl BlasActor {
     pub(crate) fn new(seed: BlasSeed) -> Self {
         BlasActor { seed, core: None }
     }
+
+    fn core(&mut self) -> Result<&mut BlasCore, GpuError> {
+        if let Some(e) = self.seed.shared.lost() {
+            return Err(GpuError::DeviceLost(format!(
+                "device {} is lost: {e}",
+                self.seed.shared.config.device_id
+            )));
+        }
+        self.core
+            .as_mut()
+            .ok_or_else(|| GpuError::DeviceLost("the BLAS actor failed to start".into()))
+    }
 }
 
-impl Actor for BlasActor {
-    type Msg = Job<BlasCore>;
-
-    async fn pre_start(&mut self, _ctx: &mut Context<Self>) -> Result<(), GpuError> {
+#[gpu_actor(crate = crate)]
+impl BlasActor {
+    /// Creates the cuBLAS handle on the actor's own stream.
+    #[pre_start]
+    async fn start(&mut self, _ctx: &mut Context<Self>) -> Result<(), GpuError> {
         self.core = Some(self.seed.build().map_err(|e| self.seed.shared.observe(e))?);
         Ok(())
     }
 
-    async fn handle(&mut self, ctx: &mut Context<Self>, job: Job<BlasCore>) -> Result<(), GpuError> {
-        crate::device::job::run_job(ctx, &self.seed.shared, self.core.as_mut(), job);
-        Ok(())
+    /// `C = alpha·op(A)·op(B) + beta·C`, `batch.count` times over strided matrices.
+    #[handler(dtypes(float))]
+    fn gemm<T: BlasBase>(
+        &mut self,
+        g: Gemm<T>,
+        batch: Batch,
+        a: GpuRef<T>,
+        b: GpuRef<T>,
+        c: GpuRef<T>,
+    ) -> Result<Deferred<()>, GpuError> {
+        self.core()?.gemm(g, batch, &a, &b, &c)
+    }
+
+    /// `y = alpha·op(A)·x + beta·y`.
+    #[handler(dtypes(blas1))]
+    fn gemv<T: Blas1Base>(
+        &mut self,
+        g: Gemv<T>,
+        a: GpuRef<T>,
+        x: GpuRef<T>,
+        y: GpuRef<T>,
+    ) -> Result<Deferred<()>, GpuError> {
+        self.core()?.gemv(g, &a, &x, &y)
+    }
+
+    /// `y += alpha·x`.
+    #[handler(dtypes(blas1))]
+    fn axpy<T: Blas1Base>(&mut self, alpha: T, x: GpuRef<T>, y: GpuRef<T>) -> Result<Deferred<()>, GpuError> {
+        self.core()?.axpy(alpha, &x, &y)
+    }
+
+    /// `x *= alpha`.
+    #[handler(dtypes(blas1))]
+    fn scal<T: Blas1Base>(&mut self, alpha: T, x: GpuRef<T>) -> Result<Deferred<()>, GpuError> {
+        self.core()?.scal(alpha, &x)
+    }
+
+    /// `x · y`.
+    #[handler(dtypes(blas1))]
+    fn dot<T: Blas1Base>(&mut self, x: GpuRef<T>, y: GpuRef<T>) -> Result<Deferred<T>, GpuError> {
+        self.core()?.dot(&x, &y)
+    }
+
+    /// `‖x‖₂`.
+    #[handler(dtypes(blas1))]
+    fn nrm2<T: Blas1Base>(&mut self, x: GpuRef<T>) -> Result<Deferred<T>, GpuError> {
+        self.core()?.nrm2(&x)
     }
 }
