@@ -14,6 +14,8 @@ pub mod error;
 pub mod gpu_ref;
 pub mod host;
 pub mod kernel;
+pub mod module;
+pub mod nvrtc_cache;
 pub mod prelude;
 pub mod stream;
 #[doc(hidden)]

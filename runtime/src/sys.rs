@@ -244,3 +244,64 @@ pub(crate) fn alloc_pinned_zeroed<T: cudarc::driver::DeviceRepr + cudarc::driver
     unsafe { std::ptr::write_bytes(ptr, 0, len) };
     Ok(p)
 }
+
+/// NVRTC's (major, minor) version.
+pub(crate) fn nvrtc_version() -> Result<(i32, i32), GpuError> {
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: two valid out-pointers to c_int.
+    unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) }
+        .result()
+        .map_err(nvrtc_error)?;
+    Ok((major, minor))
+}
+
+fn nvrtc_error(e: cudarc::nvrtc::result::NvrtcError) -> GpuError {
+    GpuError::Library {
+        lib: crate::error::Lib::Nvrtc,
+        code: e.0 as i32,
+        msg: format!("{:?}", e.0),
+    }
+}
+
+/// Compiles CUDA C++ to a CUBIN for `arch` (`sm_90`) with NVRTC; on failure the error
+/// carries NVRTC's log (which points at the source's `#line` locations).
+pub(crate) fn compile_cubin(source: &str, arch: &str, options: &[String]) -> Result<Vec<u8>, GpuError> {
+    use cudarc::nvrtc::result as nr;
+    let csrc = std::ffi::CString::new(source)
+        .map_err(|_| GpuError::InvalidArgument("kernel source contains a NUL byte".into()))?;
+    let prog = nr::create_program(&csrc, None).map_err(nvrtc_error)?;
+    let mut opts = vec![format!("--gpu-architecture={arch}")];
+    opts.extend(options.iter().cloned());
+    // SAFETY: `prog` is a live program created above; it is destroyed on every path below.
+    let compiled = unsafe { nr::compile_program(prog, &opts) };
+    let result = match compiled {
+        Err(e) => {
+            // SAFETY: as above.
+            let log = unsafe { nr::get_program_log(prog) }.unwrap_or_default();
+            let log: String = log.iter().map(|&c| c as u8 as char).collect();
+            Err(GpuError::Library {
+                lib: crate::error::Lib::Nvrtc,
+                code: e.0 as i32,
+                msg: format!("compilation failed:\n{}", log.trim_end_matches('\0').trim()),
+            })
+        }
+        Ok(()) => {
+            let mut size = 0usize;
+            // SAFETY: valid program and out-pointer.
+            unsafe { cudarc::nvrtc::sys::nvrtcGetCUBINSize(prog, &mut size) }
+                .result()
+                .map_err(nvrtc_error)
+                .and_then(|()| {
+                    let mut buf = vec![0u8; size];
+                    // SAFETY: `buf` holds exactly the `size` bytes NVRTC reported.
+                    unsafe { cudarc::nvrtc::sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr() as *mut std::ffi::c_char) }
+                        .result()
+                        .map_err(nvrtc_error)?;
+                    Ok(buf)
+                })
+        }
+    };
+    // SAFETY: `prog` is live and not used afterwards.
+    let _ = unsafe { nr::destroy_program(prog) };
+    result
+}

@@ -58,6 +58,8 @@ pub struct DeviceConfig {
     pub cpu_memory_limit: u64,
     /// Bytes of free pinned host buffers the device keeps for reuse.
     pub pinned_pool_bytes: u64,
+    /// Kernel disk cache directory (None: `KernelCache::default_dir()`).
+    pub kernel_cache_dir: Option<std::path::PathBuf>,
     /// Diagnostics and test hook: the inner tier waits this long before building its
     /// context, which holds the device in `Starting` (to exercise queueing).
     pub start_delay: Option<Duration>,
@@ -78,6 +80,7 @@ impl Default for DeviceConfig {
             cpu_memory_limit: 8 << 30,
             pinned_pool_bytes: 1 << 30,
             start_delay: None,
+            kernel_cache_dir: None,
         }
     }
 }

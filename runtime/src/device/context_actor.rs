@@ -15,6 +15,7 @@ use crate::error::GpuError;
 use crate::gpu_ref::GpuRef;
 use crate::host::{PinnedBuf, Uploaded};
 use crate::kernel::blas::{BlasActor, BlasActorRef, BlasSeed};
+use crate::module::{KernelArgs, KernelSource, LaunchConfig, ModuleRef};
 
 /// The inner tier of one device.
 pub struct ContextActor {
@@ -145,6 +146,27 @@ impl ContextActor {
         buf: PinnedBuf<T>,
     ) -> Result<Deferred<PinnedBuf<T>>, GpuError> {
         self.core()?.download_pinned(&src, buf)
+    }
+
+    /// Loads a CUDA C++ module (memory cache, disk cache, or NVRTC).
+    #[handler]
+    fn load_module(&mut self, source: KernelSource) -> Result<ModuleRef, GpuError> {
+        self.core()?.load_module(&source)
+    }
+
+    /// Launches a kernel of a loaded module.
+    #[handler]
+    fn launch(
+        &mut self,
+        module: ModuleRef,
+        kernel: String,
+        cfg: LaunchConfig,
+        args: KernelArgs,
+    ) -> Result<Deferred<()>, GpuError> {
+        let core = self.core()?;
+        // SAFETY: this message is built only by `Device::launch`, an `unsafe fn` whose
+        // caller guarantees that the arguments match the kernel's parameters.
+        unsafe { core.launch(&module, &kernel, cfg, args) }
     }
 
     /// Free and total memory in bytes.

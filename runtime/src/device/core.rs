@@ -14,7 +14,12 @@ use crate::dtype::DTypeBase;
 use crate::error::GpuError;
 use crate::gpu_ref::{GpuRef, Storage};
 use crate::host::{HostMem, PinnedBuf, Uploaded};
+use crate::module::{Arg, HeldArg, KernelArgs, KernelSource, LaunchConfig, LaunchLimits, ModuleRef, ScalarArg};
+use crate::nvrtc_cache::{KernelCache, KernelKey};
 use crate::stream::StreamSource;
+use cudarc::driver::{CudaFunction, CudaModule};
+use cudarc::nvrtc::Ptx;
+use std::collections::HashMap;
 
 /// The CUDA side of a context.
 pub(crate) struct CudaEngine {
@@ -22,12 +27,25 @@ pub(crate) struct CudaEngine {
     pub(crate) stream: Arc<CudaStream>,
     pub(crate) streams: Arc<StreamSource>,
     pub(crate) completer: Completer,
+    pub(crate) limits: LaunchLimits,
+    /// `sm_XY` of the device.
+    pub(crate) arch: String,
+    /// Modules loaded in this context: by id, and by cache key (the in-memory layer in
+    /// front of the disk cache).
+    pub(crate) modules: HashMap<u64, LoadedModule>,
+    pub(crate) by_key: HashMap<String, ModuleRef>,
+}
+
+/// A module and its looked-up kernels.
+pub(crate) struct LoadedModule {
+    _module: Arc<CudaModule>,
+    functions: HashMap<String, CudaFunction>,
 }
 
 /// CUDA or the CPU device.
 pub(crate) enum Engine {
     Cpu,
-    Cuda(CudaEngine),
+    Cuda(Box<CudaEngine>),
 }
 
 /// The inner tier's state for one generation.
@@ -55,19 +73,40 @@ impl ContextCore {
             let streams = Arc::new(StreamSource::new(ctx.clone(), config.streams)?);
             let stream = streams.take()?;
             let completer = Completer::new(&ctx, config.completion, config.op_timeout)?;
+            let cc = ctx.compute_capability()?;
             let info = DeviceInfo {
                 backend: BackendKind::Cuda,
                 name: ctx.name()?,
                 total_memory: ctx.total_mem()? as u64,
-                compute_capability: Some(ctx.compute_capability()?),
+                compute_capability: Some(cc),
+            };
+            use cudarc::driver::sys::CUdevice_attribute as A;
+            let attr = |a| ctx.attribute(a).map(|v| v as u32);
+            let limits = LaunchLimits {
+                max_threads_per_block: attr(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
+                max_block: (
+                    attr(A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)?,
+                    attr(A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y)?,
+                    attr(A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)?,
+                ),
+                max_grid: (
+                    attr(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)?,
+                    attr(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?,
+                    attr(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
+                ),
+                max_shared_mem: attr(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?,
             };
             (
-                Engine::Cuda(CudaEngine {
+                Engine::Cuda(Box::new(CudaEngine {
                     ctx,
                     stream,
                     streams,
                     completer,
-                }),
+                    limits,
+                    arch: format!("sm_{}{}", cc.0, cc.1),
+                    modules: HashMap::new(),
+                    by_key: HashMap::new(),
+                })),
                 info,
             )
         } else {
@@ -86,6 +125,130 @@ impl ContextCore {
             engine,
             info,
         })
+    }
+
+    /// Loads a CUDA C++ module: from this context's memory, else from the disk cache,
+    /// else compiled by NVRTC (and stored in the cache).
+    pub(crate) fn load_module(&mut self, src: &KernelSource) -> Result<ModuleRef, GpuError> {
+        let (device_id, generation) = (self.device_id(), self.generation);
+        let cache_dir = self.shared.config.kernel_cache_dir.clone();
+        let Engine::Cuda(c) = &mut self.engine else {
+            return Err(GpuError::Unsupported(
+                "CUDA C++ modules run on a GPU only; the CPU device runs #[kernel] kernels (not built yet)".into(),
+            ));
+        };
+        let version = crate::sys::nvrtc_version()?;
+        let key = KernelKey {
+            source: &src.source,
+            options: &src.options,
+            arch: &c.arch,
+            nvrtc_version: version,
+        }
+        .hash();
+        if let Some(m) = c.by_key.get(&key) {
+            return Ok(m.clone());
+        }
+        let cache = match cache_dir {
+            Some(dir) => Some(KernelCache::open(dir)?),
+            None => KernelCache::open(KernelCache::default_dir()).ok(),
+        };
+        let (image, from_cache) = match cache.as_ref().and_then(|k| k.get(&key)) {
+            Some(image) => (image, true),
+            None => {
+                let image = crate::sys::compile_cubin(&src.source, &c.arch, &src.options)?;
+                if let Some(k) = &cache {
+                    if let Err(e) = k.put(&key, &image) {
+                        tracing::warn!(%e, "could not store a compiled kernel");
+                    }
+                }
+                (image, false)
+            }
+        };
+        let module = c
+            .ctx
+            .load_module(Ptx::from_binary(image))
+            .map_err(|e| self.shared.observe(e.into()))?;
+        let mut functions = HashMap::new();
+        for name in &src.kernels {
+            let f = module.load_function(name).map_err(|e| {
+                GpuError::InvalidArgument(format!(
+                    "kernel `{name}` is not in the module ({e}); declare it `extern \"C\" __global__`"
+                ))
+            })?;
+            functions.insert(name.clone(), f);
+        }
+        let m = ModuleRef::new(device_id, generation, src.kernels.clone(), from_cache);
+        c.modules.insert(
+            m.id,
+            LoadedModule {
+                _module: module,
+                functions,
+            },
+        );
+        c.by_key.insert(key, m.clone());
+        Ok(m)
+    }
+
+    /// Launches `kernel` of a loaded module on the context's stream.
+    ///
+    /// # Safety
+    /// The arguments must match the kernel's parameter list in number, order and type:
+    /// a raw CUDA C++ kernel's signature cannot be checked here.
+    pub(crate) unsafe fn launch(
+        &mut self,
+        m: &ModuleRef,
+        kernel: &str,
+        cfg: LaunchConfig,
+        args: KernelArgs,
+    ) -> Result<Deferred<()>, GpuError> {
+        if m.device_id != self.device_id() {
+            return Err(GpuError::InvalidArgument(format!(
+                "module of device {} launched on device {}",
+                m.device_id,
+                self.device_id()
+            )));
+        }
+        if m.generation != self.generation {
+            return Err(GpuError::Stale {
+                buffer_generation: m.generation,
+                device_generation: self.generation,
+            });
+        }
+        args.validate(self.device_id(), self.generation)?;
+        let c = self.cuda()?;
+        cfg.validate(&c.limits)?;
+        let f = c
+            .modules
+            .get(&m.id)
+            .and_then(|lm| lm.functions.get(kernel))
+            .ok_or_else(|| GpuError::InvalidArgument(format!("kernel `{kernel}` was not loaded with this module")))?;
+        {
+            let mut held: Vec<Result<Box<dyn HeldArg + '_>, &dyn ScalarArg>> = args
+                .items
+                .iter()
+                .map(|a| match a {
+                    Arg::Buffer(b) => Ok(b.lock()),
+                    Arg::Scalar(s) => Err(&**s),
+                })
+                .collect();
+            let mut b = c.stream.launch_builder(f);
+            for slot in held.iter_mut() {
+                match slot {
+                    Ok(h) => h.push(&mut b)?,
+                    Err(s) => s.push(&mut b),
+                }
+            }
+            let lc = cudarc::driver::LaunchConfig {
+                grid_dim: cfg.grid,
+                block_dim: cfg.block,
+                shared_mem_bytes: cfg.shared_mem_bytes,
+            };
+            // SAFETY: the caller guarantees the arguments match the kernel's parameters;
+            // buffers were validated (device, generation, no aliasing) and launch
+            // dimensions checked against the device's limits above.
+            unsafe { b.launch(lc) }.map_err(|e| self.shared.observe(e.into()))?;
+        }
+        Ok(self.done())
     }
 
     /// The device id buffers are checked against.

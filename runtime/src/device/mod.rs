@@ -31,6 +31,7 @@ use crate::gpu_ref::GpuRef;
 use crate::host::{PinnedBuf, Uploaded};
 use crate::kernel::blas::*;
 use crate::kernel::blas::{Batch, Gemm, Gemv};
+use crate::module::{KernelArgs, KernelSource, LaunchConfig, ModuleRef};
 
 /// A handle to one device (a GPU, or the CPU device). Cheap to clone; every method is a
 /// typed request to the device's actors.
@@ -231,6 +232,38 @@ impl Device {
         let src = src.clone();
         self.call(|reply| <T as ContextActorDownloadPinnedDType>::__into_msg(src, buf, reply))
             .await
+    }
+
+    /// Loads a CUDA C++ module on this device: from the context's memory, else from the
+    /// kernel disk cache, else compiled by NVRTC for the device's architecture (and
+    /// cached). `Unsupported` on the CPU device.
+    pub async fn load_module(&self, source: KernelSource) -> Result<ModuleRef, GpuError> {
+        self.call(|reply| ContextActorMsg::LoadModule { source, reply }).await
+    }
+
+    /// Launches `kernel` of `module` on the device and resolves when it has finished.
+    /// Buffers are checked (device, generation, passed at most once) and the launch
+    /// dimensions against the device's limits before anything is enqueued.
+    ///
+    /// # Safety
+    /// `args` must match the kernel's parameter list in number, order and type (a raw
+    /// CUDA C++ signature cannot be checked); `#[kernel]` launchers will do this for you.
+    pub async unsafe fn launch(
+        &self,
+        module: &ModuleRef,
+        kernel: &str,
+        cfg: LaunchConfig,
+        args: KernelArgs,
+    ) -> Result<(), GpuError> {
+        let (module, kernel) = (module.clone(), kernel.to_string());
+        self.call(|reply| ContextActorMsg::Launch {
+            module,
+            kernel,
+            cfg,
+            args,
+            reply,
+        })
+        .await
     }
 
     /// Bytes of free pinned buffers the pool holds.

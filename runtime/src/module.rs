@@ -1,0 +1,265 @@
+//! Raw CUDA C++ modules: compile (through the disk cache), load once per context, launch
+//! with typed, validated arguments.
+//!
+//! This is the layer `#[kernel]` will generate code for; it is also the escape hatch for
+//! hand-written CUDA C++. Launches go through the context actor: arguments are checked
+//! (generation, device, aliasing, launch limits) before anything reaches the driver.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, MutexGuard};
+
+use cudarc::driver::{DeviceRepr, LaunchArgs, PushKernelArg};
+
+use crate::dtype::DTypeBase;
+use crate::error::GpuError;
+use crate::gpu_ref::{GpuRef, Storage};
+
+static NEXT_MODULE: AtomicU64 = AtomicU64::new(1);
+
+/// CUDA C++ source and the entry points to load from it.
+#[derive(Debug, Clone)]
+pub struct KernelSource {
+    /// The source (kernels declared `extern "C" __global__`).
+    pub source: String,
+    /// The kernel names to look up.
+    pub kernels: Vec<String>,
+    /// Extra NVRTC options (the architecture is added for the device).
+    pub options: Vec<String>,
+}
+
+impl KernelSource {
+    /// Source with the given `extern "C"` kernels.
+    pub fn new(source: impl Into<String>, kernels: &[&str]) -> Self {
+        KernelSource {
+            source: source.into(),
+            kernels: kernels.iter().map(|k| k.to_string()).collect(),
+            options: vec![],
+        }
+    }
+}
+
+/// A module loaded on one device generation. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct ModuleRef {
+    pub(crate) id: u64,
+    pub(crate) device_id: usize,
+    pub(crate) generation: u64,
+    pub(crate) kernels: Arc<Vec<String>>,
+    /// True if the image came from the disk cache (no NVRTC run).
+    pub from_cache: bool,
+}
+
+impl ModuleRef {
+    pub(crate) fn new(device_id: usize, generation: u64, kernels: Vec<String>, from_cache: bool) -> Self {
+        ModuleRef {
+            id: NEXT_MODULE.fetch_add(1, Ordering::Relaxed),
+            device_id,
+            generation,
+            kernels: Arc::new(kernels),
+            from_cache,
+        }
+    }
+
+    /// The kernels it holds.
+    pub fn kernels(&self) -> &[String] {
+        &self.kernels
+    }
+}
+
+/// Grid, block and dynamic shared memory of a launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaunchConfig {
+    /// Blocks per grid (x, y, z).
+    pub grid: (u32, u32, u32),
+    /// Threads per block (x, y, z).
+    pub block: (u32, u32, u32),
+    /// Dynamic shared memory per block, in bytes.
+    pub shared_mem_bytes: u32,
+}
+
+impl LaunchConfig {
+    /// A 1-D launch covering `n` elements with `threads` per block.
+    pub fn for_elements(n: usize, threads: u32) -> Self {
+        let blocks = n.div_ceil(threads.max(1) as usize).max(1);
+        LaunchConfig {
+            grid: (blocks.min(u32::MAX as usize) as u32, 1, 1),
+            block: (threads, 1, 1),
+            shared_mem_bytes: 0,
+        }
+    }
+}
+
+/// The device's launch limits, checked before every launch.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LaunchLimits {
+    pub(crate) max_threads_per_block: u32,
+    pub(crate) max_block: (u32, u32, u32),
+    pub(crate) max_grid: (u32, u32, u32),
+    pub(crate) max_shared_mem: u32,
+}
+
+impl LaunchConfig {
+    pub(crate) fn validate(&self, l: &LaunchLimits) -> Result<(), GpuError> {
+        let bad = |m: String| Err(GpuError::InvalidArgument(m));
+        let (g, b) = (self.grid, self.block);
+        if [g.0, g.1, g.2, b.0, b.1, b.2].contains(&0) {
+            return bad(format!("launch dimensions must be positive: grid {g:?}, block {b:?}"));
+        }
+        let threads = b.0 as u64 * b.1 as u64 * b.2 as u64;
+        if threads > l.max_threads_per_block as u64 {
+            return bad(format!(
+                "{threads} threads per block exceed the device's {}",
+                l.max_threads_per_block
+            ));
+        }
+        if b.0 > l.max_block.0 || b.1 > l.max_block.1 || b.2 > l.max_block.2 {
+            return bad(format!("block {b:?} exceeds the device's maximum {:?}", l.max_block));
+        }
+        if g.0 > l.max_grid.0 || g.1 > l.max_grid.1 || g.2 > l.max_grid.2 {
+            return bad(format!("grid {g:?} exceeds the device's maximum {:?}", l.max_grid));
+        }
+        if self.shared_mem_bytes > l.max_shared_mem {
+            return bad(format!(
+                "{} bytes of shared memory exceed the device's {}",
+                self.shared_mem_bytes, l.max_shared_mem
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A buffer argument, type-erased so one launch can mix dtypes.
+pub(crate) trait BufferArg: Send {
+    fn validate(&self, device_id: usize, generation: u64) -> Result<(), GpuError>;
+    fn id(&self) -> u64;
+    fn lock(&self) -> Box<dyn HeldArg + '_>;
+}
+
+/// A locked argument, ready to push onto a launch.
+pub(crate) trait HeldArg {
+    fn push<'b>(&'b mut self, b: &mut LaunchArgs<'b>) -> Result<(), GpuError>;
+}
+
+struct BufItem<T: DTypeBase> {
+    r: GpuRef<T>,
+    writes: bool,
+}
+
+struct HeldBuf<'a, T> {
+    guard: MutexGuard<'a, Storage<T>>,
+    writes: bool,
+}
+
+impl<T: DTypeBase> BufferArg for BufItem<T> {
+    fn validate(&self, device_id: usize, generation: u64) -> Result<(), GpuError> {
+        self.r.validate(device_id, generation)
+    }
+    fn id(&self) -> u64 {
+        self.r.id()
+    }
+    fn lock(&self) -> Box<dyn HeldArg + '_> {
+        Box::new(HeldBuf {
+            guard: self.r.lock(),
+            writes: self.writes,
+        })
+    }
+}
+
+impl<T: DTypeBase> HeldArg for HeldBuf<'_, T> {
+    fn push<'b>(&'b mut self, b: &mut LaunchArgs<'b>) -> Result<(), GpuError> {
+        // cudarc orders the launch after the buffer's last writer and records this launch
+        // as its reader (or writer).
+        let writes = self.writes;
+        match &mut *self.guard {
+            Storage::Cuda(s) => {
+                if writes {
+                    b.arg(s);
+                } else {
+                    b.arg(&*s);
+                }
+                Ok(())
+            }
+            Storage::Cpu(_) => Err(GpuError::InvalidArgument("a CPU-device buffer in a CUDA launch".into())),
+        }
+    }
+}
+
+/// A scalar argument.
+pub(crate) trait ScalarArg: Send {
+    fn push<'b>(&'b self, b: &mut LaunchArgs<'b>);
+}
+
+struct ScalarItem<T>(T);
+
+impl<T: DeviceRepr + Send> ScalarArg for ScalarItem<T> {
+    fn push<'b>(&'b self, b: &mut LaunchArgs<'b>) {
+        b.arg(&self.0);
+    }
+}
+
+pub(crate) enum Arg {
+    Buffer(Box<dyn BufferArg>),
+    Scalar(Box<dyn ScalarArg>),
+}
+
+/// The arguments of a launch, in the kernel's parameter order.
+#[derive(Default)]
+pub struct KernelArgs {
+    pub(crate) items: Vec<Arg>,
+}
+
+impl std::fmt::Debug for KernelArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "KernelArgs({} args)", self.items.len())
+    }
+}
+
+impl KernelArgs {
+    /// No arguments yet.
+    pub fn new() -> Self {
+        KernelArgs::default()
+    }
+
+    /// A buffer the kernel reads (`const T*`).
+    pub fn buf<T: DTypeBase>(mut self, r: &GpuRef<T>) -> Self {
+        self.items.push(Arg::Buffer(Box::new(BufItem {
+            r: r.clone(),
+            writes: false,
+        })));
+        self
+    }
+
+    /// A buffer the kernel writes (`T*`).
+    pub fn buf_mut<T: DTypeBase>(mut self, r: &GpuRef<T>) -> Self {
+        self.items.push(Arg::Buffer(Box::new(BufItem {
+            r: r.clone(),
+            writes: true,
+        })));
+        self
+    }
+
+    /// A scalar passed by value.
+    pub fn scalar<T: DeviceRepr + Send + 'static>(mut self, v: T) -> Self {
+        self.items.push(Arg::Scalar(Box::new(ScalarItem(v))));
+        self
+    }
+
+    /// Checks every buffer against the device and rejects a buffer passed twice (one
+    /// launch locks each buffer once).
+    pub(crate) fn validate(&self, device_id: usize, generation: u64) -> Result<(), GpuError> {
+        let mut ids = vec![];
+        for a in &self.items {
+            if let Arg::Buffer(b) = a {
+                b.validate(device_id, generation)?;
+                if ids.contains(&b.id()) {
+                    return Err(GpuError::InvalidArgument(format!(
+                        "buffer #{} is passed twice to one launch; pass it once",
+                        b.id()
+                    )));
+                }
+                ids.push(b.id());
+            }
+        }
+        Ok(())
+    }
+}
