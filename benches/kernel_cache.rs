@@ -23,7 +23,10 @@ fn source(i: usize) -> String {
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async {
         let dir = std::env::temp_dir().join(format!("atomr-kcache-bench-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -73,9 +76,22 @@ fn main() {
             assert!(cache.get(&hash).is_some());
             read.push(t.elapsed().as_secs_f64() * 1e3);
         }
-        println!("RESULT | kernel load, NVRTC compile (cold) via actor | median {:.3} ms (n={n})", median(&mut cold));
-        println!("RESULT | kernel load, disk-cache hit via actor (new context) | median {:.3} ms (n={n}; target <= 0.1 ms)", median(&mut disk));
-        println!("RESULT | kernel load, memory hit via actor | median {:.3} ms (n={n})", median(&mut mem));
-        println!("RESULT | disk-cache entry read + checksum alone | median {:.3} ms (n={})", median(&mut read), read.len());
+        println!(
+            "RESULT | kernel load, NVRTC compile (cold) via actor | median {:.3} ms (n={n})",
+            median(&mut cold)
+        );
+        println!(
+            "RESULT | kernel load, disk-cache hit via actor (new context) | median {:.3} ms (n={n}; target <= 0.1 ms)",
+            median(&mut disk)
+        );
+        println!(
+            "RESULT | kernel load, memory hit via actor | median {:.3} ms (n={n})",
+            median(&mut mem)
+        );
+        println!(
+            "RESULT | disk-cache entry read + checksum alone | median {:.3} ms (n={})",
+            median(&mut read),
+            read.len()
+        );
     });
 }

@@ -113,12 +113,13 @@ async fn bad_modules_and_launches_are_typed_errors() {
     assert!(matches!(e, GpuError::InvalidArgument(_)), "{e:?}");
     let m = dev.load_module(KernelSource::new(SAXPY, &["saxpy"])).await.unwrap();
     let g = dev.alloc::<f32>(64).await.unwrap();
+    let h = dev.alloc::<f32>(64).await.unwrap();
     let over = LaunchConfig {
         grid: (1, 1, 1),
         block: (2048, 1, 1),
         shared_mem_bytes: 0,
     };
-    let args = || KernelArgs::new().scalar(1.0f32).buf(&g).buf_mut(&g).scalar(64u32);
+    let args = || KernelArgs::new().scalar(1.0f32).buf(&h).buf_mut(&g).scalar(64u32);
     // SAFETY: the launches below are rejected before reaching the driver.
     let e = unsafe { dev.launch(&m, "saxpy", over, args()) }.await.unwrap_err();
     assert!(

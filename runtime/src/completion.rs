@@ -146,6 +146,19 @@ impl Completer {
     }
 }
 
+/// A sticky error the stream reports, if any (probed with an event query, which reports
+/// it where cudarc's `check_err` does not — see DESIGN.md).
+pub(crate) fn stream_fault(stream: &Arc<CudaStream>) -> Option<GpuError> {
+    let err = match stream.record_event(None) {
+        Err(e) => GpuError::from(e),
+        Ok(ev) => match query(&ev) {
+            Err(e) => e,
+            Ok(_) => return None,
+        },
+    };
+    err.is_sticky().then_some(err)
+}
+
 /// The poller thread: spins over pending events while any are pending, parks on its
 /// channel otherwise. It ends when every sender is gone.
 fn start_poller(ctx: Arc<CudaContext>) -> Result<std_mpsc::Sender<PollReq>, GpuError> {

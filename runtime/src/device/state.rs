@@ -129,11 +129,18 @@ impl DeviceShared {
         });
     }
 
-    /// Records `e` if it poisons the device, and passes it on.
+    /// Records `e` if it poisons the device, and passes it on. Any other error on a
+    /// device already lost becomes `DeviceLost`: after a sticky fault every library fails
+    /// with its own generic status (cuBLAS: EXECUTION_FAILED), and the caller should see
+    /// the real cause.
     pub(crate) fn observe(&self, e: GpuError) -> GpuError {
         if e.is_sticky() {
             self.mark_lost(e.clone());
+            return e;
         }
-        e
+        match self.lost() {
+            Some(cause) => GpuError::DeviceLost(format!("{e}; the device is lost: {cause}")),
+            None => e,
+        }
     }
 }

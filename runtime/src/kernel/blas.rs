@@ -390,7 +390,7 @@ impl BlasCore {
                     };
                     T::cuda_gemm_batched(blas, cfg, av, bv, cv)
                 };
-                r.map_err(|e| self.shared.observe(e.into()))?;
+                r.map_err(|e| self.library_failure(stream, e.into()))?;
                 Ok(self.pending(completer.done(stream)))
             }
             _ => Err(invalid("buffers of another backend".into())),
@@ -454,7 +454,7 @@ impl BlasCore {
                     beta: g.beta,
                     incy: 1,
                 };
-                T::gemv(blas, cfg, av, xv, yv).map_err(|e| self.shared.observe(e))?;
+                T::gemv(blas, cfg, av, xv, yv).map_err(|e| self.library_failure(stream, e))?;
                 Ok(self.pending(completer.done(stream)))
             }
             _ => Err(invalid("buffers of another backend".into())),
@@ -493,7 +493,7 @@ impl BlasCore {
                 Storage::Cuda(xv),
                 Storage::Cuda(yv),
             ) => {
-                T::axpy(blas, stream, alpha, xv, yv).map_err(|e| self.shared.observe(e))?;
+                T::axpy(blas, stream, alpha, xv, yv).map_err(|e| self.library_failure(stream, e))?;
                 Ok(self.pending(completer.done(stream)))
             }
             _ => Err(invalid("buffers of another backend".into())),
@@ -517,7 +517,7 @@ impl BlasCore {
                 },
                 Storage::Cuda(xv),
             ) => {
-                T::scal(blas, stream, alpha, xv).map_err(|e| self.shared.observe(e))?;
+                T::scal(blas, stream, alpha, xv).map_err(|e| self.library_failure(stream, e))?;
                 Ok(self.pending(completer.done(stream)))
             }
             _ => Err(invalid("a buffer of another backend".into())),
@@ -548,7 +548,7 @@ impl BlasCore {
                 Storage::Cuda(yv),
             ) => {
                 let mut out = stream.alloc_zeros::<T>(1).map_err(|e| self.shared.observe(e.into()))?;
-                T::dot(blas, stream, xv, yv, &mut out).map_err(|e| self.shared.observe(e))?;
+                T::dot(blas, stream, xv, yv, &mut out).map_err(|e| self.library_failure(stream, e))?;
                 Ok(self.scalar_result(completer.done(stream), stream.clone(), out))
             }
             _ => Err(invalid("buffers of another backend".into())),
@@ -572,7 +572,7 @@ impl BlasCore {
                 Storage::Cuda(xv),
             ) => {
                 let mut out = stream.alloc_zeros::<T>(1).map_err(|e| self.shared.observe(e.into()))?;
-                T::nrm2(blas, stream, xv, &mut out).map_err(|e| self.shared.observe(e))?;
+                T::nrm2(blas, stream, xv, &mut out).map_err(|e| self.library_failure(stream, e))?;
                 Ok(self.scalar_result(completer.done(stream), stream.clone(), out))
             }
             _ => Err(invalid("a buffer of another backend".into())),
@@ -592,6 +592,15 @@ impl BlasCore {
             let v = stream.clone_dtoh(&out).map_err(|e| shared.observe(e.into()))?;
             Ok(v[0])
         })
+    }
+
+    /// Classifies a failed cuBLAS call: after a sticky fault cuBLAS only says
+    /// EXECUTION_FAILED, so the stream is asked for the real (sticky) error.
+    fn library_failure(&self, stream: &Arc<CudaStream>, e: GpuError) -> GpuError {
+        if let Some(sticky) = crate::completion::stream_fault(stream) {
+            return self.shared.observe(sticky);
+        }
+        self.shared.observe(e)
     }
 
     fn pending(&self, fut: BoxFuture<'static, Result<(), GpuError>>) -> Deferred<()> {
