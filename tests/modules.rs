@@ -136,7 +136,8 @@ async fn bad_modules_and_launches_are_typed_errors() {
         Err(GpuError::InvalidArgument(_))
     ));
     // SAFETY: rejected before launch (the same buffer twice).
-    let e = unsafe { dev.launch(&m, "saxpy", LaunchConfig::for_elements(64, 64), args()) }
+    let twice = KernelArgs::new().scalar(1.0f32).buf(&g).buf_mut(&g).scalar(64u32);
+    let e = unsafe { dev.launch(&m, "saxpy", LaunchConfig::for_elements(64, 64), twice) }
         .await
         .unwrap_err();
     assert!(
