@@ -1,6 +1,7 @@
 //! The device tier and `BlasActor`: every behaviour runs on the CPU device (CI) and, as a
 //! test marked `#[ignore = "needs a CUDA GPU"]`, on the GPU.
 
+#[macro_use]
 mod common;
 
 use std::time::Duration;
@@ -11,29 +12,6 @@ use atomr_accel_cuda::dtype::{Blas1Scalar, BlasScalar, DType};
 use atomr_accel_cuda::{Batch, CompletionStrategy, Device, Gemm, Gemv, GpuError};
 use common::{gemm_ref, rand_vec, rel_err};
 use half::{bf16, f16};
-
-/// Declares each behaviour twice: on the CPU device, and on GPU 0.
-macro_rules! on_both {
-    ($($name:ident => $body:ident;)*) => {
-        mod cpu {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$body(super::DeviceConfig::cpu()).await;
-                }
-            )*
-        }
-        mod gpu {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                #[ignore = "needs a CUDA GPU"]
-                async fn $name() {
-                    super::$body(super::DeviceConfig::cuda(0)).await;
-                }
-            )*
-        }
-    };
-}
 
 on_both! {
     gemm_all_dtypes_match_f64_reference => gemm_all_dtypes;

@@ -166,10 +166,16 @@ use crate::device::context_actor::{
     ContextActorPinnedDType, ContextActorUploadDType, ContextActorUploadPinnedDType, ContextActorWriteDType,
     ContextActorWritePinnedDType,
 };
+/// Float types the RNG fills (f32, f64): the bound of the `RngActor`'s handlers.
+pub trait RngFloat: DTypeBase + crate::sys::CurandFloat {}
+impl RngFloat for f32 {}
+impl RngFloat for f64 {}
+
 use crate::kernel::blas::{
     BlasActorAxpyDType, BlasActorDotDType, BlasActorGemmDType, BlasActorGemvDType, BlasActorNrm2DType,
     BlasActorScalDType,
 };
+use crate::kernel::rng::{RngActorLogNormalDType, RngActorNormalDType, RngActorUniformDType};
 
 bound_alias!(
     /// Every element type a device buffer can hold: f16, bf16, f32, f64, i8–i64, u8–u64.
@@ -189,4 +195,10 @@ bound_alias!(
     /// Element types of the level-1/2 BLAS calls (GEMV, AXPY, SCAL, DOT, NRM2): f32, f64.
     Blas1Scalar("`{Self}` is not a level-1/2 BLAS dtype: GEMV, AXPY, SCAL, DOT and NRM2 take f32 or f64") for [f32, f64]: BlasScalar, Blas1Base, BlasActorGemvDType, BlasActorAxpyDType, BlasActorScalDType,
         BlasActorDotDType, BlasActorNrm2DType
+);
+
+bound_alias!(
+    /// Element types the RNG fills with uniform, normal and log-normal numbers: f32, f64.
+    RandomScalar("`{Self}` is not an RNG dtype: the generator fills f32 or f64 (u32 for Poisson)") for [f32, f64]:
+        DType, RngFloat, RngActorUniformDType, RngActorNormalDType, RngActorLogNormalDType
 );

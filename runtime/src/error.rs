@@ -17,6 +17,8 @@ pub enum Lib {
     Cublas,
     /// NVRTC, the runtime compiler.
     Nvrtc,
+    /// cuRAND.
+    Curand,
     /// The CPU device's own backend (host GEMM, host memory).
     Cpu,
 }
@@ -27,6 +29,7 @@ impl std::fmt::Display for Lib {
             Lib::Driver => "CUDA driver",
             Lib::Cublas => "cuBLAS",
             Lib::Nvrtc => "NVRTC",
+            Lib::Curand => "cuRAND",
             Lib::Cpu => "CPU backend",
         })
     }

@@ -5,7 +5,7 @@ pub use crate::actor::{
 };
 pub use crate::device::{BackendChoice, BackendKind, Device, DeviceConfig};
 pub use crate::dispatcher::{Dispatcher, GpuDispatcher};
-pub use crate::dtype::{Blas1Scalar, BlasScalar, DType, FloatDType};
+pub use crate::dtype::{Blas1Scalar, BlasScalar, DType, FloatDType, RandomScalar};
 pub use crate::error::GpuError;
 pub use crate::gpu_ref::GpuRef;
 pub use crate::kernel::blas::{Batch, Gemm, Gemv};

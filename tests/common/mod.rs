@@ -61,3 +61,27 @@ pub fn rel_err(got: &[f64], want: &[f64]) -> f64 {
     let den: f64 = want.iter().map(|w| w * w).sum();
     (num / den.max(f64::MIN_POSITIVE)).sqrt()
 }
+
+/// Declares each behaviour twice: on the CPU device, and on GPU 0.
+#[allow(unused_macros)]
+macro_rules! on_both {
+    ($($name:ident => $body:ident;)*) => {
+        mod cpu {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$body(super::DeviceConfig::cpu()).await;
+                }
+            )*
+        }
+        mod gpu {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                #[ignore = "needs a CUDA GPU"]
+                async fn $name() {
+                    super::$body(super::DeviceConfig::cuda(0)).await;
+                }
+            )*
+        }
+    };
+}

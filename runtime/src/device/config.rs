@@ -23,11 +23,13 @@ pub enum BackendChoice {
 pub struct Libraries {
     /// `BlasActor` (cuBLAS / host GEMM).
     pub blas: bool,
+    /// `RngActor` (cuRAND / a seeded ChaCha12 generator).
+    pub rng: bool,
 }
 
 impl Default for Libraries {
     fn default() -> Self {
-        Libraries { blas: true }
+        Libraries { blas: true, rng: true }
     }
 }
 

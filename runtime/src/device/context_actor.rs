@@ -14,7 +14,9 @@ use crate::dtype::DTypeBase;
 use crate::error::GpuError;
 use crate::gpu_ref::GpuRef;
 use crate::host::{PinnedBuf, Uploaded};
-use crate::kernel::blas::{BlasActor, BlasActorRef, BlasSeed};
+use crate::kernel::blas::{BlasActor, BlasActorRef};
+use crate::kernel::rng::{RngActor, RngActorRef};
+use crate::kernel::seed::LibrarySeed;
 use crate::module::{KernelArgs, KernelSource, LaunchConfig, ModuleRef};
 
 /// The inner tier of one device.
@@ -26,6 +28,21 @@ pub struct ContextActor {
 impl ContextActor {
     pub(crate) fn new(shared: Arc<DeviceShared>) -> Self {
         ContextActor { shared, core: None }
+    }
+
+    /// Starts a library actor on a GPU thread of its own, so its waits never stall the
+    /// context actor or the other libraries.
+    fn spawn_library<A: crate::actor::Actor>(
+        &self,
+        ctx: &mut Context<Self>,
+        name: &str,
+        props: crate::actor::Props<A>,
+    ) -> Result<crate::actor::ActorRef<A::Msg>, GpuError> {
+        let thread = GpuDispatcher::new(&format!("{name}-{}", self.shared.config.device_id))?;
+        ctx.spawn_child(
+            props.dispatcher(thread).mailbox(self.shared.config.mailbox_capacity),
+            name,
+        )
     }
 
     /// The core, unless the device is lost or the core never started.
@@ -52,13 +69,18 @@ impl ContextActor {
             tokio::time::sleep(d).await;
         }
         let core = ContextCore::build(self.shared.clone()).map_err(|e| self.shared.observe(e))?;
-        let blas = if self.shared.config.libraries.blas {
-            let seed = BlasSeed::from_engine(self.shared.clone(), core.generation, &core.engine);
-            let thread = GpuDispatcher::new(&format!("blas-{}", self.shared.config.device_id))?;
-            let props = BlasActor::gpu_props(move || BlasActor::new(seed.clone()))
-                .dispatcher(thread)
-                .mailbox(self.shared.config.mailbox_capacity);
-            Some(BlasActorRef::new(ctx.spawn_child(props, "blas")?))
+        let seed = LibrarySeed::from_engine(self.shared.clone(), core.generation, &core.engine);
+        let libs = self.shared.config.libraries;
+        let blas = if libs.blas {
+            let seed = seed.clone();
+            let props = BlasActor::gpu_props(move || BlasActor::new(seed.clone()));
+            Some(BlasActorRef::new(self.spawn_library(ctx, "blas", props)?))
+        } else {
+            None
+        };
+        let rng = if libs.rng {
+            let props = RngActor::gpu_props(move || RngActor::new(seed.clone()));
+            Some(RngActorRef::new(self.spawn_library(ctx, "rng", props)?))
         } else {
             None
         };
@@ -69,7 +91,7 @@ impl ContextActor {
             s.generation = generation;
             s.status = Status::Ready;
             s.info = Some(info);
-            s.inner = Some(InnerRefs { ctx: me, blas });
+            s.inner = Some(InnerRefs { ctx: me, blas, rng });
         });
         self.core = Some(core);
         Ok(())

@@ -8,11 +8,13 @@ use std::sync::Arc;
 use atomr_accel_cuda_macros::gpu_actor;
 
 use super::context_actor::{ContextActor, ContextActorMsg};
+use super::state::InnerRefs;
 use super::state::{DeviceShared, Status};
 use crate::actor::{Context, Directive, StopReason, SupervisorStrategy, Terminated};
 use crate::dispatcher::GpuDispatcher;
 use crate::error::GpuError;
 use crate::kernel::blas::BlasActorMsg;
+use crate::kernel::rng::RngActorMsg;
 
 /// A request addressed to one of the inner actors.
 pub enum Routed {
@@ -20,6 +22,8 @@ pub enum Routed {
     Ctx(ContextActorMsg),
     /// For the BLAS actor.
     Blas(BlasActorMsg),
+    /// For the RNG actor.
+    Rng(RngActorMsg),
 }
 
 impl Routed {
@@ -28,7 +32,32 @@ impl Routed {
         match self {
             Routed::Ctx(m) => m.fail(e),
             Routed::Blas(m) => m.fail(e),
+            Routed::Rng(m) => m.fail(e),
         };
+    }
+
+    /// Sends the request to the inner actor it is for. A library the device was
+    /// configured without answers `Unsupported`; a send to a stopped actor drops the
+    /// message, whose reply then tells its asker.
+    pub(crate) async fn send_to(self, inner: &InnerRefs) -> Result<(), GpuError> {
+        let disabled = |lib: &str| GpuError::Unsupported(format!("{lib} is disabled in this DeviceConfig (libraries)"));
+        match self {
+            Routed::Ctx(m) => inner.ctx.actor_ref().send(m).await,
+            Routed::Blas(m) => match &inner.blas {
+                Some(b) => b.actor_ref().send(m).await,
+                None => {
+                    m.fail(disabled("BLAS"));
+                    Ok(())
+                }
+            },
+            Routed::Rng(m) => match &inner.rng {
+                Some(r) => r.actor_ref().send(m).await,
+                None => {
+                    m.fail(disabled("RNG"));
+                    Ok(())
+                }
+            },
+        }
     }
 }
 
@@ -47,6 +76,12 @@ impl Routable for ContextActorMsg {
 impl Routable for BlasActorMsg {
     fn route(self) -> Routed {
         Routed::Blas(self)
+    }
+}
+
+impl Routable for RngActorMsg {
+    fn route(self) -> Routed {
+        Routed::Rng(self)
     }
 }
 
@@ -79,20 +114,9 @@ impl DeviceActor {
         let inner = self.shared.state.borrow().inner.clone();
         match (self.shared.lost(), inner) {
             (Some(e), _) => routed.fail(GpuError::DeviceLost(e.to_string())),
-            (None, Some(inner)) => match routed {
-                // A failed send drops the message, whose reply then tells its asker.
-                Routed::Ctx(m) => {
-                    let _ = inner.ctx.actor_ref().send(m).await;
-                }
-                Routed::Blas(m) => match inner.blas {
-                    Some(b) => {
-                        let _ = b.actor_ref().send(m).await;
-                    }
-                    None => {
-                        m.fail(GpuError::Unsupported("BLAS is disabled in this DeviceConfig".into()));
-                    }
-                },
-            },
+            (None, Some(inner)) => {
+                let _ = routed.send_to(&inner).await;
+            }
             (None, None) => self.queue.push_back(routed),
         }
     }

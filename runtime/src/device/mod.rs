@@ -25,12 +25,13 @@ use self::context_actor::*;
 use self::device_actor::{DeviceActor, DeviceActorMsg, Routable, Routed};
 use self::state::DeviceShared;
 use crate::actor::{ActorRef, ActorSystem, Reply};
-use crate::dtype::{Blas1Scalar, BlasScalar, DType};
+use crate::dtype::{Blas1Scalar, BlasScalar, DType, RandomScalar};
 use crate::error::GpuError;
 use crate::gpu_ref::GpuRef;
 use crate::host::{PinnedBuf, Uploaded};
 use crate::kernel::blas::*;
 use crate::kernel::blas::{Batch, Gemm, Gemv};
+use crate::kernel::rng::*;
 use crate::module::{KernelArgs, KernelSource, LaunchConfig, ModuleRef};
 
 /// A handle to one device (a GPU, or the CPU device). Cheap to clone; every method is a
@@ -346,6 +347,39 @@ impl Device {
     pub async fn nrm2<T: Blas1Scalar>(&self, x: &GpuRef<T>) -> Result<T, GpuError> {
         let x = x.clone();
         self.call(|reply| <T as BlasActorNrm2DType>::__into_msg(x, reply)).await
+    }
+
+    /// Restarts the device's random sequence from `seed`: the same seed gives the same
+    /// numbers again (per backend: cuRAND on a GPU, ChaCha12 on the CPU device).
+    pub async fn seed_rng(&self, seed: u64) -> Result<(), GpuError> {
+        self.call(|reply| RngActorMsg::Reseed { seed, reply }).await
+    }
+
+    /// Fills `dst` with uniform numbers in (0, 1].
+    pub async fn fill_uniform<T: RandomScalar>(&self, dst: &GpuRef<T>) -> Result<(), GpuError> {
+        let dst = dst.clone();
+        self.call(|reply| <T as RngActorUniformDType>::__into_msg(dst, reply))
+            .await
+    }
+
+    /// Fills `dst` with Normal(mean, std) numbers.
+    pub async fn fill_normal<T: RandomScalar>(&self, dst: &GpuRef<T>, mean: T, std: T) -> Result<(), GpuError> {
+        let dst = dst.clone();
+        self.call(|reply| <T as RngActorNormalDType>::__into_msg(dst, mean, std, reply))
+            .await
+    }
+
+    /// Fills `dst` with exp(Normal(mean, std)) numbers.
+    pub async fn fill_log_normal<T: RandomScalar>(&self, dst: &GpuRef<T>, mean: T, std: T) -> Result<(), GpuError> {
+        let dst = dst.clone();
+        self.call(|reply| <T as RngActorLogNormalDType>::__into_msg(dst, mean, std, reply))
+            .await
+    }
+
+    /// Fills `dst` with Poisson(lambda) counts.
+    pub async fn fill_poisson(&self, dst: &GpuRef<u32>, lambda: f64) -> Result<(), GpuError> {
+        let dst = dst.clone();
+        self.call(|reply| RngActorMsg::Poisson { dst, lambda, reply }).await
     }
 
     /// Test hook: makes the inner tier fail and be rebuilt by its supervisor (a new

@@ -10,6 +10,7 @@ use super::context_actor::ContextActorRef;
 use crate::error::GpuError;
 use crate::host::PinnedPool;
 use crate::kernel::blas::BlasActorRef;
+use crate::kernel::rng::RngActorRef;
 
 /// Where a device is in its life.
 #[derive(Debug, Clone)]
@@ -49,6 +50,7 @@ pub struct DeviceInfo {
 pub(crate) struct InnerRefs {
     pub(crate) ctx: ContextActorRef,
     pub(crate) blas: Option<BlasActorRef>,
+    pub(crate) rng: Option<RngActorRef>,
 }
 
 /// A snapshot of a device's state.
@@ -127,6 +129,32 @@ impl DeviceShared {
             f(s);
             true
         });
+    }
+
+    /// An actor's core, unless the device is lost or the core never started.
+    pub(crate) fn usable<'a, C>(&self, core: &'a mut Option<C>, what: &str) -> Result<&'a mut C, GpuError> {
+        if let Some(e) = self.lost() {
+            return Err(GpuError::DeviceLost(format!(
+                "device {} is lost: {e}",
+                self.config.device_id
+            )));
+        }
+        core.as_mut().ok_or_else(|| {
+            GpuError::DeviceLost(format!(
+                "the {what} of device {} failed to start",
+                self.config.device_id
+            ))
+        })
+    }
+
+    /// Wraps GPU work in flight as a `Deferred`, its errors classified against the
+    /// device's state.
+    pub(crate) fn deferred(
+        self: &Arc<Self>,
+        fut: futures::future::BoxFuture<'static, Result<(), GpuError>>,
+    ) -> crate::actor::Deferred<()> {
+        let shared = self.clone();
+        crate::actor::Deferred::later(async move { fut.await.map_err(|e| shared.observe(e)) })
     }
 
     /// Records `e` if it poisons the device, and passes it on. Any other error on a

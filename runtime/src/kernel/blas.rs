@@ -10,12 +10,11 @@ use futures::future::BoxFuture;
 use crate::actor::Context;
 use crate::actor::Deferred;
 use crate::completion::Completer;
-use crate::device::core::Engine;
 use crate::device::state::DeviceShared;
 use crate::dtype::{Blas1Base, BlasBase, DTypeBase};
 use crate::error::GpuError;
 use crate::gpu_ref::{GpuRef, Storage};
-use crate::stream::StreamSource;
+use crate::kernel::seed::LibrarySeed;
 use atomr_accel_cuda_macros::gpu_actor;
 
 /// One GEMM: `C = alpha · op(A) · op(B) + beta · C`, column-major, `op(A)` m×k, `op(B)`
@@ -283,46 +282,21 @@ enum BlasEngine {
     },
 }
 
-/// What a `BlasActor` is built from (captured by its props).
-#[derive(Clone)]
-pub(crate) struct BlasSeed {
-    pub(crate) shared: Arc<DeviceShared>,
-    pub(crate) generation: u64,
-    pub(crate) cuda: Option<(Arc<StreamSource>, Completer)>,
-}
-
-impl BlasSeed {
-    pub(crate) fn from_engine(shared: Arc<DeviceShared>, generation: u64, engine: &Engine) -> Self {
-        let cuda = match engine {
-            Engine::Cpu => None,
-            Engine::Cuda(c) => Some((c.streams.clone(), c.completer.clone())),
-        };
-        BlasSeed {
-            shared,
-            generation,
-            cuda,
-        }
-    }
-
-    fn build(&self) -> Result<BlasCore, GpuError> {
-        let engine = match &self.cuda {
-            None => BlasEngine::Cpu,
-            Some((streams, completer)) => {
-                let stream = streams.take()?;
-                let blas = CudaBlas::new(stream.clone())?;
-                BlasEngine::Cuda {
-                    blas,
-                    stream,
-                    completer: completer.clone(),
-                }
-            }
-        };
-        Ok(BlasCore {
-            shared: self.shared.clone(),
-            generation: self.generation,
-            engine,
-        })
-    }
+/// Builds the BLAS core of a generation.
+fn build(seed: &LibrarySeed) -> Result<BlasCore, GpuError> {
+    let engine = match seed.cuda_stream()? {
+        None => BlasEngine::Cpu,
+        Some((stream, completer)) => BlasEngine::Cuda {
+            blas: CudaBlas::new(stream.clone())?,
+            stream,
+            completer,
+        },
+    };
+    Ok(BlasCore {
+        shared: seed.shared.clone(),
+        generation: seed.generation,
+        engine,
+    })
 }
 
 impl BlasCore {
@@ -604,8 +578,7 @@ impl BlasCore {
     }
 
     fn pending(&self, fut: BoxFuture<'static, Result<(), GpuError>>) -> Deferred<()> {
-        let shared = self.shared.clone();
-        Deferred::later(async move { fut.await.map_err(|e| shared.observe(e)) })
+        self.shared.deferred(fut)
     }
 }
 
@@ -675,25 +648,17 @@ fn cpu_gemm<T: BlasBase>(g: &Gemm<T>, batch: &Batch, a: &[T], b: &[T], c: &mut [
 /// device). It runs on a dispatcher thread of its own so a long CPU GEMM or a blocking
 /// completion never stalls the context actor. Written with `#[gpu_actor]`.
 pub struct BlasActor {
-    seed: BlasSeed,
+    seed: LibrarySeed,
     core: Option<BlasCore>,
 }
 
 impl BlasActor {
-    pub(crate) fn new(seed: BlasSeed) -> Self {
+    pub(crate) fn new(seed: LibrarySeed) -> Self {
         BlasActor { seed, core: None }
     }
 
     fn core(&mut self) -> Result<&mut BlasCore, GpuError> {
-        if let Some(e) = self.seed.shared.lost() {
-            return Err(GpuError::DeviceLost(format!(
-                "device {} is lost: {e}",
-                self.seed.shared.config.device_id
-            )));
-        }
-        self.core
-            .as_mut()
-            .ok_or_else(|| GpuError::DeviceLost("the BLAS actor failed to start".into()))
+        self.seed.shared.usable(&mut self.core, "BLAS actor")
     }
 }
 
@@ -702,7 +667,7 @@ impl BlasActor {
     /// Creates the cuBLAS handle on the actor's own stream.
     #[pre_start]
     async fn start(&mut self, _ctx: &mut Context<Self>) -> Result<(), GpuError> {
-        self.core = Some(self.seed.build().map_err(|e| self.seed.shared.observe(e))?);
+        self.core = Some(build(&self.seed).map_err(|e| self.seed.shared.observe(e))?);
         Ok(())
     }
 

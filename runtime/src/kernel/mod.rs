@@ -2,3 +2,5 @@
 //! equivalent) and the stream it enqueues on.
 
 pub mod blas;
+pub mod rng;
+pub(crate) mod seed;

@@ -1,0 +1,211 @@
+//! `RngActor`: random numbers into device buffers — cuRAND on the GPU, a seeded ChaCha12
+//! generator on the CPU device.
+//!
+//! Seeded and reproducible on each backend: the same seed gives the same numbers again
+//! (after `seed`, or on a fresh device). The CPU and GPU sequences differ (different
+//! generators); their distributions agree, which is what the tests check.
+
+use std::sync::Arc;
+
+use atomr_accel_cuda_macros::gpu_actor;
+use cudarc::driver::CudaStream;
+use rand::SeedableRng;
+use rand_chacha::ChaCha12Rng;
+use rand_distr::{Distribution, LogNormal, Normal, Poisson, StandardUniform};
+
+use crate::actor::{Context, Deferred};
+use crate::completion::Completer;
+use crate::device::state::DeviceShared;
+use crate::dtype::RngFloat;
+use crate::error::GpuError;
+use crate::gpu_ref::{GpuRef, Storage};
+use crate::kernel::seed::LibrarySeed;
+use crate::sys::{CurandGen, Draw};
+
+/// The seed a device's generator starts from.
+pub const DEFAULT_SEED: u64 = 0x5EED_A70A;
+
+enum RngEngine {
+    Cpu(Box<ChaCha12Rng>),
+    Cuda {
+        gen: CurandGen,
+        stream: Arc<CudaStream>,
+        completer: Completer,
+    },
+}
+
+/// The generator of one generation of a device.
+pub(crate) struct RngCore {
+    shared: Arc<DeviceShared>,
+    generation: u64,
+    engine: RngEngine,
+}
+
+/// Builds the generator of a generation.
+fn build(seed: &LibrarySeed) -> Result<RngCore, GpuError> {
+    let engine = match seed.cuda_stream()? {
+        None => RngEngine::Cpu(Box::new(ChaCha12Rng::seed_from_u64(DEFAULT_SEED))),
+        Some((stream, completer)) => RngEngine::Cuda {
+            gen: CurandGen::new(stream.clone(), DEFAULT_SEED)?,
+            stream,
+            completer,
+        },
+    };
+    Ok(RngCore {
+        shared: seed.shared.clone(),
+        generation: seed.generation,
+        engine,
+    })
+}
+
+fn invalid(m: String) -> GpuError {
+    GpuError::InvalidArgument(m)
+}
+
+fn check_params(mean: f64, std: f64) -> Result<(), GpuError> {
+    if !mean.is_finite() || !std.is_finite() || std <= 0.0 {
+        return Err(invalid(format!(
+            "need a finite mean and a positive finite std, got mean {mean}, std {std}"
+        )));
+    }
+    Ok(())
+}
+
+impl RngCore {
+    fn check<T: crate::dtype::DTypeBase>(&self, r: &GpuRef<T>) -> Result<(), GpuError> {
+        r.validate(self.shared.config.device_id, self.generation)
+    }
+
+    fn reseed(&mut self, seed: u64) -> Result<(), GpuError> {
+        match &mut self.engine {
+            RngEngine::Cpu(rng) => **rng = ChaCha12Rng::seed_from_u64(seed),
+            RngEngine::Cuda { gen, .. } => gen.reseed(seed).map_err(|e| self.shared.observe(e))?,
+        }
+        Ok(())
+    }
+
+    fn fill<T: RngFloat>(&mut self, dst: &GpuRef<T>, draw: Draw<T>) -> Result<Deferred<()>, GpuError> {
+        self.check(dst)?;
+        if let Draw::Normal { mean, std } | Draw::LogNormal { mean, std } = draw {
+            check_params(mean.to_f64(), std.to_f64())?;
+        }
+        let mut d = dst.lock();
+        match (&mut self.engine, &mut *d) {
+            (RngEngine::Cpu(rng), Storage::Cpu(v)) => {
+                let to = |x: f64| T::from_f64(x);
+                match draw {
+                    // (0, 1], like cuRAND.
+                    Draw::Uniform => v.iter_mut().for_each(|x| {
+                        let u: f64 = StandardUniform.sample(&mut **rng);
+                        *x = to(1.0 - u)
+                    }),
+                    Draw::Normal { mean, std } => {
+                        let n = Normal::new(mean.to_f64(), std.to_f64()).map_err(|e| invalid(e.to_string()))?;
+                        v.iter_mut().for_each(|x| *x = to(n.sample(&mut **rng)));
+                    }
+                    Draw::LogNormal { mean, std } => {
+                        let n = LogNormal::new(mean.to_f64(), std.to_f64()).map_err(|e| invalid(e.to_string()))?;
+                        v.iter_mut().for_each(|x| *x = to(n.sample(&mut **rng)));
+                    }
+                }
+                Ok(Deferred::Now(()))
+            }
+            (RngEngine::Cuda { gen, stream, completer }, Storage::Cuda(s)) => {
+                let needs_even = !matches!(draw, Draw::Uniform);
+                let r = if needs_even && s.len() % 2 == 1 {
+                    // cuRAND's pseudo-random normal generators fill even counts only:
+                    // draw one more into scratch and copy.
+                    stream
+                        .alloc_zeros::<T>(s.len() + 1)
+                        .map_err(GpuError::from)
+                        .and_then(|mut scratch| {
+                            T::curand_fill(gen, &mut scratch, draw)?;
+                            let n = s.len();
+                            stream.memcpy_dtod(&scratch.slice(..n), s).map_err(GpuError::from)
+                        })
+                } else {
+                    T::curand_fill(gen, s, draw)
+                };
+                r.map_err(|e| self.shared.observe(e))?;
+                Ok(self.shared.deferred(completer.done(stream)))
+            }
+            _ => Err(invalid("a buffer of another backend".into())),
+        }
+    }
+
+    fn poisson(&mut self, dst: &GpuRef<u32>, lambda: f64) -> Result<Deferred<()>, GpuError> {
+        self.check(dst)?;
+        if !lambda.is_finite() || lambda <= 0.0 {
+            return Err(invalid(format!("Poisson needs a positive finite lambda, got {lambda}")));
+        }
+        let mut d = dst.lock();
+        match (&mut self.engine, &mut *d) {
+            (RngEngine::Cpu(rng), Storage::Cpu(v)) => {
+                let p = Poisson::new(lambda).map_err(|e| invalid(e.to_string()))?;
+                v.iter_mut().for_each(|x| *x = p.sample(&mut **rng) as u32);
+                Ok(Deferred::Now(()))
+            }
+            (RngEngine::Cuda { gen, stream, completer }, Storage::Cuda(s)) => {
+                gen.poisson(s, lambda).map_err(|e| self.shared.observe(e))?;
+                Ok(self.shared.deferred(completer.done(stream)))
+            }
+            _ => Err(invalid("a buffer of another backend".into())),
+        }
+    }
+}
+
+/// The RNG actor of a device. Written with `#[gpu_actor]`.
+pub struct RngActor {
+    seed: LibrarySeed,
+    core: Option<RngCore>,
+}
+
+impl RngActor {
+    pub(crate) fn new(seed: LibrarySeed) -> Self {
+        RngActor { seed, core: None }
+    }
+
+    fn core(&mut self) -> Result<&mut RngCore, GpuError> {
+        self.seed.shared.usable(&mut self.core, "RNG actor")
+    }
+}
+
+#[gpu_actor(crate = crate)]
+impl RngActor {
+    /// Creates the generator on the actor's own stream, seeded with [`DEFAULT_SEED`].
+    #[pre_start]
+    async fn start(&mut self, _ctx: &mut Context<Self>) -> Result<(), GpuError> {
+        self.core = Some(build(&self.seed).map_err(|e| self.seed.shared.observe(e))?);
+        Ok(())
+    }
+
+    /// Restarts the sequence of `seed`.
+    #[handler]
+    fn reseed(&mut self, seed: u64) -> Result<(), GpuError> {
+        self.core()?.reseed(seed)
+    }
+
+    /// Uniform in (0, 1].
+    #[handler(dtypes(blas1))]
+    fn uniform<T: RngFloat>(&mut self, dst: GpuRef<T>) -> Result<Deferred<()>, GpuError> {
+        self.core()?.fill(&dst, Draw::Uniform)
+    }
+
+    /// Normal(mean, std).
+    #[handler(dtypes(blas1))]
+    fn normal<T: RngFloat>(&mut self, dst: GpuRef<T>, mean: T, std: T) -> Result<Deferred<()>, GpuError> {
+        self.core()?.fill(&dst, Draw::Normal { mean, std })
+    }
+
+    /// exp(Normal(mean, std)).
+    #[handler(dtypes(blas1))]
+    fn log_normal<T: RngFloat>(&mut self, dst: GpuRef<T>, mean: T, std: T) -> Result<Deferred<()>, GpuError> {
+        self.core()?.fill(&dst, Draw::LogNormal { mean, std })
+    }
+
+    /// Poisson(lambda) counts.
+    #[handler]
+    fn poisson(&mut self, dst: GpuRef<u32>, lambda: f64) -> Result<Deferred<()>, GpuError> {
+        self.core()?.poisson(&dst, lambda)
+    }
+}
