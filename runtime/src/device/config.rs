@@ -60,6 +60,11 @@ pub struct DeviceConfig {
     pub cpu_memory_limit: u64,
     /// Bytes of free pinned host buffers the device keeps for reuse.
     pub pinned_pool_bytes: u64,
+    /// How long a caller's task spins (yielding to other tasks) for a reply before it
+    /// parks. Spinning keeps the caller's thread hot — a thread parked for the length of
+    /// a GPU operation wakes tens of microseconds late — at the price of a busy core while
+    /// it waits, as `cudaStreamSynchronize` does by default. Zero: park at once.
+    pub reply_spin: Duration,
     /// Kernel disk cache directory (None: `KernelCache::default_dir()`).
     pub kernel_cache_dir: Option<std::path::PathBuf>,
     /// Diagnostics and test hook: the inner tier waits this long before building its
@@ -83,6 +88,7 @@ impl Default for DeviceConfig {
             pinned_pool_bytes: 1 << 30,
             start_delay: None,
             kernel_cache_dir: None,
+            reply_spin: Duration::from_millis(20),
         }
     }
 }

@@ -156,15 +156,34 @@ impl Device {
         }
     }
 
-    async fn await_reply<R>(&self, rx: oneshot::Receiver<Result<R, GpuError>>) -> Result<R, GpuError> {
+    async fn await_reply<R>(&self, mut rx: oneshot::Receiver<Result<R, GpuError>>) -> Result<R, GpuError> {
+        let no_reply = || {
+            self.shared
+                .lost()
+                .map(|e| GpuError::DeviceLost(e.to_string()))
+                .unwrap_or_else(|| GpuError::NoReply(self.outer.path().to_string()))
+        };
+        // Spin (yielding to other tasks) before parking: a thread parked for the length
+        // of a GPU operation wakes tens of microseconds late (BENCHMARKS.md).
+        let spin = self.shared.config.reply_spin;
+        if !spin.is_zero() {
+            let until = std::time::Instant::now() + spin;
+            loop {
+                match rx.try_recv() {
+                    Ok(r) => return r,
+                    Err(oneshot::error::TryRecvError::Closed) => return Err(no_reply()),
+                    Err(oneshot::error::TryRecvError::Empty) => {}
+                }
+                if std::time::Instant::now() >= until {
+                    break;
+                }
+                tokio::task::yield_now().await;
+            }
+        }
         let timeout = self.shared.config.request_timeout;
         match self.system.deadlines().run(timeout, rx).await {
             Ok(Ok(r)) => r,
-            Ok(Err(_)) => Err(self
-                .shared
-                .lost()
-                .map(|e| GpuError::DeviceLost(e.to_string()))
-                .unwrap_or_else(|| GpuError::NoReply(self.outer.path().to_string()))),
+            Ok(Err(_)) => Err(no_reply()),
             Err(_) => Err(GpuError::Timeout(timeout)),
         }
     }
