@@ -73,11 +73,17 @@ fn main() {
         .unwrap();
     rt.block_on(async {
         let sys = ActorSystem::new("bench");
+        // BENCH_COMPLETION=polled|hostfn picks the completion strategy of the SGEMM part.
         // BENCH_STREAMS=single puts the BLAS actor on the context's stream (no cross-stream
         // events); the default is a stream per actor.
         let mut config = DeviceConfig::cuda(0);
         if let Some(ms) = std::env::var("BENCH_REPLY_SPIN_MS").ok().and_then(|v| v.parse().ok()) {
             config.reply_spin = std::time::Duration::from_millis(ms);
+        }
+        match std::env::var("BENCH_COMPLETION").as_deref() {
+            Ok("polled") => config = config.with_completion(CompletionStrategy::Polled),
+            Ok("hostfn") => config = config.with_completion(CompletionStrategy::HostFn),
+            _ => {}
         }
         if std::env::var("BENCH_STREAMS").as_deref() == Ok("single") {
             config = config.with_streams(atomr_accel_cuda::StreamStrategy::Single);
