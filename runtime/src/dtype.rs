@@ -18,6 +18,8 @@ pub enum DTypeKind {
     Int,
     /// Unsigned integer.
     UInt,
+    /// Complex floating point (interleaved real, imaginary).
+    Complex,
 }
 
 /// An element type a device buffer can hold.
@@ -66,6 +68,56 @@ macro_rules! half_dtype {
 }
 
 half_dtype!(f16, bf16);
+
+/// A complex number laid out as cuFFT's `cufftComplex` / `cufftDoubleComplex`:
+/// `re` then `im`, no padding.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Complex<T> {
+    /// Real part.
+    pub re: T,
+    /// Imaginary part.
+    pub im: T,
+}
+
+impl<T> Complex<T> {
+    /// `re + i·im`.
+    pub const fn new(re: T, im: T) -> Self {
+        Complex { re, im }
+    }
+}
+
+/// Single-precision complex (`cufftComplex`).
+#[allow(non_camel_case_types)]
+pub type c32 = Complex<f32>;
+/// Double-precision complex (`cufftDoubleComplex`).
+#[allow(non_camel_case_types)]
+pub type c64 = Complex<f64>;
+
+/// The float types a [`Complex`] is made of (f32, f64).
+pub trait ComplexPart: DTypeBase + num_traits::Float {
+    /// The complex type's name (`"c32"`, `"c64"`).
+    const COMPLEX_NAME: &'static str;
+}
+impl ComplexPart for f32 {
+    const COMPLEX_NAME: &'static str = "c32";
+}
+impl ComplexPart for f64 {
+    const COMPLEX_NAME: &'static str = "c64";
+}
+
+/// `to_f64`/`from_f64` use the real part (a real number is a complex one with a zero
+/// imaginary part).
+impl<T: ComplexPart> DTypeBase for Complex<T> {
+    const NAME: &'static str = T::COMPLEX_NAME;
+    const KIND: DTypeKind = DTypeKind::Complex;
+    fn to_f64(self) -> f64 {
+        self.re.to_f64()
+    }
+    fn from_f64(v: f64) -> Self {
+        Complex::new(T::from_f64(v), T::from_f64(0.0))
+    }
+}
 
 /// Floating-point dtypes.
 pub trait FloatDType: DTypeBase {}
@@ -175,13 +227,20 @@ use crate::kernel::blas::{
     BlasActorAxpyDType, BlasActorDotDType, BlasActorGemmDType, BlasActorGemvDType, BlasActorNrm2DType,
     BlasActorScalDType,
 };
+/// Float types cuFFT transforms (f32, f64): the bound of the `FftActor`'s handlers.
+pub trait FftFloat: ComplexPart + crate::sys::CufftFloat {}
+impl FftFloat for f32 {}
+impl FftFloat for f64 {}
+
+use crate::kernel::fft::{FftActorC2cDType, FftActorC2rDType, FftActorR2cDType};
 use crate::kernel::rng::{RngActorLogNormalDType, RngActorNormalDType, RngActorUniformDType};
 
 bound_alias!(
-    /// Every element type a device buffer can hold: f16, bf16, f32, f64, i8–i64, u8–u64.
+    /// Every element type a device buffer can hold: f16, bf16, f32, f64, i8–i64, u8–u64,
+    /// and the complex c32, c64.
     /// The bound of the `Device` API (a [`DTypeBase`] plus the device actors' message
     /// mappings, which `#[gpu_actor]` generates).
-    DType("`{Self}` is not an element type: buffers hold f16, bf16, f32, f64, i8–i64 or u8–u64") for [f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64]: DTypeBase, ContextActorAllocDType, ContextActorUploadDType, ContextActorWriteDType,
+    DType("`{Self}` is not an element type: buffers hold f16, bf16, f32, f64, i8–i64, u8–u64, c32 or c64") for [f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, c32, c64]: DTypeBase, ContextActorAllocDType, ContextActorUploadDType, ContextActorWriteDType,
         ContextActorDownloadDType, ContextActorCopyDType, ContextActorPinnedDType, ContextActorUploadPinnedDType,
         ContextActorWritePinnedDType, ContextActorDownloadPinnedDType
 );
@@ -201,4 +260,10 @@ bound_alias!(
     /// Element types the RNG fills with uniform, normal and log-normal numbers: f32, f64.
     RandomScalar("`{Self}` is not an RNG dtype: the generator fills f32 or f64 (u32 for Poisson)") for [f32, f64]:
         DType, RngFloat, RngActorUniformDType, RngActorNormalDType, RngActorLogNormalDType
+);
+
+bound_alias!(
+    /// Float types of the FFT: f32 (with c32) and f64 (with c64).
+    FftScalar("`{Self}` is not an FFT dtype: transforms take f32/c32 or f64/c64") for [f32, f64]:
+        DType, FftFloat, FftActorC2cDType, FftActorR2cDType, FftActorC2rDType
 );

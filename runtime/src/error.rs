@@ -19,6 +19,8 @@ pub enum Lib {
     Nvrtc,
     /// cuRAND.
     Curand,
+    /// cuFFT.
+    Cufft,
     /// The CPU device's own backend (host GEMM, host memory).
     Cpu,
 }
@@ -30,6 +32,7 @@ impl std::fmt::Display for Lib {
             Lib::Cublas => "cuBLAS",
             Lib::Nvrtc => "NVRTC",
             Lib::Curand => "cuRAND",
+            Lib::Cufft => "cuFFT",
             Lib::Cpu => "CPU backend",
         })
     }

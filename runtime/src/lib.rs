@@ -27,6 +27,7 @@ pub use error::{GpuError, Lib};
 pub use gpu_ref::GpuRef;
 pub use host::PinnedBuf;
 pub use kernel::blas::{Batch, Gemm, Gemv};
+pub use kernel::fft::FftShape;
 pub use stream::StreamStrategy;
 
 /// Re-exports the generated code of `#[gpu_actor]` names, so users need not depend on

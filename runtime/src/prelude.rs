@@ -5,8 +5,9 @@ pub use crate::actor::{
 };
 pub use crate::device::{BackendChoice, BackendKind, Device, DeviceConfig};
 pub use crate::dispatcher::{Dispatcher, GpuDispatcher};
-pub use crate::dtype::{Blas1Scalar, BlasScalar, DType, FloatDType, RandomScalar};
+pub use crate::dtype::{c32, c64, Blas1Scalar, BlasScalar, Complex, DType, FftScalar, FloatDType, RandomScalar};
 pub use crate::error::GpuError;
 pub use crate::gpu_ref::GpuRef;
 pub use crate::kernel::blas::{Batch, Gemm, Gemv};
+pub use crate::kernel::fft::FftShape;
 pub use half::{bf16, f16};

@@ -166,8 +166,9 @@ fn parse_plain_ret(ret: &ReturnType) -> Ret {
 }
 
 /// Parses `#[handler(...)]`'s arguments: `tell`, `dtypes(...)`.
-/// Named dtype sets: `all` (every element type), `float` (f16, bf16, f32, f64), `blas1`
-/// (f32, f64), `int` (signed and unsigned integers). Other types stay as written.
+/// Named dtype sets: `all` (every real element type), `float` (f16, bf16, f32, f64),
+/// `blas1` (f32, f64), `int` (signed and unsigned integers), `complex` (c32, c64). Other
+/// types stay as written.
 fn expand_set(t: Type, krate: &syn::Path) -> Vec<Type> {
     let Type::Path(p) = &t else { return vec![t] };
     let Some(id) = p.path.get_ident() else { return vec![t] };
@@ -178,6 +179,7 @@ fn expand_set(t: Type, krate: &syn::Path) -> Vec<Type> {
         "float" => &["f16", "bf16", "f32", "f64"],
         "blas1" => &["f32", "f64"],
         "int" => &["i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"],
+        "complex" => &["c32", "c64"],
         _ => return vec![t],
     };
     let span = id.span();
@@ -187,6 +189,8 @@ fn expand_set(t: Type, krate: &syn::Path) -> Vec<Type> {
             let ident = Ident::new(n, span);
             let ty = if *n == "f16" || *n == "bf16" {
                 quote::quote_spanned!(span=> #krate::__private::half::#ident)
+            } else if *n == "c32" || *n == "c64" {
+                quote::quote_spanned!(span=> #krate::dtype::#ident)
             } else {
                 quote::quote_spanned!(span=> #ident)
             };

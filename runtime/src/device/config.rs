@@ -25,11 +25,17 @@ pub struct Libraries {
     pub blas: bool,
     /// `RngActor` (cuRAND / a seeded ChaCha12 generator).
     pub rng: bool,
+    /// `FftActor` (cuFFT / rustfft).
+    pub fft: bool,
 }
 
 impl Default for Libraries {
     fn default() -> Self {
-        Libraries { blas: true, rng: true }
+        Libraries {
+            blas: true,
+            rng: true,
+            fft: true,
+        }
     }
 }
 

@@ -15,6 +15,7 @@ use crate::error::GpuError;
 use crate::gpu_ref::GpuRef;
 use crate::host::{PinnedBuf, Uploaded};
 use crate::kernel::blas::{BlasActor, BlasActorRef};
+use crate::kernel::fft::{FftActor, FftActorRef};
 use crate::kernel::rng::{RngActor, RngActorRef};
 use crate::kernel::seed::LibrarySeed;
 use crate::module::{KernelArgs, KernelSource, LaunchConfig, ModuleRef};
@@ -79,8 +80,15 @@ impl ContextActor {
             None
         };
         let rng = if libs.rng {
+            let seed = seed.clone();
             let props = RngActor::gpu_props(move || RngActor::new(seed.clone()));
             Some(RngActorRef::new(self.spawn_library(ctx, "rng", props)?))
+        } else {
+            None
+        };
+        let fft = if libs.fft {
+            let props = FftActor::gpu_props(move || FftActor::new(seed.clone()));
+            Some(FftActorRef::new(self.spawn_library(ctx, "fft", props)?))
         } else {
             None
         };
@@ -91,7 +99,12 @@ impl ContextActor {
             s.generation = generation;
             s.status = Status::Ready;
             s.info = Some(info);
-            s.inner = Some(InnerRefs { ctx: me, blas, rng });
+            s.inner = Some(InnerRefs {
+                ctx: me,
+                blas,
+                rng,
+                fft,
+            });
         });
         self.core = Some(core);
         Ok(())
@@ -109,49 +122,49 @@ impl ContextActor {
     }
 
     /// Allocates `len` zeroed elements.
-    #[handler(dtypes(all))]
+    #[handler(dtypes(all, complex))]
     fn alloc<T: DTypeBase>(&mut self, len: usize) -> Result<GpuRef<T>, GpuError> {
         self.core()?.alloc::<T>(len)
     }
 
     /// Allocates a buffer holding `data`.
-    #[handler(dtypes(all))]
+    #[handler(dtypes(all, complex))]
     fn upload<T: DTypeBase>(&mut self, data: Vec<T>) -> Result<Deferred<GpuRef<T>>, GpuError> {
         self.core()?.upload(&data)
     }
 
     /// Overwrites `dst` with `data`.
-    #[handler(dtypes(all))]
+    #[handler(dtypes(all, complex))]
     fn write<T: DTypeBase>(&mut self, dst: GpuRef<T>, data: Vec<T>) -> Result<Deferred<()>, GpuError> {
         self.core()?.write(&dst, &data)
     }
 
     /// Copies `src` to the host.
-    #[handler(dtypes(all))]
+    #[handler(dtypes(all, complex))]
     fn download<T: DTypeBase>(&mut self, src: GpuRef<T>) -> Result<Deferred<Vec<T>>, GpuError> {
         self.core()?.download(&src)
     }
 
     /// Copies `src` into `dst` on the device.
-    #[handler(dtypes(all))]
+    #[handler(dtypes(all, complex))]
     fn copy<T: DTypeBase>(&mut self, src: GpuRef<T>, dst: GpuRef<T>) -> Result<Deferred<()>, GpuError> {
         self.core()?.copy(&src, &dst)
     }
 
     /// A pinned host buffer from the pool.
-    #[handler(dtypes(all))]
+    #[handler(dtypes(all, complex))]
     fn pinned<T: DTypeBase>(&mut self, len: usize) -> Result<PinnedBuf<T>, GpuError> {
         self.core()?.pinned::<T>(len)
     }
 
     /// Uploads a pinned buffer into a new device buffer.
-    #[handler(dtypes(all))]
+    #[handler(dtypes(all, complex))]
     fn upload_pinned<T: DTypeBase>(&mut self, buf: PinnedBuf<T>) -> Result<Deferred<Uploaded<T>>, GpuError> {
         self.core()?.upload_pinned(buf)
     }
 
     /// Copies a pinned buffer into `dst`.
-    #[handler(dtypes(all))]
+    #[handler(dtypes(all, complex))]
     fn write_pinned<T: DTypeBase>(
         &mut self,
         dst: GpuRef<T>,
@@ -161,7 +174,7 @@ impl ContextActor {
     }
 
     /// Copies `src` into a pinned buffer.
-    #[handler(dtypes(all))]
+    #[handler(dtypes(all, complex))]
     fn download_pinned<T: DTypeBase>(
         &mut self,
         src: GpuRef<T>,

@@ -14,6 +14,7 @@ use crate::actor::{Context, Directive, StopReason, SupervisorStrategy, Terminate
 use crate::dispatcher::GpuDispatcher;
 use crate::error::GpuError;
 use crate::kernel::blas::BlasActorMsg;
+use crate::kernel::fft::FftActorMsg;
 use crate::kernel::rng::RngActorMsg;
 
 /// A request addressed to one of the inner actors.
@@ -24,6 +25,8 @@ pub enum Routed {
     Blas(BlasActorMsg),
     /// For the RNG actor.
     Rng(RngActorMsg),
+    /// For the FFT actor.
+    Fft(FftActorMsg),
 }
 
 impl Routed {
@@ -33,6 +36,7 @@ impl Routed {
             Routed::Ctx(m) => m.fail(e),
             Routed::Blas(m) => m.fail(e),
             Routed::Rng(m) => m.fail(e),
+            Routed::Fft(m) => m.fail(e),
         };
     }
 
@@ -54,6 +58,13 @@ impl Routed {
                 Some(r) => r.actor_ref().send(m).await,
                 None => {
                     m.fail(disabled("RNG"));
+                    Ok(())
+                }
+            },
+            Routed::Fft(m) => match &inner.fft {
+                Some(f) => f.actor_ref().send(m).await,
+                None => {
+                    m.fail(disabled("FFT"));
                     Ok(())
                 }
             },
@@ -82,6 +93,12 @@ impl Routable for BlasActorMsg {
 impl Routable for RngActorMsg {
     fn route(self) -> Routed {
         Routed::Rng(self)
+    }
+}
+
+impl Routable for FftActorMsg {
+    fn route(self) -> Routed {
+        Routed::Fft(self)
     }
 }
 

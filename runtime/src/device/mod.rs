@@ -25,12 +25,13 @@ use self::context_actor::*;
 use self::device_actor::{DeviceActor, DeviceActorMsg, Routable, Routed};
 use self::state::DeviceShared;
 use crate::actor::{ActorRef, ActorSystem, Reply};
-use crate::dtype::{Blas1Scalar, BlasScalar, DType, RandomScalar};
+use crate::dtype::{Blas1Scalar, BlasScalar, Complex, DType, FftScalar, RandomScalar};
 use crate::error::GpuError;
 use crate::gpu_ref::GpuRef;
 use crate::host::{PinnedBuf, Uploaded};
 use crate::kernel::blas::*;
 use crate::kernel::blas::{Batch, Gemm, Gemv};
+use crate::kernel::fft::*;
 use crate::kernel::rng::*;
 use crate::module::{KernelArgs, KernelSource, LaunchConfig, ModuleRef};
 
@@ -399,6 +400,44 @@ impl Device {
     pub async fn fill_poisson(&self, dst: &GpuRef<u32>, lambda: f64) -> Result<(), GpuError> {
         let dst = dst.clone();
         self.call(|reply| RngActorMsg::Poisson { dst, lambda, reply }).await
+    }
+
+    /// Complex-to-complex FFT of `shape` (forward, or inverse and unnormalised); in place
+    /// when `input` and `output` are the same buffer.
+    pub async fn fft_c2c<T: FftScalar>(
+        &self,
+        input: &GpuRef<Complex<T>>,
+        output: &GpuRef<Complex<T>>,
+        shape: &FftShape,
+        inverse: bool,
+    ) -> Result<(), GpuError> {
+        let (input, output, shape) = (input.clone(), output.clone(), shape.clone());
+        self.call(|reply| <T as FftActorC2cDType>::__into_msg(input, output, shape, inverse, reply))
+            .await
+    }
+
+    /// Real-to-complex FFT of `shape`; `output` holds the half spectrum.
+    pub async fn fft_r2c<T: FftScalar>(
+        &self,
+        input: &GpuRef<T>,
+        output: &GpuRef<Complex<T>>,
+        shape: &FftShape,
+    ) -> Result<(), GpuError> {
+        let (input, output, shape) = (input.clone(), output.clone(), shape.clone());
+        self.call(|reply| <T as FftActorR2cDType>::__into_msg(input, output, shape, reply))
+            .await
+    }
+
+    /// Complex-to-real (inverse, unnormalised) FFT of `shape` from a half spectrum.
+    pub async fn fft_c2r<T: FftScalar>(
+        &self,
+        input: &GpuRef<Complex<T>>,
+        output: &GpuRef<T>,
+        shape: &FftShape,
+    ) -> Result<(), GpuError> {
+        let (input, output, shape) = (input.clone(), output.clone(), shape.clone());
+        self.call(|reply| <T as FftActorC2rDType>::__into_msg(input, output, shape, reply))
+            .await
     }
 
     /// Test hook: makes the inner tier fail and be rebuilt by its supervisor (a new

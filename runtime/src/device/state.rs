@@ -10,6 +10,7 @@ use super::context_actor::ContextActorRef;
 use crate::error::GpuError;
 use crate::host::PinnedPool;
 use crate::kernel::blas::BlasActorRef;
+use crate::kernel::fft::FftActorRef;
 use crate::kernel::rng::RngActorRef;
 
 /// Where a device is in its life.
@@ -51,6 +52,7 @@ pub(crate) struct InnerRefs {
     pub(crate) ctx: ContextActorRef,
     pub(crate) blas: Option<BlasActorRef>,
     pub(crate) rng: Option<RngActorRef>,
+    pub(crate) fft: Option<FftActorRef>,
 }
 
 /// A snapshot of a device's state.

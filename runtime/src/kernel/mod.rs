@@ -2,5 +2,6 @@
 //! equivalent) and the stream it enqueues on.
 
 pub mod blas;
+pub mod fft;
 pub mod rng;
 pub(crate) mod seed;
