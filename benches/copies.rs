@@ -5,8 +5,7 @@
 
 use std::time::Instant;
 
-use atomr_accel_cuda::actor::ActorSystem;
-use atomr_accel_cuda::{Device, DeviceConfig};
+use atomr_accel_cuda::DeviceConfig;
 use cudarc::driver::CudaContext;
 
 const N: usize = 64 << 20; // f32 elements: 256 MiB
@@ -23,6 +22,10 @@ fn report(what: &str, actor: f64, raw: f64) {
         actor / raw
     );
 }
+#[path = "support/gpu_bench.rs"]
+mod gpu_bench;
+
+use gpu_bench::open_gpu;
 
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -30,13 +33,8 @@ fn main() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let sys = ActorSystem::new("copies");
-        let dev = match Device::open(&sys, DeviceConfig::cuda(0)).await {
-            Ok(d) => d,
-            Err(e) => {
-                println!("copies bench: no usable GPU ({e}); nothing measured");
-                return;
-            }
+        let Some((_sys, dev)) = open_gpu("copies", DeviceConfig::cuda(0)).await else {
+            return;
         };
         let ctx = CudaContext::new(0).unwrap();
         let stream = ctx.new_stream().unwrap();

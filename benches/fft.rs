@@ -3,19 +3,18 @@
 
 use std::time::Instant;
 
-use atomr_accel_cuda::actor::ActorSystem;
 use atomr_accel_cuda::dtype::c32;
-use atomr_accel_cuda::{Device, DeviceConfig, FftShape};
+use atomr_accel_cuda::{DeviceConfig, FftShape};
 use cudarc::cufft::{sys, CudaFft, FftDirection};
 use cudarc::driver::CudaContext;
 
 const N: usize = 1 << 20;
 const BATCH: usize = 16;
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
-}
+#[path = "support/gpu_bench.rs"]
+mod gpu_bench;
+
+use gpu_bench::{median, open_gpu};
 
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -23,13 +22,8 @@ fn main() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let sys_ = ActorSystem::new("fft-bench");
-        let dev = match Device::open(&sys_, DeviceConfig::cuda(0)).await {
-            Ok(d) => d,
-            Err(e) => {
-                println!("fft bench: no usable GPU ({e}); nothing measured");
-                return;
-            }
+        let Some((_sys, dev)) = open_gpu("fft", DeviceConfig::cuda(0)).await else {
+            return;
         };
         let ctx = CudaContext::new(0).unwrap();
         let stream = ctx.new_stream().unwrap();

@@ -5,15 +5,9 @@
 
 use std::time::Instant;
 
-use atomr_accel_cuda::actor::ActorSystem;
 use atomr_accel_cuda::module::KernelSource;
 use atomr_accel_cuda::nvrtc_cache::KernelCache;
-use atomr_accel_cuda::{Device, DeviceConfig};
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
-}
+use atomr_accel_cuda::DeviceConfig;
 
 fn source(i: usize) -> String {
     format!(
@@ -21,6 +15,10 @@ fn source(i: usize) -> String {
          unsigned int t = blockIdx.x * blockDim.x + threadIdx.x; if (t < n) y[t] = y[t] * a + {i}.0f; }}\n"
     )
 }
+#[path = "support/gpu_bench.rs"]
+mod gpu_bench;
+
+use gpu_bench::{median, open_gpu};
 
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -30,15 +28,10 @@ fn main() {
     rt.block_on(async {
         let dir = std::env::temp_dir().join(format!("atomr-kcache-bench-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let sys = ActorSystem::new("kcache");
         let mut cfg = DeviceConfig::cuda(0);
         cfg.kernel_cache_dir = Some(dir.clone());
-        let dev = match Device::open(&sys, cfg).await {
-            Ok(d) => d,
-            Err(e) => {
-                println!("kernel_cache bench: no usable GPU ({e}); nothing measured");
-                return;
-            }
+        let Some((_sys, dev)) = open_gpu("kernel_cache", cfg).await else {
+            return;
         };
         let n = 20;
         let (mut cold, mut mem, mut disk) = (vec![], vec![], vec![]);

@@ -3,17 +3,16 @@
 
 use std::time::Instant;
 
-use atomr_accel_cuda::actor::ActorSystem;
-use atomr_accel_cuda::{Device, DeviceConfig};
+use atomr_accel_cuda::DeviceConfig;
 use cudarc::curand::CudaRng;
 use cudarc::driver::CudaContext;
 
 const N: usize = 64 << 20;
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
-}
+#[path = "support/gpu_bench.rs"]
+mod gpu_bench;
+
+use gpu_bench::{median, open_gpu};
 
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -21,13 +20,8 @@ fn main() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let sys = ActorSystem::new("rng-bench");
-        let dev = match Device::open(&sys, DeviceConfig::cuda(0)).await {
-            Ok(d) => d,
-            Err(e) => {
-                println!("rng bench: no usable GPU ({e}); nothing measured");
-                return;
-            }
+        let Some((_sys, dev)) = open_gpu("rng", DeviceConfig::cuda(0)).await else {
+            return;
         };
         let ctx = CudaContext::new(0).unwrap();
         let stream = ctx.new_stream().unwrap();
