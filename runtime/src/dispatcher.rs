@@ -73,9 +73,7 @@ impl GpuDispatcher {
         std::thread::Builder::new()
             .name(name.to_string())
             .spawn(move || {
-                // Timers only: without the IO driver the thread parks on a futex, which wakes faster
-                // than an epoll wait (no actor here does socket IO).
-                let rt = match tokio::runtime::Builder::new_current_thread().enable_time().build() {
+                let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
                     Ok(rt) => rt,
                     Err(e) => {
                         let _ = ready_tx.send(Err(e.to_string()));
