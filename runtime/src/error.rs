@@ -86,6 +86,11 @@ pub enum GpuError {
         /// The library's description of the status.
         msg: String,
     },
+    /// A `#[kernel]` failed while the CPU device emulated it (an index out of bounds, an
+    /// overflow, a `sync_threads()` not every thread reaches): the message names the
+    /// kernel, block and thread. Unlike a GPU fault it is not sticky.
+    #[error("KernelFault: {0}")]
+    KernelFault(String),
     /// The feature exists in the API but not (yet) on this backend; README.md lists it.
     #[error("Unsupported: {0}")]
     Unsupported(String),
@@ -130,6 +135,7 @@ impl GpuError {
             GpuError::InvalidArgument(_) => "InvalidArgument",
             GpuError::Library { .. } => "Library",
             GpuError::Unsupported(_) => "Unsupported",
+            GpuError::KernelFault(_) => "KernelFault",
             GpuError::Backpressure { .. } => "Backpressure",
             GpuError::Timeout(_) => "Timeout",
             GpuError::Stopped(_) => "Stopped",
@@ -154,6 +160,7 @@ impl GpuError {
             "OutOfMemory" => GpuError::OutOfMemory { requested_bytes: 0 },
             "InvalidArgument" => GpuError::InvalidArgument(rest),
             "Unsupported" => GpuError::Unsupported(rest),
+            "KernelFault" => GpuError::KernelFault(rest),
             _ => return None,
         })
     }

@@ -27,6 +27,7 @@ pub use error::{GpuError, Lib};
 pub use gpu_ref::GpuRef;
 pub use host::PinnedBuf;
 pub use kernel::blas::{Batch, Gemm, Gemv};
+pub use kernel::dsl::{precompile_all, Float, Int, KernelArg, KernelScalar, PrecompileSummary};
 pub use kernel::fft::FftShape;
 pub use stream::StreamStrategy;
 
@@ -34,5 +35,7 @@ pub use stream::StreamStrategy;
 /// these crates themselves. Not a public API.
 #[doc(hidden)]
 pub mod __private {
+    pub use cudarc;
     pub use half;
+    pub use inventory;
 }

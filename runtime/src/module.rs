@@ -13,6 +13,7 @@ use cudarc::driver::{DeviceRepr, LaunchArgs, PushKernelArg};
 use crate::dtype::DTypeBase;
 use crate::error::GpuError;
 use crate::gpu_ref::{GpuRef, Storage};
+use crate::kernel::dsl::launch::RawBuf;
 
 static NEXT_MODULE: AtomicU64 = AtomicU64::new(1);
 
@@ -128,6 +129,62 @@ impl LaunchConfig {
     }
 }
 
+/// Enqueues `f` with `args` on `stream`: each buffer is locked, ordered after its last
+/// writer on another stream and recorded as read or written by this launch.
+///
+/// # Safety
+/// `args` must match `f`'s parameter list in number, order and type, and have been
+/// validated (`KernelArgs::validate`) and `cfg` checked against the device's limits.
+pub(crate) unsafe fn enqueue(
+    stream: &cudarc::driver::CudaStream,
+    f: &cudarc::driver::CudaFunction,
+    cfg: LaunchConfig,
+    args: &KernelArgs,
+) -> Result<(), GpuError> {
+    let mut held: Vec<Result<Box<dyn HeldArg + '_>, &dyn ScalarArg>> = args
+        .items
+        .iter()
+        .map(|a| match a {
+            Arg::Buffer(b) => Ok(b.lock()),
+            Arg::Scalar(s) => Err(&**s),
+        })
+        .collect();
+    let mut b = stream.launch_builder(f);
+    for slot in held.iter_mut() {
+        match slot {
+            Ok(h) => h.push(&mut b)?,
+            Err(s) => s.push(&mut b),
+        }
+    }
+    let lc = cudarc::driver::LaunchConfig {
+        grid_dim: cfg.grid,
+        block_dim: cfg.block,
+        shared_mem_bytes: cfg.shared_mem_bytes,
+    };
+    // SAFETY: the caller guarantees the arguments match the kernel's parameters, were
+    // validated (device, generation, no aliasing) and that `cfg` fits the device.
+    unsafe { b.launch(lc) }?;
+    Ok(())
+}
+
+/// Locks the buffers of an emulated launch and hands their host memory to `run`, in
+/// buffer-parameter order; the locks are held until `run` returns.
+pub(crate) fn with_host_buffers<R>(
+    args: &KernelArgs,
+    run: impl FnOnce(crate::kernel::dsl::launch::HostBufs) -> Result<R, GpuError>,
+) -> Result<R, GpuError> {
+    let mut held: Vec<Box<dyn HeldArg + '_>> = args
+        .items
+        .iter()
+        .filter_map(|a| match a {
+            Arg::Buffer(b) => Some(b.lock()),
+            Arg::Scalar(_) => None,
+        })
+        .collect();
+    let bufs = held.iter_mut().map(|h| h.host()).collect::<Result<Vec<_>, _>>()?;
+    run(crate::kernel::dsl::launch::HostBufs { bufs })
+}
+
 /// A buffer argument, type-erased so one launch can mix dtypes.
 pub(crate) trait BufferArg: Send {
     fn validate(&self, device_id: usize, generation: u64) -> Result<(), GpuError>;
@@ -138,6 +195,8 @@ pub(crate) trait BufferArg: Send {
 /// A locked argument, ready to push onto a launch.
 pub(crate) trait HeldArg {
     fn push<'b>(&'b mut self, b: &mut LaunchArgs<'b>) -> Result<(), GpuError>;
+    /// The host memory behind a CPU-device buffer, for an emulated launch.
+    fn host(&mut self) -> Result<RawBuf, GpuError>;
 }
 
 struct BufItem<T: DTypeBase> {
@@ -180,6 +239,19 @@ impl<T: DTypeBase> HeldArg for HeldBuf<'_, T> {
                 Ok(())
             }
             Storage::Cpu(_) => Err(GpuError::InvalidArgument("a CPU-device buffer in a CUDA launch".into())),
+        }
+    }
+
+    fn host(&mut self) -> Result<RawBuf, GpuError> {
+        match &mut *self.guard {
+            Storage::Cpu(v) => Ok(RawBuf {
+                ptr: v.as_mut_ptr() as *mut u8,
+                len: v.len(),
+                type_id: std::any::TypeId::of::<T>(),
+                type_name: T::NAME,
+                writes: self.writes,
+            }),
+            Storage::Cuda(_) => Err(GpuError::InvalidArgument("a CUDA buffer in an emulated launch".into())),
         }
     }
 }

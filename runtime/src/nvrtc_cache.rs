@@ -137,6 +137,38 @@ impl KernelCache {
     }
 }
 
+/// The compiled image of `source` for `arch`: from the disk cache in `dir` (the default
+/// directory if `None`), else compiled by NVRTC and stored there. `true` if it came from
+/// the cache. A cache that cannot be opened only costs the caching, never the compile.
+pub fn compile_cached(
+    source: &str,
+    arch: &str,
+    options: &[String],
+    dir: Option<&Path>,
+) -> Result<(Vec<u8>, bool), GpuError> {
+    let key = KernelKey {
+        source,
+        options,
+        arch,
+        nvrtc_version: crate::sys::nvrtc_version()?,
+    }
+    .hash();
+    let cache = match dir {
+        Some(d) => Some(KernelCache::open(d)?),
+        None => KernelCache::open(KernelCache::default_dir()).ok(),
+    };
+    if let Some(image) = cache.as_ref().and_then(|c| c.get(&key)) {
+        return Ok((image, true));
+    }
+    let image = crate::sys::compile_cubin(source, arch, options)?;
+    if let Some(c) = &cache {
+        if let Err(e) = c.put(&key, &image) {
+            tracing::warn!(%e, "could not store a compiled kernel");
+        }
+    }
+    Ok((image, false))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,5 +9,7 @@ pub use crate::dtype::{c32, c64, Blas1Scalar, BlasScalar, Complex, DType, FftSca
 pub use crate::error::GpuError;
 pub use crate::gpu_ref::GpuRef;
 pub use crate::kernel::blas::{Batch, Gemm, Gemv};
+pub use crate::kernel::dsl::{precompile_all, Float, Int, KernelArg, KernelScalar};
 pub use crate::kernel::fft::FftShape;
+pub use crate::module::LaunchConfig;
 pub use half::{bf16, f16};

@@ -265,12 +265,38 @@ fn nvrtc_error(e: cudarc::nvrtc::result::NvrtcError) -> GpuError {
 
 /// Compiles CUDA C++ to a CUBIN for `arch` (`sm_90`) with NVRTC; on failure the error
 /// carries NVRTC's log (which points at the source's `#line` locations).
+/// Environment variable naming the directory that holds `cuda_fp16.h` / `cuda_bf16.h`,
+/// for machines where the CUDA toolkit is not in a usual place.
+pub const CUDA_INCLUDE_ENV: &str = "ATOMR_ACCEL_CUDA_INCLUDE";
+
+/// Where the CUDA toolkit's headers are (generated half-precision kernels include
+/// `cuda_fp16.h`/`cuda_bf16.h`; NVRTC needs their directory unless it bundles them).
+fn cuda_include_dir() -> Option<std::path::PathBuf> {
+    let mut candidates: Vec<std::path::PathBuf> = vec![];
+    if let Some(d) = std::env::var_os(CUDA_INCLUDE_ENV) {
+        candidates.push(d.into());
+    }
+    for var in ["CUDA_HOME", "CUDA_PATH", "CUDA_ROOT"] {
+        if let Some(d) = std::env::var_os(var) {
+            candidates.push(std::path::PathBuf::from(d).join("include"));
+        }
+    }
+    candidates.push("/usr/local/cuda/include".into());
+    candidates.push("/usr/include".into());
+    candidates.into_iter().find(|d| d.join("cuda_fp16.h").is_file())
+}
+
 pub(crate) fn compile_cubin(source: &str, arch: &str, options: &[String]) -> Result<Vec<u8>, GpuError> {
     use cudarc::nvrtc::result as nr;
     let csrc = std::ffi::CString::new(source)
         .map_err(|_| GpuError::InvalidArgument("kernel source contains a NUL byte".into()))?;
     let prog = nr::create_program(&csrc, None).map_err(nvrtc_error)?;
     let mut opts = vec![format!("--gpu-architecture={arch}")];
+    if source.contains("#include <cuda_") {
+        if let Some(dir) = cuda_include_dir() {
+            opts.push(format!("--include-path={}", dir.display()));
+        }
+    }
     opts.extend(options.iter().cloned());
     // SAFETY: `prog` is a live program created above; it is destroyed on every path below.
     let compiled = unsafe { nr::compile_program(prog, &opts) };

@@ -16,6 +16,7 @@ use crate::gpu_ref::GpuRef;
 use crate::host::{PinnedBuf, Uploaded};
 use crate::kernel::blas::{BlasActor, BlasActorRef};
 use crate::kernel::fft::{FftActor, FftActorRef};
+use crate::kernel::kernel_actor::{KernelActor, KernelActorRef};
 use crate::kernel::rng::{RngActor, RngActorRef};
 use crate::kernel::seed::LibrarySeed;
 use crate::module::{KernelArgs, KernelSource, LaunchConfig, ModuleRef};
@@ -86,6 +87,11 @@ impl ContextActor {
         } else {
             None
         };
+        let kernel = {
+            let seed = seed.clone();
+            let props = KernelActor::gpu_props(move || KernelActor::new(seed.clone()));
+            KernelActorRef::new(self.spawn_library(ctx, "kernel", props)?)
+        };
         let fft = if libs.fft {
             let props = FftActor::gpu_props(move || FftActor::new(seed.clone()));
             Some(FftActorRef::new(self.spawn_library(ctx, "fft", props)?))
@@ -104,6 +110,7 @@ impl ContextActor {
                 blas,
                 rng,
                 fft,
+                kernel,
             });
         });
         self.core = Some(core);

@@ -14,8 +14,8 @@ use crate::dtype::DTypeBase;
 use crate::error::GpuError;
 use crate::gpu_ref::{GpuRef, Storage};
 use crate::host::{HostMem, PinnedBuf, Uploaded};
-use crate::module::{Arg, HeldArg, KernelArgs, KernelSource, LaunchConfig, LaunchLimits, ModuleRef, ScalarArg};
-use crate::nvrtc_cache::{KernelCache, KernelKey};
+use crate::module::{KernelArgs, KernelSource, LaunchConfig, LaunchLimits, ModuleRef};
+use crate::nvrtc_cache::{compile_cached, KernelKey};
 use crate::stream::StreamSource;
 use cudarc::driver::{CudaFunction, CudaModule};
 use cudarc::nvrtc::Ptx;
@@ -148,22 +148,7 @@ impl ContextCore {
         if let Some(m) = c.by_key.get(&key) {
             return Ok(m.clone());
         }
-        let cache = match cache_dir {
-            Some(dir) => Some(KernelCache::open(dir)?),
-            None => KernelCache::open(KernelCache::default_dir()).ok(),
-        };
-        let (image, from_cache) = match cache.as_ref().and_then(|k| k.get(&key)) {
-            Some(image) => (image, true),
-            None => {
-                let image = crate::sys::compile_cubin(&src.source, &c.arch, &src.options)?;
-                if let Some(k) = &cache {
-                    if let Err(e) = k.put(&key, &image) {
-                        tracing::warn!(%e, "could not store a compiled kernel");
-                    }
-                }
-                (image, false)
-            }
-        };
+        let (image, from_cache) = compile_cached(&src.source, &c.arch, &src.options, cache_dir.as_deref())?;
         let module = c
             .ctx
             .load_module(Ptx::from_binary(image))
@@ -222,32 +207,9 @@ impl ContextCore {
             .get(&m.id)
             .and_then(|lm| lm.functions.get(kernel))
             .ok_or_else(|| GpuError::InvalidArgument(format!("kernel `{kernel}` was not loaded with this module")))?;
-        {
-            let mut held: Vec<Result<Box<dyn HeldArg + '_>, &dyn ScalarArg>> = args
-                .items
-                .iter()
-                .map(|a| match a {
-                    Arg::Buffer(b) => Ok(b.lock()),
-                    Arg::Scalar(s) => Err(&**s),
-                })
-                .collect();
-            let mut b = c.stream.launch_builder(f);
-            for slot in held.iter_mut() {
-                match slot {
-                    Ok(h) => h.push(&mut b)?,
-                    Err(s) => s.push(&mut b),
-                }
-            }
-            let lc = cudarc::driver::LaunchConfig {
-                grid_dim: cfg.grid,
-                block_dim: cfg.block,
-                shared_mem_bytes: cfg.shared_mem_bytes,
-            };
-            // SAFETY: the caller guarantees the arguments match the kernel's parameters;
-            // buffers were validated (device, generation, no aliasing) and launch
-            // dimensions checked against the device's limits above.
-            unsafe { b.launch(lc) }.map_err(|e| self.shared.observe(e.into()))?;
-        }
+        // SAFETY: the caller guarantees the arguments match the kernel's parameters;
+        // they were validated and the launch dimensions checked above.
+        unsafe { crate::module::enqueue(&c.stream, f, cfg, &args) }.map_err(|e| self.shared.observe(e))?;
         Ok(self.done())
     }
 

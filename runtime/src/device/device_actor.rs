@@ -15,6 +15,7 @@ use crate::dispatcher::GpuDispatcher;
 use crate::error::GpuError;
 use crate::kernel::blas::BlasActorMsg;
 use crate::kernel::fft::FftActorMsg;
+use crate::kernel::kernel_actor::KernelActorMsg;
 use crate::kernel::rng::RngActorMsg;
 
 /// A request addressed to one of the inner actors.
@@ -27,6 +28,8 @@ pub enum Routed {
     Rng(RngActorMsg),
     /// For the FFT actor.
     Fft(FftActorMsg),
+    /// For the kernel actor.
+    Kernel(KernelActorMsg),
 }
 
 impl Routed {
@@ -37,6 +40,7 @@ impl Routed {
             Routed::Blas(m) => m.fail(e),
             Routed::Rng(m) => m.fail(e),
             Routed::Fft(m) => m.fail(e),
+            Routed::Kernel(m) => m.fail(e),
         };
     }
 
@@ -47,6 +51,7 @@ impl Routed {
         let disabled = |lib: &str| GpuError::Unsupported(format!("{lib} is disabled in this DeviceConfig (libraries)"));
         match self {
             Routed::Ctx(m) => inner.ctx.actor_ref().send(m).await,
+            Routed::Kernel(m) => inner.kernel.actor_ref().send(m).await,
             Routed::Blas(m) => match &inner.blas {
                 Some(b) => b.actor_ref().send(m).await,
                 None => {
@@ -99,6 +104,12 @@ impl Routable for RngActorMsg {
 impl Routable for FftActorMsg {
     fn route(self) -> Routed {
         Routed::Fft(self)
+    }
+}
+
+impl Routable for KernelActorMsg {
+    fn route(self) -> Routed {
+        Routed::Kernel(self)
     }
 }
 

@@ -31,7 +31,9 @@ use crate::gpu_ref::GpuRef;
 use crate::host::{PinnedBuf, Uploaded};
 use crate::kernel::blas::*;
 use crate::kernel::blas::{Batch, Gemm, Gemv};
+use crate::kernel::dsl::KernelCall;
 use crate::kernel::fft::*;
+use crate::kernel::kernel_actor::KernelActorMsg;
 use crate::kernel::rng::*;
 use crate::module::{KernelArgs, KernelSource, LaunchConfig, ModuleRef};
 
@@ -145,6 +147,7 @@ impl Device {
         };
         match (inner, routed) {
             (Some(i), Routed::Ctx(m)) => i.ctx.actor_ref().send(m).await,
+            (Some(i), Routed::Kernel(m)) => i.kernel.actor_ref().send(m).await,
             (Some(i), Routed::Blas(m)) if i.blas.is_some() => {
                 i.blas.as_ref().expect("checked").actor_ref().send(m).await
             }
@@ -282,6 +285,31 @@ impl Device {
             kernel,
             cfg,
             args,
+            reply,
+        })
+        .await
+    }
+
+    /// Runs one `#[kernel]` launch (built by a kernel's generated `launch` function) on
+    /// the device's kernel actor; resolves when the kernel has finished.
+    pub async fn launch_kernel(&self, call: KernelCall) -> Result<(), GpuError> {
+        self.call(|reply| KernelActorMsg::Launch { call, reply }).await
+    }
+
+    /// Compiles (or loads from the disk cache) one kernel instantiation into the kernel
+    /// actor without launching it; `true` if no NVRTC run was needed. Used by
+    /// `precompile_all`.
+    pub async fn preload_kernel(
+        &self,
+        id: std::any::TypeId,
+        name: &'static str,
+        source: String,
+    ) -> Result<bool, GpuError> {
+        let name = name.to_string();
+        self.call(|reply| KernelActorMsg::Preload {
+            id,
+            name,
+            source,
             reply,
         })
         .await

@@ -53,6 +53,7 @@ pub(crate) struct InnerRefs {
     pub(crate) blas: Option<BlasActorRef>,
     pub(crate) rng: Option<RngActorRef>,
     pub(crate) fft: Option<FftActorRef>,
+    pub(crate) kernel: crate::kernel::kernel_actor::KernelActorRef,
 }
 
 /// A snapshot of a device's state.

@@ -2,6 +2,8 @@
 //! equivalent) and the stream it enqueues on.
 
 pub mod blas;
+pub mod dsl;
 pub mod fft;
+pub mod kernel_actor;
 pub mod rng;
 pub(crate) mod seed;

@@ -3,27 +3,45 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::CudaStream;
+use cudarc::driver::{CudaContext, CudaStream};
 
 use crate::completion::Completer;
 use crate::device::core::Engine;
 use crate::device::state::DeviceShared;
 use crate::error::GpuError;
+use crate::module::LaunchLimits;
 use crate::stream::StreamSource;
+
+/// The CUDA side of a seed.
+#[derive(Clone)]
+pub(crate) struct CudaSeed {
+    pub(crate) streams: Arc<StreamSource>,
+    pub(crate) completer: Completer,
+    pub(crate) ctx: Arc<CudaContext>,
+    pub(crate) limits: LaunchLimits,
+    /// `sm_XY` of the device.
+    pub(crate) arch: String,
+}
 
 /// Captured by a library actor's props, so each restart builds a fresh core.
 #[derive(Clone)]
 pub(crate) struct LibrarySeed {
     pub(crate) shared: Arc<DeviceShared>,
     pub(crate) generation: u64,
-    cuda: Option<(Arc<StreamSource>, Completer)>,
+    pub(crate) cuda: Option<CudaSeed>,
 }
 
 impl LibrarySeed {
     pub(crate) fn from_engine(shared: Arc<DeviceShared>, generation: u64, engine: &Engine) -> Self {
         let cuda = match engine {
             Engine::Cpu => None,
-            Engine::Cuda(c) => Some((c.streams.clone(), c.completer.clone())),
+            Engine::Cuda(c) => Some(CudaSeed {
+                streams: c.streams.clone(),
+                completer: c.completer.clone(),
+                ctx: c.ctx.clone(),
+                limits: c.limits,
+                arch: c.arch.clone(),
+            }),
         };
         LibrarySeed {
             shared,
@@ -37,7 +55,7 @@ impl LibrarySeed {
     pub(crate) fn cuda_stream(&self) -> Result<Option<(Arc<CudaStream>, Completer)>, GpuError> {
         match &self.cuda {
             None => Ok(None),
-            Some((streams, completer)) => Ok(Some((streams.take()?, completer.clone()))),
+            Some(c) => Ok(Some((c.streams.take()?, c.completer.clone()))),
         }
     }
 }

@@ -1,0 +1,205 @@
+//! The thread, block and grid intrinsics a `#[kernel]` body calls, as CPU functions.
+//!
+//! In generated CUDA C++ each maps to its CUDA counterpart (`thread_idx_x()` →
+//! `threadIdx.x`, `sync_threads()` → `__syncthreads()`, …); here each reads the emulated
+//! thread's position from the grid executor. Indices are `usize` so they index buffers
+//! without casts.
+
+use half::{bf16, f16};
+
+use super::grid::{ThreadCtx, CTX, SHARED_LIMIT};
+use super::slices::SharedArray;
+use crate::dtype::DTypeBase;
+
+#[track_caller]
+fn with<R>(what: &str, f: impl FnOnce(&ThreadCtx) -> R) -> R {
+    if !CTX.is_set() {
+        panic!("{what} called outside a #[kernel] launch");
+    }
+    CTX.with(f)
+}
+
+/// Defines one intrinsic per axis.
+macro_rules! axis_intrinsics {
+    ($($field:ident: $x:ident $y:ident $z:ident, $doc:literal;)*) => {$(
+        #[doc = concat!($doc, ", x.")]
+        pub fn $x() -> usize { with(stringify!($x), |c| c.$field[0] as usize) }
+        #[doc = concat!($doc, ", y.")]
+        pub fn $y() -> usize { with(stringify!($y), |c| c.$field[1] as usize) }
+        #[doc = concat!($doc, ", z.")]
+        pub fn $z() -> usize { with(stringify!($z), |c| c.$field[2] as usize) }
+    )*};
+}
+
+axis_intrinsics! {
+    thread: thread_idx_x thread_idx_y thread_idx_z, "The thread's index in its block (`threadIdx`)";
+    block: block_idx_x block_idx_y block_idx_z, "The block's index in the grid (`blockIdx`)";
+    block_dim: block_dim_x block_dim_y block_dim_z, "Threads per block (`blockDim`)";
+    grid_dim: grid_dim_x grid_dim_y grid_dim_z, "Blocks per grid (`gridDim`)";
+}
+
+/// `blockIdx.x * blockDim.x + threadIdx.x`: the thread's index along x in the grid.
+pub fn global_index() -> usize {
+    with("global_index", |c| {
+        (c.block[0] as usize) * (c.block_dim[0] as usize) + c.thread[0] as usize
+    })
+}
+
+/// The thread's index along y in the grid.
+pub fn global_index_y() -> usize {
+    with("global_index_y", |c| {
+        (c.block[1] as usize) * (c.block_dim[1] as usize) + c.thread[1] as usize
+    })
+}
+
+/// The thread's index along z in the grid.
+pub fn global_index_z() -> usize {
+    with("global_index_z", |c| {
+        (c.block[2] as usize) * (c.block_dim[2] as usize) + c.thread[2] as usize
+    })
+}
+
+/// `blockDim.x * gridDim.x`: the step of a grid-stride loop.
+pub fn grid_stride() -> usize {
+    with("grid_stride", |c| (c.block_dim[0] as usize) * (c.grid_dim[0] as usize))
+}
+
+/// The thread's lane in its warp (0..32).
+pub fn lane_id() -> usize {
+    with("lane_id", |c| c.linear_thread() % 32)
+}
+
+/// Threads per warp: 32.
+pub fn warp_size() -> usize {
+    32
+}
+
+/// Leaves the body because the block's barrier broke (another thread failed, or a
+/// deadlock was detected). `resume_unwind` skips the panic hook: the first failure has
+/// already been reported, the rest are consequences.
+fn broken(b: super::barrier::Broken) -> ! {
+    std::panic::resume_unwind(Box::new(b.0))
+}
+
+fn coop<R>(what: &str, f: impl FnOnce(&ThreadCtx, &super::grid::BlockState) -> R) -> R {
+    with(what, |c| match &c.coop {
+        Some(state) => f(c, state),
+        None => panic!(
+            "{what} needs the cooperative emulation mode, which #[kernel] turns on when the \
+             body names sync_threads, shared_array or a shuffle"
+        ),
+    })
+}
+
+/// In the Rust body of a `#[kernel(cuda = "…")]` kernel that has no CPU emulation: the
+/// CPU device answers the launch with `Unsupported`.
+pub fn cpu_unsupported() -> ! {
+    panic!("Unsupported: this kernel is raw CUDA C++ and has no CPU emulation")
+}
+
+/// `__syncthreads()`: waits until every thread of the block gets here.
+pub fn sync_threads() {
+    coop("sync_threads()", |_, state| {
+        if let Err(b) = state.barrier.wait() {
+            broken(b)
+        }
+    })
+}
+
+/// `__shared__ T name[N]`: the block's array for this declaration, zeroed at the start
+/// of the block. Declare shared arrays at the top of the body (the macro checks).
+pub fn shared_array<T: DTypeBase, const N: usize>() -> SharedArray<T, N> {
+    coop("shared_array", |c, state| {
+        let k = c.shared_next.get();
+        c.shared_next.set(k + 1);
+        let mut arrays = state.shared.lock().unwrap_or_else(|p| p.into_inner());
+        if arrays.len() <= k {
+            let used: usize = arrays.iter().map(|a| a.len() * 8).sum();
+            let bytes = N * std::mem::size_of::<T>();
+            if used + bytes > SHARED_LIMIT {
+                panic!(
+                    "shared arrays of {} bytes exceed the {SHARED_LIMIT} bytes of static shared memory a block has",
+                    used + bytes
+                );
+            }
+            arrays.push(vec![0u64; bytes.div_ceil(8)].into_boxed_slice());
+        }
+        let ptr = arrays[k].as_mut_ptr() as *mut T;
+        // SAFETY: the storage holds N zeroed (valid for every DTypeBase, which is
+        // ValidAsZeroBits) elements aligned to 8 bytes; it lives, unmoved, in the block
+        // state until every thread of the block has finished the block.
+        unsafe { SharedArray::from_raw(ptr) }
+    })
+}
+
+/// Types a warp shuffle can move (those CUDA's `__shfl_*_sync` take).
+pub trait ShuffleBits: Copy {
+    /// The value's bits, widened.
+    fn to_bits64(self) -> u64;
+    /// Back from [`ShuffleBits::to_bits64`].
+    fn from_bits64(b: u64) -> Self;
+}
+
+/// Implements [`ShuffleBits`] for each type.
+macro_rules! shuffle_bits {
+    ($($t:ty => $to:expr, $from:expr);* $(;)?) => {$(
+        impl ShuffleBits for $t {
+            fn to_bits64(self) -> u64 { $to(self) }
+            fn from_bits64(b: u64) -> Self { $from(b) }
+        }
+    )*};
+}
+
+shuffle_bits! {
+    i32 => |v: i32| v as u32 as u64, |b: u64| b as u32 as i32;
+    u32 => |v: u32| v as u64, |b: u64| b as u32;
+    i64 => |v: i64| v as u64, |b: u64| b as i64;
+    u64 => |v: u64| v, |b: u64| b;
+    f32 => |v: f32| v.to_bits() as u64, |b: u64| f32::from_bits(b as u32);
+    f64 => f64::to_bits, f64::from_bits;
+    f16 => |v: f16| v.to_bits() as u64, |b: u64| f16::from_bits(b as u16);
+    bf16 => |v: bf16| v.to_bits() as u64, |b: u64| bf16::from_bits(b as u16);
+}
+
+/// Every lane of the warp publishes `v`; lane `l` gets the value of lane `src(l)`, or
+/// its own where `src` is out of the warp.
+fn exchange<T: ShuffleBits>(what: &str, v: T, src: impl FnOnce(usize) -> Option<usize>) -> T {
+    coop(what, |c, state| {
+        let t = c.linear_thread();
+        let (warp, lane) = (&state.warps[t / 32], t % 32);
+        let lanes = (c.block_dim.iter().map(|&d| d as usize).product::<usize>() - (t / 32) * 32).min(32);
+        let slots = || warp.slots.lock().unwrap_or_else(|p| p.into_inner());
+        slots()[lane] = v.to_bits64();
+        if let Err(b) = warp.barrier.wait() {
+            broken(b)
+        }
+        let out = match src(lane) {
+            Some(s) if s < lanes => T::from_bits64(slots()[s]),
+            _ => v,
+        };
+        if let Err(b) = warp.barrier.wait() {
+            broken(b)
+        }
+        out
+    })
+}
+
+/// `__shfl_down_sync(0xffffffff, v, delta)`: the value of the lane `delta` above.
+pub fn shfl_down<T: ShuffleBits>(v: T, delta: u32) -> T {
+    exchange("shfl_down", v, |l| Some(l + delta as usize))
+}
+
+/// `__shfl_up_sync(0xffffffff, v, delta)`: the value of the lane `delta` below.
+pub fn shfl_up<T: ShuffleBits>(v: T, delta: u32) -> T {
+    exchange("shfl_up", v, |l| l.checked_sub(delta as usize))
+}
+
+/// `__shfl_xor_sync(0xffffffff, v, mask)`: the value of lane `lane ^ mask`.
+pub fn shfl_xor<T: ShuffleBits>(v: T, mask: u32) -> T {
+    exchange("shfl_xor", v, |l| Some(l ^ mask as usize))
+}
+
+/// `__shfl_sync(0xffffffff, v, lane)`: the value of lane `lane`.
+pub fn shfl<T: ShuffleBits>(v: T, lane: u32) -> T {
+    exchange("shfl", v, |_| Some(lane as usize % 32))
+}

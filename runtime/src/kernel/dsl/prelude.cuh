@@ -1,0 +1,96 @@
+// atomr-accel-cuda: helpers every #[kernel] translation may call.
+typedef unsigned long long k_usize;
+typedef long long k_isize;
+
+// The value type of an expression (for literals next to a value of unknown type).
+template <class T> struct k_rr { typedef T type; };
+template <class T> struct k_rr<T&> : k_rr<T> {};
+template <class T> struct k_rr<const T> : k_rr<T> {};
+
+// Conversions (`T::from_f64`, `x.to_f64()`), through f32 for the half types.
+template <class T> __device__ __forceinline__ T k_wide(T v) { return v; }
+template <class T> __device__ __forceinline__ T k_from_f64(double v) { return (T)v; }
+template <class T> __device__ __forceinline__ double k_to_f64(T v) { return (double)k_wide(v); }
+__device__ __forceinline__ double k_inf() { return __longlong_as_double(0x7ff0000000000000LL); }
+
+// Float math, f32 and f64.
+#define K_F1(name, f, d) \
+  __device__ __forceinline__ float k_##name(float x) { return f(x); } \
+  __device__ __forceinline__ double k_##name(double x) { return d(x); }
+#define K_F2(name, f, d) \
+  __device__ __forceinline__ float k_##name(float x, float y) { return f(x, y); } \
+  __device__ __forceinline__ double k_##name(double x, double y) { return d(x, y); }
+K_F1(sqrt, sqrtf, sqrt) K_F1(rsqrt, rsqrtf, rsqrt) K_F1(exp, expf, exp) K_F1(exp2, exp2f, exp2)
+K_F1(ln, logf, log) K_F1(log2, log2f, log2) K_F1(log10, log10f, log10) K_F1(sin, sinf, sin)
+K_F1(cos, cosf, cos) K_F1(tan, tanf, tan) K_F1(tanh, tanhf, tanh) K_F1(sinh, sinhf, sinh)
+K_F1(cosh, coshf, cosh) K_F1(asin, asinf, asin) K_F1(acos, acosf, acos) K_F1(atan, atanf, atan)
+K_F1(abs, fabsf, fabs) K_F1(floor, floorf, floor) K_F1(ceil, ceilf, ceil) K_F1(round, roundf, round)
+K_F1(trunc, truncf, trunc)
+K_F2(min, fminf, fmin) K_F2(max, fmaxf, fmax) K_F2(powf, powf, pow) K_F2(atan2, atan2f, atan2)
+K_F2(hypot, hypotf, hypot) K_F2(copysign, copysignf, copysign) K_F2(rem, fmodf, fmod)
+__device__ __forceinline__ float k_recip(float x) { return 1.0f / x; }
+__device__ __forceinline__ double k_recip(double x) { return 1.0 / x; }
+__device__ __forceinline__ float k_powi(float x, int n) { return powf(x, (float)n); }
+__device__ __forceinline__ double k_powi(double x, int n) { return pow(x, (double)n); }
+__device__ __forceinline__ float k_mul_add(float x, float a, float b) { return fmaf(x, a, b); }
+__device__ __forceinline__ double k_mul_add(double x, double a, double b) { return fma(x, a, b); }
+
+// Integer versions where Rust has the method too.
+template <class T> __device__ __forceinline__ T k_min(T a, T b) { return b < a ? b : a; }
+template <class T> __device__ __forceinline__ T k_max(T a, T b) { return a < b ? b : a; }
+template <class T> __device__ __forceinline__ T k_abs(T x) { return x < 0 ? -x : x; }
+template <class T> __device__ __forceinline__ T k_rem(T a, T b) { return a % b; }
+
+// Half types compute through f32, as their Rust implementations do.
+#define K_HALF(H, up, down) \
+  __device__ __forceinline__ float k_wide(H v) { return up(v); } \
+  template <> __device__ __forceinline__ H k_from_f64<H>(double v) { return down((float)v); } \
+  K_H1(H, up, down, sqrt) K_H1(H, up, down, rsqrt) K_H1(H, up, down, exp) K_H1(H, up, down, exp2) \
+  K_H1(H, up, down, ln) K_H1(H, up, down, log2) K_H1(H, up, down, log10) K_H1(H, up, down, sin) \
+  K_H1(H, up, down, cos) K_H1(H, up, down, tan) K_H1(H, up, down, tanh) K_H1(H, up, down, sinh) \
+  K_H1(H, up, down, cosh) K_H1(H, up, down, asin) K_H1(H, up, down, acos) K_H1(H, up, down, atan) \
+  K_H1(H, up, down, abs) K_H1(H, up, down, floor) K_H1(H, up, down, ceil) K_H1(H, up, down, round) \
+  K_H1(H, up, down, trunc) K_H1(H, up, down, recip) \
+  K_H2(H, up, down, min) K_H2(H, up, down, max) K_H2(H, up, down, powf) K_H2(H, up, down, atan2) \
+  K_H2(H, up, down, hypot) K_H2(H, up, down, copysign) K_H2(H, up, down, rem) \
+  __device__ __forceinline__ H k_powi(H x, int n) { return down(k_powi(up(x), n)); } \
+  __device__ __forceinline__ H k_mul_add(H x, H a, H b) { return down(fmaf(up(x), up(a), up(b))); }
+#define K_H1(H, up, down, name) __device__ __forceinline__ H k_##name(H x) { return down(k_##name(up(x))); }
+#define K_H2(H, up, down, name) \
+  __device__ __forceinline__ H k_##name(H x, H y) { return down(k_##name(up(x), up(y))); }
+#ifdef K_FP16
+K_HALF(__half, __half2float, __float2half_rn)
+#endif
+#ifdef K_BF16
+K_HALF(__nv_bfloat16, __bfloat162float, __float2bfloat16_rn)
+#endif
+
+// Atomics with the type support of the Rust side (AtomicAdd, AtomicOrd, AtomicSwap).
+template <class T> __device__ __forceinline__ T k_atomic_add(T* p, T v) { return atomicAdd(p, v); }
+__device__ __forceinline__ long long k_atomic_add(long long* p, long long v) {
+  return (long long)atomicAdd((unsigned long long*)p, (unsigned long long)v);
+}
+template <class T> __device__ __forceinline__ T k_atomic_min(T* p, T v) { return atomicMin(p, v); }
+template <class T> __device__ __forceinline__ T k_atomic_max(T* p, T v) { return atomicMax(p, v); }
+template <class T> __device__ __forceinline__ T k_atomic_exch(T* p, T v) { return atomicExch(p, v); }
+__device__ __forceinline__ long long k_atomic_exch(long long* p, long long v) {
+  return (long long)atomicExch((unsigned long long*)p, (unsigned long long)v);
+}
+__device__ __forceinline__ double k_atomic_exch(double* p, double v) {
+  return __longlong_as_double((long long)atomicExch((unsigned long long*)p, (unsigned long long)__double_as_longlong(v)));
+}
+template <class T> __device__ __forceinline__ T k_atomic_cas(T* p, T c, T v) { return atomicCAS(p, c, v); }
+__device__ __forceinline__ long long k_atomic_cas(long long* p, long long c, long long v) {
+  return (long long)atomicCAS((unsigned long long*)p, (unsigned long long)c, (unsigned long long)v);
+}
+__device__ __forceinline__ float k_atomic_cas(float* p, float c, float v) {
+  return __int_as_float(atomicCAS((int*)p, __float_as_int(c), __float_as_int(v)));
+}
+__device__ __forceinline__ double k_atomic_cas(double* p, double c, double v) {
+  return __longlong_as_double((long long)atomicCAS((unsigned long long*)p,
+      (unsigned long long)__double_as_longlong(c), (unsigned long long)__double_as_longlong(v)));
+}
+
+__device__ __forceinline__ k_usize k_lane_id() {
+  return ((threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x) & 31u;
+}

@@ -1,0 +1,245 @@
+//! What a kernel's buffer parameters and shared arrays are in the CPU emulation.
+//!
+//! On the GPU a `&[T]` parameter is a `const T*` and many threads read and write the same
+//! buffer at once, each at its own index. The emulation runs a body per thread, often on
+//! many OS threads at once, so it cannot hand every thread a `&mut [T]` to one buffer
+//! (that would be aliasing `&mut`). Instead the body sees these handles: a pointer and a
+//! length, copied into every thread like the GPU's pointer is, with bounds-checked
+//! indexing. As on the GPU, two threads that touch one element without an atomic race;
+//! the kernel, not the handle, must keep its threads apart (which `global_index()`
+//! indexing does).
+
+use std::marker::PhantomData;
+use std::ops::{Index, IndexMut};
+
+use super::atomics::{AtomicAdd, AtomicOrd, AtomicSwap};
+
+/// A buffer a kernel reads (`&[T]` in the kernel's signature).
+#[derive(Debug)]
+pub struct GlobalSlice<T> {
+    ptr: *const T,
+    len: usize,
+}
+
+/// A buffer a kernel writes (`&mut [T]` in the kernel's signature).
+#[derive(Debug)]
+pub struct GlobalSliceMut<T> {
+    ptr: *mut T,
+    len: usize,
+}
+
+/// A block-shared array (`shared_array::<T, N>()`): one per block, seen by all its threads.
+#[derive(Debug)]
+pub struct SharedArray<T, const N: usize> {
+    ptr: *mut T,
+    _t: PhantomData<T>,
+}
+
+// Manual impls: a derive would demand `T: Clone`.
+impl<T> Clone for GlobalSlice<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for GlobalSlice<T> {}
+impl<T> Clone for GlobalSliceMut<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for GlobalSliceMut<T> {}
+impl<T, const N: usize> Clone for SharedArray<T, N> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T, const N: usize> Copy for SharedArray<T, N> {}
+
+// SAFETY: the handles are pointers into a buffer that outlives the emulated launch (the
+// launch holds the buffer's lock until every thread has joined); sending them to the
+// emulation's threads is what the GPU does with its pointers. Data races between threads
+// are the kernel's to avoid, exactly as on the GPU (see the module docs).
+unsafe impl<T: Send> Send for GlobalSlice<T> {}
+// SAFETY: as above.
+unsafe impl<T: Sync> Sync for GlobalSlice<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Send for GlobalSliceMut<T> {}
+// SAFETY: as above.
+unsafe impl<T: Sync> Sync for GlobalSliceMut<T> {}
+// SAFETY: as above; the block's shared storage lives until the block's threads joined.
+unsafe impl<T: Send, const N: usize> Send for SharedArray<T, N> {}
+// SAFETY: as above.
+unsafe impl<T: Sync, const N: usize> Sync for SharedArray<T, N> {}
+
+#[cold]
+#[track_caller]
+fn out_of_bounds(i: usize, len: usize) -> ! {
+    panic!("index {i} is out of bounds of a kernel buffer of length {len}")
+}
+
+impl<T> GlobalSlice<T> {
+    /// Wraps `len` elements at `ptr`.
+    ///
+    /// # Safety
+    /// `ptr..ptr+len` must stay valid for reads for as long as any copy of the handle
+    /// is used (the emulated launch).
+    pub(crate) unsafe fn from_raw(ptr: *const T, len: usize) -> Self {
+        GlobalSlice { ptr, len }
+    }
+
+    /// The number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True if the buffer has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl<T> GlobalSliceMut<T> {
+    /// Wraps `len` elements at `ptr`.
+    ///
+    /// # Safety
+    /// `ptr..ptr+len` must stay valid for reads and writes for as long as any copy of
+    /// the handle is used (the emulated launch), and no other reference to it may be
+    /// used meanwhile.
+    pub(crate) unsafe fn from_raw(ptr: *mut T, len: usize) -> Self {
+        GlobalSliceMut { ptr, len }
+    }
+
+    /// The number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True if the buffer has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    #[track_caller]
+    fn slot(&self, i: usize) -> *mut T {
+        if i >= self.len {
+            out_of_bounds(i, self.len)
+        }
+        // SAFETY: `i < len`, inside the buffer (see `from_raw`).
+        unsafe { self.ptr.add(i) }
+    }
+}
+
+impl<T, const N: usize> SharedArray<T, N> {
+    /// Wraps the block's storage for this array.
+    ///
+    /// # Safety
+    /// `ptr` must point at `N` initialised, aligned elements that stay valid while the
+    /// block runs.
+    pub(crate) unsafe fn from_raw(ptr: *mut T) -> Self {
+        SharedArray { ptr, _t: PhantomData }
+    }
+
+    /// The number of elements, `N`.
+    pub fn len(&self) -> usize {
+        N
+    }
+
+    /// True if `N` is 0.
+    pub fn is_empty(&self) -> bool {
+        N == 0
+    }
+
+    #[track_caller]
+    fn slot(&self, i: usize) -> *mut T {
+        if i >= N {
+            out_of_bounds(i, N)
+        }
+        // SAFETY: `i < N`, inside the array (see `from_raw`).
+        unsafe { self.ptr.add(i) }
+    }
+}
+
+impl<T> Index<usize> for GlobalSlice<T> {
+    type Output = T;
+    #[track_caller]
+    fn index(&self, i: usize) -> &T {
+        if i >= self.len {
+            out_of_bounds(i, self.len)
+        }
+        // SAFETY: `i < len`, inside the buffer, valid for reads (see `from_raw`).
+        unsafe { &*self.ptr.add(i) }
+    }
+}
+
+impl<T> Index<usize> for GlobalSliceMut<T> {
+    type Output = T;
+    #[track_caller]
+    fn index(&self, i: usize) -> &T {
+        // SAFETY: in bounds (checked by `slot`) and valid for reads.
+        unsafe { &*self.slot(i) }
+    }
+}
+
+impl<T> IndexMut<usize> for GlobalSliceMut<T> {
+    #[track_caller]
+    fn index_mut(&mut self, i: usize) -> &mut T {
+        // SAFETY: in bounds (checked by `slot`) and valid for writes; other threads keep
+        // to other elements (module docs).
+        unsafe { &mut *self.slot(i) }
+    }
+}
+
+impl<T, const N: usize> Index<usize> for SharedArray<T, N> {
+    type Output = T;
+    #[track_caller]
+    fn index(&self, i: usize) -> &T {
+        // SAFETY: in bounds (checked by `slot`) and valid for reads.
+        unsafe { &*self.slot(i) }
+    }
+}
+
+impl<T, const N: usize> IndexMut<usize> for SharedArray<T, N> {
+    #[track_caller]
+    fn index_mut(&mut self, i: usize) -> &mut T {
+        // SAFETY: in bounds and valid for writes; threads of the block separate their
+        // accesses with `sync_threads()` (module docs).
+        unsafe { &mut *self.slot(i) }
+    }
+}
+
+/// The atomic read-modify-write operations of a writable buffer or shared array; each
+/// returns the element's old value, like CUDA's `atomicAdd` and friends.
+macro_rules! atomic_methods {
+    ($($ty:ident $(<$n:ident>)?),*) => {$(
+        impl<T $(, const $n: usize)?> $ty<T $(, $n)?> {
+            /// Adds `v` to element `i` atomically; returns the old value.
+            #[track_caller]
+            pub fn atomic_add(&self, i: usize, v: T) -> T where T: AtomicAdd {
+                T::atomic_add(self.slot(i), v)
+            }
+            /// Stores the smaller of element `i` and `v` atomically; returns the old value.
+            #[track_caller]
+            pub fn atomic_min(&self, i: usize, v: T) -> T where T: AtomicOrd {
+                T::atomic_min(self.slot(i), v)
+            }
+            /// Stores the larger of element `i` and `v` atomically; returns the old value.
+            #[track_caller]
+            pub fn atomic_max(&self, i: usize, v: T) -> T where T: AtomicOrd {
+                T::atomic_max(self.slot(i), v)
+            }
+            /// Stores `v` in element `i` atomically; returns the old value.
+            #[track_caller]
+            pub fn atomic_exch(&self, i: usize, v: T) -> T where T: AtomicSwap {
+                T::atomic_exch(self.slot(i), v)
+            }
+            /// Stores `new` in element `i` if it equals `current`, atomically; returns
+            /// the old value (equal to `current` when the store happened).
+            #[track_caller]
+            pub fn atomic_cas(&self, i: usize, current: T, new: T) -> T where T: AtomicSwap {
+                T::atomic_cas(self.slot(i), current, new)
+            }
+        }
+    )*};
+}
+
+atomic_methods!(GlobalSliceMut, SharedArray<N>);

@@ -1,0 +1,172 @@
+//! `KernelActor`: runs `#[kernel]` launches of one device — on a GPU it compiles (or
+//! loads from the disk cache) each instantiation once, keeps the loaded function, and
+//! launches on its own stream; on the CPU device it runs the kernel's emulated form.
+//! Written with `#[gpu_actor]`.
+
+use std::any::TypeId;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use atomr_accel_cuda_macros::gpu_actor;
+use cudarc::driver::{CudaFunction, CudaModule, CudaStream};
+use cudarc::nvrtc::Ptx;
+
+use crate::actor::{Context, Deferred};
+use crate::completion::Completer;
+use crate::device::state::DeviceShared;
+use crate::error::GpuError;
+use crate::kernel::dsl::grid::LIMITS as CPU_LIMITS;
+use crate::kernel::dsl::launch::KernelCall;
+use crate::kernel::seed::{CudaSeed, LibrarySeed};
+use crate::module::with_host_buffers;
+
+/// A loaded instantiation.
+struct Loaded {
+    _module: Arc<CudaModule>,
+    function: CudaFunction,
+}
+
+enum KernelEngine {
+    Cpu,
+    Cuda {
+        cuda: Box<CudaSeed>,
+        stream: Arc<CudaStream>,
+        completer: Completer,
+        loaded: HashMap<TypeId, Loaded>,
+    },
+}
+
+/// The kernel launcher of one generation of a device.
+pub(crate) struct KernelCore {
+    shared: Arc<DeviceShared>,
+    generation: u64,
+    engine: KernelEngine,
+    cache_dir: Option<PathBuf>,
+}
+
+fn build(seed: &LibrarySeed) -> Result<KernelCore, GpuError> {
+    let engine = match (&seed.cuda, seed.cuda_stream()?) {
+        (Some(cuda), Some((stream, completer))) => KernelEngine::Cuda {
+            cuda: Box::new(cuda.clone()),
+            stream,
+            completer,
+            loaded: HashMap::new(),
+        },
+        _ => KernelEngine::Cpu,
+    };
+    Ok(KernelCore {
+        shared: seed.shared.clone(),
+        generation: seed.generation,
+        engine,
+        cache_dir: seed.shared.config.kernel_cache_dir.clone(),
+    })
+}
+
+impl KernelCore {
+    /// The loaded function of instantiation `id`, compiling `source()` on a miss.
+    fn function(
+        cuda: &CudaSeed,
+        loaded: &mut HashMap<TypeId, Loaded>,
+        cache_dir: Option<&std::path::Path>,
+        id: TypeId,
+        name: &str,
+        source: impl FnOnce() -> String,
+    ) -> Result<(bool, CudaFunction), GpuError> {
+        if let Some(l) = loaded.get(&id) {
+            return Ok((true, l.function.clone()));
+        }
+        let (image, from_cache) = crate::nvrtc_cache::compile_cached(&source(), &cuda.arch, &[], cache_dir)?;
+        let module = cuda.ctx.load_module(Ptx::from_binary(image))?;
+        let function = module
+            .load_function(name)
+            .map_err(|e| GpuError::InvalidArgument(format!("kernel `{name}` is not in its generated module ({e})")))?;
+        loaded.insert(
+            id,
+            Loaded {
+                _module: module,
+                function: function.clone(),
+            },
+        );
+        Ok((from_cache, function))
+    }
+
+    fn launch(&mut self, call: KernelCall) -> Result<Deferred<()>, GpuError> {
+        call.args.validate(self.shared.config.device_id, self.generation)?;
+        match &mut self.engine {
+            KernelEngine::Cpu => {
+                call.cfg.validate(&CPU_LIMITS)?;
+                let emulate = call.emulate;
+                with_host_buffers(&call.args, |bufs| emulate(&bufs))?;
+                Ok(Deferred::Now(()))
+            }
+            KernelEngine::Cuda {
+                cuda,
+                stream,
+                completer,
+                loaded,
+            } => {
+                call.cfg.validate(&cuda.limits)?;
+                let (_, f) = Self::function(cuda, loaded, self.cache_dir.as_deref(), call.id, call.name, call.source)
+                    .map_err(|e| self.shared.observe(e))?;
+                // SAFETY: the call was built by a `#[kernel]` launcher, whose Rust
+                // signature generated both this argument list and the kernel's C++
+                // parameter list (checked at compile time); arguments were validated and
+                // the launch dimensions checked against the device above.
+                unsafe { crate::module::enqueue(stream, &f, call.cfg, &call.args) }
+                    .map_err(|e| self.shared.observe(e))?;
+                Ok(self.shared.deferred(completer.done(stream)))
+            }
+        }
+    }
+
+    fn preload(&mut self, id: TypeId, name: &str, source: String) -> Result<bool, GpuError> {
+        match &mut self.engine {
+            KernelEngine::Cpu => Ok(true),
+            KernelEngine::Cuda { cuda, loaded, .. } => {
+                Self::function(cuda, loaded, self.cache_dir.as_deref(), id, name, || source)
+                    .map(|(hit, _)| hit)
+                    .map_err(|e| self.shared.observe(e))
+            }
+        }
+    }
+}
+
+/// The kernel actor of a device.
+pub struct KernelActor {
+    seed: LibrarySeed,
+    core: Option<KernelCore>,
+}
+
+impl KernelActor {
+    pub(crate) fn new(seed: LibrarySeed) -> Self {
+        KernelActor { seed, core: None }
+    }
+
+    fn core(&mut self) -> Result<&mut KernelCore, GpuError> {
+        self.seed.shared.usable(&mut self.core, "kernel actor")
+    }
+}
+
+#[gpu_actor(crate = crate)]
+impl KernelActor {
+    /// Takes a stream of its own (per the device's stream strategy).
+    #[pre_start]
+    async fn start(&mut self, _ctx: &mut Context<Self>) -> Result<(), GpuError> {
+        self.core = Some(build(&self.seed).map_err(|e| self.seed.shared.observe(e))?);
+        Ok(())
+    }
+
+    /// Launches one `#[kernel]` instantiation; resolves when it has finished.
+    #[handler]
+    fn launch(&mut self, call: KernelCall) -> Result<Deferred<()>, GpuError> {
+        self.core()?.launch(call)
+    }
+
+    /// Compiles (or loads from the disk cache) and loads an instantiation without
+    /// launching it; `true` if no NVRTC run was needed.
+    #[handler]
+    fn preload(&mut self, id: TypeId, name: String, source: String) -> Result<bool, GpuError> {
+        self.core()?.preload(id, &name, source)
+    }
+}
