@@ -7,3 +7,10 @@ fn gpu_actor_ui() {
     t.pass("ui-tests/gpu_actor/pass/*.rs");
     t.compile_fail("ui-tests/gpu_actor/fail/*.rs");
 }
+
+#[test]
+fn kernel_ui() {
+    let t = trybuild::TestCases::new();
+    t.pass("ui-tests/kernel/pass/*.rs");
+    t.compile_fail("ui-tests/kernel/fail/*.rs");
+}

@@ -3,7 +3,10 @@
 //! - `#[gpu_actor]` on an `impl` block turns its `#[handler]` methods into a typed actor:
 //!   the message enum, the exhaustive dispatch, a typed client and the supervision and
 //!   dispatcher wiring (see the facade's documentation and DESIGN.md, "The DSL").
-//! - `#[kernel]` is not built yet (README.md lists it as missing).
+//! - `#[kernel]` on a function in a Rust subset makes a GPU kernel: CUDA C++ generated at
+//!   compile time (NVRTC-compiled and disk-cached at run time), the same body as Rust for
+//!   the CPU device's emulated grid, and a typed launcher.
+//! - `#[derive(KernelArg)]` lets a `#[repr(C)]` struct be a kernel parameter.
 //!
 //! Every macro follows parse → validate → expand, reports every error it finds in one
 //! build at the user's tokens, and re-emits the user's item beside the errors so the IDE
@@ -12,6 +15,8 @@
 mod crate_path;
 mod errors;
 mod gpu_actor;
+mod kernel;
+mod kernel_arg;
 
 use proc_macro::TokenStream;
 
@@ -26,6 +31,24 @@ use proc_macro::TokenStream;
 #[proc_macro_attribute]
 pub fn gpu_actor(args: TokenStream, input: TokenStream) -> TokenStream {
     gpu_actor::entry(args.into(), input.into()).into()
+}
+
+/// Makes a GPU kernel of a function written in a Rust subset (see the runtime's
+/// `kernel::dsl` docs and README.md): the function becomes a module with `launch`
+/// (typed; through the device's kernel actor), `call`, `cuda_source::<T>()` and the body
+/// as Rust for the CPU device. Generic parameters are bounded by `Float` or `Int`; one
+/// instantiation per dtype used. Options: `cuda = "…"` (a raw CUDA C++ kernel whose
+/// parameter list is checked against the signature; the Rust body then is the CPU
+/// emulation), `crate = path`.
+#[proc_macro_attribute]
+pub fn kernel(args: TokenStream, input: TokenStream) -> TokenStream {
+    kernel::entry(args.into(), input.into()).into()
+}
+
+/// Lets a `#[repr(C)]` struct of kernel scalars be passed by value to a `#[kernel]`.
+#[proc_macro_derive(KernelArg)]
+pub fn derive_kernel_arg(input: TokenStream) -> TokenStream {
+    kernel_arg::derive(input.into()).into()
 }
 
 /// Marks a message handler inside a `#[gpu_actor]` impl. Used anywhere else it is an

@@ -1,0 +1,265 @@
+//! Expand: the module a `#[kernel]` function becomes.
+
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote};
+
+use super::signature::{ParamKind, Signature};
+use super::translate::cuda_params;
+
+/// Everything expansion needs, proven by parse and validate.
+pub(crate) struct KernelDef<'a> {
+    pub(crate) item: &'a syn::ItemFn,
+    pub(crate) sig: &'a Signature,
+    pub(crate) krate: syn::Path,
+    /// The `extern "C"` kernel (translated, or the raw option's text).
+    pub(crate) kernel_source: String,
+    pub(crate) headers: Vec<&'static str>,
+    pub(crate) cooperative: bool,
+}
+
+/// The translated kernel function around its body.
+pub(crate) fn kernel_function(sig: &Signature, body: &str) -> String {
+    let params: Vec<String> = cuda_params(sig)
+        .into_iter()
+        .map(|(t, n)| {
+            if t.ends_with('*') {
+                format!("{t} __restrict__ {n}")
+            } else {
+                format!("{t} {n}")
+            }
+        })
+        .collect();
+    format!(
+        "extern \"C\" __global__ void {}({}) {{\n{body}}}\n",
+        sig.name,
+        params.join(", ")
+    )
+}
+
+/// The dtype's path in generated code (half types through the runtime's re-export).
+fn dtype_path(krate: &syn::Path, d: &str) -> TokenStream {
+    let i = format_ident!("{}", d);
+    if d == "f16" || d == "bf16" {
+        quote!(#krate::__private::half::#i)
+    } else {
+        quote!(#i)
+    }
+}
+
+/// Every binding of the generic parameters to the dtypes their bounds admit.
+fn instances(sig: &Signature) -> Vec<Vec<&'static str>> {
+    let mut all = vec![vec![]];
+    for (_, b, _) in &sig.generics {
+        all = all
+            .into_iter()
+            .flat_map(|prefix: Vec<&'static str>| {
+                b.dtypes().iter().map(move |d| {
+                    let mut v = prefix.clone();
+                    v.push(*d);
+                    v
+                })
+            })
+            .collect();
+    }
+    all
+}
+
+pub(crate) fn expand(def: &KernelDef<'_>) -> TokenStream {
+    let KernelDef { item, sig, krate, .. } = def;
+    let vis = &item.vis;
+    let name = &sig.name;
+    let name_str = name.to_string();
+    let docs: Vec<&syn::Attribute> = item.attrs.iter().filter(|a| a.path().is_ident("doc")).collect();
+    let block = &item.block;
+    let gen_idents: Vec<&syn::Ident> = sig.generics.iter().map(|g| &g.0).collect();
+    let gen_params: Vec<&syn::TypeParam> = sig.generics.iter().map(|g| &g.2).collect();
+    let turbofish = if gen_idents.is_empty() {
+        quote!()
+    } else {
+        quote!(::<#(#gen_idents),*>)
+    };
+    let marker = if gen_idents.is_empty() {
+        quote!(
+            pub struct __Kernel;
+        )
+    } else {
+        quote!(pub struct __Kernel<#(#gen_idents),*>(::core::marker::PhantomData<(#(#gen_idents,)*)>);)
+    };
+    let dsl = quote!(#krate::kernel::dsl);
+
+    let mut body_params = vec![];
+    let mut launch_params = vec![];
+    let mut arg_names = vec![];
+    let mut push_args = vec![];
+    let mut bind_bufs = vec![];
+    let mut structs: Vec<String> = vec![];
+    let mut struct_decls = vec![];
+    let mut buf_index = 0usize;
+    for p in &sig.params {
+        let n = &p.name;
+        let ty = &p.ty;
+        arg_names.push(quote!(#n));
+        match &p.kind {
+            ParamKind::Scalar(_) => {
+                body_params.push(quote!(#n: #ty));
+                launch_params.push(quote!(#n: #ty));
+                push_args.push(quote!(.scalar(#n)));
+            }
+            ParamKind::Struct(path) => {
+                body_params.push(quote!(#n: #ty));
+                launch_params.push(quote!(#n: #ty));
+                push_args.push(quote!(.scalar(#n)));
+                let key = quote!(#path).to_string();
+                if !structs.contains(&key) {
+                    structs.push(key);
+                    struct_decls.push(quote!(<#path as #dsl::KernelArg>::cuda_decl()));
+                }
+            }
+            ParamKind::Slice { mutable, .. } => {
+                let elem = match &p.ty {
+                    syn::Type::Reference(r) => match &*r.elem {
+                        syn::Type::Slice(s) => (*s.elem).clone(),
+                        other => other.clone(),
+                    },
+                    other => other.clone(),
+                };
+                let i = buf_index;
+                buf_index += 1;
+                if *mutable {
+                    body_params.push(quote!(mut #n: #dsl::slices::GlobalSliceMut<#elem>));
+                    launch_params.push(quote!(#n: &mut #krate::gpu_ref::GpuRef<#elem>));
+                    push_args.push(quote!(.buf_mut(#n).scalar(#n.len() as u64)));
+                    bind_bufs.push(quote!(let #n = bufs.write::<#elem>(#i)?;));
+                } else {
+                    body_params.push(quote!(#n: #dsl::slices::GlobalSlice<#elem>));
+                    launch_params.push(quote!(#n: &#krate::gpu_ref::GpuRef<#elem>));
+                    push_args.push(quote!(.buf(#n).scalar(#n.len() as u64)));
+                    bind_bufs.push(quote!(let #n = bufs.read::<#elem>(#i)?;));
+                }
+            }
+        }
+    }
+    let kernel = &def.kernel_source;
+    let cooperative = def.cooperative;
+    let headers: Vec<TokenStream> = def
+        .headers
+        .iter()
+        .map(|h| {
+            let h = format_ident!("{}", h);
+            quote!(#dsl::scalar::Header::#h)
+        })
+        .collect();
+    let gen_strs: Vec<String> = gen_idents.iter().map(|g| g.to_string()).collect();
+    let registered: Vec<TokenStream> = instances(sig)
+        .into_iter()
+        .map(|dts| {
+            let label = dts.join(", ");
+            let paths: Vec<TokenStream> = dts.iter().map(|d| dtype_path(krate, d)).collect();
+            let tf = if paths.is_empty() {
+                quote!()
+            } else {
+                quote!(::<#(#paths),*>)
+            };
+            let marker_ty = if paths.is_empty() {
+                quote!(__Kernel)
+            } else {
+                quote!(__Kernel<#(#paths),*>)
+            };
+            quote!(#dsl::registry::KernelInstance {
+                dtypes: #label,
+                entry: NAME,
+                id: #dsl::registry::type_id_of::<#marker_ty>,
+                source: cuda_source #tf,
+            })
+        })
+        .collect();
+    let call_doc =
+        format!("A launch of `{name_str}` with these arguments, for `Device::launch_kernel` (what [`launch`] sends).");
+
+    quote! {
+        #(#docs)*
+        #[allow(non_snake_case)]
+        #vis mod #name {
+            #![allow(unused_imports, unused_mut, unused_variables, unused_parens, clippy::all)]
+            use super::*;
+            use #dsl::prelude::*;
+
+            /// Names one instantiation of this kernel (the key a device loads it under).
+            #[doc(hidden)]
+            #marker
+
+            /// The kernel's name: its `extern "C"` entry point.
+            pub const NAME: &str = #name_str;
+            const KERNEL: &str = #kernel;
+            const HEADERS: &[#dsl::scalar::Header] = &[#(#headers),*];
+            /// Whether the CPU emulation runs a block's threads together (the body uses
+            /// `sync_threads`, shared arrays or shuffles).
+            pub const COOPERATIVE: bool = #cooperative;
+
+            /// The body as Rust: what the CPU device runs for each emulated thread.
+            #[doc(hidden)]
+            pub fn body<#(#gen_params),*>(#(#body_params),*) #block
+
+            /// The CUDA C++ source of this kernel for the given dtypes.
+            pub fn cuda_source<#(#gen_params),*>() -> ::std::string::String {
+                #dsl::source::SourceTemplate { kernel: KERNEL, headers: HEADERS }.assemble(
+                    &#dsl::source::Instantiation {
+                        generics: ::std::vec![#((#gen_strs, <#gen_idents as #dsl::KernelScalar>::CUDA, <#gen_idents as #dsl::KernelScalar>::HEADER)),*],
+                        structs: ::std::vec![#(#struct_decls),*],
+                    },
+                )
+            }
+
+            #[doc = #call_doc]
+            pub fn call<#(#gen_params),*>(
+                cfg: #krate::module::LaunchConfig,
+                #(#launch_params),*
+            ) -> #dsl::KernelCall {
+                let args = #krate::module::KernelArgs::new() #(#push_args)*;
+                let emulate: #dsl::launch::Emulation = ::std::boxed::Box::new(move |bufs: &#dsl::launch::HostBufs| {
+                    #(#bind_bufs)*
+                    #dsl::grid::run_grid(NAME, &cfg, COOPERATIVE, &move || body #turbofish(#(#arg_names),*))
+                });
+                #dsl::KernelCall::new::<__Kernel #turbofish>(NAME, cuda_source #turbofish, cfg, args, emulate)
+            }
+
+            /// Launches the kernel on `device` (compiled once per device and dtype, or
+            /// loaded from the disk cache; emulated on the CPU device) and resolves when
+            /// it has finished.
+            pub async fn launch<#(#gen_params),*>(
+                device: &#krate::Device,
+                cfg: #krate::module::LaunchConfig,
+                #(#launch_params),*
+            ) -> ::std::result::Result<(), #krate::GpuError> {
+                device.launch_kernel(call #turbofish(cfg, #(#arg_names),*)).await
+            }
+
+            #krate::__private::inventory::submit! {
+                #dsl::registry::KernelRegistration {
+                    name: NAME,
+                    module: ::core::module_path!(),
+                    instances: &[#(#registered),*],
+                }
+            }
+        }
+    }
+}
+
+/// What is emitted beside errors: the body as plain Rust in the kernel's module, so the
+/// IDE keeps working and uses of the module name resolve.
+pub(crate) fn fallback(item: &syn::ItemFn, krate: &syn::Path) -> TokenStream {
+    let vis = &item.vis;
+    let name = &item.sig.ident;
+    let mut f = item.clone();
+    f.sig.ident = format_ident!("body");
+    f.vis = syn::parse_quote!(pub);
+    quote! {
+        #[allow(non_snake_case, dead_code)]
+        #vis mod #name {
+            #![allow(unused_imports)]
+            use super::*;
+            use #krate::kernel::dsl::prelude::*;
+            #f
+        }
+    }
+}

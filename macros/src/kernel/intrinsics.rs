@@ -1,0 +1,107 @@
+//! The tables of what a kernel body may call: intrinsics, math methods and constants,
+//! each with its CUDA C++ form. One table per kind, so the translator, its error hints
+//! and the docs agree.
+
+/// Intrinsic functions without arguments returning `usize`: `(rust, cuda)`.
+pub(crate) const INDEX_INTRINSICS: &[(&str, &str)] = &[
+    ("thread_idx_x", "((k_usize)threadIdx.x)"),
+    ("thread_idx_y", "((k_usize)threadIdx.y)"),
+    ("thread_idx_z", "((k_usize)threadIdx.z)"),
+    ("block_idx_x", "((k_usize)blockIdx.x)"),
+    ("block_idx_y", "((k_usize)blockIdx.y)"),
+    ("block_idx_z", "((k_usize)blockIdx.z)"),
+    ("block_dim_x", "((k_usize)blockDim.x)"),
+    ("block_dim_y", "((k_usize)blockDim.y)"),
+    ("block_dim_z", "((k_usize)blockDim.z)"),
+    ("grid_dim_x", "((k_usize)gridDim.x)"),
+    ("grid_dim_y", "((k_usize)gridDim.y)"),
+    ("grid_dim_z", "((k_usize)gridDim.z)"),
+    ("global_index", "((k_usize)blockIdx.x * blockDim.x + threadIdx.x)"),
+    ("global_index_y", "((k_usize)blockIdx.y * blockDim.y + threadIdx.y)"),
+    ("global_index_z", "((k_usize)blockIdx.z * blockDim.z + threadIdx.z)"),
+    ("grid_stride", "((k_usize)blockDim.x * gridDim.x)"),
+    ("lane_id", "k_lane_id()"),
+    ("warp_size", "((k_usize)32)"),
+];
+
+/// Warp shuffles `(rust, cuda)`: `f(value, u32)`, full-warp mask.
+pub(crate) const SHUFFLES: &[(&str, &str)] = &[
+    ("shfl_down", "__shfl_down_sync"),
+    ("shfl_up", "__shfl_up_sync"),
+    ("shfl_xor", "__shfl_xor_sync"),
+    ("shfl", "__shfl_sync"),
+];
+
+/// Names whose use makes the CPU emulation run a block's threads together.
+pub(crate) const COOPERATIVE: &[&str] = &[
+    "sync_threads",
+    "shared_array",
+    "shfl_down",
+    "shfl_up",
+    "shfl_xor",
+    "shfl",
+];
+
+/// Math methods `x.m()` with the receiver's type.
+pub(crate) const UNARY_MATH: &[&str] = &[
+    "sqrt", "rsqrt", "exp", "exp2", "ln", "log2", "log10", "sin", "cos", "tan", "tanh", "sinh", "cosh", "asin", "acos",
+    "atan", "abs", "floor", "ceil", "round", "trunc", "recip",
+];
+
+/// Math methods `x.m(y)` with both operands of the receiver's type.
+pub(crate) const BINARY_MATH: &[&str] = &["min", "max", "powf", "atan2", "hypot", "copysign"];
+
+/// Atomic methods of writable buffers and shared arrays: `(rust, cuda helper, args)`.
+pub(crate) const ATOMICS: &[(&str, &str, usize)] = &[
+    ("atomic_add", "k_atomic_add", 2),
+    ("atomic_min", "k_atomic_min", 2),
+    ("atomic_max", "k_atomic_max", 2),
+    ("atomic_exch", "k_atomic_exch", 2),
+    ("atomic_cas", "k_atomic_cas", 3),
+];
+
+/// Associated functions of a float type `T::f()`: `(rust, cuda taking the type)`.
+pub(crate) const TYPE_FUNCTIONS: &[(&str, &str)] = &[
+    ("zero", "k_from_f64<{T}>(0.0)"),
+    ("one", "k_from_f64<{T}>(1.0)"),
+    ("infinity", "k_from_f64<{T}>(k_inf())"),
+    ("neg_infinity", "k_from_f64<{T}>(-k_inf())"),
+];
+
+/// Constants of the primitive float types (`f32::MAX`, `core::f32::consts::PI`).
+pub(crate) const FLOAT_CONSTS: &[(&str, &str, &str)] = &[
+    ("INFINITY", "k_inf()", "k_inf()"),
+    ("NEG_INFINITY", "(-k_inf())", "(-k_inf())"),
+    ("MAX", "3.40282347e+38", "1.7976931348623157e+308"),
+    ("MIN", "-3.40282347e+38", "-1.7976931348623157e+308"),
+    ("EPSILON", "1.19209290e-07", "2.2204460492503131e-16"),
+    ("PI", "3.14159265358979323846", "3.14159265358979323846"),
+    ("E", "2.71828182845904523536", "2.71828182845904523536"),
+    ("TAU", "6.28318530717958647692", "6.28318530717958647692"),
+    ("SQRT_2", "1.41421356237309504880", "1.41421356237309504880"),
+    ("LN_2", "0.69314718055994530942", "0.69314718055994530942"),
+    ("LN_10", "2.30258509299404568402", "2.30258509299404568402"),
+    ("FRAC_1_SQRT_2", "0.70710678118654752440", "0.70710678118654752440"),
+];
+
+/// What the body may call, for error hints.
+pub(crate) fn call_hint() -> String {
+    let names: Vec<&str> = INDEX_INTRINSICS.iter().map(|i| i.0).collect();
+    format!(
+        "a #[kernel] body can call the intrinsics {}(), sync_threads(), shared_array::<T, N>(), \
+         shfl_down/shfl_up/shfl_xor/shfl(v, n), `T::zero()`/`one()`/`infinity()`/`from_f64(x)` and math methods; \
+         write other logic inline",
+        names.join("(), ")
+    )
+}
+
+/// What methods exist, for error hints.
+pub(crate) fn method_hint() -> String {
+    format!(
+        "supported methods: {}, {}, mul_add, powi, to_f64 on numbers; len, is_empty on buffers; {} on \
+         writable buffers and shared arrays",
+        UNARY_MATH.join(", "),
+        BINARY_MATH.join(", "),
+        ATOMICS.iter().map(|a| a.0).collect::<Vec<_>>().join(", ")
+    )
+}

@@ -1,0 +1,83 @@
+//! `#[kernel]`: parse (options, signature) → validate + translate (the body, to CUDA
+//! C++; or the raw CUDA option's parameter list) → expand (the kernel's module).
+
+mod expand;
+mod intrinsics;
+mod options;
+mod raw;
+mod signature;
+mod translate;
+mod types;
+
+use proc_macro2::{TokenStream, TokenTree};
+use quote::quote;
+
+use crate::errors::Errors;
+
+/// True if any identifier in `tokens` is one of `names`.
+fn mentions(tokens: TokenStream, names: &[&str]) -> bool {
+    tokens.into_iter().any(|t| match t {
+        TokenTree::Ident(i) => names.iter().any(|n| i == n),
+        TokenTree::Group(g) => mentions(g.stream(), names),
+        _ => false,
+    })
+}
+
+/// The macro's entry point.
+pub(crate) fn entry(args: TokenStream, input: TokenStream) -> TokenStream {
+    let mut errors = Errors::default();
+    let options = options::parse(args, &mut errors);
+    let item: syn::ItemFn = match syn::parse2(input.clone()) {
+        Ok(f) => f,
+        Err(_) => {
+            let e = syn::Error::new(
+                proc_macro2::Span::call_site(),
+                "#[kernel] goes on a function: `#[kernel] fn saxpy<T: Float>(a: T, x: &[T], y: &mut [T]) { … }`",
+            )
+            .to_compile_error();
+            return quote!(#e #input);
+        }
+    };
+    let krate = crate::crate_path::runtime_path(options.krate.as_ref());
+    let sig = signature::parse(&item, &mut errors);
+    let body_tokens = quote::ToTokens::to_token_stream(&item.block);
+    let (kernel_source, mut headers) = match &options.cuda {
+        Some(cuda) => {
+            raw::check(&sig, cuda, &mut errors);
+            if item.block.stmts.is_empty() {
+                errors.at(
+                    &item.block,
+                    "give a `cuda = \"…\"` kernel a Rust body too: it is the CPU device's emulation of the kernel \
+                     (or call `cpu_unsupported()` in it, and the CPU device answers `Unsupported`)",
+                );
+            }
+            (cuda.value(), vec![])
+        }
+        None => {
+            let t = translate::translate(&sig, &item.block, &mut errors);
+            (expand::kernel_function(&sig, &t.body), t.headers)
+        }
+    };
+    if !errors.is_empty() {
+        let compile_errors = errors.to_compile_errors();
+        let fallback = expand::fallback(&item, &krate);
+        return quote!(#compile_errors #fallback);
+    }
+    for p in &sig.params {
+        let ty = quote::ToTokens::to_token_stream(&p.ty).to_string();
+        for (needle, h) in [("f16", "Fp16"), ("bf16", "Bf16")] {
+            if ty.split(|c: char| !c.is_alphanumeric()).any(|w| w == needle) && !headers.contains(&h) {
+                headers.push(h);
+            }
+        }
+    }
+    let def = expand::KernelDef {
+        item: &item,
+        sig: &sig,
+        krate,
+        kernel_source,
+        headers,
+        cooperative: mentions(body_tokens, intrinsics::COOPERATIVE),
+    };
+    expand::expand(&def)
+}

@@ -1,0 +1,218 @@
+//! Parse: the kernel function's signature, checked against what a kernel can take.
+
+use std::collections::BTreeMap;
+
+use syn::spanned::Spanned;
+
+use super::types::{Bound, Prim, Ty};
+use crate::errors::Errors;
+
+/// What a parameter is.
+#[derive(Clone)]
+pub(crate) enum ParamKind {
+    /// A scalar by value (concrete or generic).
+    Scalar(Ty),
+    /// `&[T]` (read) or `&mut [T]` (written).
+    Slice { elem: Ty, mutable: bool },
+    /// A `#[derive(KernelArg)]` struct by value.
+    Struct(syn::Path),
+}
+
+/// One parameter.
+#[derive(Clone)]
+pub(crate) struct Param {
+    pub(crate) name: syn::Ident,
+    pub(crate) ty: syn::Type,
+    pub(crate) kind: ParamKind,
+}
+
+/// The checked signature.
+#[derive(Clone)]
+pub(crate) struct Signature {
+    pub(crate) name: syn::Ident,
+    /// Generic parameters in order, with their bound and the full bound list.
+    pub(crate) generics: Vec<(syn::Ident, Bound, syn::TypeParam)>,
+    pub(crate) params: Vec<Param>,
+}
+
+impl Signature {
+    pub(crate) fn generic_map(&self) -> BTreeMap<String, Bound> {
+        self.generics.iter().map(|(i, b, _)| (i.to_string(), *b)).collect()
+    }
+}
+
+const PARAM_HINT: &str = "a #[kernel] parameter is a scalar (f32 f64 f16 bf16 i8 … u64 usize isize bool), a \
+                          generic `T: Float`/`T: Int`, a buffer `&[T]` (read) or `&mut [T]` (written), or a \
+                          `#[derive(KernelArg)]` struct";
+
+/// The scalar or generic type named by `ty`, if it is one.
+pub(crate) fn scalar_type(ty: &syn::Type, generics: &BTreeMap<String, Bound>) -> Option<Ty> {
+    let syn::Type::Path(p) = ty else { return None };
+    if p.qself.is_some() || p.path.segments.len() != 1 {
+        return None;
+    }
+    let seg = &p.path.segments[0];
+    if !seg.arguments.is_none() {
+        return None;
+    }
+    let name = seg.ident.to_string();
+    if let Some(b) = generics.get(&name) {
+        return Some(Ty::Generic(name, *b));
+    }
+    Prim::from_name(&name).map(Ty::Prim)
+}
+
+pub(crate) fn parse(f: &syn::ItemFn, errors: &mut Errors) -> Signature {
+    let sig = &f.sig;
+    if let Some(a) = &sig.asyncness {
+        errors.at(
+            a,
+            "a #[kernel] cannot be `async`: it runs on the GPU; its generated `launch` is async",
+        );
+    }
+    if let Some(u) = &sig.unsafety {
+        errors.at(
+            u,
+            "a #[kernel] cannot be `unsafe`: its launcher checks every argument; remove `unsafe`",
+        );
+    }
+    if let Some(c) = &sig.constness {
+        errors.at(c, "a #[kernel] cannot be `const`; remove `const`");
+    }
+    if let Some(abi) = &sig.abi {
+        errors.at(
+            abi,
+            "a #[kernel] cannot declare an ABI; the macro emits the `extern \"C\"` entry point itself",
+        );
+    }
+    if let syn::ReturnType::Type(_, ty) = &sig.output {
+        errors.at(
+            ty,
+            "a #[kernel] returns nothing: write results into a `&mut [T]` parameter instead",
+        );
+    }
+    if let Some(w) = &sig.generics.where_clause {
+        errors.at(
+            w,
+            "a #[kernel] takes its bounds inline (`<T: Float>`), not in a `where` clause",
+        );
+    }
+    let mut generics = vec![];
+    for g in &sig.generics.params {
+        match g {
+            syn::GenericParam::Type(tp) => {
+                let mut bound = None;
+                for b in &tp.bounds {
+                    if let syn::TypeParamBound::Trait(t) = b {
+                        let last = t.path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
+                        let this = match last.as_str() {
+                            "Float" => Some(Bound::Float),
+                            "Int" => Some(Bound::Int),
+                            _ => None,
+                        };
+                        if let Some(this) = this {
+                            if bound.is_some() {
+                                errors.at(t, "a generic parameter takes one of `Float` or `Int`, not both");
+                            }
+                            bound = Some(this);
+                        }
+                    }
+                }
+                // Registered even when unbounded, so its uses raise no further errors.
+                generics.push((tp.ident.clone(), bound.unwrap_or(Bound::Float), tp.clone()));
+                match bound {
+                    Some(_) => {}
+                    None => errors.at(
+                        &tp.ident,
+                        format!(
+                            "bound `{}` by `Float` (f32 f64 f16 bf16) or `Int` (i32 i64 u32 u64): a kernel is \
+                             instantiated once per dtype its bound admits",
+                            tp.ident
+                        ),
+                    ),
+                }
+            }
+            syn::GenericParam::Lifetime(l) => errors.at(
+                l,
+                "a #[kernel] takes no lifetime parameters; remove it (buffers are `&[T]`)",
+            ),
+            syn::GenericParam::Const(c) => errors.at(
+                c,
+                "a #[kernel] takes no const generics; pass the value as a parameter or write it as a literal",
+            ),
+        }
+    }
+    let gmap: BTreeMap<String, Bound> = generics.iter().map(|(i, b, _)| (i.to_string(), *b)).collect();
+    let mut params = vec![];
+    for input in &sig.inputs {
+        let syn::FnArg::Typed(pt) = input else {
+            errors.at(input, "a #[kernel] is a free function: remove `self`");
+            continue;
+        };
+        let name = match &*pt.pat {
+            syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => pi.ident.clone(),
+            other => {
+                errors.at(
+                    other,
+                    "name each #[kernel] parameter with a plain identifier (no patterns)",
+                );
+                continue;
+            }
+        };
+        let kind = match &*pt.ty {
+            syn::Type::Reference(r) => {
+                let elem = match &*r.elem {
+                    syn::Type::Slice(s) => scalar_type(&s.elem, &gmap).filter(|t| t != &Ty::Prim(Prim::Bool)),
+                    _ => None,
+                };
+                if let Some(l) = &r.lifetime {
+                    errors.at(l, "a #[kernel] buffer takes no lifetime; write `&[T]` / `&mut [T]`");
+                }
+                match elem {
+                    Some(elem) => ParamKind::Slice {
+                        elem,
+                        mutable: r.mutability.is_some(),
+                    },
+                    None => {
+                        errors.at(
+                            &r.elem,
+                            format!(
+                                "a #[kernel] buffer is a slice of a dtype: `&[T]` or `&mut [T]` with T one of \
+                                 f32 f64 f16 bf16 i8 … u64 or a generic parameter; {PARAM_HINT}"
+                            ),
+                        );
+                        continue;
+                    }
+                }
+            }
+            ty => match scalar_type(ty, &gmap) {
+                Some(t) => ParamKind::Scalar(t),
+                None => match ty {
+                    syn::Type::Path(p)
+                        if p.qself.is_none()
+                            && p.path.segments.last().is_some_and(|s| s.arguments.is_none())
+                            && p.path.segments.last().is_some_and(|s| {
+                                s.ident.to_string().chars().next().is_some_and(char::is_uppercase)
+                            }) =>
+                    {
+                        ParamKind::Struct(p.path.clone())
+                    }
+                    other => {
+                        errors.push(syn::Error::new(other.span(), PARAM_HINT));
+                        continue;
+                    }
+                },
+            },
+        };
+        params.push(Param {
+            name,
+            ty: (*pt.ty).clone(),
+            kind,
+        });
+    }
+    Signature {
+        name: sig.ident.clone(),
+        generics,
+        params,
+    }
+}

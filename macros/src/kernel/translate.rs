@@ -1,0 +1,1105 @@
+//! Validate + translate: a kernel body, in the Rust subset, to CUDA C++.
+//!
+//! One walk over the body does both: every construct either has a translation or is a
+//! compile error at its span with a hint (never a silent miscompile), so the checker and
+//! the translator cannot disagree about what the subset is. Types are tracked just far
+//! enough to type literals the way rustc does (a literal takes the type of the value it
+//! meets), declare `let`s with their C++ type and pick operators. Every statement is
+//! preceded by a `#line` marker so NVRTC errors point at the Rust source.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write;
+
+use proc_macro2::Span;
+use syn::spanned::Spanned;
+
+use super::intrinsics::*;
+use super::signature::{scalar_type, ParamKind, Signature};
+use super::types::{Bound, Prim, Ty};
+use crate::errors::Errors;
+
+/// The translation of a body.
+pub(crate) struct Translation {
+    /// The statements of the kernel function, C++.
+    pub(crate) body: String,
+    /// Concrete half types used (`"Fp16"`, `"Bf16"`), for headers.
+    pub(crate) headers: Vec<&'static str>,
+}
+
+struct Var {
+    cname: String,
+    ty: Ty,
+}
+
+struct Tr<'a> {
+    errors: &'a mut Errors,
+    generics: BTreeMap<String, Bound>,
+    scopes: Vec<HashMap<String, Var>>,
+    used_names: HashMap<String, usize>,
+    out: String,
+    indent: usize,
+    headers: Vec<&'static str>,
+}
+
+/// C++ keywords and names of the generated source a Rust identifier must not become.
+const RESERVED: &[&str] = &[
+    "auto",
+    "bool",
+    "case",
+    "char",
+    "class",
+    "const",
+    "default",
+    "delete",
+    "do",
+    "double",
+    "float",
+    "goto",
+    "inline",
+    "int",
+    "long",
+    "namespace",
+    "new",
+    "operator",
+    "private",
+    "protected",
+    "public",
+    "register",
+    "short",
+    "signed",
+    "sizeof",
+    "switch",
+    "template",
+    "this",
+    "throw",
+    "typedef",
+    "typename",
+    "union",
+    "unsigned",
+    "using",
+    "virtual",
+    "void",
+    "volatile",
+    "threadIdx",
+    "blockIdx",
+    "blockDim",
+    "gridDim",
+    "warpSize",
+    "signed",
+    "NULL",
+    "nullptr",
+];
+
+type Out = (String, Ty);
+
+fn unit() -> Out {
+    (String::new(), Ty::Unit)
+}
+
+fn line_of(span: Span) -> Option<(usize, String)> {
+    let line = span.start().line;
+    if line == 0 {
+        return None;
+    }
+    Some((line, span.file()))
+}
+
+pub(crate) fn translate(sig: &Signature, block: &syn::Block, errors: &mut Errors) -> Translation {
+    let mut tr = Tr {
+        errors,
+        generics: sig.generic_map(),
+        scopes: vec![HashMap::new()],
+        used_names: HashMap::new(),
+        out: String::new(),
+        indent: 1,
+        headers: vec![],
+    };
+    for p in &sig.params {
+        let name = p.name.to_string();
+        let ty = match &p.kind {
+            ParamKind::Scalar(t) => t.clone(),
+            ParamKind::Slice { elem, mutable } => Ty::Slice {
+                elem: Box::new(elem.clone()),
+                mutable: *mutable,
+            },
+            ParamKind::Struct(path) => {
+                Ty::Struct(path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default())
+            }
+        };
+        tr.note_type(&ty);
+        let cname = tr.fresh(&name);
+        tr.scopes[0].insert(name, Var { cname, ty });
+    }
+    tr.stmts(&block.stmts, true);
+    Translation {
+        body: tr.out,
+        headers: tr.headers,
+    }
+}
+
+/// The C++ parameter list of a signature (shared with the raw-CUDA check).
+pub(crate) fn cuda_params(sig: &Signature) -> Vec<(String, String)> {
+    let mut v = vec![];
+    for p in &sig.params {
+        let n = param_cname(&p.name.to_string());
+        match &p.kind {
+            ParamKind::Scalar(t) => v.push((t.cuda().unwrap_or_default(), n)),
+            ParamKind::Slice { elem, mutable } => {
+                let e = elem.cuda().unwrap_or_default();
+                if *mutable {
+                    v.push((format!("{e}*"), n.clone()));
+                } else {
+                    v.push((format!("const {e}*"), n.clone()));
+                }
+                v.push(("unsigned long long".into(), format!("{n}_len")));
+            }
+            ParamKind::Struct(path) => {
+                v.push((path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default(), n))
+            }
+        }
+    }
+    v
+}
+
+/// A parameter's C++ name (keywords get a suffix).
+pub(crate) fn param_cname(name: &str) -> String {
+    if RESERVED.contains(&name) || name.starts_with("k_") || name.starts_with("__") {
+        format!("{name}_")
+    } else {
+        name.to_string()
+    }
+}
+
+impl Tr<'_> {
+    fn err(&mut self, at: impl Spanned, msg: impl std::fmt::Display) -> Out {
+        self.errors.push(syn::Error::new(at.span(), msg));
+        // An unknown type raises no further errors where the value is used.
+        (String::from("0"), Ty::Unknown("0".into()))
+    }
+
+    fn note_type(&mut self, ty: &Ty) {
+        let h = match ty {
+            Ty::Prim(Prim::F16) => "Fp16",
+            Ty::Prim(Prim::Bf16) => "Bf16",
+            Ty::Slice { elem, .. } | Ty::Shared { elem, .. } => return self.note_type(&elem.clone()),
+            _ => return,
+        };
+        if !self.headers.contains(&h) {
+            self.headers.push(h);
+        }
+    }
+
+    /// A C++ name for a new Rust binding: unique in the function (C++ forbids the
+    /// redeclarations Rust's shadowing produces).
+    fn fresh(&mut self, name: &str) -> String {
+        let base = param_cname(name);
+        let n = self.used_names.entry(base.clone()).or_insert(0);
+        *n += 1;
+        if *n == 1 {
+            base
+        } else {
+            format!("{base}__{n}")
+        }
+    }
+
+    fn lookup(&self, name: &str) -> Option<&Var> {
+        self.scopes.iter().rev().find_map(|s| s.get(name))
+    }
+
+    fn line(&mut self, span: Span) {
+        if let Some((line, file)) = line_of(span) {
+            let _ = writeln!(
+                self.out,
+                "#line {line} \"{}\"",
+                file.replace('\\', "/").replace('"', "'")
+            );
+        }
+    }
+
+    fn emit(&mut self, text: &str) {
+        for _ in 0..self.indent {
+            self.out.push_str("  ");
+        }
+        self.out.push_str(text);
+        self.out.push('\n');
+    }
+
+    fn stmts(&mut self, stmts: &[syn::Stmt], top: bool) {
+        for s in stmts {
+            self.line(s.span());
+            match s {
+                syn::Stmt::Local(l) => self.local(l, top),
+                syn::Stmt::Expr(e, _) => self.stmt_expr(e),
+                syn::Stmt::Item(i) => {
+                    self.err(i, "items (fn, struct, use, const …) cannot be declared inside a #[kernel]; declare them outside (a constant: write its value, or pass it as a parameter)");
+                }
+                syn::Stmt::Macro(m) => {
+                    let name = m
+                        .mac
+                        .path
+                        .segments
+                        .last()
+                        .map(|s| s.ident.to_string())
+                        .unwrap_or_default();
+                    self.err(&m.mac.path, format!("macros (`{name}!`) are not supported in a #[kernel]: a GPU kernel cannot print, format or panic; compute into an output buffer instead"));
+                }
+            }
+        }
+    }
+
+    fn scoped_block(&mut self, b: &syn::Block) {
+        self.scopes.push(HashMap::new());
+        self.indent += 1;
+        self.stmts(&b.stmts, false);
+        self.indent -= 1;
+        self.scopes.pop();
+    }
+
+    fn local(&mut self, l: &syn::Local, top: bool) {
+        let (ident, annotated) = match &l.pat {
+            syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => (pi.ident.clone(), None),
+            syn::Pat::Type(pt) => match &*pt.pat {
+                syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => (pi.ident.clone(), Some(&*pt.ty)),
+                other => {
+                    self.err(
+                        other,
+                        "bind one plain name per `let` in a #[kernel] (no tuple or struct patterns)",
+                    );
+                    return;
+                }
+            },
+            other => {
+                self.err(
+                    other,
+                    "bind one plain name per `let` in a #[kernel] (no tuple or struct patterns)",
+                );
+                return;
+            }
+        };
+        let name = ident.to_string();
+        let mutable = matches!(&l.pat, syn::Pat::Ident(pi) if pi.mutability.is_some())
+            || matches!(&l.pat, syn::Pat::Type(pt) if matches!(&*pt.pat, syn::Pat::Ident(pi) if pi.mutability.is_some()));
+        if let Some(init) = &l.init {
+            if let Some((_, diverge)) = &init.diverge {
+                self.err(diverge, "`let … else` is not supported in a #[kernel]; use `if`");
+                return;
+            }
+            if let Some(shared) = self.shared_decl(&init.expr) {
+                let Some((elem, n)) = shared else { return };
+                if !top {
+                    self.err(&l.pat, "declare shared arrays at the top level of the kernel body (CUDA allocates them once per block), not inside a loop or branch");
+                    return;
+                }
+                self.note_type(&elem);
+                let cname = self.fresh(&name);
+                self.emit(&format!("__shared__ {} {cname}[{n}];", elem.cuda().unwrap_or_default()));
+                self.declare(
+                    name,
+                    cname,
+                    Ty::Shared {
+                        elem: Box::new(elem),
+                        n,
+                    },
+                );
+                return;
+            }
+        }
+        let declared = match annotated {
+            Some(t) => match scalar_type(t, &self.generics) {
+                Some(ty) => Some(ty),
+                None => {
+                    self.err(t, "a `let` in a #[kernel] holds a scalar: annotate it with f32 f64 f16 bf16 i8 … u64 usize isize bool or a generic parameter");
+                    return;
+                }
+            },
+            None => None,
+        };
+        let init = l.init.as_ref().map(|i| self.expr(&i.expr, declared.as_ref()));
+        let ty = match (&declared, &init) {
+            (Some(t), _) => t.clone(),
+            (None, Some((_, t))) => t.clone(),
+            (None, None) => {
+                self.err(&l.pat, format!("give `{name}` a type (`let {name}: f32;`): a #[kernel] declares every variable with its C++ type"));
+                return;
+            }
+        };
+        let cty = match &ty {
+            Ty::IntLit | Ty::FloatLit => {
+                let example = if ty == Ty::IntLit { "usize = 0" } else { "f32 = 0.0" };
+                self.err(&l.pat, format!("give `{name}` a type (`let {name}: {example};`): the type of a literal comes from its use in Rust, which the CUDA translation cannot see"));
+                return;
+            }
+            Ty::Unknown(_) => "auto".to_string(),
+            Ty::Unit | Ty::Slice { .. } | Ty::Shared { .. } => {
+                self.err(&l.pat, format!("`{name}` must hold a scalar; buffers and shared arrays cannot be rebound (index them directly)"));
+                return;
+            }
+            t => t.cuda().unwrap_or_default(),
+        };
+        self.note_type(&ty);
+        let cname = self.fresh(&name);
+        let konst = if mutable { "" } else { "const " };
+        match init {
+            Some((text, _)) => self.emit(&format!("{konst}{cty} {cname} = {text};")),
+            None => self.emit(&format!("{cty} {cname};")),
+        }
+        self.declare(name, cname, ty);
+    }
+
+    fn declare(&mut self, name: String, cname: String, ty: Ty) {
+        self.scopes.last_mut().expect("a scope").insert(name, Var { cname, ty });
+    }
+
+    /// `shared_array::<T, N>()`: `Some(Some((T, N)))`, `Some(None)` if malformed
+    /// (reported), `None` if the expression is something else.
+    fn shared_decl(&mut self, e: &syn::Expr) -> Option<Option<(Ty, String)>> {
+        let syn::Expr::Call(c) = e else { return None };
+        let syn::Expr::Path(p) = &*c.func else { return None };
+        let last = p.path.segments.last()?;
+        if last.ident != "shared_array" {
+            return None;
+        }
+        let hint = "write shared arrays as `let tile = shared_array::<T, 256>();` (a dtype and a literal length)";
+        let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
+            self.err(last, hint);
+            return Some(None);
+        };
+        let args: Vec<_> = args.args.iter().collect();
+        let parsed = match args.as_slice() {
+            [syn::GenericArgument::Type(t), n] => {
+                let n = match n {
+                    syn::GenericArgument::Const(syn::Expr::Lit(syn::ExprLit {
+                        lit: syn::Lit::Int(i), ..
+                    })) => i.base10_parse::<usize>().ok(),
+                    syn::GenericArgument::Type(syn::Type::Path(_)) => None,
+                    _ => None,
+                };
+                scalar_type(t, &self.generics)
+                    .filter(|t| t != &Ty::Prim(Prim::Bool))
+                    .zip(n)
+            }
+            _ => None,
+        };
+        match parsed {
+            Some((t, n)) if c.args.is_empty() => Some(Some((t, n.to_string()))),
+            _ => {
+                self.err(e, hint);
+                Some(None)
+            }
+        }
+    }
+
+    fn stmt_expr(&mut self, e: &syn::Expr) {
+        match e {
+            syn::Expr::If(i) => self.if_stmt(i),
+            syn::Expr::While(w) => {
+                if let Some(l) = &w.label {
+                    self.err(
+                        l,
+                        "loop labels are not supported in a #[kernel]; restructure with a flag",
+                    );
+                    return;
+                }
+                if let syn::Expr::Let(l) = &*w.cond {
+                    self.err(
+                        l,
+                        "`while let` is not supported in a #[kernel]; use `while` with a condition",
+                    );
+                    return;
+                }
+                let (c, _) = self.expr(&w.cond, Some(&Ty::Prim(Prim::Bool)));
+                self.emit(&format!("while ({c}) {{"));
+                self.scoped_block(&w.body);
+                self.emit("}");
+            }
+            syn::Expr::Loop(l) => {
+                if let Some(lb) = &l.label {
+                    self.err(
+                        lb,
+                        "loop labels are not supported in a #[kernel]; restructure with a flag",
+                    );
+                    return;
+                }
+                self.emit("while (true) {");
+                self.scoped_block(&l.body);
+                self.emit("}");
+            }
+            syn::Expr::ForLoop(f) => self.for_loop(f),
+            syn::Expr::Block(b) => {
+                if b.label.is_some() {
+                    self.err(b, "block labels are not supported in a #[kernel]");
+                    return;
+                }
+                self.emit("{");
+                self.scoped_block(&b.block);
+                self.emit("}");
+            }
+            syn::Expr::Break(b) => {
+                if let Some(l) = &b.label {
+                    self.err(l, "labelled `break` is not supported in a #[kernel]");
+                } else if let Some(v) = &b.expr {
+                    self.err(v, "`break` with a value is not supported in a #[kernel]");
+                } else {
+                    self.emit("break;");
+                }
+            }
+            syn::Expr::Continue(c) => {
+                if let Some(l) = &c.label {
+                    self.err(l, "labelled `continue` is not supported in a #[kernel]");
+                } else {
+                    self.emit("continue;");
+                }
+            }
+            syn::Expr::Return(r) => {
+                if let Some(v) = &r.expr {
+                    self.err(
+                        v,
+                        "a #[kernel] returns nothing: write the value into an output buffer and `return;`",
+                    );
+                } else {
+                    self.emit("return;");
+                }
+            }
+            syn::Expr::Assign(a) => {
+                let (l, lt) = self.place(&a.left);
+                let (r, _) = self.expr(&a.right, Some(&lt));
+                self.emit(&format!("{l} = {r};"));
+            }
+            syn::Expr::Binary(b) if compound(&b.op).is_some() => {
+                let (l, lt) = self.place(&b.left);
+                let rhs_expected = if matches!(b.op, syn::BinOp::ShlAssign(_) | syn::BinOp::ShrAssign(_)) {
+                    None
+                } else {
+                    Some(lt.clone())
+                };
+                let (r, _) = self.expr(&b.right, rhs_expected.as_ref());
+                let op = compound(&b.op).expect("checked");
+                if op == "%=" && lt.is_float() {
+                    self.emit(&format!("{l} = k_rem({l}, {r});"));
+                } else {
+                    self.emit(&format!("{l} {op} {r};"));
+                }
+            }
+            other => {
+                let (text, _) = self.expr(other, None);
+                if !text.is_empty() {
+                    self.emit(&format!("{text};"));
+                }
+            }
+        }
+    }
+
+    /// An assignable place: a local, a buffer element or a shared element.
+    fn place(&mut self, e: &syn::Expr) -> Out {
+        match e {
+            syn::Expr::Path(_) | syn::Expr::Index(_) => {
+                if let syn::Expr::Index(ix) = e {
+                    if let syn::Expr::Path(p) = &*ix.expr {
+                        if let Some(v) = p.path.get_ident().and_then(|i| self.lookup(&i.to_string())) {
+                            if let Ty::Slice { mutable: false, .. } = v.ty {
+                                let name = p.path.get_ident().map(|i| i.to_string()).unwrap_or_default();
+                                return self.err(
+                                    ix,
+                                    format!(
+                                        "`{name}` is a read-only buffer (`&[T]`): take it as `&mut [T]` to write it"
+                                    ),
+                                );
+                            }
+                        }
+                    }
+                }
+                self.expr(e, None)
+            }
+            syn::Expr::Paren(p) => self.place(&p.expr),
+            other => self.err(other, "assign to a variable or a buffer element (`y[i] = …`)"),
+        }
+    }
+
+    fn if_stmt(&mut self, i: &syn::ExprIf) {
+        if let syn::Expr::Let(l) = &*i.cond {
+            self.err(l, "`if let` is not supported in a #[kernel]; compare values with `if`");
+            return;
+        }
+        let (c, _) = self.expr(&i.cond, Some(&Ty::Prim(Prim::Bool)));
+        self.emit(&format!("if ({c}) {{"));
+        self.scoped_block(&i.then_branch);
+        match &i.else_branch {
+            None => self.emit("}"),
+            Some((_, e)) => match &**e {
+                syn::Expr::If(inner) => {
+                    self.emit("} else {");
+                    self.indent += 1;
+                    self.if_stmt(inner);
+                    self.indent -= 1;
+                    self.emit("}");
+                }
+                syn::Expr::Block(b) => {
+                    self.emit("} else {");
+                    self.scoped_block(&b.block);
+                    self.emit("}");
+                }
+                other => {
+                    self.err(other, "unsupported `else` branch");
+                }
+            },
+        }
+    }
+
+    fn for_loop(&mut self, f: &syn::ExprForLoop) {
+        if let Some(l) = &f.label {
+            self.err(
+                l,
+                "loop labels are not supported in a #[kernel]; restructure with a flag",
+            );
+            return;
+        }
+        let syn::Pat::Ident(pi) = &*f.pat else {
+            self.err(&f.pat, "a #[kernel] `for` binds one name: `for i in 0..n`");
+            return;
+        };
+        let hint = "a #[kernel] `for` loops over a range: `for i in a..b`, `a..=b` or `(a..b).step_by(s)`";
+        let (range, step) = match &*f.expr {
+            syn::Expr::Range(r) => (r, None),
+            syn::Expr::MethodCall(m) if m.method == "step_by" && m.args.len() == 1 => match strip_parens(&m.receiver) {
+                syn::Expr::Range(r) => (r, Some(&m.args[0])),
+                _ => {
+                    self.err(&f.expr, hint);
+                    return;
+                }
+            },
+            other => {
+                self.err(other, hint);
+                return;
+            }
+        };
+        let (Some(start), Some(end)) = (&range.start, &range.end) else {
+            self.err(range, "a #[kernel] `for` needs both ends of its range: `a..b`");
+            return;
+        };
+        let ((s, st), (e, et)) = self.pair(start, end, None);
+        let ty = match (&st, &et) {
+            (Ty::IntLit, Ty::IntLit) => Ty::Prim(Prim::I32),
+            (t, _) if !t.is_literal() => t.clone(),
+            (_, t) => t.clone(),
+        };
+        if !ty.is_int() {
+            self.err(range, "a #[kernel] `for` range must be of integers");
+            return;
+        }
+        let cty = ty.cuda().unwrap_or_else(|| "int".into());
+        self.scopes.push(HashMap::new());
+        let name = pi.ident.to_string();
+        let cname = self.fresh(&name);
+        let step_text = match step {
+            Some(st) => format!("{cname} += {}", self.expr(st, Some(&ty)).0),
+            None => format!("++{cname}"),
+        };
+        let cmp = if matches!(range.limits, syn::RangeLimits::Closed(_)) {
+            "<="
+        } else {
+            "<"
+        };
+        self.emit(&format!("for ({cty} {cname} = {s}; {cname} {cmp} {e}; {step_text}) {{"));
+        self.declare(name, cname, ty);
+        self.scoped_block(&f.body);
+        self.scopes.pop();
+        self.emit("}");
+    }
+
+    /// Translates two operands that must share a type: a literal takes the other's.
+    fn pair(&mut self, a: &syn::Expr, b: &syn::Expr, expected: Option<&Ty>) -> (Out, Out) {
+        if is_untyped_literal(a) && !is_untyped_literal(b) {
+            let rb = self.expr(b, expected);
+            let ra = self.expr(a, Some(&rb.1));
+            (ra, rb)
+        } else {
+            let ra = self.expr(a, expected);
+            let rb = self.expr(b, Some(&ra.1));
+            (ra, rb)
+        }
+    }
+
+    fn expr(&mut self, e: &syn::Expr, expected: Option<&Ty>) -> Out {
+        match e {
+            syn::Expr::Lit(l) => self.literal(&l.lit, expected),
+            syn::Expr::Path(p) => self.path(p),
+            syn::Expr::Paren(p) => {
+                let (t, ty) = self.expr(&p.expr, expected);
+                (format!("({t})"), ty)
+            }
+            syn::Expr::Binary(b) => self.binary(b, expected),
+            syn::Expr::Unary(u) => {
+                let (t, ty) = self.expr(&u.expr, expected);
+                match u.op {
+                    syn::UnOp::Neg(_) => (format!("(-{t})"), ty),
+                    syn::UnOp::Not(_) if ty == Ty::Prim(Prim::Bool) => (format!("(!{t})"), ty),
+                    syn::UnOp::Not(_) => (format!("(~{t})"), ty),
+                    _ => self.err(
+                        u,
+                        "references and dereferences are not supported in a #[kernel]; index buffers directly",
+                    ),
+                }
+            }
+            syn::Expr::Cast(c) => {
+                let Some(target) = scalar_type(&c.ty, &self.generics).filter(|t| matches!(t, Ty::Prim(_))) else {
+                    return self.err(&c.ty, "`as` converts between primitive types (f32, i32, usize …); for a generic `T` use `T::from_f64(x)` or `x.to_f64()`");
+                };
+                let (t, _) = self.expr(&c.expr, None);
+                let cty = target.cuda().unwrap_or_default();
+                (format!("(({cty})({t}))"), target)
+            }
+            syn::Expr::Index(ix) => self.index(ix),
+            syn::Expr::Field(f) => {
+                let (base, bt) = self.expr(&f.base, None);
+                let syn::Member::Named(field) = &f.member else {
+                    return self.err(&f.member, "tuple fields are not supported in a #[kernel]");
+                };
+                if !matches!(bt, Ty::Struct(_)) {
+                    return self.err(f, "fields can only be read from a #[derive(KernelArg)] parameter");
+                }
+                let text = format!("{base}.{field}");
+                (text.clone(), Ty::Unknown(text))
+            }
+            syn::Expr::Call(c) => self.call(c, expected),
+            syn::Expr::MethodCall(m) => self.method(m),
+            syn::Expr::If(i) => self.ternary(i, expected),
+            syn::Expr::Group(g) => self.expr(&g.expr, expected),
+            syn::Expr::Assign(_)
+            | syn::Expr::While(_)
+            | syn::Expr::Loop(_)
+            | syn::Expr::ForLoop(_)
+            | syn::Expr::Break(_)
+            | syn::Expr::Continue(_)
+            | syn::Expr::Return(_) => {
+                self.stmt_expr(e);
+                unit()
+            }
+            syn::Expr::Block(_) => {
+                self.stmt_expr(e);
+                unit()
+            }
+            other => {
+                let what = match other {
+                    syn::Expr::Closure(_) => "closures",
+                    syn::Expr::Reference(_) => "references (`&x`)",
+                    syn::Expr::Tuple(_) => "tuples",
+                    syn::Expr::Array(_) | syn::Expr::Repeat(_) => "arrays (use `shared_array` or a buffer)",
+                    syn::Expr::Match(_) => "`match` (use `if`/`else`)",
+                    syn::Expr::Range(_) => "ranges outside a `for` loop",
+                    syn::Expr::Struct(_) => "struct literals",
+                    syn::Expr::Try(_) => "the `?` operator",
+                    syn::Expr::Async(_) | syn::Expr::Await(_) => "async code",
+                    syn::Expr::Macro(_) => "macros (a GPU kernel cannot print, format or panic)",
+                    syn::Expr::Unsafe(_) => "`unsafe` blocks",
+                    _ => "this expression",
+                };
+                self.err(other, format!("{what} are not supported in a #[kernel] body"))
+            }
+        }
+    }
+
+    fn literal(&mut self, l: &syn::Lit, expected: Option<&Ty>) -> Out {
+        let want = expected.filter(|t| t.is_value()).cloned();
+        match l {
+            syn::Lit::Bool(b) => (b.value.to_string(), Ty::Prim(Prim::Bool)),
+            syn::Lit::Int(i) => {
+                let digits = i.base10_digits().to_string();
+                let big = digits.parse::<i64>().map_or(true, |v| v > i32::MAX as i64);
+                let lit = if big { format!("{digits}ull") } else { digits };
+                let suffix = i.suffix();
+                let ty = if !suffix.is_empty() {
+                    match Prim::from_name(suffix) {
+                        Some(p) => Some(Ty::Prim(p)),
+                        None => return self.err(i, format!("unknown literal suffix `{suffix}`")),
+                    }
+                } else {
+                    want
+                };
+                match ty {
+                    Some(t) if t.is_float() => self.float_literal(&format!("{lit}.0"), t),
+                    Some(t) => {
+                        let cty = t.cuda().unwrap_or_default();
+                        (format!("(({cty}){lit})"), t)
+                    }
+                    None => (lit, Ty::IntLit),
+                }
+            }
+            syn::Lit::Float(f) => {
+                let mut digits = f.base10_digits().to_string();
+                if !digits.contains(['.', 'e', 'E']) {
+                    digits.push_str(".0");
+                }
+                let suffix = f.suffix();
+                let ty = match suffix {
+                    "" => want,
+                    "f32" => Some(Ty::Prim(Prim::F32)),
+                    "f64" => Some(Ty::Prim(Prim::F64)),
+                    other => return self.err(f, format!("unknown float suffix `{other}`")),
+                };
+                match ty {
+                    Some(t) => self.float_literal(&digits, t),
+                    None => (digits, Ty::FloatLit),
+                }
+            }
+            other => self.err(
+                other,
+                "strings, characters and byte literals have no place in a #[kernel]",
+            ),
+        }
+    }
+
+    fn float_literal(&mut self, digits: &str, t: Ty) -> Out {
+        let text = match &t {
+            Ty::Prim(Prim::F32) => format!("{digits}f"),
+            Ty::Prim(Prim::F64) => digits.to_string(),
+            other => format!("k_from_f64<{}>({digits})", other.cuda().unwrap_or_default()),
+        };
+        (text, t)
+    }
+
+    fn path(&mut self, p: &syn::ExprPath) -> Out {
+        if let Some(ident) = p.path.get_ident() {
+            let name = ident.to_string();
+            return match self.lookup(&name) {
+                Some(v) => (v.cname.clone(), v.ty.clone()),
+                None => self.err(ident, format!("`{name}` is not a parameter or local of this #[kernel]; items from outside are not visible to the generated CUDA (write a constant's value, or pass it as a parameter)")),
+            };
+        }
+        // `f32::MAX`, `core::f32::consts::PI`, `u32::MAX`.
+        let segs: Vec<String> = p.path.segments.iter().map(|s| s.ident.to_string()).collect();
+        let (ty_name, konst) = match segs.as_slice() {
+            [t, c] => (t.as_str(), c.as_str()),
+            [_, t, m, c] if m == "consts" => (t.as_str(), c.as_str()),
+            _ => {
+                return self.err(
+                    p,
+                    "paths other than local names and `f32::MAX`-style constants are not supported in a #[kernel]",
+                )
+            }
+        };
+        let Some(prim) = Prim::from_name(ty_name) else {
+            return self.err(p, format!("`{}` is not visible to the generated CUDA; only constants of primitive types (`f32::MAX`, `u32::MAX`, `f64::consts::PI`) are", segs.join("::")));
+        };
+        let ty = Ty::Prim(prim);
+        if prim.is_float() && !prim.is_half() {
+            if let Some(c) = FLOAT_CONSTS.iter().find(|c| c.0 == konst) {
+                let v = if prim == Prim::F32 { c.1 } else { c.2 };
+                return (format!("(({})({v}))", prim.cuda()), ty);
+            }
+        } else if !prim.is_float() && prim != Prim::Bool && (konst == "MAX" || konst == "MIN") {
+            let v = int_limit(prim, konst == "MAX");
+            return (format!("(({})({v}))", prim.cuda()), ty);
+        }
+        self.err(
+            p,
+            format!("`{}` is not a constant the generated CUDA knows", segs.join("::")),
+        )
+    }
+
+    fn binary(&mut self, b: &syn::ExprBinary, expected: Option<&Ty>) -> Out {
+        use syn::BinOp::*;
+        if compound(&b.op).is_some() {
+            self.stmt_expr(&syn::Expr::Binary(b.clone()));
+            return unit();
+        }
+        let bool_ty = Ty::Prim(Prim::Bool);
+        match b.op {
+            And(_) | Or(_) => {
+                let (l, _) = self.expr(&b.left, Some(&bool_ty));
+                let (r, _) = self.expr(&b.right, Some(&bool_ty));
+                let op = if matches!(b.op, And(_)) { "&&" } else { "||" };
+                (format!("({l} {op} {r})"), bool_ty)
+            }
+            Eq(_) | Lt(_) | Le(_) | Ne(_) | Ge(_) | Gt(_) => {
+                let ((l, _), (r, _)) = self.pair(&b.left, &b.right, None);
+                let op = b.op.to_token_stream_string();
+                (format!("({l} {op} {r})"), bool_ty)
+            }
+            Shl(_) | Shr(_) => {
+                let (l, lt) = self.expr(&b.left, expected);
+                let (r, _) = self.expr(&b.right, None);
+                let op = if matches!(b.op, Shl(_)) { "<<" } else { ">>" };
+                (format!("({l} {op} {r})"), lt)
+            }
+            _ => {
+                let ((l, lt), (r, rt)) = self.pair(&b.left, &b.right, expected);
+                let ty = if lt.is_literal() { rt } else { lt };
+                let op = b.op.to_token_stream_string();
+                if op == "%" && ty.is_float() {
+                    return (format!("k_rem({l}, {r})"), ty);
+                }
+                (format!("({l} {op} {r})"), ty)
+            }
+        }
+    }
+
+    fn index(&mut self, ix: &syn::ExprIndex) -> Out {
+        let base = strip_parens(&ix.expr);
+        let syn::Expr::Path(p) = base else {
+            return self.err(&ix.expr, "index a buffer or shared array by name (`x[i]`); nested indexing is not supported (compute a flat index)");
+        };
+        let (b, bt) = self.path(p);
+        let elem = match bt {
+            Ty::Slice { elem, .. } | Ty::Shared { elem, .. } => *elem,
+            Ty::Unit => return (b, Ty::Unit),
+            _ => return self.err(&ix.expr, "only buffers and shared arrays can be indexed in a #[kernel]"),
+        };
+        let (i, it) = self.expr(&ix.index, Some(&Ty::Prim(Prim::Usize)));
+        if !it.is_int() && it != Ty::Unit {
+            if let syn::Expr::Range(_) = &*ix.index {
+                return self.err(
+                    &ix.index,
+                    "slicing (`x[a..b]`) is not supported in a #[kernel]; index elements",
+                );
+            }
+            return self.err(&ix.index, "a buffer index must be an integer (usually `usize`)");
+        }
+        (format!("{b}[{i}]"), elem)
+    }
+
+    fn ternary(&mut self, i: &syn::ExprIf, expected: Option<&Ty>) -> Out {
+        let single = |b: &syn::Block| -> Option<syn::Expr> {
+            match b.stmts.as_slice() {
+                [syn::Stmt::Expr(e, None)] => Some(e.clone()),
+                _ => None,
+            }
+        };
+        let else_expr = match &i.else_branch {
+            Some((_, e)) => match &**e {
+                syn::Expr::Block(b) => single(&b.block),
+                syn::Expr::If(_) => Some((**e).clone()),
+                _ => None,
+            },
+            None => None,
+        };
+        let (Some(a), Some(b)) = (single(&i.then_branch), else_expr) else {
+            return self.err(
+                i,
+                "an `if` used as a value needs an `else` and one expression per branch: `if c { a } else { b }`",
+            );
+        };
+        let (c, _) = self.expr(&i.cond, Some(&Ty::Prim(Prim::Bool)));
+        let ((a, at), (b, bt)) = self.pair(&a, &b, expected);
+        let ty = if at.is_literal() { bt } else { at };
+        (format!("({c} ? {a} : {b})"), ty)
+    }
+
+    fn call(&mut self, c: &syn::ExprCall, expected: Option<&Ty>) -> Out {
+        let syn::Expr::Path(p) = &*c.func else {
+            return self.err(&c.func, call_hint());
+        };
+        let segs: Vec<&syn::PathSegment> = p.path.segments.iter().collect();
+        if let [seg] = segs.as_slice() {
+            let name = seg.ident.to_string();
+            if let Some((_, cuda)) = INDEX_INTRINSICS.iter().find(|i| i.0 == name) {
+                if !c.args.is_empty() {
+                    return self.err(&c.args, format!("`{name}()` takes no arguments"));
+                }
+                return (cuda.to_string(), Ty::Prim(Prim::Usize));
+            }
+            if name == "sync_threads" {
+                return ("__syncthreads()".into(), Ty::Unit);
+            }
+            if name == "cpu_unsupported" {
+                return self.err(
+                    c,
+                    "`cpu_unsupported()` only belongs in the Rust body of a `#[kernel(cuda = \"…\")]` kernel",
+                );
+            }
+            if let Some((_, cuda)) = SHUFFLES.iter().find(|s| s.0 == name) {
+                if c.args.len() != 2 {
+                    return self.err(c, format!("`{name}(value, n)` takes a value and a lane offset"));
+                }
+                let (v, vt) = self.expr(&c.args[0], expected);
+                let (n, _) = self.expr(&c.args[1], Some(&Ty::Prim(Prim::U32)));
+                return (format!("{cuda}(0xffffffffu, {v}, {n})"), vt);
+            }
+            if name == "shared_array" {
+                return self.err(
+                    c,
+                    "bind a shared array with `let`: `let tile = shared_array::<T, 256>();`",
+                );
+            }
+            return self.err(
+                &p.path,
+                format!("`{name}` cannot be called from a #[kernel]: {}", call_hint()),
+            );
+        }
+        // `T::zero()`, `f32::from_f64(x)`.
+        if let [ty_seg, f] = segs.as_slice() {
+            let tname = ty_seg.ident.to_string();
+            let ty = self
+                .generics
+                .get(&tname)
+                .map(|b| Ty::Generic(tname.clone(), *b))
+                .or_else(|| Prim::from_name(&tname).map(Ty::Prim));
+            if let Some(ty) = ty {
+                let fname = f.ident.to_string();
+                let cty = ty.cuda().unwrap_or_default();
+                if fname == "from_f64" && c.args.len() == 1 {
+                    let (x, _) = self.expr(&c.args[0], Some(&Ty::Prim(Prim::F64)));
+                    return (format!("k_from_f64<{cty}>({x})"), ty);
+                }
+                if let Some((_, tpl)) = TYPE_FUNCTIONS.iter().find(|t| t.0 == fname) {
+                    if ty.is_int() && (fname == "zero" || fname == "one") {
+                        let v = if fname == "zero" { 0 } else { 1 };
+                        return (format!("(({cty}){v})"), ty);
+                    }
+                    if ty.is_float() && c.args.is_empty() {
+                        return (tpl.replace("{T}", &cty), ty);
+                    }
+                }
+            }
+        }
+        self.err(
+            &p.path,
+            format!("this function cannot be called from a #[kernel]: {}", call_hint()),
+        )
+    }
+
+    fn method(&mut self, m: &syn::ExprMethodCall) -> Out {
+        let name = m.method.to_string();
+        if m.turbofish.is_some() {
+            return self.err(&m.method, "turbofish method calls are not supported in a #[kernel]");
+        }
+        // Buffer methods take the buffer by name.
+        if let syn::Expr::Path(p) = strip_parens(&m.receiver) {
+            if let Some(v) = p.path.get_ident().and_then(|i| self.lookup(&i.to_string())) {
+                let (cname, ty) = (v.cname.clone(), v.ty.clone());
+                match (&ty, name.as_str()) {
+                    (Ty::Slice { .. }, "len") => return (format!("{cname}_len"), Ty::Prim(Prim::Usize)),
+                    (Ty::Slice { .. }, "is_empty") => return (format!("({cname}_len == 0)"), Ty::Prim(Prim::Bool)),
+                    (Ty::Shared { n, .. }, "len") => return (format!("((k_usize){n})"), Ty::Prim(Prim::Usize)),
+                    _ => {}
+                }
+                if let Some((_, helper, n)) = ATOMICS.iter().find(|a| a.0 == name) {
+                    let elem = match &ty {
+                        Ty::Slice { elem, mutable: true } | Ty::Shared { elem, .. } => (**elem).clone(),
+                        Ty::Slice { mutable: false, .. } => {
+                            return self.err(&m.receiver, format!("`{name}` writes: take the buffer as `&mut [T]`"));
+                        }
+                        _ => {
+                            return self.err(
+                                &m.receiver,
+                                format!("`{name}` is a method of writable buffers and shared arrays"),
+                            )
+                        }
+                    };
+                    if m.args.len() != *n {
+                        return self.err(
+                            &m.method,
+                            format!(
+                                "`{name}` takes {n} arguments (the index, then the value{})",
+                                if *n == 3 { "s" } else { "" }
+                            ),
+                        );
+                    }
+                    let (i, _) = self.expr(&m.args[0], Some(&Ty::Prim(Prim::Usize)));
+                    let mut args = vec![format!("&{cname}[{i}]")];
+                    for a in m.args.iter().skip(1) {
+                        args.push(self.expr(a, Some(&elem)).0);
+                    }
+                    return (format!("{helper}({})", args.join(", ")), elem);
+                }
+                if matches!(ty, Ty::Slice { .. } | Ty::Shared { .. }) {
+                    return self.err(
+                        &m.method,
+                        format!("`{name}` is not a #[kernel] buffer method; {}", method_hint()),
+                    );
+                }
+            }
+        }
+        let (r, rt) = self.expr(&m.receiver, None);
+        let arity = m.args.len();
+        if UNARY_MATH.contains(&name.as_str()) && arity == 0 {
+            if !(rt.is_float() || (rt.is_int() && name == "abs")) {
+                return self.err(&m.receiver, format!("`{name}` needs a float receiver"));
+            }
+            return (format!("k_{name}({r})"), rt);
+        }
+        if BINARY_MATH.contains(&name.as_str()) && arity == 1 {
+            let (a, _) = self.expr(&m.args[0], Some(&rt));
+            return (format!("k_{name}({r}, {a})"), rt);
+        }
+        match (name.as_str(), arity) {
+            ("mul_add", 2) => {
+                let (a, _) = self.expr(&m.args[0], Some(&rt));
+                let (b, _) = self.expr(&m.args[1], Some(&rt));
+                (format!("k_mul_add({r}, {a}, {b})"), rt)
+            }
+            ("powi", 1) => {
+                let (n, _) = self.expr(&m.args[0], Some(&Ty::Prim(Prim::I32)));
+                (format!("k_powi({r}, {n})"), rt)
+            }
+            ("to_f64", 0) => (format!("k_to_f64({r})"), Ty::Prim(Prim::F64)),
+            _ => self.err(
+                &m.method,
+                format!("`{name}` cannot be called in a #[kernel]; {}", method_hint()),
+            ),
+        }
+    }
+}
+
+fn strip_parens(e: &syn::Expr) -> &syn::Expr {
+    match e {
+        syn::Expr::Paren(p) => strip_parens(&p.expr),
+        syn::Expr::Group(g) => strip_parens(&g.expr),
+        other => other,
+    }
+}
+
+fn is_untyped_literal(e: &syn::Expr) -> bool {
+    match strip_parens(e) {
+        syn::Expr::Lit(l) => match &l.lit {
+            syn::Lit::Int(i) => i.suffix().is_empty(),
+            syn::Lit::Float(f) => f.suffix().is_empty(),
+            _ => false,
+        },
+        syn::Expr::Unary(u) => is_untyped_literal(&u.expr),
+        _ => false,
+    }
+}
+
+fn compound(op: &syn::BinOp) -> Option<&'static str> {
+    use syn::BinOp::*;
+    Some(match op {
+        AddAssign(_) => "+=",
+        SubAssign(_) => "-=",
+        MulAssign(_) => "*=",
+        DivAssign(_) => "/=",
+        RemAssign(_) => "%=",
+        BitXorAssign(_) => "^=",
+        BitAndAssign(_) => "&=",
+        BitOrAssign(_) => "|=",
+        ShlAssign(_) => "<<=",
+        ShrAssign(_) => ">>=",
+        _ => return None,
+    })
+}
+
+fn int_limit(p: Prim, max: bool) -> String {
+    let bits = match p {
+        Prim::I8 | Prim::U8 => 8,
+        Prim::I16 | Prim::U16 => 16,
+        Prim::I32 | Prim::U32 => 32,
+        _ => 64,
+    };
+    let signed = matches!(p, Prim::I8 | Prim::I16 | Prim::I32 | Prim::I64 | Prim::Isize);
+    match (signed, max) {
+        (true, true) => format!("{}ll", (1i128 << (bits - 1)) - 1),
+        (true, false) => format!("(-{}ll - 1)", (1i128 << (bits - 1)) - 1),
+        (false, true) => format!("{}ull", (1u128 << bits) - 1),
+        (false, false) => "0".into(),
+    }
+}
+
+/// The operator's text.
+trait OpText {
+    fn to_token_stream_string(&self) -> String;
+}
+
+impl OpText for syn::BinOp {
+    fn to_token_stream_string(&self) -> String {
+        quote::ToTokens::to_token_stream(self).to_string()
+    }
+}

@@ -1,0 +1,474 @@
+//! `#[kernel]`: generated kernels run on the CPU device's emulated grid and on the GPU,
+//! checked against float64 references on fresh random data.
+
+#[macro_use]
+mod common;
+
+use atomr_accel_cuda::kernel::dsl::prelude::{AtomicAdd, ShuffleBits};
+use atomr_accel_cuda::prelude::*;
+use atomr_accel_cuda::{kernel, KernelArg};
+use common::{rand_vec, rel_err};
+
+/// y = a·x + y.
+#[kernel]
+pub fn saxpy<T: Float>(a: T, x: &[T], y: &mut [T]) {
+    let i = global_index();
+    if i < y.len() {
+        y[i] = a * x[i] + y[i];
+    }
+}
+
+/// Sum of `x` into `out[0]`: a shared-memory tree per block, one atomic per block.
+#[kernel]
+pub fn block_sum<T: Float + AtomicAdd>(x: &[T], out: &mut [T]) {
+    let mut tile = shared_array::<T, 256>();
+    let t = thread_idx_x();
+    let mut acc = T::zero();
+    let mut i = global_index();
+    while i < x.len() {
+        acc += x[i];
+        i += grid_stride();
+    }
+    tile[t] = acc;
+    sync_threads();
+    let mut s: usize = 128;
+    while s > 0 {
+        if t < s {
+            tile[t] = tile[t] + tile[t + s];
+        }
+        sync_threads();
+        s /= 2;
+    }
+    if t == 0 {
+        out.atomic_add(0, tile[0]);
+    }
+}
+
+/// Warp-shuffle reduction: one partial sum per warp.
+#[kernel]
+pub fn warp_sums<T: Float + ShuffleBits>(x: &[T], out: &mut [T]) {
+    let i = global_index();
+    let mut v = if i < x.len() { x[i] } else { T::zero() };
+    let mut offset: u32 = 16;
+    while offset > 0 {
+        v += shfl_down(v, offset);
+        offset /= 2;
+    }
+    if lane_id() == 0 {
+        out[i / 32] = v;
+    }
+}
+
+/// A 5-point stencil on an `n × m` grid (row-major), borders copied.
+#[kernel]
+pub fn stencil(n: usize, m: usize, src: &[f32], dst: &mut [f32]) {
+    let c = global_index();
+    let r = global_index_y();
+    if r >= n || c >= m {
+        return;
+    }
+    let k = r * m + c;
+    if r == 0 || c == 0 || r == n - 1 || c == m - 1 {
+        dst[k] = src[k];
+    } else {
+        dst[k] = 0.5 * src[k] + 0.125 * (src[k - 1] + src[k + 1] + src[k - m] + src[k + m]);
+    }
+}
+
+/// Parameters passed by value.
+#[derive(Clone, Copy, KernelArg)]
+#[repr(C)]
+pub struct Affine {
+    pub scale: f64,
+    pub shift: f64,
+    pub clamp_at: i32,
+}
+
+/// `y = clamp(scale·x + shift)` over i32 data, parameters in a struct.
+#[kernel]
+pub fn affine_i32(p: Affine, x: &[i32], y: &mut [i32]) {
+    let i = global_index();
+    if i < x.len() {
+        let v = (p.scale * (x[i] as f64) + p.shift) as i32;
+        y[i] = v.min(p.clamp_at);
+    }
+}
+
+/// Per-row softmax of an `rows × cols` matrix; one block of 128 threads per row.
+#[kernel]
+pub fn softmax_rows<T: Float>(cols: usize, x: &[T], y: &mut [T]) {
+    let mut red = shared_array::<f32, 128>();
+    let row = block_idx_x();
+    let t = thread_idx_x();
+    let base = row * cols;
+    let mut m = f32::NEG_INFINITY;
+    for j in (t..cols).step_by(block_dim_x()) {
+        m = m.max(x[base + j].to_f64() as f32);
+    }
+    red[t] = m;
+    sync_threads();
+    let mut s: usize = 64;
+    while s > 0 {
+        if t < s {
+            red[t] = red[t].max(red[t + s]);
+        }
+        sync_threads();
+        s /= 2;
+    }
+    let mx = red[0];
+    sync_threads();
+    let mut sum: f32 = 0.0;
+    for j in (t..cols).step_by(block_dim_x()) {
+        sum += ((x[base + j].to_f64() as f32) - mx).exp();
+    }
+    red[t] = sum;
+    sync_threads();
+    s = 64;
+    while s > 0 {
+        if t < s {
+            red[t] += red[t + s];
+        }
+        sync_threads();
+        s /= 2;
+    }
+    let total = red[0];
+    for j in (t..cols).step_by(block_dim_x()) {
+        let e = ((x[base + j].to_f64() as f32) - mx).exp() / total;
+        y[base + j] = T::from_f64(e as f64);
+    }
+}
+
+/// A raw CUDA C++ kernel; its Rust body is the CPU emulation.
+#[kernel(cuda = r#"
+extern "C" __global__ void scale_raw(float a, float* y, unsigned long long y_len) {
+    unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < y_len) y[i] *= a;
+}
+"#)]
+pub fn scale_raw(a: f32, y: &mut [f32]) {
+    let i = global_index();
+    if i < y.len() {
+        y[i] *= a;
+    }
+}
+
+/// Reads past the end of `x` on purpose.
+#[kernel]
+pub fn out_of_bounds(x: &[f32], y: &mut [f32]) {
+    let i = global_index();
+    y[i] = x[i + 1];
+}
+
+/// Thread 0 faults while the rest of its block waits at `sync_threads()`.
+#[kernel]
+pub fn fault_before_sync(y: &mut [f32]) {
+    let t = thread_idx_x();
+    if t == 0 {
+        let n = y.len();
+        y[n] = 1.0;
+    }
+    sync_threads();
+    y[t] = 1.0;
+}
+
+fn to<T: DType>(v: &[f64]) -> Vec<T> {
+    v.iter().map(|&x| T::from_f64(x)).collect()
+}
+
+fn back<T: DType>(v: &[T]) -> Vec<f64> {
+    v.iter().map(|x| x.to_f64()).collect()
+}
+
+async fn saxpy_of<T: Float + DType>(d: &Device, n: usize, tol: f64) {
+    let (x, y0) = (rand_vec(n), rand_vec(n));
+    let a = 0.75;
+    let xd = d.upload(to::<T>(&x)).await.unwrap();
+    let mut yd = d.upload(to::<T>(&y0)).await.unwrap();
+    saxpy::launch::<T>(d, LaunchConfig::for_elements(n, 256), T::from_f64(a), &xd, &mut yd)
+        .await
+        .unwrap();
+    let got = back(&d.download(&yd).await.unwrap());
+    // Against the inputs as the device saw them; each element within `tol` of the
+    // magnitudes it was computed from (an FMA may round once where Rust rounds twice).
+    for (i, ((&x, &y), g)) in x.iter().zip(&y0).zip(&got).enumerate() {
+        let (x, y) = (T::from_f64(x).to_f64(), T::from_f64(y).to_f64());
+        let want = a * x + y;
+        let bound = tol * ((a * x).abs() + y.abs());
+        assert!((g - want).abs() <= bound, "saxpy<{}>[{i}]: {g} vs {want}", T::NAME);
+    }
+}
+
+async fn saxpy_all_float_types(config: DeviceConfig) {
+    let system = ActorSystem::new("k");
+    let d = Device::open(&system, config).await.unwrap();
+    for n in [1, 1000, 65_537] {
+        saxpy_of::<f32>(&d, n, 2.0 * f32::EPSILON as f64).await;
+        saxpy_of::<f64>(&d, n, 2.0 * f64::EPSILON).await;
+        saxpy_of::<f16>(&d, n, 2.0 * f16::EPSILON.to_f64()).await;
+        saxpy_of::<bf16>(&d, n, 2.0 * bf16::EPSILON.to_f64()).await;
+    }
+    system.shutdown().await;
+}
+
+async fn reductions(config: DeviceConfig) {
+    let system = ActorSystem::new("k");
+    let d = Device::open(&system, config).await.unwrap();
+    let n = 100_003;
+    let x = rand_vec(n);
+    let want: f64 = x.iter().sum();
+    let xd = d.upload(to::<f64>(&x)).await.unwrap();
+    let mut out = d.upload(vec![0.0f64]).await.unwrap();
+    let cfg = LaunchConfig {
+        grid: (24, 1, 1),
+        block: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    block_sum::launch::<f64>(&d, cfg, &xd, &mut out).await.unwrap();
+    let got = d.download(&out).await.unwrap()[0];
+    assert!((got - want).abs() < 1e-9 * n as f64, "block_sum {got} vs {want}");
+
+    let n = 4096;
+    let x = rand_vec(n);
+    let xd = d.upload(to::<f32>(&x)).await.unwrap();
+    let mut out = d.alloc::<f32>(n / 32).await.unwrap();
+    warp_sums::launch::<f32>(&d, LaunchConfig::for_elements(n, 128), &xd, &mut out)
+        .await
+        .unwrap();
+    let got = back(&d.download(&out).await.unwrap());
+    let want: Vec<f64> = x.chunks(32).map(|c| c.iter().map(|&v| v as f32 as f64).sum()).collect();
+    assert!(rel_err(&got, &want) < 1e-6, "warp sums");
+    system.shutdown().await;
+}
+
+async fn stencil_and_structs(config: DeviceConfig) {
+    let system = ActorSystem::new("k");
+    let d = Device::open(&system, config).await.unwrap();
+    let (n, m) = (67, 130);
+    let src = rand_vec(n * m);
+    let srcd = d.upload(to::<f32>(&src)).await.unwrap();
+    let mut dst = d.alloc::<f32>(n * m).await.unwrap();
+    let cfg = LaunchConfig {
+        grid: ((m as u32).div_ceil(16), (n as u32).div_ceil(16), 1),
+        block: (16, 16, 1),
+        shared_mem_bytes: 0,
+    };
+    stencil::launch(&d, cfg, n, m, &srcd, &mut dst).await.unwrap();
+    let got = back(&d.download(&dst).await.unwrap());
+    let s = |k: usize| src[k] as f32 as f64;
+    let want: Vec<f64> = (0..n * m)
+        .map(|k| {
+            let (r, c) = (k / m, k % m);
+            if r == 0 || c == 0 || r == n - 1 || c == m - 1 {
+                s(k)
+            } else {
+                0.5 * s(k) + 0.125 * (s(k - 1) + s(k + 1) + s(k - m) + s(k + m))
+            }
+        })
+        .collect();
+    assert!(rel_err(&got, &want) < 1e-6, "stencil");
+
+    let x: Vec<i32> = rand_vec(5000).iter().map(|v| (v * 1000.0) as i32).collect();
+    let p = Affine {
+        scale: 1.5,
+        shift: -7.0,
+        clamp_at: 900,
+    };
+    let xd = d.upload(x.clone()).await.unwrap();
+    let mut yd = d.alloc::<i32>(x.len()).await.unwrap();
+    affine_i32::launch(&d, LaunchConfig::for_elements(x.len(), 128), p, &xd, &mut yd)
+        .await
+        .unwrap();
+    let want: Vec<i32> = x.iter().map(|&v| ((1.5 * v as f64 - 7.0) as i32).min(900)).collect();
+    assert_eq!(d.download(&yd).await.unwrap(), want);
+
+    let mut yd = d.upload(to::<f32>(&src)).await.unwrap();
+    scale_raw::launch(&d, LaunchConfig::for_elements(n * m, 256), 3.0, &mut yd)
+        .await
+        .unwrap();
+    let want: Vec<f64> = src.iter().map(|&v| (v as f32 * 3.0) as f64).collect();
+    assert!(
+        rel_err(&back(&d.download(&yd).await.unwrap()), &want) < 1e-7,
+        "raw kernel"
+    );
+    system.shutdown().await;
+}
+
+async fn softmax(config: DeviceConfig) {
+    let system = ActorSystem::new("k");
+    let d = Device::open(&system, config).await.unwrap();
+    let (rows, cols) = (37, 300);
+    let x: Vec<f64> = rand_vec(rows * cols).iter().map(|v| v * 8.0).collect();
+    let xd = d.upload(to::<f32>(&x)).await.unwrap();
+    let mut yd = d.alloc::<f32>(rows * cols).await.unwrap();
+    let cfg = LaunchConfig {
+        grid: (rows as u32, 1, 1),
+        block: (128, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    softmax_rows::launch::<f32>(&d, cfg, cols, &xd, &mut yd).await.unwrap();
+    let got = back(&d.download(&yd).await.unwrap());
+    let mut want = vec![0.0; rows * cols];
+    for r in 0..rows {
+        let row: Vec<f64> = x[r * cols..(r + 1) * cols].iter().map(|&v| v as f32 as f64).collect();
+        let mx = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let sum: f64 = row.iter().map(|v| (v - mx).exp()).sum();
+        for (j, v) in row.iter().enumerate() {
+            want[r * cols + j] = (v - mx).exp() / sum;
+        }
+    }
+    assert!(rel_err(&got, &want) < 1e-5, "softmax rel err {}", rel_err(&got, &want));
+    system.shutdown().await;
+}
+
+async fn bad_launches(config: DeviceConfig) {
+    let system = ActorSystem::new("k");
+    let d = Device::open(&system, config).await.unwrap();
+    let x = d.upload(vec![1.0f32; 64]).await.unwrap();
+    let mut y = d.alloc::<f32>(64).await.unwrap();
+    // Launch dimensions beyond the device's limits.
+    let too_big = LaunchConfig {
+        grid: (1, 1, 1),
+        block: (2048, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let e = saxpy::launch::<f32>(&d, too_big, 1.0, &x, &mut y).await.unwrap_err();
+    assert!(matches!(e, GpuError::InvalidArgument(_)), "{e}");
+    let zero = LaunchConfig {
+        grid: (0, 1, 1),
+        block: (32, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let e = saxpy::launch::<f32>(&d, zero, 1.0, &x, &mut y).await.unwrap_err();
+    assert!(matches!(e, GpuError::InvalidArgument(_)), "{e}");
+    // A buffer of a rebuilt generation.
+    let old = d.upload(vec![1.0f32; 8]).await.unwrap();
+    d.rebuild().await.unwrap();
+    let mut fresh = d.alloc::<f32>(8).await.unwrap();
+    let e = saxpy::launch::<f32>(&d, LaunchConfig::for_elements(8, 32), 1.0, &old, &mut fresh)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, GpuError::Stale { .. }), "{e}");
+    // Still serving.
+    let x = d.upload(vec![2.0f32; 8]).await.unwrap();
+    saxpy::launch::<f32>(&d, LaunchConfig::for_elements(8, 32), 2.0, &x, &mut fresh)
+        .await
+        .unwrap();
+    assert_eq!(d.download(&fresh).await.unwrap(), vec![4.0f32; 8]);
+    system.shutdown().await;
+}
+
+on_both! {
+    saxpy_matches_reference_for_every_float_type => saxpy_all_float_types;
+    shared_memory_and_shuffle_reductions => reductions;
+    stencil_struct_arguments_and_raw_cuda => stencil_and_structs;
+    row_softmax_matches_reference => softmax;
+    bad_launches_are_typed_errors => bad_launches;
+}
+
+/// CPU-device faults of the emulation: typed errors, no hang, the device keeps serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cpu_emulation_faults_are_typed_errors() {
+    let system = ActorSystem::new("k");
+    let d = Device::open(&system, DeviceConfig::cpu()).await.unwrap();
+    let x = d.upload(vec![1.0f32; 64]).await.unwrap();
+    let mut y = d.alloc::<f32>(64).await.unwrap();
+    let e = out_of_bounds::launch(&d, LaunchConfig::for_elements(64, 32), &x, &mut y)
+        .await
+        .unwrap_err();
+    match &e {
+        GpuError::KernelFault(m) => assert!(m.contains("out of bounds") && m.contains("out_of_bounds"), "{m}"),
+        other => panic!("expected KernelFault, got {other}"),
+    }
+    let started = std::time::Instant::now();
+    // The other threads of the block are released from the barrier, not left waiting.
+    let e = fault_before_sync::launch(&d, LaunchConfig::for_elements(32, 32), &mut y)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, GpuError::KernelFault(m) if m.contains("thread [0, 0, 0]")),
+        "{e}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    let mut fresh = d.alloc::<f32>(64).await.unwrap();
+    saxpy::launch::<f32>(&d, LaunchConfig::for_elements(64, 32), 1.0, &x, &mut fresh)
+        .await
+        .unwrap();
+    assert_eq!(d.download(&fresh).await.unwrap(), vec![1.0f32; 64]);
+    system.shutdown().await;
+}
+
+/// Every kernel of this binary is registered, with one instance per dtype its bound admits.
+#[test]
+fn kernels_are_registered() {
+    let all: Vec<_> = atomr_accel_cuda::kernel::dsl::registered().collect();
+    let saxpy = all.iter().find(|r| r.name == "saxpy").expect("saxpy registered");
+    let dtypes: Vec<&str> = saxpy.instances.iter().map(|i| i.dtypes).collect();
+    assert_eq!(dtypes, ["f32", "f64", "f16", "bf16"]);
+    assert!(all.iter().any(|r| r.name == "stencil" && r.instances.len() == 1));
+}
+
+/// `precompile_all` on the CPU device: nothing to compile, everything emulated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn precompile_on_cpu_counts_emulated() {
+    let system = ActorSystem::new("k");
+    let d = Device::open(&system, DeviceConfig::cpu()).await.unwrap();
+    let s = precompile_all(&d).await.unwrap();
+    let total: usize = atomr_accel_cuda::kernel::dsl::registered()
+        .map(|r| r.instances.len())
+        .sum();
+    assert_eq!((s.emulated, s.compiled, s.failed.len()), (total, 0, 0));
+    system.shutdown().await;
+}
+
+/// On the GPU: every instance compiles (cold into a fresh cache dir, then all hits).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs a CUDA GPU"]
+async fn precompile_all_compiles_every_instance_on_gpu() {
+    let dir = std::env::temp_dir().join(format!("atomr-precompile-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let system = ActorSystem::new("k");
+    let mut config = DeviceConfig::cuda(0);
+    config.kernel_cache_dir = Some(dir.clone());
+    let d = Device::open(&system, config.clone()).await.unwrap();
+    let cold = precompile_all(&d).await.unwrap();
+    println!("cold: {cold}");
+    assert!(cold.failed.is_empty(), "{cold}");
+    assert!(cold.compiled > 0);
+    let warm = precompile_all(&d).await.unwrap();
+    println!("warm: {warm}");
+    assert_eq!((warm.compiled, warm.failed.len()), (0, 0), "{warm}");
+    system.shutdown().await;
+}
+
+/// The generated CUDA C++ of a set of kernels, compared with the files in
+/// `tests/snapshots/` (`UPDATE_SNAPSHOTS=1` rewrites them after a deliberate change).
+#[test]
+fn generated_sources_match_snapshots() {
+    let cases = [
+        ("saxpy_f32", saxpy::cuda_source::<f32>()),
+        ("saxpy_bf16", saxpy::cuda_source::<bf16>()),
+        ("block_sum_f64", block_sum::cuda_source::<f64>()),
+        ("warp_sums_f32", warp_sums::cuda_source::<f32>()),
+        ("stencil", stencil::cuda_source()),
+        ("affine_i32", affine_i32::cuda_source()),
+        ("softmax_rows_f16", softmax_rows::cuda_source::<f16>()),
+    ];
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots");
+    for (name, src) in cases {
+        // The prelude is the same for every kernel: snapshot only what follows it.
+        let kernel = &src[src.find(atomr_accel_cuda::kernel::dsl::source::PRELUDE).unwrap()
+            + atomr_accel_cuda::kernel::dsl::source::PRELUDE.len()..];
+        let head = &src[..src.find(atomr_accel_cuda::kernel::dsl::source::PRELUDE).unwrap()];
+        let snap = format!("{head}// <prelude>\n{kernel}");
+        let path = dir.join(format!("{name}.cu"));
+        if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+            std::fs::write(&path, &snap).unwrap();
+            continue;
+        }
+        let want = std::fs::read_to_string(&path).unwrap_or_else(|_| panic!("missing snapshot {}", path.display()));
+        assert_eq!(
+            snap, want,
+            "generated source of {name} changed (UPDATE_SNAPSHOTS=1 to accept)"
+        );
+    }
+}
