@@ -18,14 +18,14 @@ pub mod source;
 
 pub use launch::{KernelArg, KernelCall};
 pub use registry::{precompile_all, registered, KernelRegistration, PrecompileSummary};
-pub use scalar::{Float, Int, KernelScalar};
+pub use scalar::{Arith, Float, Int, KernelScalar};
 
 /// What a kernel body sees: the intrinsics, the `Float`/`Int` bounds and the buffer
 /// handles. The `#[kernel]` macro imports it into the kernel's module.
 pub mod prelude {
     pub use super::atomics::{AtomicAdd, AtomicOrd, AtomicSwap};
     pub use super::intrinsics::*;
-    pub use super::scalar::{Float, Int, KernelScalar};
+    pub use super::scalar::{Arith, Float, Int, KernelScalar};
     pub use super::slices::{GlobalSlice, GlobalSliceMut, SharedArray};
     pub use crate::dtype::DTypeBase as _;
     pub use half::{bf16, f16};

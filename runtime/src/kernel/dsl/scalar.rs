@@ -49,30 +49,52 @@ kernel_scalar! {
     usize => "unsigned long long"; isize => "long long"; bool => "bool";
 }
 
-/// Floating-point element types of a kernel (f32, f64, f16, bf16): arithmetic, the math
-/// methods CUDA provides, and constants.
-///
-/// f16 and bf16 compute through f32 in both the emulation and the generated source, as
-/// CUDA's own half-precision math functions do.
-pub trait Float:
+/// What [`Float`] and [`Int`] share: the arithmetic operators and the constants 0 and 1.
+/// Implemented for every dtype that has them.
+pub trait Arith:
     KernelScalar
     + DTypeBase
-    + PartialOrd
     + Add<Output = Self>
     + Sub<Output = Self>
     + Mul<Output = Self>
     + Div<Output = Self>
     + Rem<Output = Self>
-    + Neg<Output = Self>
     + AddAssign
     + SubAssign
     + MulAssign
     + DivAssign
 {
     /// 0.
-    fn zero() -> Self;
+    fn zero() -> Self {
+        Self::from_f64(0.0)
+    }
     /// 1.
-    fn one() -> Self;
+    fn one() -> Self {
+        Self::from_f64(1.0)
+    }
+}
+
+impl<T> Arith for T where
+    T: KernelScalar
+        + DTypeBase
+        + Add<Output = T>
+        + Sub<Output = T>
+        + Mul<Output = T>
+        + Div<Output = T>
+        + Rem<Output = T>
+        + AddAssign
+        + SubAssign
+        + MulAssign
+        + DivAssign
+{
+}
+
+/// Floating-point element types of a kernel (f32, f64, f16, bf16): arithmetic, the math
+/// methods CUDA provides, and constants.
+///
+/// f16 and bf16 compute through f32 in both the emulation and the generated source, as
+/// CUDA's own half-precision math functions do.
+pub trait Float: Arith + PartialOrd + Neg<Output = Self> {
     /// +∞.
     fn infinity() -> Self;
     /// -∞.
@@ -144,8 +166,6 @@ pub trait Float:
 macro_rules! float_impl {
     ($t:ty, $c:ty, $up:expr, $down:expr) => {
         impl Float for $t {
-            fn zero() -> Self { $down(0.0) }
-            fn one() -> Self { $down(1.0) }
             fn infinity() -> Self { $down(<$c>::INFINITY) }
             fn neg_infinity() -> Self { $down(<$c>::NEG_INFINITY) }
             fn rsqrt(self) -> Self { $down(1.0 / $up(self).sqrt()) }
@@ -169,38 +189,12 @@ float_impl!(f64, f64, |x: f64| x, |x: f64| x);
 float_impl!(f16, f32, |x: f16| x.to_f32(), f16::from_f32);
 float_impl!(bf16, f32, |x: bf16| x.to_f32(), bf16::from_f32);
 
-/// Integer element types of a kernel: arithmetic, bit operations, comparisons.
-pub trait Int:
-    KernelScalar
-    + DTypeBase
-    + Ord
-    + Add<Output = Self>
-    + Sub<Output = Self>
-    + Mul<Output = Self>
-    + Div<Output = Self>
-    + Rem<Output = Self>
-    + BitAnd<Output = Self>
-    + BitOr<Output = Self>
-    + BitXor<Output = Self>
-    + AddAssign
-    + SubAssign
-    + MulAssign
-    + DivAssign
-{
-    /// 0.
-    fn zero() -> Self;
-    /// 1.
-    fn one() -> Self;
-}
+/// Integer element types of a kernel (i8 … u64): arithmetic, bit operations, comparisons.
+pub trait Int: Arith + Ord + BitAnd<Output = Self> + BitOr<Output = Self> + BitXor<Output = Self> {}
 
 /// Implements [`Int`] for each integer type.
 macro_rules! int_impl {
-    ($($t:ty),*) => {$(
-        impl Int for $t {
-            fn zero() -> Self { 0 }
-            fn one() -> Self { 1 }
-        }
-    )*};
+    ($($t:ty),*) => {$(impl Int for $t {})*};
 }
 
 int_impl!(i8, i16, i32, i64, u8, u16, u32, u64);
