@@ -171,6 +171,26 @@ pub fn fault_before_sync(y: &mut [f32]) {
     y[t] = 1.0;
 }
 
+/// Lane 0 waits at a shuffle while the rest of the warp waits at `sync_threads()`: a
+/// deadlock on the GPU, a typed error (after the barrier's deadline) on the CPU device.
+#[kernel]
+pub fn deadlock(y: &mut [f32]) {
+    let t = thread_idx_x();
+    if t == 0 {
+        y[0] = shfl_down(y[0], 1);
+    } else {
+        sync_threads();
+    }
+}
+
+/// A raw CUDA kernel without a CPU emulation.
+#[kernel(cuda = r#"
+extern "C" __global__ void gpu_only(float* y, unsigned long long y_len) { y[0] = 1.0f; }
+"#)]
+pub fn gpu_only(y: &mut [f32]) {
+    cpu_unsupported();
+}
+
 fn to<T: DType>(v: &[f64]) -> Vec<T> {
     v.iter().map(|&x| T::from_f64(x)).collect()
 }
@@ -389,11 +409,32 @@ async fn cpu_emulation_faults_are_typed_errors() {
         "{e}"
     );
     assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    // A raw CUDA kernel whose Rust body says it has no emulation.
+    let e = gpu_only::launch(&d, LaunchConfig::for_elements(1, 1), &mut y)
+        .await
+        .unwrap_err();
+    assert!(matches!(&e, GpuError::Unsupported(m) if m.contains("gpu_only")), "{e}");
     let mut fresh = d.alloc::<f32>(64).await.unwrap();
     saxpy::launch::<f32>(&d, LaunchConfig::for_elements(64, 32), 1.0, &x, &mut fresh)
         .await
         .unwrap();
     assert_eq!(d.download(&fresh).await.unwrap(), vec![1.0f32; 64]);
+    system.shutdown().await;
+}
+
+/// Threads of a block waiting at different barriers: the launch fails with a deadlock
+/// error after the barrier's deadline (10 s) instead of hanging.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cpu_emulation_reports_a_deadlock() {
+    let system = ActorSystem::new("k");
+    let d = Device::open(&system, DeviceConfig::cpu()).await.unwrap();
+    let mut y = d.alloc::<f32>(32).await.unwrap();
+    let started = std::time::Instant::now();
+    let e = deadlock::launch(&d, LaunchConfig::for_elements(32, 32), &mut y)
+        .await
+        .unwrap_err();
+    assert!(matches!(&e, GpuError::KernelFault(m) if m.contains("deadlock")), "{e}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
     system.shutdown().await;
 }
 

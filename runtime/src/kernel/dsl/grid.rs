@@ -113,6 +113,10 @@ fn unflatten(i: usize, d: [u32; 3]) -> [u32; 3] {
     [(i % x) as u32, ((i / x) % y) as u32, (i / (x * y)) as u32]
 }
 
+/// The payload of `cpu_unsupported()`: the kernel has no CPU emulation.
+#[derive(Debug)]
+pub(crate) struct NoCpuEmulation;
+
 fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
     p.downcast_ref::<&str>()
         .map(|s| s.to_string())
@@ -121,15 +125,30 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// The first failure of a launch.
-struct FirstError(Mutex<Option<String>>, AtomicBool);
+struct FirstError(Mutex<Option<GpuError>>, AtomicBool);
 
 impl FirstError {
     fn set(&self, kernel: &str, block: [u32; 3], thread: [u32; 3], msg: String) {
-        let mut e = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if e.is_none() {
-            *e = Some(format!(
-                "kernel `{kernel}` failed on the CPU device in block {block:?}, thread {thread:?}: {msg}"
-            ));
+        self.set_error(GpuError::KernelFault(format!(
+            "kernel `{kernel}` failed on the CPU device in block {block:?}, thread {thread:?}: {msg}"
+        )));
+    }
+
+    /// Records a panic of the body: `cpu_unsupported()` or a fault.
+    fn set_panic(&self, kernel: &str, block: [u32; 3], thread: [u32; 3], p: &(dyn std::any::Any + Send)) {
+        if p.is::<NoCpuEmulation>() {
+            self.set_error(GpuError::Unsupported(format!(
+                "kernel `{kernel}` is raw CUDA C++ without a CPU emulation; run it on a GPU"
+            )));
+        } else {
+            self.set(kernel, block, thread, panic_text(p));
+        }
+    }
+
+    fn set_error(&self, e: GpuError) {
+        let mut first = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if first.is_none() {
+            *first = Some(e);
         }
         self.1.store(true, Ordering::Release);
     }
@@ -138,8 +157,7 @@ impl FirstError {
     }
     fn into_result(self) -> Result<(), GpuError> {
         match self.0.into_inner().unwrap_or_else(|p| p.into_inner()) {
-            Some(m) if m.contains(": Unsupported: ") => Err(GpuError::Unsupported(m)),
-            Some(m) => Err(GpuError::KernelFault(m)),
+            Some(e) => Err(e),
             None => Ok(()),
         }
     }
@@ -192,7 +210,7 @@ fn run_independent(
                     shared_next: std::cell::Cell::new(0),
                 };
                 if let Err(p) = catch_unwind(AssertUnwindSafe(|| CTX.set(&ctx, body))) {
-                    first.set(kernel, ctx.block, ctx.thread, panic_text(&*p));
+                    first.set_panic(kernel, ctx.block, ctx.thread, &*p);
                     return;
                 }
             }
@@ -241,8 +259,7 @@ fn run_cooperative(
                     state.barrier.exit();
                     state.warps[t / 32].barrier.exit();
                     if let Err(p) = r {
-                        let msg = panic_text(&*p);
-                        first.set(kernel, ctx.block, ctx.thread, msg);
+                        first.set_panic(kernel, ctx.block, ctx.thread, &*p);
                         state.break_all("another thread of the block failed");
                     }
                     match block_done.wait() {

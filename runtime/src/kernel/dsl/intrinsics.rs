@@ -94,7 +94,8 @@ fn coop<R>(what: &str, f: impl FnOnce(&ThreadCtx, &super::grid::BlockState) -> R
 /// In the Rust body of a `#[kernel(cuda = "…")]` kernel that has no CPU emulation: the
 /// CPU device answers the launch with `Unsupported`.
 pub fn cpu_unsupported() -> ! {
-    panic!("Unsupported: this kernel is raw CUDA C++ and has no CPU emulation")
+    // A typed payload, not a message: the grid executor turns it into `Unsupported`.
+    std::panic::resume_unwind(Box::new(super::grid::NoCpuEmulation))
 }
 
 /// `__syncthreads()`: waits until every thread of the block gets here.
