@@ -16,7 +16,6 @@ use crate::actor::{Context, Deferred};
 use crate::completion::Completer;
 use crate::device::state::DeviceShared;
 use crate::error::GpuError;
-use crate::kernel::dsl::grid::LIMITS as CPU_LIMITS;
 use crate::kernel::dsl::launch::KernelCall;
 use crate::kernel::seed::{CudaSeed, LibrarySeed};
 use crate::module::with_host_buffers;
@@ -95,7 +94,7 @@ impl KernelCore {
         call.args.validate(self.shared.config.device_id, self.generation)?;
         match &mut self.engine {
             KernelEngine::Cpu => {
-                call.cfg.validate(&CPU_LIMITS)?;
+                // `run_grid` checks the launch against the CPU device's limits.
                 let emulate = call.emulate;
                 with_host_buffers(&call.args, |bufs| emulate(&bufs))?;
                 Ok(Deferred::Now(()))
