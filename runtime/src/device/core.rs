@@ -103,7 +103,7 @@ impl ContextCore {
                     streams,
                     completer,
                     limits,
-                    arch: format!("sm_{}{}", cc.0, cc.1),
+                    arch: info.arch().unwrap_or_default(),
                     modules: HashMap::new(),
                     by_key: HashMap::new(),
                 })),

@@ -46,6 +46,14 @@ pub struct DeviceInfo {
     pub compute_capability: Option<(i32, i32)>,
 }
 
+impl DeviceInfo {
+    /// The NVRTC target of a GPU (`"sm_90"`); `None` on the CPU device.
+    pub fn arch(&self) -> Option<String> {
+        self.compute_capability
+            .map(|(major, minor)| format!("sm_{major}{minor}"))
+    }
+}
+
 /// The addresses of the current inner tier.
 #[derive(Clone)]
 pub(crate) struct InnerRefs {

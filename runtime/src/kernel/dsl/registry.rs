@@ -131,13 +131,11 @@ pub async fn precompile_all(device: &Device) -> Result<PrecompileSummary, GpuErr
         })
         .collect();
     let mut summary = PrecompileSummary::default();
-    if info.backend == BackendKind::Cpu {
+    let Some(arch) = info.arch().filter(|_| info.backend == BackendKind::Cuda) else {
         summary.emulated = all.len();
         summary.elapsed = start.elapsed();
         return Ok(summary);
-    }
-    let (major, minor) = info.compute_capability.unwrap_or((0, 0));
-    let arch = format!("sm_{major}{minor}");
+    };
     let cache_dir = device.config().kernel_cache_dir.clone();
     let progress = Progress {
         total: all.len(),
