@@ -260,21 +260,9 @@ impl Tr<'_> {
             syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => (pi.ident.clone(), None),
             syn::Pat::Type(pt) => match &*pt.pat {
                 syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => (pi.ident.clone(), Some(&*pt.ty)),
-                other => {
-                    self.err(
-                        other,
-                        "bind one plain name per `let` in a #[kernel] (no tuple or struct patterns)",
-                    );
-                    return;
-                }
+                other => return self.bad_pattern(other),
             },
-            other => {
-                self.err(
-                    other,
-                    "bind one plain name per `let` in a #[kernel] (no tuple or struct patterns)",
-                );
-                return;
-            }
+            other => return self.bad_pattern(other),
         };
         let name = ident.to_string();
         let mutable = matches!(&l.pat, syn::Pat::Ident(pi) if pi.mutability.is_some())
@@ -344,6 +332,20 @@ impl Tr<'_> {
             None => self.emit(&format!("{cty} {cname};")),
         }
         self.declare(name, cname, ty);
+    }
+
+    /// Reports a destructuring `let`, and declares the names it binds (of unknown type)
+    /// so their uses raise no further errors.
+    fn bad_pattern(&mut self, p: &syn::Pat) {
+        self.err(
+            p,
+            "bind one plain name per `let` in a #[kernel] (no tuple or struct patterns)",
+        );
+        let mut names = vec![];
+        pattern_names(p, &mut names);
+        for n in names {
+            self.declare(n.clone(), n.clone(), Ty::Unknown(n));
+        }
     }
 
     fn declare(&mut self, name: String, cname: String, ty: Ty) {
@@ -491,28 +493,27 @@ impl Tr<'_> {
 
     /// An assignable place: a local, a buffer element or a shared element.
     fn place(&mut self, e: &syn::Expr) -> Out {
-        match e {
-            syn::Expr::Path(_) | syn::Expr::Index(_) => {
-                if let syn::Expr::Index(ix) = e {
-                    if let syn::Expr::Path(p) = &*ix.expr {
-                        if let Some(v) = p.path.get_ident().and_then(|i| self.lookup(&i.to_string())) {
-                            if let Ty::Slice { mutable: false, .. } = v.ty {
-                                let name = p.path.get_ident().map(|i| i.to_string()).unwrap_or_default();
-                                return self.err(
-                                    ix,
-                                    format!(
-                                        "`{name}` is a read-only buffer (`&[T]`): take it as `&mut [T]` to write it"
-                                    ),
-                                );
-                            }
-                        }
-                    }
-                }
-                self.expr(e, None)
-            }
-            syn::Expr::Paren(p) => self.place(&p.expr),
+        match strip_parens(e) {
+            syn::Expr::Index(ix) => match self.read_only_buffer(&ix.expr) {
+                Some(name) => self.err(
+                    ix,
+                    format!("`{name}` is a read-only buffer (`&[T]`): take it as `&mut [T]` to write it"),
+                ),
+                None => self.expr(e, None),
+            },
+            syn::Expr::Path(_) => self.expr(e, None),
             other => self.err(other, "assign to a variable or a buffer element (`y[i] = …`)"),
         }
+    }
+
+    /// The name of the `&[T]` parameter `e` names, if it names one.
+    fn read_only_buffer(&self, e: &syn::Expr) -> Option<String> {
+        let syn::Expr::Path(p) = strip_parens(e) else {
+            return None;
+        };
+        let ident = p.path.get_ident()?;
+        let read_only = matches!(self.lookup(&ident.to_string())?.ty, Ty::Slice { mutable: false, .. });
+        read_only.then(|| ident.to_string())
     }
 
     fn if_stmt(&mut self, i: &syn::ExprIf) {
@@ -812,7 +813,7 @@ impl Tr<'_> {
             }
             Eq(_) | Lt(_) | Le(_) | Ne(_) | Ge(_) | Gt(_) => {
                 let ((l, _), (r, _)) = self.pair(&b.left, &b.right, None);
-                let op = b.op.to_token_stream_string();
+                let op = op_text(&b.op);
                 (format!("({l} {op} {r})"), bool_ty)
             }
             Shl(_) | Shr(_) => {
@@ -824,7 +825,7 @@ impl Tr<'_> {
             _ => {
                 let ((l, lt), (r, rt)) = self.pair(&b.left, &b.right, expected);
                 let ty = if lt.is_literal() { rt } else { lt };
-                let op = b.op.to_token_stream_string();
+                let op = op_text(&b.op);
                 if op == "%" && ty.is_float() {
                     return (format!("k_rem({l}, {r})"), ty);
                 }
@@ -1040,6 +1041,19 @@ impl Tr<'_> {
     }
 }
 
+/// The names a pattern binds.
+fn pattern_names(p: &syn::Pat, out: &mut Vec<String>) {
+    match p {
+        syn::Pat::Ident(i) => out.push(i.ident.to_string()),
+        syn::Pat::Tuple(t) => t.elems.iter().for_each(|e| pattern_names(e, out)),
+        syn::Pat::TupleStruct(t) => t.elems.iter().for_each(|e| pattern_names(e, out)),
+        syn::Pat::Paren(p) => pattern_names(&p.pat, out),
+        syn::Pat::Type(t) => pattern_names(&t.pat, out),
+        syn::Pat::Struct(s) => s.fields.iter().for_each(|f| pattern_names(&f.pat, out)),
+        _ => {}
+    }
+}
+
 fn strip_parens(e: &syn::Expr) -> &syn::Expr {
     match e {
         syn::Expr::Paren(p) => strip_parens(&p.expr),
@@ -1093,13 +1107,7 @@ fn int_limit(p: Prim, max: bool) -> String {
     }
 }
 
-/// The operator's text.
-trait OpText {
-    fn to_token_stream_string(&self) -> String;
-}
-
-impl OpText for syn::BinOp {
-    fn to_token_stream_string(&self) -> String {
-        quote::ToTokens::to_token_stream(self).to_string()
-    }
+/// The operator's text (`+`, `<=`, …).
+fn op_text(op: &syn::BinOp) -> String {
+    quote::ToTokens::to_token_stream(op).to_string()
 }

@@ -9,6 +9,7 @@ fn items_and_macros(y: &mut [f32]) {
 #[kernel]
 fn lets(y: &mut [f32]) {
     let (a, b) = (1.0f32, 2.0f32);
+    y[0] = a + b;
     let untyped = 0.5;
     let no_init;
     let alias = y;
