@@ -6,7 +6,6 @@
 use std::time::Instant;
 
 use atomr_accel_cuda::DeviceConfig;
-use cudarc::driver::CudaContext;
 
 const N: usize = 64 << 20; // f32 elements: 256 MiB
 const ITERS: usize = 10;
@@ -25,19 +24,10 @@ fn report(what: &str, actor: f64, raw: f64) {
 #[path = "support/gpu_bench.rs"]
 mod gpu_bench;
 
-use gpu_bench::open_gpu;
+use gpu_bench::run_gpu;
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let Some((_sys, dev)) = open_gpu("copies", DeviceConfig::cuda(0)).await else {
-            return;
-        };
-        let ctx = CudaContext::new(0).unwrap();
-        let stream = ctx.new_stream().unwrap();
+    run_gpu("copies", DeviceConfig::cuda(0), |dev, ctx, stream| async move {
         // SAFETY: zero-filled right below before any read.
         let mut host = unsafe { ctx.alloc_pinned_with_flags::<f32>(N, 0) }.unwrap();
         host.as_mut_slice().unwrap().fill(1.0);

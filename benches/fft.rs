@@ -6,7 +6,6 @@ use std::time::Instant;
 use atomr_accel_cuda::dtype::c32;
 use atomr_accel_cuda::{DeviceConfig, FftShape};
 use cudarc::cufft::{sys, CudaFft, FftDirection};
-use cudarc::driver::CudaContext;
 
 const N: usize = 1 << 20;
 const BATCH: usize = 16;
@@ -14,19 +13,10 @@ const BATCH: usize = 16;
 #[path = "support/gpu_bench.rs"]
 mod gpu_bench;
 
-use gpu_bench::{median, open_gpu};
+use gpu_bench::{median, run_gpu};
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let Some((_sys, dev)) = open_gpu("fft", DeviceConfig::cuda(0)).await else {
-            return;
-        };
-        let ctx = CudaContext::new(0).unwrap();
-        let stream = ctx.new_stream().unwrap();
+    run_gpu("fft", DeviceConfig::cuda(0), |dev, _ctx, stream| async move {
         let plan = CudaFft::plan_1d(N as i32, sys::cufftType::CUFFT_C2C, BATCH as i32, stream.clone()).unwrap();
         let mut rin = stream.alloc_zeros::<sys::float2>(N * BATCH).unwrap();
         let mut rout = stream.alloc_zeros::<sys::float2>(N * BATCH).unwrap();

@@ -16,7 +16,7 @@ use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 
 #[path = "support/gpu_bench.rs"]
 mod gpu_bench;
-use gpu_bench::{median, open_gpu};
+use gpu_bench::{median, run_gpu};
 
 /// y = a·x + y.
 #[kernel]
@@ -125,21 +125,12 @@ fn time(stream: &Arc<CudaStream>, mut launch: impl FnMut()) -> f64 {
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let dir = std::env::temp_dir().join(format!("atomr-kernels-bench-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let mut config = DeviceConfig::cuda(0);
-        config.kernel_cache_dir = Some(dir);
-        let Some((_sys, dev)) = open_gpu("kernels", config).await else {
-            return;
-        };
+    let dir = std::env::temp_dir().join(format!("atomr-kernels-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut config = DeviceConfig::cuda(0);
+    config.kernel_cache_dir = Some(dir);
+    run_gpu("kernels", config, |dev, ctx, stream| async move {
         // Raw cudarc: one stream, the same buffers for every variant.
-        let ctx = CudaContext::new(0).unwrap();
-        let stream = ctx.new_stream().unwrap();
         let host: Vec<f32> = (0..N).map(|i| ((i % 1000) as f32) * 1e-3).collect();
         let x = stream.clone_htod(&host).unwrap();
         let mut y = stream.clone_htod(&host).unwrap();
@@ -165,17 +156,47 @@ fn main() {
         let t_copy = time(&stream, || stream.memcpy_dtod(&x, &mut copy_dst).unwrap());
         // SAFETY (all launches below): argument lists match the kernels' parameters.
         let t_saxpy_hand = time(&stream, || unsafe {
-            stream.launch_builder(&saxpy_hand).arg(&a).arg(&x).arg(&n).arg(&mut y).arg(&n).launch(elem).unwrap();
+            stream
+                .launch_builder(&saxpy_hand)
+                .arg(&a)
+                .arg(&x)
+                .arg(&n)
+                .arg(&mut y)
+                .arg(&n)
+                .launch(elem)
+                .unwrap();
         });
         let t_saxpy_gen = time(&stream, || unsafe {
-            stream.launch_builder(&saxpy_gen).arg(&a).arg(&x).arg(&n).arg(&mut y).arg(&n).launch(elem).unwrap();
+            stream
+                .launch_builder(&saxpy_gen)
+                .arg(&a)
+                .arg(&x)
+                .arg(&n)
+                .arg(&mut y)
+                .arg(&n)
+                .launch(elem)
+                .unwrap();
         });
         let one = 1u64;
         let t_sum_hand = time(&stream, || unsafe {
-            stream.launch_builder(&sum_hand).arg(&x).arg(&n).arg(&mut out).arg(&one).launch(red).unwrap();
+            stream
+                .launch_builder(&sum_hand)
+                .arg(&x)
+                .arg(&n)
+                .arg(&mut out)
+                .arg(&one)
+                .launch(red)
+                .unwrap();
         });
         let t_sum_gen = time(&stream, || unsafe {
-            stream.launch_builder(&sum_gen).arg(&x).arg(&n).arg(&mut out).arg(&one).launch(red).unwrap();
+            stream
+                .launch_builder(&sum_gen)
+                .arg(&x)
+                .arg(&n)
+                .arg(&mut out)
+                .arg(&one)
+                .launch(red)
+                .unwrap();
         });
 
         // Through the device's kernel actor (an ask per launch, awaited).
@@ -208,7 +229,10 @@ fn main() {
         let bytes = (N * 4) as f64;
         let bw = |moved: f64, t: f64| moved * bytes / t / 1e12;
         let copy_bw = bw(2.0, t_copy);
-        println!("RESULT | d2d copy 256 MiB (raw cudarc) | {copy_bw:.2} TB/s ({:.1} us)", t_copy * 1e6);
+        println!(
+            "RESULT | d2d copy 256 MiB (raw cudarc) | {copy_bw:.2} TB/s ({:.1} us)",
+            t_copy * 1e6
+        );
         for (what, moved, hand, gen, actor) in [
             ("saxpy", 3.0, t_saxpy_hand, t_saxpy_gen, t_saxpy_actor),
             ("sum", 1.0, t_sum_hand, t_sum_gen, t_sum_actor),

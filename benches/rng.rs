@@ -5,26 +5,16 @@ use std::time::Instant;
 
 use atomr_accel_cuda::DeviceConfig;
 use cudarc::curand::CudaRng;
-use cudarc::driver::CudaContext;
 
 const N: usize = 64 << 20;
 
 #[path = "support/gpu_bench.rs"]
 mod gpu_bench;
 
-use gpu_bench::{median, open_gpu};
+use gpu_bench::{median, run_gpu};
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let Some((_sys, dev)) = open_gpu("rng", DeviceConfig::cuda(0)).await else {
-            return;
-        };
-        let ctx = CudaContext::new(0).unwrap();
-        let stream = ctx.new_stream().unwrap();
+    run_gpu("rng", DeviceConfig::cuda(0), |dev, _ctx, stream| async move {
         let rng = CudaRng::new(7, stream.clone()).unwrap();
         let mut raw_buf = stream.alloc_zeros::<f32>(N).unwrap();
         let buf = dev.alloc::<f32>(N).await.unwrap();

@@ -1,8 +1,12 @@
 //! Shared by the GPU benches: the median, and opening GPU 0 (or saying why not).
 #![allow(dead_code)]
 
+use std::future::Future;
+use std::sync::Arc;
+
 use atomr_accel_cuda::actor::ActorSystem;
 use atomr_accel_cuda::{Device, DeviceConfig};
+use cudarc::driver::{CudaContext, CudaStream};
 
 /// The median of `v` (sorted in place).
 pub fn median(v: &mut [f64]) -> f64 {
@@ -20,4 +24,27 @@ pub async fn open_gpu(bench: &str, config: DeviceConfig) -> Option<(ActorSystem,
             None
         }
     }
+}
+
+/// Runs a bench body on a multi-thread runtime with GPU 0 opened through `config` and, for
+/// the raw-cudarc baseline of the same run, a context and a fresh stream on the same GPU.
+/// Without a usable GPU it prints why and measures nothing.
+pub fn run_gpu<F, Fut>(bench: &str, config: DeviceConfig, body: F)
+where
+    F: FnOnce(Device, Arc<CudaContext>, Arc<CudaStream>) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let Some((sys, dev)) = open_gpu(bench, config).await else {
+            return;
+        };
+        let ctx = CudaContext::new(0).unwrap();
+        let stream = ctx.new_stream().unwrap();
+        body(dev, ctx, stream).await;
+        sys.shutdown().await;
+    });
 }
