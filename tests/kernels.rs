@@ -513,3 +513,34 @@ fn generated_sources_match_snapshots() {
         );
     }
 }
+
+/// The lower-level launch: on a cudarc stream of the caller's, no kernel actor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs a CUDA GPU"]
+async fn launch_on_a_callers_stream() {
+    let system = ActorSystem::new("k");
+    let d = Device::open(&system, DeviceConfig::cuda(0)).await.unwrap();
+    let n = 100_003;
+    let (x, y) = (rand_vec(n), rand_vec(n));
+    let xd = d.upload(to::<f32>(&x)).await.unwrap();
+    let mut yd = d.upload(to::<f32>(&y)).await.unwrap();
+    let ctx = cudarc::driver::CudaContext::new(0).unwrap();
+    let stream = ctx.new_stream().unwrap();
+    saxpy::launch_on::<f32>(&stream, LaunchConfig::for_elements(n, 256), 0.5, &xd, &mut yd).unwrap();
+    stream.synchronize().unwrap();
+    let got = back(&d.download(&yd).await.unwrap());
+    let want: Vec<f64> = x
+        .iter()
+        .zip(&y)
+        .map(|(&a, &b)| 0.5 * a as f32 as f64 + b as f32 as f64)
+        .collect();
+    assert!(rel_err(&got, &want) < 1e-6);
+    let too_big = LaunchConfig {
+        grid: (1, 1, 1),
+        block: (4096, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let e = saxpy::launch_on::<f32>(&stream, too_big, 0.5, &xd, &mut yd).unwrap_err();
+    assert!(matches!(e, GpuError::InvalidArgument(_)), "{e}");
+    system.shutdown().await;
+}

@@ -99,6 +99,28 @@ pub(crate) struct LaunchLimits {
     pub(crate) max_shared_mem: u32,
 }
 
+impl LaunchLimits {
+    /// The limits of the device behind `ctx`.
+    pub(crate) fn of(ctx: &cudarc::driver::CudaContext) -> Result<LaunchLimits, GpuError> {
+        use cudarc::driver::sys::CUdevice_attribute as A;
+        let attr = |a| ctx.attribute(a).map(|v| v as u32);
+        Ok(LaunchLimits {
+            max_threads_per_block: attr(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
+            max_block: (
+                attr(A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)?,
+                attr(A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y)?,
+                attr(A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)?,
+            ),
+            max_grid: (
+                attr(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)?,
+                attr(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?,
+                attr(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
+            ),
+            max_shared_mem: attr(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?,
+        })
+    }
+}
+
 impl LaunchConfig {
     pub(crate) fn validate(&self, l: &LaunchLimits) -> Result<(), GpuError> {
         let bad = |m: String| Err(GpuError::InvalidArgument(m));
@@ -319,10 +341,19 @@ impl KernelArgs {
     /// Checks every buffer against the device and rejects a buffer passed twice (one
     /// launch locks each buffer once).
     pub(crate) fn validate(&self, device_id: usize, generation: u64) -> Result<(), GpuError> {
-        let mut ids = vec![];
         for a in &self.items {
             if let Arg::Buffer(b) = a {
                 b.validate(device_id, generation)?;
+            }
+        }
+        self.check_distinct()
+    }
+
+    /// Rejects a buffer passed twice (one launch locks each buffer once).
+    pub(crate) fn check_distinct(&self) -> Result<(), GpuError> {
+        let mut ids = vec![];
+        for a in &self.items {
+            if let Arg::Buffer(b) = a {
                 if ids.contains(&b.id()) {
                     return Err(GpuError::InvalidArgument(format!(
                         "buffer #{} is passed twice to one launch; pass it once",

@@ -137,6 +137,11 @@ impl KernelCache {
     }
 }
 
+/// The NVRTC target for a compute capability: `(9, 0)` → `"sm_90"`.
+pub fn sm_arch((major, minor): (i32, i32)) -> String {
+    format!("sm_{major}{minor}")
+}
+
 /// The compiled image of `source` for `arch`: from the disk cache in `dir` (the default
 /// directory if `None`), else compiled by NVRTC and stored there. `true` if it came from
 /// the cache. A cache that cannot be opened only costs the caching, never the compile.

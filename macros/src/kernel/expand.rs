@@ -234,6 +234,16 @@ pub(crate) fn expand(def: &KernelDef<'_>) -> TokenStream {
                 device.launch_kernel(call #turbofish(cfg, #(#arg_names),*)).await
             }
 
+            /// Enqueues the kernel on a cudarc stream of the caller's, without the device's
+            /// kernel actor (see `KernelCall::enqueue_on`); returns once enqueued.
+            pub fn launch_on<#(#gen_params),*>(
+                stream: &::std::sync::Arc<#krate::__private::cudarc::driver::CudaStream>,
+                cfg: #krate::module::LaunchConfig,
+                #(#launch_params),*
+            ) -> ::std::result::Result<(), #krate::GpuError> {
+                call #turbofish(cfg, #(#arg_names),*).enqueue_on(stream)
+            }
+
             #krate::__private::inventory::submit! {
                 #dsl::registry::KernelRegistration {
                     name: NAME,

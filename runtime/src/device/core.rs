@@ -80,22 +80,7 @@ impl ContextCore {
                 total_memory: ctx.total_mem()? as u64,
                 compute_capability: Some(cc),
             };
-            use cudarc::driver::sys::CUdevice_attribute as A;
-            let attr = |a| ctx.attribute(a).map(|v| v as u32);
-            let limits = LaunchLimits {
-                max_threads_per_block: attr(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
-                max_block: (
-                    attr(A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)?,
-                    attr(A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y)?,
-                    attr(A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)?,
-                ),
-                max_grid: (
-                    attr(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)?,
-                    attr(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?,
-                    attr(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
-                ),
-                max_shared_mem: attr(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?,
-            };
+            let limits = LaunchLimits::of(&ctx)?;
             (
                 Engine::Cuda(Box::new(CudaEngine {
                     ctx,

@@ -49,8 +49,7 @@ pub struct DeviceInfo {
 impl DeviceInfo {
     /// The NVRTC target of a GPU (`"sm_90"`); `None` on the CPU device.
     pub fn arch(&self) -> Option<String> {
-        self.compute_capability
-            .map(|(major, minor)| format!("sm_{major}{minor}"))
+        self.compute_capability.map(crate::nvrtc_cache::sm_arch)
     }
 }
 

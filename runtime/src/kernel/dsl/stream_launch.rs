@@ -1,0 +1,82 @@
+//! The lower-level launch of a `#[kernel]`: on a cudarc stream of the caller's, without
+//! the kernel actor — for code that already drives its own streams (overlapping with its
+//! own copies, capturing into its own CUDA graph).
+//!
+//! Each instantiation is compiled (or read from the disk cache) once per process and
+//! context and kept here; a launch validates its arguments and the launch dimensions,
+//! enqueues, and returns without waiting. Ordering against other streams is cudarc's:
+//! every buffer's last writer is waited for and this launch recorded as its reader or
+//! writer.
+
+use std::any::TypeId;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
+use cudarc::nvrtc::Ptx;
+
+use super::launch::KernelCall;
+use crate::error::GpuError;
+use crate::module::LaunchLimits;
+
+/// What a context has loaded for direct launches.
+struct ContextKernels {
+    /// Keeps the context (and so the key below) alive while its functions are cached.
+    _ctx: Arc<CudaContext>,
+    arch: String,
+    limits: LaunchLimits,
+    functions: HashMap<TypeId, (Arc<CudaModule>, CudaFunction)>,
+}
+
+/// Per context (by address; the entry holds the context, so the address is not reused).
+fn registry() -> &'static Mutex<HashMap<usize, ContextKernels>> {
+    static LOADED: OnceLock<Mutex<HashMap<usize, ContextKernels>>> = OnceLock::new();
+    LOADED.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+impl KernelCall {
+    /// Enqueues this launch on `stream` (compiling the instantiation for the stream's
+    /// device on first use, through the disk cache) and returns once it is enqueued;
+    /// synchronize the stream, or order later work after it, to see the results. The
+    /// buffers must be GPU buffers in the stream's context.
+    pub fn enqueue_on(self, stream: &Arc<CudaStream>) -> Result<(), GpuError> {
+        self.args.check_distinct()?;
+        let ctx = stream.context().clone();
+        let f = {
+            let mut all = registry().lock().unwrap_or_else(|p| p.into_inner());
+            let key = Arc::as_ptr(&ctx) as usize;
+            let entry = match all.entry(key) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    let cc = ctx.compute_capability()?;
+                    v.insert(ContextKernels {
+                        arch: crate::nvrtc_cache::sm_arch(cc),
+                        limits: LaunchLimits::of(&ctx)?,
+                        functions: HashMap::new(),
+                        _ctx: ctx.clone(),
+                    })
+                }
+            };
+            self.cfg.validate(&entry.limits)?;
+            match entry.functions.get(&self.id) {
+                Some((_, f)) => f.clone(),
+                None => {
+                    let (image, _) = crate::nvrtc_cache::compile_cached(&(self.source)(), &entry.arch, &[], None)?;
+                    let module = ctx.load_module(Ptx::from_binary(image))?;
+                    let f = module.load_function(self.name).map_err(|e| {
+                        GpuError::InvalidArgument(format!(
+                            "kernel `{}` is not in its generated module ({e})",
+                            self.name
+                        ))
+                    })?;
+                    entry.functions.insert(self.id, (module, f.clone()));
+                    f
+                }
+            }
+        };
+        // SAFETY: the call was built by a `#[kernel]` launcher, whose signature generated
+        // both this argument list and the kernel's parameter list; buffers are distinct
+        // and the launch dimensions fit the device (checked above).
+        unsafe { crate::module::enqueue(stream, &f, self.cfg, &self.args) }
+    }
+}
