@@ -273,11 +273,22 @@ fn main() {
             }
         }
         dev.rebuild().await.unwrap();
+        let mut parts = vec![];
         for i in &insts {
             let t = Instant::now();
-            assert!(dev.preload_kernel((i.id)(), i.entry, (i.source)()).await.unwrap());
+            let source = (i.source)();
+            let assembled = t.elapsed().as_secs_f64() * 1e3;
+            assert!(dev.preload_kernel((i.id)(), i.entry, source).await.unwrap());
             hit.push(t.elapsed().as_secs_f64() * 1e3);
+            parts.push(format!(
+                "{}<{}> {:.3} ms (source {:.3} ms)",
+                i.entry,
+                i.dtypes,
+                hit.last().unwrap(),
+                assembled
+            ));
         }
+        println!("disk-cache hits: {}", parts.join(", "));
         println!(
             "RESULT | #[kernel] load, NVRTC compile (cold) via kernel actor | median {:.2} ms (n={})",
             median(&mut cold),
