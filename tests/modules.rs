@@ -3,7 +3,7 @@
 mod common;
 
 use atomr_accel_cuda::actor::ActorSystem;
-use atomr_accel_cuda::module::{KernelArgs, KernelSource, LaunchConfig};
+use atomr_accel_cuda::module::{KernelArgs, KernelSource, LaunchConfig, ModuleImage};
 use atomr_accel_cuda::{Device, DeviceConfig, GpuError, Lib};
 use common::{rand_vec, rel_err};
 
@@ -26,6 +26,70 @@ async fn cpu_device_reports_modules_as_unsupported() {
     let dev = Device::open(&sys, DeviceConfig::cpu()).await.unwrap();
     let e = dev.load_module(KernelSource::new(SAXPY, &["saxpy"])).await.unwrap_err();
     assert!(matches!(e, GpuError::Unsupported(_)), "{e:?}");
+}
+
+#[tokio::test]
+async fn module_images_are_read_by_content_and_unsupported_on_cpu() {
+    let dir = cache_dir("images");
+    std::fs::create_dir_all(&dir).unwrap();
+    let missing = ModuleImage::read(dir.join("missing.cubin")).unwrap_err();
+    assert!(
+        matches!(&missing, GpuError::InvalidArgument(m) if m.contains("missing.cubin")),
+        "{missing}"
+    );
+    let junk = dir.join("junk.bin");
+    std::fs::write(&junk, b"not a module").unwrap();
+    assert!(matches!(ModuleImage::read(&junk), Err(GpuError::InvalidArgument(_))));
+    let ptx = dir.join("k.ptx");
+    std::fs::write(&ptx, ".version 8.0\n.target sm_90\n.address_size 64\n").unwrap();
+    assert!(matches!(ModuleImage::read(&ptx), Ok(ModuleImage::Ptx(_))));
+    let elf = dir.join("k.cubin");
+    std::fs::write(&elf, b"\x7fELF\x02\x01").unwrap();
+    let image = ModuleImage::read(&elf).unwrap();
+    assert!(matches!(image, ModuleImage::Cubin(_)));
+
+    let sys = ActorSystem::new("cpu-img");
+    let dev = Device::open(&sys, DeviceConfig::cpu()).await.unwrap();
+    let e = dev.load_module_image(image, &["k"]).await.unwrap_err();
+    assert!(matches!(e, GpuError::Unsupported(_)), "{e:?}");
+}
+
+/// Prebuilt images: a CUBIN and a PTX file of the same kernel, loaded from disk and
+/// launched; a kernel missing from the image is a typed error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs a CUDA GPU"]
+async fn prebuilt_cubin_and_ptx_load_from_disk_and_launch() {
+    let sys = ActorSystem::new("gpu-img");
+    let dir = cache_dir("prebuilt");
+    let mut cfg = DeviceConfig::cuda(0);
+    cfg.kernel_cache_dir = Some(dir.clone());
+    let dev = Device::open(&sys, cfg).await.unwrap();
+    let arch = dev.ready().await.unwrap().arch().unwrap();
+    let (cubin, _) = atomr_accel_cuda::nvrtc_cache::compile_cached(SAXPY, &arch, &[], Some(&dir)).unwrap();
+    std::fs::write(dir.join("saxpy.cubin"), &cubin).unwrap();
+    let ptx = cudarc::nvrtc::compile_ptx(SAXPY).unwrap();
+    std::fs::write(dir.join("saxpy.ptx"), ptx.to_src()).unwrap();
+    let n = 10_007usize;
+    let x = rand_vec(n);
+    for file in ["saxpy.cubin", "saxpy.ptx"] {
+        let image = ModuleImage::read(dir.join(file)).unwrap();
+        let e = dev.load_module_image(image.clone(), &["absent"]).await.unwrap_err();
+        assert!(matches!(e, GpuError::InvalidArgument(_)), "{e:?}");
+        let m = dev.load_module_image(image, &["saxpy"]).await.unwrap();
+        let gx = dev
+            .upload(x.iter().map(|v| *v as f32).collect::<Vec<_>>())
+            .await
+            .unwrap();
+        let gy = dev.upload(vec![1.0f32; n]).await.unwrap();
+        let args = KernelArgs::new().scalar(2.0f32).buf(&gx).buf_mut(&gy).scalar(n as u32);
+        // SAFETY: (float, const float*, float*, unsigned int) matches saxpy's parameters.
+        unsafe { dev.launch(&m, "saxpy", LaunchConfig::for_elements(n, 256), args) }
+            .await
+            .unwrap();
+        let got: Vec<f64> = dev.download(&gy).await.unwrap().iter().map(|v| *v as f64).collect();
+        let want: Vec<f64> = x.iter().map(|v| 2.0 * (*v as f32) as f64 + 1.0).collect();
+        assert!(rel_err(&got, &want) < 1e-6, "{file}: rel err {}", rel_err(&got, &want));
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -39,6 +39,35 @@ impl KernelSource {
     }
 }
 
+/// A prebuilt module image: what `nvcc -cubin` / `nvcc -ptx` (or NVRTC) produced.
+#[derive(Debug, Clone)]
+pub enum ModuleImage {
+    /// A CUBIN (an ELF file) for the device's architecture.
+    Cubin(Vec<u8>),
+    /// PTX text, compiled for the device by the driver when loaded.
+    Ptx(String),
+}
+
+impl ModuleImage {
+    /// Reads an image file: an ELF file is a CUBIN, a text file starting like PTX is PTX;
+    /// anything else is an `InvalidArgument` naming the file.
+    pub fn read(path: impl AsRef<std::path::Path>) -> Result<ModuleImage, GpuError> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path)
+            .map_err(|e| GpuError::InvalidArgument(format!("cannot read module image {}: {e}", path.display())))?;
+        if bytes.starts_with(b"\x7fELF") {
+            return Ok(ModuleImage::Cubin(bytes));
+        }
+        match String::from_utf8(bytes) {
+            Ok(text) if text.contains(".version") && text.contains(".target") => Ok(ModuleImage::Ptx(text)),
+            _ => Err(GpuError::InvalidArgument(format!(
+                "{} is neither a CUBIN (ELF) nor PTX (text with .version and .target)",
+                path.display()
+            ))),
+        }
+    }
+}
+
 /// A module loaded on one device generation. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct ModuleRef {

@@ -17,9 +17,9 @@ use crate::host::{PinnedBuf, Uploaded};
 use crate::kernel::blas::{BlasActor, BlasActorRef};
 use crate::kernel::fft::{FftActor, FftActorRef};
 use crate::kernel::kernel_actor::{KernelActor, KernelActorRef};
+use crate::kernel::module_actor::{ModuleActor, ModuleActorRef};
 use crate::kernel::rng::{RngActor, RngActorRef};
 use crate::kernel::seed::LibrarySeed;
-use crate::module::{KernelArgs, KernelSource, LaunchConfig, ModuleRef};
 
 /// The inner tier of one device.
 pub struct ContextActor {
@@ -92,6 +92,11 @@ impl ContextActor {
             let props = KernelActor::gpu_props(move || KernelActor::new(seed.clone()));
             KernelActorRef::new(self.spawn_library(ctx, "kernel", props)?)
         };
+        let module = {
+            let seed = seed.clone();
+            let props = ModuleActor::gpu_props(move || ModuleActor::new(seed.clone()));
+            ModuleActorRef::new(self.spawn_library(ctx, "module", props)?)
+        };
         let fft = if libs.fft {
             let props = FftActor::gpu_props(move || FftActor::new(seed.clone()));
             Some(FftActorRef::new(self.spawn_library(ctx, "fft", props)?))
@@ -111,6 +116,7 @@ impl ContextActor {
                 rng,
                 fft,
                 kernel,
+                module,
             });
         });
         self.core = Some(core);
@@ -188,27 +194,6 @@ impl ContextActor {
         buf: PinnedBuf<T>,
     ) -> Result<Deferred<PinnedBuf<T>>, GpuError> {
         self.core()?.download_pinned(&src, buf)
-    }
-
-    /// Loads a CUDA C++ module (memory cache, disk cache, or NVRTC).
-    #[handler]
-    fn load_module(&mut self, source: KernelSource) -> Result<ModuleRef, GpuError> {
-        self.core()?.load_module(&source)
-    }
-
-    /// Launches a kernel of a loaded module.
-    #[handler]
-    fn launch(
-        &mut self,
-        module: ModuleRef,
-        kernel: String,
-        cfg: LaunchConfig,
-        args: KernelArgs,
-    ) -> Result<Deferred<()>, GpuError> {
-        let core = self.core()?;
-        // SAFETY: this message is built only by `Device::launch`, an `unsafe fn` whose
-        // caller guarantees that the arguments match the kernel's parameters.
-        unsafe { core.launch(&module, &kernel, cfg, args) }
     }
 
     /// Free and total memory in bytes.

@@ -14,12 +14,8 @@ use crate::dtype::DTypeBase;
 use crate::error::GpuError;
 use crate::gpu_ref::{GpuRef, Storage};
 use crate::host::{HostMem, PinnedBuf, Uploaded};
-use crate::module::{KernelArgs, KernelSource, LaunchConfig, LaunchLimits, ModuleRef};
-use crate::nvrtc_cache::{compile_cached, KernelKey};
+use crate::module::LaunchLimits;
 use crate::stream::StreamSource;
-use cudarc::driver::{CudaFunction, CudaModule};
-use cudarc::nvrtc::Ptx;
-use std::collections::HashMap;
 
 /// The CUDA side of a context.
 pub(crate) struct CudaEngine {
@@ -30,16 +26,6 @@ pub(crate) struct CudaEngine {
     pub(crate) limits: LaunchLimits,
     /// `sm_XY` of the device.
     pub(crate) arch: String,
-    /// Modules loaded in this context: by id, and by cache key (the in-memory layer in
-    /// front of the disk cache).
-    pub(crate) modules: HashMap<u64, LoadedModule>,
-    pub(crate) by_key: HashMap<String, ModuleRef>,
-}
-
-/// A module and its looked-up kernels.
-pub(crate) struct LoadedModule {
-    _module: Arc<CudaModule>,
-    functions: HashMap<String, CudaFunction>,
 }
 
 /// CUDA or the CPU device.
@@ -89,8 +75,6 @@ impl ContextCore {
                     completer,
                     limits,
                     arch: info.arch().unwrap_or_default(),
-                    modules: HashMap::new(),
-                    by_key: HashMap::new(),
                 })),
                 info,
             )
@@ -110,92 +94,6 @@ impl ContextCore {
             engine,
             info,
         })
-    }
-
-    /// Loads a CUDA C++ module: from this context's memory, else from the disk cache,
-    /// else compiled by NVRTC (and stored in the cache).
-    pub(crate) fn load_module(&mut self, src: &KernelSource) -> Result<ModuleRef, GpuError> {
-        let (device_id, generation) = (self.device_id(), self.generation);
-        let cache_dir = self.shared.config.kernel_cache_dir.clone();
-        let Engine::Cuda(c) = &mut self.engine else {
-            return Err(GpuError::Unsupported(
-                "CUDA C++ modules run on a GPU only; the CPU device runs #[kernel] kernels (not built yet)".into(),
-            ));
-        };
-        let version = crate::sys::nvrtc_version()?;
-        let key = KernelKey {
-            source: &src.source,
-            options: &src.options,
-            arch: &c.arch,
-            nvrtc_version: version,
-        }
-        .hash();
-        if let Some(m) = c.by_key.get(&key) {
-            return Ok(m.clone());
-        }
-        let (image, from_cache) = compile_cached(&src.source, &c.arch, &src.options, cache_dir.as_deref())?;
-        let module = c
-            .ctx
-            .load_module(Ptx::from_binary(image))
-            .map_err(|e| self.shared.observe(e.into()))?;
-        let mut functions = HashMap::new();
-        for name in &src.kernels {
-            let f = module.load_function(name).map_err(|e| {
-                GpuError::InvalidArgument(format!(
-                    "kernel `{name}` is not in the module ({e}); declare it `extern \"C\" __global__`"
-                ))
-            })?;
-            functions.insert(name.clone(), f);
-        }
-        let m = ModuleRef::new(device_id, generation, src.kernels.clone(), from_cache);
-        c.modules.insert(
-            m.id,
-            LoadedModule {
-                _module: module,
-                functions,
-            },
-        );
-        c.by_key.insert(key, m.clone());
-        Ok(m)
-    }
-
-    /// Launches `kernel` of a loaded module on the context's stream.
-    ///
-    /// # Safety
-    /// The arguments must match the kernel's parameter list in number, order and type:
-    /// a raw CUDA C++ kernel's signature cannot be checked here.
-    pub(crate) unsafe fn launch(
-        &mut self,
-        m: &ModuleRef,
-        kernel: &str,
-        cfg: LaunchConfig,
-        args: KernelArgs,
-    ) -> Result<Deferred<()>, GpuError> {
-        if m.device_id != self.device_id() {
-            return Err(GpuError::InvalidArgument(format!(
-                "module of device {} launched on device {}",
-                m.device_id,
-                self.device_id()
-            )));
-        }
-        if m.generation != self.generation {
-            return Err(GpuError::Stale {
-                buffer_generation: m.generation,
-                device_generation: self.generation,
-            });
-        }
-        args.validate(self.device_id(), self.generation)?;
-        let c = self.cuda()?;
-        cfg.validate(&c.limits)?;
-        let f = c
-            .modules
-            .get(&m.id)
-            .and_then(|lm| lm.functions.get(kernel))
-            .ok_or_else(|| GpuError::InvalidArgument(format!("kernel `{kernel}` was not loaded with this module")))?;
-        // SAFETY: the caller guarantees the arguments match the kernel's parameters;
-        // they were validated and the launch dimensions checked above.
-        unsafe { crate::module::enqueue(&c.stream, f, cfg, &args) }.map_err(|e| self.shared.observe(e))?;
-        Ok(self.done())
     }
 
     /// The device id buffers are checked against.

@@ -16,6 +16,7 @@ use crate::error::GpuError;
 use crate::kernel::blas::BlasActorMsg;
 use crate::kernel::fft::FftActorMsg;
 use crate::kernel::kernel_actor::KernelActorMsg;
+use crate::kernel::module_actor::ModuleActorMsg;
 use crate::kernel::rng::RngActorMsg;
 
 /// A request addressed to one of the inner actors.
@@ -30,6 +31,8 @@ pub enum Routed {
     Fft(FftActorMsg),
     /// For the kernel actor.
     Kernel(KernelActorMsg),
+    /// For the module actor.
+    Module(ModuleActorMsg),
 }
 
 impl Routed {
@@ -41,6 +44,7 @@ impl Routed {
             Routed::Rng(m) => m.fail(e),
             Routed::Fft(m) => m.fail(e),
             Routed::Kernel(m) => m.fail(e),
+            Routed::Module(m) => m.fail(e),
         };
     }
 
@@ -52,6 +56,7 @@ impl Routed {
         match self {
             Routed::Ctx(m) => inner.ctx.actor_ref().send(m).await,
             Routed::Kernel(m) => inner.kernel.actor_ref().send(m).await,
+            Routed::Module(m) => inner.module.actor_ref().send(m).await,
             Routed::Blas(m) => match &inner.blas {
                 Some(b) => b.actor_ref().send(m).await,
                 None => {
@@ -110,6 +115,12 @@ impl Routable for FftActorMsg {
 impl Routable for KernelActorMsg {
     fn route(self) -> Routed {
         Routed::Kernel(self)
+    }
+}
+
+impl Routable for ModuleActorMsg {
+    fn route(self) -> Routed {
+        Routed::Module(self)
     }
 }
 

@@ -34,8 +34,9 @@ use crate::kernel::blas::{Batch, Gemm, Gemv};
 use crate::kernel::dsl::KernelCall;
 use crate::kernel::fft::*;
 use crate::kernel::kernel_actor::KernelActorMsg;
+use crate::kernel::module_actor::ModuleActorMsg;
 use crate::kernel::rng::*;
-use crate::module::{KernelArgs, KernelSource, LaunchConfig, ModuleRef};
+use crate::module::{KernelArgs, KernelSource, LaunchConfig, ModuleImage, ModuleRef};
 
 /// A handle to one device (a GPU, or the CPU device). Cheap to clone; every method is a
 /// typed request to the device's actors.
@@ -148,6 +149,7 @@ impl Device {
         match (inner, routed) {
             (Some(i), Routed::Ctx(m)) => i.ctx.actor_ref().send(m).await,
             (Some(i), Routed::Kernel(m)) => i.kernel.actor_ref().send(m).await,
+            (Some(i), Routed::Module(m)) => i.module.actor_ref().send(m).await,
             (Some(i), Routed::Blas(m)) if i.blas.is_some() => {
                 i.blas.as_ref().expect("checked").actor_ref().send(m).await
             }
@@ -262,7 +264,15 @@ impl Device {
     /// kernel disk cache, else compiled by NVRTC for the device's architecture (and
     /// cached). `Unsupported` on the CPU device.
     pub async fn load_module(&self, source: KernelSource) -> Result<ModuleRef, GpuError> {
-        self.call(|reply| ContextActorMsg::LoadModule { source, reply }).await
+        self.call(|reply| ModuleActorMsg::LoadSource { source, reply }).await
+    }
+
+    /// Loads a prebuilt CUBIN or PTX image (`ModuleImage::read` takes it from a file)
+    /// with the `extern "C"` kernels named in `kernels`. `Unsupported` on the CPU device.
+    pub async fn load_module_image(&self, image: ModuleImage, kernels: &[&str]) -> Result<ModuleRef, GpuError> {
+        let kernels = kernels.iter().map(|k| k.to_string()).collect();
+        self.call(|reply| ModuleActorMsg::LoadImage { image, kernels, reply })
+            .await
     }
 
     /// Launches `kernel` of `module` on the device and resolves when it has finished.
@@ -280,7 +290,7 @@ impl Device {
         args: KernelArgs,
     ) -> Result<(), GpuError> {
         let (module, kernel) = (module.clone(), kernel.to_string());
-        self.call(|reply| ContextActorMsg::Launch {
+        self.call(|reply| ModuleActorMsg::Launch {
             module,
             kernel,
             cfg,

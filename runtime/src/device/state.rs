@@ -61,6 +61,7 @@ pub(crate) struct InnerRefs {
     pub(crate) rng: Option<RngActorRef>,
     pub(crate) fft: Option<FftActorRef>,
     pub(crate) kernel: crate::kernel::kernel_actor::KernelActorRef,
+    pub(crate) module: crate::kernel::module_actor::ModuleActorRef,
 }
 
 /// A snapshot of a device's state.

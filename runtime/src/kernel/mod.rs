@@ -5,5 +5,6 @@ pub mod blas;
 pub mod dsl;
 pub mod fft;
 pub mod kernel_actor;
+pub mod module_actor;
 pub mod rng;
 pub(crate) mod seed;
