@@ -218,7 +218,7 @@ pub(crate) fn expand(def: &KernelDef<'_>) -> TokenStream {
                 let args = #krate::module::KernelArgs::new() #(#push_args)*;
                 let emulate: #dsl::launch::Emulation = ::std::boxed::Box::new(move |bufs: &#dsl::launch::HostBufs| {
                     #(#bind_bufs)*
-                    #dsl::grid::run_grid(NAME, &cfg, COOPERATIVE, &move || body #turbofish(#(#arg_names),*))
+                    #dsl::grid::run_grid(NAME, &cfg, COOPERATIVE, ::std::sync::Arc::new(move || body #turbofish(#(#arg_names),*)))
                 });
                 #dsl::KernelCall::new::<__Kernel #turbofish>(NAME, cuda_source #turbofish, cfg, args, emulate)
             }

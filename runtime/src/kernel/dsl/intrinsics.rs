@@ -7,7 +7,7 @@
 
 use half::{bf16, f16};
 
-use super::grid::{ThreadCtx, CTX, SHARED_LIMIT};
+use super::grid::{ThreadCtx, Wait, CTX, SHARED_LIMIT};
 use super::slices::SharedArray;
 use crate::dtype::DTypeBase;
 
@@ -74,13 +74,6 @@ pub fn warp_size() -> usize {
     32
 }
 
-/// Leaves the body because the block's barrier broke (another thread failed, or a
-/// deadlock was detected). `resume_unwind` skips the panic hook: the first failure has
-/// already been reported, the rest are consequences.
-fn broken(b: super::barrier::Broken) -> ! {
-    std::panic::resume_unwind(Box::new(b.0))
-}
-
 fn coop<R>(what: &str, f: impl FnOnce(&ThreadCtx, &super::grid::BlockState) -> R) -> R {
     with(what, |c| match &c.coop {
         Some(state) => f(c, state),
@@ -98,13 +91,9 @@ pub fn cpu_unsupported() -> ! {
     std::panic::resume_unwind(Box::new(super::grid::NoCpuEmulation))
 }
 
-/// `__syncthreads()`: waits until every thread of the block gets here.
+/// `__syncthreads()`: waits until every (live) thread of the block gets here.
 pub fn sync_threads() {
-    coop("sync_threads()", |_, state| {
-        if let Err(b) = state.barrier.wait() {
-            broken(b)
-        }
-    })
+    coop("sync_threads()", |c, _| c.suspend(Wait::Block))
 }
 
 /// `__shared__ T name[N]`: the block's array for this declaration, zeroed at the start
@@ -113,7 +102,7 @@ pub fn shared_array<T: DTypeBase, const N: usize>() -> SharedArray<T, N> {
     coop("shared_array", |c, state| {
         let k = c.shared_next.get();
         c.shared_next.set(k + 1);
-        let mut arrays = state.shared.lock().unwrap_or_else(|p| p.into_inner());
+        let mut arrays = state.shared.borrow_mut();
         if arrays.len() <= k {
             let used: usize = arrays.iter().map(|a| a.len() * 8).sum();
             let bytes = N * std::mem::size_of::<T>();
@@ -163,24 +152,20 @@ shuffle_bits! {
 }
 
 /// Every lane of the warp publishes `v`; lane `l` gets the value of lane `src(l)`, or
-/// its own where `src` is out of the warp.
+/// its own where `src` is out of the warp. Two warp barriers: after publishing, and after
+/// reading (so no lane overwrites its slot before the others have read it).
 fn exchange<T: ShuffleBits>(what: &str, v: T, src: impl FnOnce(usize) -> Option<usize>) -> T {
     coop(what, |c, state| {
         let t = c.linear_thread();
-        let (warp, lane) = (&state.warps[t / 32], t % 32);
-        let lanes = (c.block_dim.iter().map(|&d| d as usize).product::<usize>() - (t / 32) * 32).min(32);
-        let slots = || warp.slots.lock().unwrap_or_else(|p| p.into_inner());
-        slots()[lane] = v.to_bits64();
-        if let Err(b) = warp.barrier.wait() {
-            broken(b)
-        }
+        let (base, lane) = ((t / 32) * 32, t % 32);
+        let lanes = (c.block_dim.iter().map(|&d| d as usize).product::<usize>() - base).min(32);
+        state.slots.borrow_mut()[t] = v.to_bits64();
+        c.suspend(Wait::Warp);
         let out = match src(lane) {
-            Some(s) if s < lanes => T::from_bits64(slots()[s]),
+            Some(s) if s < lanes => T::from_bits64(state.slots.borrow()[base + s]),
             _ => v,
         };
-        if let Err(b) = warp.barrier.wait() {
-            broken(b)
-        }
+        c.suspend(Wait::Warp);
         out
     })
 }

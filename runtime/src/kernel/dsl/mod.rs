@@ -7,7 +7,6 @@
 //! [`registry`] entry for [`registry::precompile_all`].
 
 pub mod atomics;
-pub(crate) mod barrier;
 pub mod grid;
 pub mod intrinsics;
 pub mod launch;
