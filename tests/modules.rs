@@ -67,8 +67,11 @@ async fn prebuilt_cubin_and_ptx_load_from_disk_and_launch() {
     let arch = dev.ready().await.unwrap().arch().unwrap();
     let (cubin, _) = atomr_accel_cuda::nvrtc_cache::compile_cached(SAXPY, &arch, &[], Some(&dir)).unwrap();
     std::fs::write(dir.join("saxpy.cubin"), &cubin).unwrap();
-    let ptx = cudarc::nvrtc::compile_ptx(SAXPY).unwrap();
-    std::fs::write(dir.join("saxpy.ptx"), ptx.to_src()).unwrap();
+    // PTX through the cache's own fallback target (what a GPU newer than NVRTC gets).
+    let virt = arch.replace("sm_", "compute_");
+    let (ptx, _) = atomr_accel_cuda::nvrtc_cache::compile_cached(SAXPY, &virt, &[], Some(&dir)).unwrap();
+    assert_eq!(ptx.last(), Some(&0), "PTX images are NUL-terminated for the driver");
+    std::fs::write(dir.join("saxpy.ptx"), &ptx[..ptx.len() - 1]).unwrap();
     let n = 10_007usize;
     let x = rand_vec(n);
     for file in ["saxpy.cubin", "saxpy.ptx"] {

@@ -75,13 +75,21 @@ impl KernelCache {
     }
 
     /// Opens (creating, private) the cache in `dir`.
+    /// Creating and restricting the directory happens once per directory and process:
+    /// a cache hit then costs no directory syscalls.
     pub fn open(dir: impl Into<PathBuf>) -> Result<KernelCache, GpuError> {
+        static PREPARED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
         let dir = dir.into();
-        fs::create_dir_all(&dir).map_err(|e| io("cannot create", &dir, e))?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).map_err(|e| io("cannot restrict", &dir, e))?;
+        let mut prepared = PREPARED.lock().unwrap_or_else(|p| p.into_inner());
+        if !prepared.contains(&dir) {
+            fs::create_dir_all(&dir).map_err(|e| io("cannot create", &dir, e))?;
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                fs::set_permissions(&dir, fs::Permissions::from_mode(0o700))
+                    .map_err(|e| io("cannot restrict", &dir, e))?;
+            }
+            prepared.push(dir.clone());
         }
         Ok(KernelCache { dir })
     }
@@ -142,7 +150,8 @@ pub fn sm_arch((major, minor): (i32, i32)) -> String {
     format!("sm_{major}{minor}")
 }
 
-/// The compiled image of `source` for `arch`: from the disk cache in `dir` (the default
+/// The compiled image of `source` for `arch` (`sm_XY`: a CUBIN, or PTX when NVRTC does
+/// not know the device; `compute_XY`: PTX): from the disk cache in `dir` (the default
 /// directory if `None`), else compiled by NVRTC and stored there. `true` if it came from
 /// the cache. A cache that cannot be opened only costs the caching, never the compile.
 pub fn compile_cached(
@@ -165,7 +174,7 @@ pub fn compile_cached(
     if let Some(image) = cache.as_ref().and_then(|c| c.get(&key)) {
         return Ok((image, true));
     }
-    let image = crate::sys::compile_cubin(source, arch, options)?;
+    let image = crate::sys::compile_image(source, arch, options)?;
     if let Some(c) = &cache {
         if let Err(e) = c.put(&key, &image) {
             tracing::warn!(%e, "could not store a compiled kernel");
