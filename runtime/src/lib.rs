@@ -16,6 +16,7 @@ pub mod host;
 pub mod kernel;
 pub mod module;
 pub mod nvrtc_cache;
+pub mod placement;
 pub mod prelude;
 pub mod stream;
 #[doc(hidden)]

@@ -38,6 +38,23 @@ use crate::kernel::module_actor::ModuleActorMsg;
 use crate::kernel::rng::*;
 use crate::module::{KernelArgs, KernelSource, LaunchConfig, ModuleImage, ModuleRef};
 
+/// Counts a request as in flight for as long as it lives (also when its future is
+/// dropped half-way).
+struct InFlight<'a>(&'a DeviceShared);
+
+impl<'a> InFlight<'a> {
+    fn enter(shared: &'a DeviceShared) -> Self {
+        shared.in_flight.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        InFlight(shared)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// A handle to one device (a GPU, or the CPU device). Cheap to clone; every method is a
 /// typed request to the device's actors.
 #[derive(Clone)]
@@ -131,9 +148,16 @@ impl Device {
         &self,
         make: impl FnOnce(Reply<Result<R, GpuError>>) -> M,
     ) -> Result<R, GpuError> {
+        let _counted = InFlight::enter(&self.shared);
         let (reply, rx) = Reply::pair();
         self.submit(make(reply).route()).await?;
         self.await_reply(rx).await
+    }
+
+    /// Requests made through this device's handles that have not been answered yet
+    /// (queued, running or waiting for the GPU): what `PlacementActor` balances.
+    pub fn in_flight(&self) -> usize {
+        self.shared.in_flight.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     async fn submit(&self, routed: Routed) -> Result<(), GpuError> {

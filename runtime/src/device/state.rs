@@ -86,6 +86,9 @@ pub(crate) struct DeviceShared {
     pub(crate) cpu_used: AtomicU64,
     /// Free pinned host buffers.
     pub(crate) pinned: Arc<PinnedPool>,
+    /// Requests sent through this device's handles and not answered yet: its real queue
+    /// depth, for placement.
+    pub(crate) in_flight: std::sync::atomic::AtomicUsize,
 }
 
 impl DeviceShared {
@@ -102,6 +105,7 @@ impl DeviceShared {
             generation: AtomicU64::new(0),
             state,
             cpu_used: AtomicU64::new(0),
+            in_flight: std::sync::atomic::AtomicUsize::new(0),
         })
     }
 

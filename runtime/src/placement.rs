@@ -1,0 +1,121 @@
+//! `PlacementActor`: chooses a device per request, by policy, so work spreads over
+//! several devices (GPUs, CPU devices, or both) without the caller tracking them.
+//!
+//! Policies: round-robin, and least-loaded — the device with the fewest requests in
+//! flight (`Device::in_flight`: queued, running or waiting for the GPU), ties broken by
+//! the most free memory (asked of the devices, cached briefly). Lost devices are skipped;
+//! when every device is lost the answer is `DeviceLost`. Written with `#[gpu_actor]`.
+
+use std::time::{Duration, Instant};
+
+use atomr_accel_cuda_macros::gpu_actor;
+
+use crate::device::{Device, Status};
+use crate::error::GpuError;
+
+/// How a [`PlacementActor`] picks a device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlacementPolicy {
+    /// Each device in turn.
+    RoundRobin,
+    /// The device with the fewest requests in flight; the most free memory on a tie.
+    LeastLoaded,
+}
+
+/// How long a device's free-memory figure is reused before it is asked again.
+const MEMORY_TTL: Duration = Duration::from_millis(50);
+
+/// Places requests on a fixed set of devices.
+pub struct PlacementActor {
+    devices: Vec<Device>,
+    policy: PlacementPolicy,
+    next: usize,
+    free_memory: Vec<Option<(u64, Instant)>>,
+}
+
+impl PlacementActor {
+    /// Places over `devices` (at least one) with `policy`.
+    pub fn new(devices: Vec<Device>, policy: PlacementPolicy) -> Self {
+        let n = devices.len();
+        PlacementActor {
+            devices,
+            policy,
+            next: 0,
+            free_memory: vec![None; n],
+        }
+    }
+
+    fn usable(&self, i: usize) -> bool {
+        !matches!(self.devices[i].state().status, Status::Lost(_))
+    }
+
+    fn none_usable(&self) -> GpuError {
+        GpuError::DeviceLost(format!(
+            "no device to place the request on: all {} devices are lost",
+            self.devices.len()
+        ))
+    }
+
+    /// Free memory of device `i`, cached for [`MEMORY_TTL`]; 0 if it cannot be asked.
+    async fn free(&mut self, i: usize) -> u64 {
+        if let Some((free, at)) = self.free_memory[i] {
+            if at.elapsed() < MEMORY_TTL {
+                return free;
+            }
+        }
+        let free = self.devices[i].memory().await.map(|(free, _)| free).unwrap_or(0);
+        self.free_memory[i] = Some((free, Instant::now()));
+        free
+    }
+}
+
+#[gpu_actor(crate = crate)]
+impl PlacementActor {
+    /// The device for the next request.
+    #[handler]
+    async fn choose(&mut self) -> Result<Device, GpuError> {
+        let n = self.devices.len();
+        if n == 0 {
+            return Err(GpuError::InvalidArgument("a placement over no devices".into()));
+        }
+        let usable: Vec<usize> = (0..n).filter(|&i| self.usable(i)).collect();
+        if usable.is_empty() {
+            return Err(self.none_usable());
+        }
+        let i = match self.policy {
+            PlacementPolicy::RoundRobin => {
+                let i = (0..n)
+                    .map(|k| (self.next + k) % n)
+                    .find(|i| usable.contains(i))
+                    .ok_or_else(|| self.none_usable())?;
+                self.next = (i + 1) % n;
+                i
+            }
+            PlacementPolicy::LeastLoaded => {
+                let least = usable.iter().map(|&i| self.devices[i].in_flight()).min().unwrap_or(0);
+                let tied: Vec<usize> = usable
+                    .into_iter()
+                    .filter(|&i| self.devices[i].in_flight() == least)
+                    .collect();
+                let mut best = (tied[0], 0u64);
+                if tied.len() > 1 {
+                    best.1 = self.free(tied[0]).await;
+                    for &i in &tied[1..] {
+                        let free = self.free(i).await;
+                        if free > best.1 {
+                            best = (i, free);
+                        }
+                    }
+                }
+                best.0
+            }
+        };
+        Ok(self.devices[i].clone())
+    }
+
+    /// The devices placed over, in order.
+    #[handler]
+    fn devices(&mut self) -> Result<Vec<Device>, GpuError> {
+        Ok(self.devices.clone())
+    }
+}
