@@ -16,9 +16,11 @@ pub mod host;
 pub mod kernel;
 pub mod module;
 pub mod nvrtc_cache;
+pub mod pipeline;
 pub mod placement;
 pub mod prelude;
 pub mod stream;
+pub mod streams_pipeline;
 #[doc(hidden)]
 pub mod sys;
 

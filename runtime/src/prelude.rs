@@ -12,5 +12,6 @@ pub use crate::kernel::blas::{Batch, Gemm, Gemv};
 pub use crate::kernel::dsl::{precompile_all, Float, Int, KernelArg, KernelScalar};
 pub use crate::kernel::fft::FftShape;
 pub use crate::module::LaunchConfig;
+pub use crate::pipeline::Pipeline;
 pub use crate::placement::{PlacementActor, PlacementActorRef, PlacementPolicy};
 pub use half::{bf16, f16};

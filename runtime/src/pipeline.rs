@@ -1,0 +1,86 @@
+//! The multi-stream pipeline pattern: host batches go through upload → compute →
+//! download with several batches in flight, so the copies of one batch overlap the
+//! compute of its neighbours.
+//!
+//! The stages already run on different streams — copies on the context actor's, compute
+//! on the kernel (or BLAS) actor's — and are ordered by the events cudarc records per
+//! buffer, so the pattern needs no extra synchronisation: only more than one batch in
+//! flight. Copies go through pinned buffers from the device's pool (full PCIe speed,
+//! asynchronous). `Pipeline::stream` (in `streams_pipeline`) is the same as a
+//! `futures::Stream` adapter; [`Pipeline::run`] collects it.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+
+use crate::device::Device;
+use crate::dtype::DType;
+use crate::error::GpuError;
+use crate::gpu_ref::GpuRef;
+
+/// The compute stage: takes the uploaded batch, returns the buffer to download.
+pub type Compute<T, U> = dyn Fn(Device, GpuRef<T>) -> BoxFuture<'static, Result<GpuRef<U>, GpuError>> + Send + Sync;
+
+/// A pipeline over one device: `depth` batches in flight (1 is the serial version).
+pub struct Pipeline<T: DType, U: DType> {
+    pub(crate) device: Device,
+    pub(crate) depth: usize,
+    pub(crate) compute: Arc<Compute<T, U>>,
+}
+
+impl<T: DType, U: DType> Clone for Pipeline<T, U> {
+    fn clone(&self) -> Self {
+        Pipeline {
+            device: self.device.clone(),
+            depth: self.depth,
+            compute: self.compute.clone(),
+        }
+    }
+}
+
+impl<T: DType, U: DType> Pipeline<T, U> {
+    /// A pipeline running `compute` on each batch, with up to `depth` (≥ 1) batches in
+    /// flight.
+    pub fn new<F, Fut>(device: &Device, depth: usize, compute: F) -> Result<Self, GpuError>
+    where
+        F: Fn(Device, GpuRef<T>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<GpuRef<U>, GpuError>> + Send + 'static,
+    {
+        if depth == 0 {
+            return Err(GpuError::InvalidArgument(
+                "a pipeline needs at least one batch in flight (depth >= 1)".into(),
+            ));
+        }
+        Ok(Pipeline {
+            device: device.clone(),
+            depth,
+            compute: Arc::new(move |d, r| Box::pin(compute(d, r))),
+        })
+    }
+
+    /// Batches in flight at most.
+    pub fn depth(&self) -> usize {
+        self.depth
+    }
+
+    /// One batch through the three stages.
+    pub async fn process(&self, batch: Vec<T>) -> Result<Vec<U>, GpuError> {
+        let d = &self.device;
+        let mut staged = d.pinned_scratch::<T>(batch.len()).await?;
+        staged.as_mut_slice()?.copy_from_slice(&batch);
+        drop(batch);
+        let (input, staged) = d.upload_pinned(staged).await?;
+        drop(staged);
+        let output = (self.compute)(d.clone(), input).await?;
+        let host = d.pinned_scratch::<U>(output.len()).await?;
+        let host = d.download_pinned(&output, host).await?;
+        Ok(host.as_slice()?.to_vec())
+    }
+
+    /// Runs every batch, `depth` at a time, and returns the results in input order.
+    pub async fn run(&self, batches: Vec<Vec<T>>) -> Result<Vec<Vec<U>>, GpuError> {
+        use futures::TryStreamExt;
+        self.stream(futures::stream::iter(batches)).try_collect().await
+    }
+}
