@@ -164,10 +164,11 @@ impl ContextActor {
         self.core()?.copy(&src, &dst)
     }
 
-    /// A pinned host buffer from the pool.
+    /// A pinned host buffer from the pool: zero-filled, or (`zeroed == false`) with the
+    /// contents of its last use, for a caller that overwrites it at once.
     #[handler(dtypes(all, complex))]
-    fn pinned<T: DTypeBase>(&mut self, len: usize) -> Result<PinnedBuf<T>, GpuError> {
-        self.core()?.pinned::<T>(len)
+    fn pinned<T: DTypeBase>(&mut self, len: usize, zeroed: bool) -> Result<PinnedBuf<T>, GpuError> {
+        self.core()?.pinned::<T>(len, zeroed)
     }
 
     /// Uploads a pinned buffer into a new device buffer.

@@ -254,10 +254,12 @@ impl ContextCore {
     }
 
     /// A pinned host buffer of `len` zeroed elements, from the pool when one is free.
-    pub(crate) fn pinned<T: DTypeBase>(&mut self, len: usize) -> Result<PinnedBuf<T>, GpuError> {
+    pub(crate) fn pinned<T: DTypeBase>(&mut self, len: usize, zeroed: bool) -> Result<PinnedBuf<T>, GpuError> {
         checked_bytes::<T>(len)?;
         let pool = self.shared.pinned.clone();
         let mem = match pool.take::<T>(len) {
+            // Stale contents are still valid values: every dtype is plain old data.
+            Some(mem) if !zeroed => mem,
             Some(mut mem) => {
                 match &mut mem {
                     HostMem::Pinned(p) => p.as_mut_slice().map_err(|e| self.observe(e))?.fill(T::default()),

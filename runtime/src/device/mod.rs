@@ -255,7 +255,16 @@ impl Device {
     /// A pinned host buffer of `len` zeroed elements from the device's pool (plain memory
     /// on the CPU device). Dropping it returns it to the pool.
     pub async fn pinned<T: DType>(&self, len: usize) -> Result<PinnedBuf<T>, GpuError> {
-        self.call(|reply| <T as ContextActorPinnedDType>::__into_msg(len, reply))
+        self.call(|reply| <T as ContextActorPinnedDType>::__into_msg(len, true, reply))
+            .await
+    }
+
+    /// A pinned host buffer of `len` elements whose contents are unspecified (what its
+    /// last user left, or zeros): for a caller that overwrites it at once, as a staging
+    /// buffer for an upload or the target of a download. Skips `pinned`'s zero fill,
+    /// which on a large buffer costs as much as the copy it stages.
+    pub async fn pinned_scratch<T: DType>(&self, len: usize) -> Result<PinnedBuf<T>, GpuError> {
+        self.call(|reply| <T as ContextActorPinnedDType>::__into_msg(len, false, reply))
             .await
     }
 
