@@ -18,8 +18,15 @@ impl<T: DType, U: DType> Pipeline<T, U> {
         let this = self.clone();
         input
             .map(move |batch| {
+                // A task per batch: its host-side copies (into and out of the pinned
+                // buffers) run on the runtime's workers in parallel with the other
+                // batches' instead of inside this stream's one task.
                 let p = this.clone();
-                async move { p.process(batch).await }
+                let task = tokio::spawn(async move { p.process(batch).await });
+                async move {
+                    task.await
+                        .unwrap_or_else(|e| Err(GpuError::Other(format!("pipeline batch task failed: {e}"))))
+                }
             })
             .buffered(self.depth)
     }
