@@ -11,6 +11,7 @@ pub mod device;
 pub mod dispatcher;
 pub mod dtype;
 pub mod error;
+pub mod event;
 pub mod gpu_ref;
 pub mod host;
 pub mod kernel;

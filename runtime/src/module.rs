@@ -218,6 +218,16 @@ pub(crate) unsafe fn enqueue(
     Ok(())
 }
 
+/// Makes `stream` wait for the last write of every buffer in `args`.
+pub(crate) fn wait_for_writes(stream: &cudarc::driver::CudaStream, args: &KernelArgs) -> Result<(), GpuError> {
+    for a in &args.items {
+        if let Arg::Buffer(b) = a {
+            b.lock().wait_on(stream)?;
+        }
+    }
+    Ok(())
+}
+
 /// Locks the buffers of an emulated launch and hands their host memory to `run`, in
 /// buffer-parameter order; the locks are held until `run` returns.
 pub(crate) fn with_host_buffers<R>(
@@ -248,6 +258,9 @@ pub(crate) trait HeldArg {
     fn push<'b>(&'b mut self, b: &mut LaunchArgs<'b>) -> Result<(), GpuError>;
     /// The host memory behind a CPU-device buffer, for an emulated launch.
     fn host(&mut self) -> Result<RawBuf, GpuError>;
+    /// Makes `stream` wait for the buffer's last write (a read access in cudarc's
+    /// ordering).
+    fn wait_on(&mut self, stream: &cudarc::driver::CudaStream) -> Result<(), GpuError>;
 }
 
 struct BufItem<T: DTypeBase> {
@@ -290,6 +303,19 @@ impl<T: DTypeBase> HeldArg for HeldBuf<'_, T> {
                 Ok(())
             }
             Storage::Cpu(_) => Err(GpuError::InvalidArgument("a CPU-device buffer in a CUDA launch".into())),
+        }
+    }
+
+    fn wait_on(&mut self, stream: &cudarc::driver::CudaStream) -> Result<(), GpuError> {
+        use cudarc::driver::DevicePtr;
+        match &*self.guard {
+            Storage::Cuda(s) => {
+                // Taking the pointer for `stream` queues the wait; the guard records the
+                // read when dropped here.
+                let _ = s.device_ptr(stream);
+                Ok(())
+            }
+            Storage::Cpu(_) => Err(GpuError::InvalidArgument("a CPU-device buffer on a CUDA stream".into())),
         }
     }
 

@@ -7,6 +7,7 @@ pub use crate::device::{BackendChoice, BackendKind, Device, DeviceConfig};
 pub use crate::dispatcher::{Dispatcher, GpuDispatcher};
 pub use crate::dtype::{c32, c64, Blas1Scalar, BlasScalar, Complex, DType, FftScalar, FloatDType, RandomScalar};
 pub use crate::error::GpuError;
+pub use crate::event::GpuEvent;
 pub use crate::gpu_ref::GpuRef;
 pub use crate::kernel::blas::{Batch, Gemm, Gemv};
 pub use crate::kernel::dsl::{precompile_all, Float, Int, KernelArg, KernelScalar};

@@ -12,6 +12,7 @@ use crate::actor::{Context, Deferred, Failure};
 use crate::dispatcher::GpuDispatcher;
 use crate::dtype::DTypeBase;
 use crate::error::GpuError;
+use crate::event::{EventActor, EventActorRef};
 use crate::gpu_ref::GpuRef;
 use crate::host::{PinnedBuf, Uploaded};
 use crate::kernel::blas::{BlasActor, BlasActorRef};
@@ -97,6 +98,11 @@ impl ContextActor {
             let props = ModuleActor::gpu_props(move || ModuleActor::new(seed.clone()));
             ModuleActorRef::new(self.spawn_library(ctx, "module", props)?)
         };
+        let event = {
+            let seed = seed.clone();
+            let props = EventActor::gpu_props(move || EventActor::new(seed.clone()));
+            EventActorRef::new(self.spawn_library(ctx, "event", props)?)
+        };
         let fft = if libs.fft {
             let props = FftActor::gpu_props(move || FftActor::new(seed.clone()));
             Some(FftActorRef::new(self.spawn_library(ctx, "fft", props)?))
@@ -117,6 +123,7 @@ impl ContextActor {
                 fft,
                 kernel,
                 module,
+                event,
             });
         });
         self.core = Some(core);

@@ -13,6 +13,7 @@ use super::state::{DeviceShared, Status};
 use crate::actor::{Context, Directive, StopReason, SupervisorStrategy, Terminated};
 use crate::dispatcher::GpuDispatcher;
 use crate::error::GpuError;
+use crate::event::EventActorMsg;
 use crate::kernel::blas::BlasActorMsg;
 use crate::kernel::fft::FftActorMsg;
 use crate::kernel::kernel_actor::KernelActorMsg;
@@ -33,6 +34,8 @@ pub enum Routed {
     Kernel(KernelActorMsg),
     /// For the module actor.
     Module(ModuleActorMsg),
+    /// For the event actor.
+    Event(EventActorMsg),
 }
 
 impl Routed {
@@ -45,6 +48,7 @@ impl Routed {
             Routed::Fft(m) => m.fail(e),
             Routed::Kernel(m) => m.fail(e),
             Routed::Module(m) => m.fail(e),
+            Routed::Event(m) => m.fail(e),
         };
     }
 
@@ -57,6 +61,7 @@ impl Routed {
             Routed::Ctx(m) => inner.ctx.actor_ref().send(m).await,
             Routed::Kernel(m) => inner.kernel.actor_ref().send(m).await,
             Routed::Module(m) => inner.module.actor_ref().send(m).await,
+            Routed::Event(m) => inner.event.actor_ref().send(m).await,
             Routed::Blas(m) => match &inner.blas {
                 Some(b) => b.actor_ref().send(m).await,
                 None => {
@@ -121,6 +126,12 @@ impl Routable for KernelActorMsg {
 impl Routable for ModuleActorMsg {
     fn route(self) -> Routed {
         Routed::Module(self)
+    }
+}
+
+impl Routable for EventActorMsg {
+    fn route(self) -> Routed {
+        Routed::Event(self)
     }
 }
 

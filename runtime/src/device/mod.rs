@@ -27,6 +27,7 @@ use self::state::DeviceShared;
 use crate::actor::{ActorRef, ActorSystem, Reply};
 use crate::dtype::{Blas1Scalar, BlasScalar, Complex, DType, FftScalar, RandomScalar};
 use crate::error::GpuError;
+use crate::event::{EventActorMsg, GpuEvent};
 use crate::gpu_ref::GpuRef;
 use crate::host::{PinnedBuf, Uploaded};
 use crate::kernel::blas::*;
@@ -174,6 +175,7 @@ impl Device {
             (Some(i), Routed::Ctx(m)) => i.ctx.actor_ref().send(m).await,
             (Some(i), Routed::Kernel(m)) => i.kernel.actor_ref().send(m).await,
             (Some(i), Routed::Module(m)) => i.module.actor_ref().send(m).await,
+            (Some(i), Routed::Event(m)) => i.event.actor_ref().send(m).await,
             (Some(i), Routed::Blas(m)) if i.blas.is_some() => {
                 i.blas.as_ref().expect("checked").actor_ref().send(m).await
             }
@@ -356,6 +358,37 @@ impl Device {
             reply,
         })
         .await
+    }
+
+    /// A new event of this device (with timing), not yet recorded.
+    pub async fn create_event(&self) -> Result<GpuEvent, GpuError> {
+        self.call(|reply| EventActorMsg::Create { reply }).await
+    }
+
+    /// Records `event` after the last write of each buffer in `after` (whichever actor's
+    /// stream wrote it): the event completes when those writes have.
+    pub async fn record_event<T: DType>(&self, event: &GpuEvent, after: &[&GpuRef<T>]) -> Result<(), GpuError> {
+        let after = after.iter().fold(KernelArgs::new(), |a, r| a.buf(r));
+        let event = event.clone();
+        self.call(|reply| EventActorMsg::Record { event, after, reply }).await
+    }
+
+    /// Whether `event` (recorded) has completed.
+    pub async fn event_done(&self, event: &GpuEvent) -> Result<bool, GpuError> {
+        let event = event.clone();
+        self.call(|reply| EventActorMsg::Query { event, reply }).await
+    }
+
+    /// Resolves when `event` (recorded) has completed.
+    pub async fn wait_event(&self, event: &GpuEvent) -> Result<(), GpuError> {
+        let event = event.clone();
+        self.call(|reply| EventActorMsg::Wait { event, reply }).await
+    }
+
+    /// Milliseconds between two completed events.
+    pub async fn elapsed_ms(&self, start: &GpuEvent, end: &GpuEvent) -> Result<f32, GpuError> {
+        let (start, end) = (start.clone(), end.clone());
+        self.call(|reply| EventActorMsg::ElapsedMs { start, end, reply }).await
     }
 
     /// Bytes of free pinned buffers the pool holds.

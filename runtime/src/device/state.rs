@@ -62,6 +62,7 @@ pub(crate) struct InnerRefs {
     pub(crate) fft: Option<FftActorRef>,
     pub(crate) kernel: crate::kernel::kernel_actor::KernelActorRef,
     pub(crate) module: crate::kernel::module_actor::ModuleActorRef,
+    pub(crate) event: crate::event::EventActorRef,
 }
 
 /// A snapshot of a device's state.

@@ -1,0 +1,268 @@
+//! `EventActor`: CUDA events for timing and waiting, without blocking any mailbox.
+//!
+//! Work on a device runs on several actors' streams, so an event is recorded *after
+//! buffers* rather than on a stream of the caller's choosing: `record` makes the event
+//! actor's stream wait for the last write of every buffer given (the same per-buffer
+//! events cudarc orders all work by) and records there. The event completes when those
+//! writes have; two such events time the work between them. `wait` hands the blocking
+//! synchronisation to a blocking thread and answers when it returns, so the actor keeps
+//! serving. On the CPU device work is finished when its request is answered: an event
+//! records the time of `record` and is complete at once. Written with `#[gpu_actor]`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use atomr_accel_cuda_macros::gpu_actor;
+use cudarc::driver::{sys::CUevent_flags, CudaEvent, CudaStream};
+
+use crate::actor::{Context, Deferred};
+use crate::device::state::DeviceShared;
+use crate::error::GpuError;
+use crate::kernel::seed::{CudaSeed, LibrarySeed};
+use crate::module::KernelArgs;
+
+static NEXT_EVENT: AtomicU64 = AtomicU64::new(1);
+
+enum Mark {
+    /// The CPU device: when it was recorded.
+    Cpu(Mutex<Option<Instant>>),
+    /// A CUDA event with timing, and whether it has been recorded.
+    Cuda(CudaEvent, std::sync::atomic::AtomicBool),
+}
+
+/// An event of one device generation. Cheap to clone.
+#[derive(Clone)]
+pub struct GpuEvent {
+    id: u64,
+    device_id: usize,
+    generation: u64,
+    mark: Arc<Mark>,
+}
+
+impl std::fmt::Debug for GpuEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "GpuEvent(#{} of device {}, generation {})",
+            self.id, self.device_id, self.generation
+        )
+    }
+}
+
+impl GpuEvent {
+    fn recorded(&self) -> bool {
+        match &*self.mark {
+            Mark::Cpu(at) => at.lock().unwrap_or_else(|p| p.into_inner()).is_some(),
+            Mark::Cuda(_, recorded) => recorded.load(Ordering::Acquire),
+        }
+    }
+
+    fn not_recorded(&self) -> GpuError {
+        GpuError::InvalidArgument(format!("{self:?} was never recorded; record it first"))
+    }
+}
+
+enum EventEngine {
+    Cpu,
+    Cuda {
+        cuda: Box<CudaSeed>,
+        stream: Arc<CudaStream>,
+    },
+}
+
+/// The event state of one generation of a device.
+pub(crate) struct EventCore {
+    shared: Arc<DeviceShared>,
+    generation: u64,
+    engine: EventEngine,
+}
+
+impl EventCore {
+    fn check(&self, e: &GpuEvent) -> Result<(), GpuError> {
+        let device_id = self.shared.config.device_id;
+        if e.device_id != device_id {
+            return Err(GpuError::InvalidArgument(format!("{e:?} used on device {device_id}")));
+        }
+        if e.generation != self.generation {
+            return Err(GpuError::Stale {
+                buffer_generation: e.generation,
+                device_generation: self.generation,
+            });
+        }
+        Ok(())
+    }
+
+    fn create(&mut self) -> Result<GpuEvent, GpuError> {
+        let mark = match &self.engine {
+            EventEngine::Cpu => Mark::Cpu(Mutex::new(None)),
+            EventEngine::Cuda { cuda, .. } => {
+                let e = cuda
+                    .ctx
+                    .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                    .map_err(|e| self.shared.observe(e.into()))?;
+                Mark::Cuda(e, std::sync::atomic::AtomicBool::new(false))
+            }
+        };
+        Ok(GpuEvent {
+            id: NEXT_EVENT.fetch_add(1, Ordering::Relaxed),
+            device_id: self.shared.config.device_id,
+            generation: self.generation,
+            mark: Arc::new(mark),
+        })
+    }
+
+    fn record(&mut self, e: &GpuEvent, after: &KernelArgs) -> Result<(), GpuError> {
+        self.check(e)?;
+        after.validate(self.shared.config.device_id, self.generation)?;
+        match (&self.engine, &*e.mark) {
+            (EventEngine::Cpu, Mark::Cpu(at)) => {
+                *at.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+                Ok(())
+            }
+            (EventEngine::Cuda { stream, .. }, Mark::Cuda(ev, recorded)) => {
+                crate::module::wait_for_writes(stream, after)?;
+                ev.record(stream).map_err(|err| self.shared.observe(err.into()))?;
+                recorded.store(true, Ordering::Release);
+                Ok(())
+            }
+            _ => Err(GpuError::InvalidArgument("an event of another backend".into())),
+        }
+    }
+
+    fn query(&mut self, e: &GpuEvent) -> Result<bool, GpuError> {
+        self.check(e)?;
+        if !e.recorded() {
+            return Err(e.not_recorded());
+        }
+        match &*e.mark {
+            Mark::Cpu(_) => Ok(true),
+            Mark::Cuda(ev, _) => ev.try_is_complete().map_err(|err| self.shared.observe(err.into())),
+        }
+    }
+
+    fn wait(&mut self, e: &GpuEvent) -> Result<Deferred<()>, GpuError> {
+        self.check(e)?;
+        if !e.recorded() {
+            return Err(e.not_recorded());
+        }
+        match &*e.mark {
+            Mark::Cpu(_) => Ok(Deferred::Now(())),
+            Mark::Cuda(..) => {
+                let (event, shared) = (e.clone(), self.shared.clone());
+                Ok(Deferred::later(async move {
+                    let done = tokio::task::spawn_blocking(move || match &*event.mark {
+                        Mark::Cuda(ev, _) => ev.synchronize().map_err(GpuError::from),
+                        Mark::Cpu(_) => Ok(()),
+                    })
+                    .await
+                    .map_err(|err| GpuError::Other(format!("event wait failed: {err}")))?;
+                    done.map_err(|err| shared.observe(err))
+                }))
+            }
+        }
+    }
+
+    fn elapsed_ms(&mut self, start: &GpuEvent, end: &GpuEvent) -> Result<f32, GpuError> {
+        self.check(start)?;
+        self.check(end)?;
+        for e in [start, end] {
+            if !e.recorded() {
+                return Err(e.not_recorded());
+            }
+        }
+        match (&*start.mark, &*end.mark) {
+            (Mark::Cpu(a), Mark::Cpu(b)) => {
+                let at = |m: &Mutex<Option<Instant>>| m.lock().unwrap_or_else(|p| p.into_inner()).expect("recorded");
+                let (a, b) = (at(a), at(b));
+                Ok(if b >= a {
+                    (b - a).as_secs_f32() * 1e3
+                } else {
+                    -((a - b).as_secs_f32() * 1e3)
+                })
+            }
+            (Mark::Cuda(a, _), Mark::Cuda(b, _)) => a.elapsed_ms(b).map_err(|err| {
+                // Not yet complete is CUDA_ERROR_NOT_READY: not a fault, say what to do.
+                let e = GpuError::from(err);
+                match e {
+                    GpuError::Library { code: 600, .. } => GpuError::InvalidArgument(
+                        "the events have not completed yet; wait for the end event first".into(),
+                    ),
+                    other => self.shared.observe(other),
+                }
+            }),
+            _ => Err(GpuError::InvalidArgument("events of another backend".into())),
+        }
+    }
+}
+
+fn build(seed: &LibrarySeed) -> Result<EventCore, GpuError> {
+    let engine = match (&seed.cuda, seed.cuda_stream()?) {
+        (Some(cuda), Some((stream, _))) => EventEngine::Cuda {
+            cuda: Box::new(cuda.clone()),
+            stream,
+        },
+        _ => EventEngine::Cpu,
+    };
+    Ok(EventCore {
+        shared: seed.shared.clone(),
+        generation: seed.generation,
+        engine,
+    })
+}
+
+/// The event actor of a device.
+pub struct EventActor {
+    seed: LibrarySeed,
+    core: Option<EventCore>,
+}
+
+impl EventActor {
+    pub(crate) fn new(seed: LibrarySeed) -> Self {
+        EventActor { seed, core: None }
+    }
+
+    fn core(&mut self) -> Result<&mut EventCore, GpuError> {
+        self.seed.shared.usable(&mut self.core, "event actor")
+    }
+}
+
+#[gpu_actor(crate = crate)]
+impl EventActor {
+    /// Takes a stream of its own (per the device's stream strategy).
+    #[pre_start]
+    async fn start(&mut self, _ctx: &mut Context<Self>) -> Result<(), GpuError> {
+        self.core = Some(build(&self.seed).map_err(|e| self.seed.shared.observe(e))?);
+        Ok(())
+    }
+
+    /// A new event (with timing), not yet recorded.
+    #[handler]
+    fn create(&mut self) -> Result<GpuEvent, GpuError> {
+        self.core()?.create()
+    }
+
+    /// Records `event` after the last write of every buffer in `after`.
+    #[handler]
+    fn record(&mut self, event: GpuEvent, after: KernelArgs) -> Result<(), GpuError> {
+        self.core()?.record(&event, &after)
+    }
+
+    /// Whether `event` has completed.
+    #[handler]
+    fn query(&mut self, event: GpuEvent) -> Result<bool, GpuError> {
+        self.core()?.query(&event)
+    }
+
+    /// Resolves when `event` has completed; the wait runs on a blocking thread.
+    #[handler]
+    fn wait(&mut self, event: GpuEvent) -> Result<Deferred<()>, GpuError> {
+        self.core()?.wait(&event)
+    }
+
+    /// Milliseconds from `start` to `end` (both completed).
+    #[handler]
+    fn elapsed_ms(&mut self, start: GpuEvent, end: GpuEvent) -> Result<f32, GpuError> {
+        self.core()?.elapsed_ms(&start, &end)
+    }
+}
