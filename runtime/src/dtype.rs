@@ -232,8 +232,18 @@ pub trait FftFloat: ComplexPart + crate::sys::CufftFloat {}
 impl FftFloat for f32 {}
 impl FftFloat for f64 {}
 
+/// Float types of the dense solvers (f32, f64): the bound of the `SolverActor`'s
+/// handlers (cuSOLVER's entry points, and the `#[kernel]` that extracts QR's R).
+pub trait SolverFloat: crate::kernel::dsl::Float + crate::sys::cusolver::CusolverFloat {}
+impl SolverFloat for f32 {}
+impl SolverFloat for f64 {}
+
 use crate::kernel::fft::{FftActorC2cDType, FftActorC2rDType, FftActorR2cDType};
 use crate::kernel::rng::{RngActorLogNormalDType, RngActorNormalDType, RngActorUniformDType};
+use crate::kernel::solver::{
+    SolverActorCholeskyDType, SolverActorCholeskySolveDType, SolverActorEighDType, SolverActorLuFactorDType,
+    SolverActorLuSolveDType, SolverActorQrDType, SolverActorSvdDType,
+};
 
 bound_alias!(
     /// Every element type a device buffer can hold: f16, bf16, f32, f64, i8–i64, u8–u64,
@@ -260,6 +270,13 @@ bound_alias!(
     /// Element types the RNG fills with uniform, normal and log-normal numbers: f32, f64.
     RandomScalar("`{Self}` is not an RNG dtype: the generator fills f32 or f64 (u32 for Poisson)") for [f32, f64]:
         DType, RngFloat, RngActorUniformDType, RngActorNormalDType, RngActorLogNormalDType
+);
+
+bound_alias!(
+    /// Float types of the dense solvers (LU, Cholesky, QR, SVD, symmetric eigen): f32, f64.
+    SolverScalar("`{Self}` is not a solver dtype: the dense factorizations take f32 or f64") for [f32, f64]:
+        DType, SolverFloat, SolverActorLuFactorDType, SolverActorLuSolveDType, SolverActorCholeskyDType,
+        SolverActorCholeskySolveDType, SolverActorQrDType, SolverActorSvdDType, SolverActorEighDType
 );
 
 bound_alias!(

@@ -21,6 +21,8 @@ pub enum Lib {
     Curand,
     /// cuFFT.
     Cufft,
+    /// cuSOLVER.
+    Cusolver,
     /// The CPU device's own backend (host GEMM, host memory).
     Cpu,
 }
@@ -33,7 +35,29 @@ impl std::fmt::Display for Lib {
             Lib::Nvrtc => "NVRTC",
             Lib::Curand => "cuRAND",
             Lib::Cufft => "cuFFT",
+            Lib::Cusolver => "cuSOLVER",
             Lib::Cpu => "CPU backend",
+        })
+    }
+}
+
+/// What [`GpuError::Numerical`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NumericalIssue {
+    /// LU met an exactly zero pivot: the matrix is singular (`info` is the pivot's index).
+    Singular,
+    /// Cholesky met a leading minor that is not positive definite (`info` is its order).
+    NotPositiveDefinite,
+    /// An iterative method (SVD, symmetric eigen) did not converge (`info` values left).
+    NoConvergence,
+}
+
+impl std::fmt::Display for NumericalIssue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            NumericalIssue::Singular => "the matrix is singular",
+            NumericalIssue::NotPositiveDefinite => "the matrix is not positive definite",
+            NumericalIssue::NoConvergence => "the iteration did not converge",
         })
     }
 }
@@ -86,6 +110,19 @@ pub enum GpuError {
         /// The library's description of the status.
         msg: String,
     },
+    /// A factorization met a property of its matrix that makes the result undefined
+    /// (LAPACK's `info > 0`): not a fault of the device or the call, so the actor keeps
+    /// serving; the caller decides (regularise, pivot differently, use another method).
+    #[error("Numerical: {op}: {issue} (LAPACK info {info})")]
+    Numerical {
+        /// The routine (`"lu_factor"`, `"cholesky"`, …).
+        op: String,
+        /// What went wrong.
+        issue: NumericalIssue,
+        /// LAPACK's `info`: the 1-based index of the zero pivot or of the leading minor
+        /// that is not positive definite, or the number of unconverged values.
+        info: i32,
+    },
     /// A `#[kernel]` failed while the CPU device emulated it (an index out of bounds, an
     /// overflow, a `sync_threads()` not every thread reaches): the message names the
     /// kernel, block and thread. Unlike a GPU fault it is not sticky.
@@ -136,6 +173,7 @@ impl GpuError {
             GpuError::Library { .. } => "Library",
             GpuError::Unsupported(_) => "Unsupported",
             GpuError::KernelFault(_) => "KernelFault",
+            GpuError::Numerical { .. } => "Numerical",
             GpuError::Backpressure { .. } => "Backpressure",
             GpuError::Timeout(_) => "Timeout",
             GpuError::Stopped(_) => "Stopped",

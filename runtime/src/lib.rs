@@ -27,7 +27,7 @@ pub mod sys;
 
 pub use completion::CompletionStrategy;
 pub use device::{Device, DeviceConfig};
-pub use error::{GpuError, Lib};
+pub use error::{GpuError, Lib, NumericalIssue};
 pub use gpu_ref::GpuRef;
 pub use host::PinnedBuf;
 pub use kernel::blas::{Batch, Gemm, Gemv};

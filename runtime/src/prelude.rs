@@ -3,10 +3,13 @@
 pub use crate::actor::{
     Actor, ActorRef, ActorSystem, Context, Directive, Failure, Props, Reply, StopMode, SupervisorStrategy, Terminated,
 };
+pub use crate::device::Svd;
 pub use crate::device::{BackendChoice, BackendKind, Device, DeviceConfig};
 pub use crate::dispatcher::{Dispatcher, GpuDispatcher};
-pub use crate::dtype::{c32, c64, Blas1Scalar, BlasScalar, Complex, DType, FftScalar, FloatDType, RandomScalar};
-pub use crate::error::GpuError;
+pub use crate::dtype::{
+    c32, c64, Blas1Scalar, BlasScalar, Complex, DType, FftScalar, FloatDType, RandomScalar, SolverScalar,
+};
+pub use crate::error::{GpuError, NumericalIssue};
 pub use crate::event::GpuEvent;
 pub use crate::gpu_ref::GpuRef;
 pub use crate::kernel::blas::{Batch, Gemm, Gemv};

@@ -27,6 +27,8 @@ pub struct Libraries {
     pub rng: bool,
     /// `FftActor` (cuFFT / rustfft).
     pub fft: bool,
+    /// `SolverActor` (cuSOLVER / nalgebra).
+    pub solver: bool,
 }
 
 impl Default for Libraries {
@@ -35,6 +37,7 @@ impl Default for Libraries {
             blas: true,
             rng: true,
             fft: true,
+            solver: true,
         }
     }
 }

@@ -21,6 +21,7 @@ use crate::kernel::kernel_actor::{KernelActor, KernelActorRef};
 use crate::kernel::module_actor::{ModuleActor, ModuleActorRef};
 use crate::kernel::rng::{RngActor, RngActorRef};
 use crate::kernel::seed::LibrarySeed;
+use crate::kernel::solver::{SolverActor, SolverActorRef};
 
 /// The inner tier of one device.
 pub struct ContextActor {
@@ -103,6 +104,13 @@ impl ContextActor {
             let props = EventActor::gpu_props(move || EventActor::new(seed.clone()));
             EventActorRef::new(self.spawn_library(ctx, "event", props)?)
         };
+        let solver = if libs.solver {
+            let seed = seed.clone();
+            let props = SolverActor::gpu_props(move || SolverActor::new(seed.clone()));
+            Some(SolverActorRef::new(self.spawn_library(ctx, "solver", props)?))
+        } else {
+            None
+        };
         let fft = if libs.fft {
             let props = FftActor::gpu_props(move || FftActor::new(seed.clone()));
             Some(FftActorRef::new(self.spawn_library(ctx, "fft", props)?))
@@ -121,6 +129,7 @@ impl ContextActor {
                 blas,
                 rng,
                 fft,
+                solver,
                 kernel,
                 module,
                 event,

@@ -19,6 +19,7 @@ use crate::kernel::fft::FftActorMsg;
 use crate::kernel::kernel_actor::KernelActorMsg;
 use crate::kernel::module_actor::ModuleActorMsg;
 use crate::kernel::rng::RngActorMsg;
+use crate::kernel::solver::SolverActorMsg;
 
 /// A request addressed to one of the inner actors.
 pub enum Routed {
@@ -30,6 +31,8 @@ pub enum Routed {
     Rng(RngActorMsg),
     /// For the FFT actor.
     Fft(FftActorMsg),
+    /// For the solver actor.
+    Solver(SolverActorMsg),
     /// For the kernel actor.
     Kernel(KernelActorMsg),
     /// For the module actor.
@@ -46,6 +49,7 @@ impl Routed {
             Routed::Blas(m) => m.fail(e),
             Routed::Rng(m) => m.fail(e),
             Routed::Fft(m) => m.fail(e),
+            Routed::Solver(m) => m.fail(e),
             Routed::Kernel(m) => m.fail(e),
             Routed::Module(m) => m.fail(e),
             Routed::Event(m) => m.fail(e),
@@ -83,6 +87,13 @@ impl Routed {
                     Ok(())
                 }
             },
+            Routed::Solver(m) => match &inner.solver {
+                Some(s) => s.actor_ref().send(m).await,
+                None => {
+                    m.fail(disabled("the solver"));
+                    Ok(())
+                }
+            },
         }
     }
 }
@@ -114,6 +125,12 @@ impl Routable for RngActorMsg {
 impl Routable for FftActorMsg {
     fn route(self) -> Routed {
         Routed::Fft(self)
+    }
+}
+
+impl Routable for SolverActorMsg {
+    fn route(self) -> Routed {
+        Routed::Solver(self)
     }
 }
 

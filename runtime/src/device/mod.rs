@@ -12,6 +12,7 @@ pub mod context_actor;
 pub(crate) mod core;
 #[doc(hidden)]
 pub mod device_actor;
+mod solver_api;
 pub mod state;
 
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use std::sync::Arc;
 use tokio::sync::{oneshot, watch};
 
 pub use self::config::{BackendChoice, DeviceConfig, Libraries};
+pub use self::solver_api::Svd;
 pub use self::state::{BackendKind, DeviceInfo, DeviceState, Status};
 
 use self::context_actor::*;

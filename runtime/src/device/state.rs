@@ -60,6 +60,7 @@ pub(crate) struct InnerRefs {
     pub(crate) blas: Option<BlasActorRef>,
     pub(crate) rng: Option<RngActorRef>,
     pub(crate) fft: Option<FftActorRef>,
+    pub(crate) solver: Option<crate::kernel::solver::SolverActorRef>,
     pub(crate) kernel: crate::kernel::kernel_actor::KernelActorRef,
     pub(crate) module: crate::kernel::module_actor::ModuleActorRef,
     pub(crate) event: crate::event::EventActorRef,

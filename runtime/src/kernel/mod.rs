@@ -8,3 +8,4 @@ pub mod kernel_actor;
 pub mod module_actor;
 pub mod rng;
 pub(crate) mod seed;
+pub mod solver;

@@ -8,6 +8,8 @@ use cudarc::driver::{result as dresult, CudaStream};
 
 use crate::error::GpuError;
 
+pub mod cusolver;
+
 /// The callback `cuLaunchHostFunc` runs: takes back the boxed closure and calls it.
 unsafe extern "C" fn host_fn_trampoline(user_data: *mut c_void) {
     // SAFETY: `user_data` is the pointer produced by `Box::into_raw` in `launch_host_fn`,

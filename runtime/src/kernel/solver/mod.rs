@@ -1,0 +1,455 @@
+//! `SolverActor`: dense factorizations and solves — cuSOLVER on the GPU, `nalgebra` on
+//! the CPU device.
+//!
+//! Conventions are LAPACK's, as in cuSOLVER: matrices are column-major with tight
+//! leading dimensions (n×n: `lda = n`; m×n: `lda = m`), LU keeps L (unit diagonal, not
+//! stored) and U in place with 1-based row swaps in the pivots, Cholesky and the
+//! symmetric eigensolver read the lower triangle. `info > 0` — a singular matrix, one
+//! that is not positive definite, an iteration that did not converge — comes back as
+//! [`GpuError::Numerical`], and the actor keeps serving. After such an error the
+//! contents of the outputs are unspecified.
+//!
+//! The GPU path never blocks the actor's thread: each request enqueues its routines and
+//! replies once the stream completes (see `cuda.rs`). The CPU path computes in float64
+//! (for f32 too) and writes the same layouts, so the signs of Q's, U's and V's columns
+//! may differ between backends (each is a valid factorization); everything unique
+//! (LU, Cholesky, singular values, eigenvalues) agrees to rounding.
+
+mod cpu;
+mod cuda;
+
+use std::sync::Arc;
+
+use atomr_accel_cuda_macros::gpu_actor;
+
+use crate::actor::{Context, Deferred};
+use crate::device::state::DeviceShared;
+use crate::dtype::{DTypeBase, SolverFloat};
+use crate::error::{GpuError, Lib, NumericalIssue};
+use crate::gpu_ref::{GpuRef, Storage};
+use crate::kernel::seed::LibrarySeed;
+
+/// The routines, for messages and for classifying `info`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Op {
+    LuFactor,
+    LuSolve,
+    Cholesky,
+    CholeskySolve,
+    Qr,
+    Svd,
+    Eigh,
+}
+
+impl Op {
+    fn name(self) -> &'static str {
+        match self {
+            Op::LuFactor => "lu_factor",
+            Op::LuSolve => "lu_solve",
+            Op::Cholesky => "cholesky",
+            Op::CholeskySolve => "cholesky_solve",
+            Op::Qr => "qr",
+            Op::Svd => "svd",
+            Op::Eigh => "eigh",
+        }
+    }
+
+    /// What a positive `info` means for this routine (`None`: it never reports one).
+    fn issue(self) -> Option<NumericalIssue> {
+        match self {
+            Op::LuFactor => Some(NumericalIssue::Singular),
+            Op::Cholesky => Some(NumericalIssue::NotPositiveDefinite),
+            Op::Svd | Op::Eigh => Some(NumericalIssue::NoConvergence),
+            Op::LuSolve | Op::CholeskySolve | Op::Qr => None,
+        }
+    }
+}
+
+/// Turns LAPACK's `info` into the reply. A negative `info` names a bad parameter: the
+/// arguments were validated before the call, so it is reported as a library error.
+pub(crate) fn numerical(op: Op, info: i32) -> Result<(), GpuError> {
+    match (info, op.issue()) {
+        (0, _) => Ok(()),
+        (i, Some(issue)) if i > 0 => Err(GpuError::Numerical {
+            op: op.name().into(),
+            issue,
+            info: i,
+        }),
+        (i, _) => Err(GpuError::Library {
+            lib: Lib::Cusolver,
+            code: i,
+            msg: format!("{}: LAPACK info {i}", op.name()),
+        }),
+    }
+}
+
+fn invalid(m: String) -> GpuError {
+    GpuError::InvalidArgument(m)
+}
+
+/// Checks that a dimension is positive.
+fn positive(v: usize, what: &str, op: Op) -> Result<(), GpuError> {
+    if v == 0 {
+        return Err(invalid(format!("{}: {what} must be at least 1", op.name())));
+    }
+    Ok(())
+}
+
+/// Checks that `r` holds a `rows × cols` matrix (or vector, cols = 1).
+fn holds<T: DTypeBase>(r: &GpuRef<T>, rows: usize, cols: usize, what: &str, op: Op) -> Result<(), GpuError> {
+    let need = rows
+        .checked_mul(cols)
+        .ok_or_else(|| invalid(format!("{}: {what} of {rows}×{cols} overflows", op.name())))?;
+    if r.len() < need {
+        return Err(invalid(format!(
+            "{}: {what} must hold {rows}×{cols} = {need} elements, the buffer has {}",
+            op.name(),
+            r.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses two arguments that are the same buffer where the routine writes one of them.
+fn distinct<T: DTypeBase>(bufs: &[(&GpuRef<T>, &str)], op: Op) -> Result<(), GpuError> {
+    for (i, (x, xn)) in bufs.iter().enumerate() {
+        for (y, yn) in &bufs[i + 1..] {
+            if x.same_buffer(y) {
+                return Err(invalid(format!(
+                    "{}: {xn} and {yn} must be different buffers",
+                    op.name()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks `m ≥ n ≥ 1`, which cuSOLVER's QR-based routines (`gesvd`) require.
+fn tall(m: usize, n: usize, op: Op) -> Result<(), GpuError> {
+    positive(n, "n", op)?;
+    if m < n {
+        return Err(invalid(format!(
+            "{}: needs m ≥ n (got {m}×{n}); factor the transpose instead",
+            op.name()
+        )));
+    }
+    Ok(())
+}
+
+enum SolverEngine {
+    Cpu,
+    Cuda(cuda::CudaSolver),
+}
+
+/// The solver of one generation.
+pub(crate) struct SolverCore {
+    shared: Arc<DeviceShared>,
+    generation: u64,
+    engine: SolverEngine,
+}
+
+fn build(seed: &LibrarySeed) -> Result<SolverCore, GpuError> {
+    let engine = match seed.cuda_stream()? {
+        None => SolverEngine::Cpu,
+        Some((stream, completer)) => SolverEngine::Cuda(cuda::CudaSolver::new(stream, completer)?),
+    };
+    Ok(SolverCore {
+        shared: seed.shared.clone(),
+        generation: seed.generation,
+        engine,
+    })
+}
+
+/// The CPU storage of a locked buffer.
+fn host<T>(s: &mut Storage<T>) -> Result<&mut Vec<T>, GpuError> {
+    match s {
+        Storage::Cpu(v) => Ok(v),
+        Storage::Cuda(_) => Err(invalid("a buffer of another backend".into())),
+    }
+}
+
+impl SolverCore {
+    fn check<T: DTypeBase>(&self, r: &GpuRef<T>) -> Result<(), GpuError> {
+        r.validate(self.shared.config.device_id, self.generation)
+    }
+
+    /// Classifies a failure of the GPU path (a sticky fault marks the device lost).
+    fn observed<V>(&self, r: Result<V, GpuError>) -> Result<V, GpuError> {
+        r.map_err(|e| self.shared.observe(e))
+    }
+
+    fn lu_factor<T: SolverFloat>(
+        &self,
+        a: &GpuRef<T>,
+        pivots: &GpuRef<i32>,
+        n: usize,
+    ) -> Result<Deferred<()>, GpuError> {
+        let op = Op::LuFactor;
+        self.check(a)?;
+        self.check(pivots)?;
+        positive(n, "n", op)?;
+        holds(a, n, n, "A", op)?;
+        holds(pivots, n, 1, "the pivots", op)?;
+        match &self.engine {
+            SolverEngine::Cpu => {
+                let info = cpu::lu_factor(host(&mut a.lock())?, host(&mut pivots.lock())?, n);
+                numerical(op, info).map(Deferred::Now)
+            }
+            SolverEngine::Cuda(c) => self.observed(c.lu_factor(&self.shared, a, pivots, n)),
+        }
+    }
+
+    fn lu_solve<T: SolverFloat>(
+        &self,
+        lu: &GpuRef<T>,
+        pivots: &GpuRef<i32>,
+        b: &GpuRef<T>,
+        (n, nrhs): (usize, usize),
+    ) -> Result<Deferred<()>, GpuError> {
+        let op = Op::LuSolve;
+        for r in [lu, b] {
+            self.check(r)?;
+        }
+        self.check(pivots)?;
+        positive(n, "n", op)?;
+        positive(nrhs, "nrhs", op)?;
+        holds(lu, n, n, "the LU factors", op)?;
+        holds(pivots, n, 1, "the pivots", op)?;
+        holds(b, n, nrhs, "B", op)?;
+        distinct(&[(lu, "the LU factors"), (b, "B")], op)?;
+        match &self.engine {
+            SolverEngine::Cpu => {
+                let sp = pivots.lock();
+                let pv = match &*sp {
+                    Storage::Cpu(v) => v,
+                    Storage::Cuda(_) => return Err(invalid("a buffer of another backend".into())),
+                };
+                if let Some((k, p)) = pv[..n].iter().enumerate().find(|(_, &p)| p < 1 || p as usize > n) {
+                    return Err(invalid(format!(
+                        "lu_solve: pivot {k} is {p}, outside 1..={n}: pass lu_factor's pivots"
+                    )));
+                }
+                cpu::lu_solve(host(&mut lu.lock())?, pv, host(&mut b.lock())?, n, nrhs);
+                Ok(Deferred::Now(()))
+            }
+            SolverEngine::Cuda(c) => self.observed(c.lu_solve(&self.shared, lu, pivots, b, (n, nrhs))),
+        }
+    }
+
+    fn cholesky<T: SolverFloat>(&self, a: &GpuRef<T>, n: usize) -> Result<Deferred<()>, GpuError> {
+        let op = Op::Cholesky;
+        self.check(a)?;
+        positive(n, "n", op)?;
+        holds(a, n, n, "A", op)?;
+        match &self.engine {
+            SolverEngine::Cpu => numerical(op, cpu::cholesky(host(&mut a.lock())?, n)).map(Deferred::Now),
+            SolverEngine::Cuda(c) => self.observed(c.cholesky(&self.shared, a, n)),
+        }
+    }
+
+    fn cholesky_solve<T: SolverFloat>(
+        &self,
+        l: &GpuRef<T>,
+        b: &GpuRef<T>,
+        (n, nrhs): (usize, usize),
+    ) -> Result<Deferred<()>, GpuError> {
+        let op = Op::CholeskySolve;
+        for r in [l, b] {
+            self.check(r)?;
+        }
+        positive(n, "n", op)?;
+        positive(nrhs, "nrhs", op)?;
+        holds(l, n, n, "L", op)?;
+        holds(b, n, nrhs, "B", op)?;
+        distinct(&[(l, "L"), (b, "B")], op)?;
+        match &self.engine {
+            SolverEngine::Cpu => {
+                cpu::cholesky_solve(host(&mut l.lock())?, host(&mut b.lock())?, n, nrhs);
+                Ok(Deferred::Now(()))
+            }
+            SolverEngine::Cuda(c) => self.observed(c.cholesky_solve(&self.shared, l, b, (n, nrhs))),
+        }
+    }
+
+    fn qr<T: SolverFloat>(
+        &self,
+        a: &GpuRef<T>,
+        q: &GpuRef<T>,
+        r: &mut GpuRef<T>,
+        (m, n): (usize, usize),
+    ) -> Result<Deferred<()>, GpuError> {
+        let op = Op::Qr;
+        for x in [a, q, &*r] {
+            self.check(x)?;
+        }
+        tall(m, n, op)?;
+        holds(a, m, n, "A", op)?;
+        holds(q, m, n, "Q", op)?;
+        holds(r, n, n, "R", op)?;
+        distinct(&[(a, "A"), (q, "Q"), (r, "R")], op)?;
+        match &self.engine {
+            SolverEngine::Cpu => {
+                cpu::qr(host(&mut a.lock())?, host(&mut q.lock())?, host(&mut r.lock())?, m, n);
+                Ok(Deferred::Now(()))
+            }
+            SolverEngine::Cuda(c) => self.observed(c.qr(&self.shared, (a, q, r), (m, n))),
+        }
+    }
+
+    fn svd<T: SolverFloat>(
+        &self,
+        (a, u, s, vt): (&GpuRef<T>, &GpuRef<T>, &GpuRef<T>, &GpuRef<T>),
+        (m, n): (usize, usize),
+    ) -> Result<Deferred<()>, GpuError> {
+        let op = Op::Svd;
+        for x in [a, u, s, vt] {
+            self.check(x)?;
+        }
+        tall(m, n, op)?;
+        holds(a, m, n, "A", op)?;
+        holds(u, m, n, "U", op)?;
+        holds(s, n, 1, "S", op)?;
+        holds(vt, n, n, "Vᵀ", op)?;
+        distinct(&[(a, "A"), (u, "U"), (s, "S"), (vt, "Vᵀ")], op)?;
+        match &self.engine {
+            SolverEngine::Cpu => {
+                let info = cpu::svd(
+                    host(&mut a.lock())?,
+                    host(&mut u.lock())?,
+                    host(&mut s.lock())?,
+                    host(&mut vt.lock())?,
+                    m,
+                    n,
+                );
+                numerical(op, info).map(Deferred::Now)
+            }
+            SolverEngine::Cuda(c) => self.observed(c.svd(&self.shared, (a, u, s, vt), (m, n))),
+        }
+    }
+
+    fn eigh<T: SolverFloat>(&self, a: &GpuRef<T>, w: &GpuRef<T>, n: usize) -> Result<Deferred<()>, GpuError> {
+        let op = Op::Eigh;
+        for x in [a, w] {
+            self.check(x)?;
+        }
+        positive(n, "n", op)?;
+        holds(a, n, n, "A", op)?;
+        holds(w, n, 1, "W", op)?;
+        distinct(&[(a, "A"), (w, "W")], op)?;
+        match &self.engine {
+            SolverEngine::Cpu => {
+                numerical(op, cpu::eigh(host(&mut a.lock())?, host(&mut w.lock())?, n)).map(Deferred::Now)
+            }
+            SolverEngine::Cuda(c) => self.observed(c.eigh(&self.shared, a, w, n)),
+        }
+    }
+}
+
+/// The dense-solver actor of a device. Written with `#[gpu_actor]`: one generic handler
+/// per routine, expanded to f32 and f64.
+pub struct SolverActor {
+    seed: LibrarySeed,
+    core: Option<SolverCore>,
+}
+
+impl SolverActor {
+    pub(crate) fn new(seed: LibrarySeed) -> Self {
+        SolverActor { seed, core: None }
+    }
+
+    fn core(&mut self) -> Result<&mut SolverCore, GpuError> {
+        self.seed.shared.usable(&mut self.core, "solver actor")
+    }
+}
+
+#[gpu_actor(crate = crate)]
+impl SolverActor {
+    /// Creates the cuSOLVER handle on the actor's own stream.
+    #[pre_start]
+    async fn start(&mut self, _ctx: &mut Context<Self>) -> Result<(), GpuError> {
+        self.core = Some(build(&self.seed).map_err(|e| self.seed.shared.observe(e))?);
+        Ok(())
+    }
+
+    /// LU with partial pivoting of the n×n `a`, in place; `pivots` (n) gets LAPACK's
+    /// 1-based row swaps. A zero pivot is `Numerical { issue: Singular, .. }`.
+    #[handler(dtypes(blas1))]
+    fn lu_factor<T: SolverFloat>(
+        &mut self,
+        a: GpuRef<T>,
+        pivots: GpuRef<i32>,
+        n: usize,
+    ) -> Result<Deferred<()>, GpuError> {
+        self.core()?.lu_factor(&a, &pivots, n)
+    }
+
+    /// Solves `A·X = B` from `lu_factor`'s output; `b` (n×nrhs) becomes X.
+    #[handler(dtypes(blas1))]
+    fn lu_solve<T: SolverFloat>(
+        &mut self,
+        lu: GpuRef<T>,
+        pivots: GpuRef<i32>,
+        b: GpuRef<T>,
+        n: usize,
+        nrhs: usize,
+    ) -> Result<Deferred<()>, GpuError> {
+        self.core()?.lu_solve(&lu, &pivots, &b, (n, nrhs))
+    }
+
+    /// Cholesky `A = L·Lᵀ` of the symmetric n×n `a` (its lower triangle), in place.
+    /// Not positive definite is `Numerical { issue: NotPositiveDefinite, .. }`.
+    #[handler(dtypes(blas1))]
+    fn cholesky<T: SolverFloat>(&mut self, a: GpuRef<T>, n: usize) -> Result<Deferred<()>, GpuError> {
+        self.core()?.cholesky(&a, n)
+    }
+
+    /// Solves `A·X = B` from `cholesky`'s L; `b` (n×nrhs) becomes X.
+    #[handler(dtypes(blas1))]
+    fn cholesky_solve<T: SolverFloat>(
+        &mut self,
+        l: GpuRef<T>,
+        b: GpuRef<T>,
+        n: usize,
+        nrhs: usize,
+    ) -> Result<Deferred<()>, GpuError> {
+        self.core()?.cholesky_solve(&l, &b, (n, nrhs))
+    }
+
+    /// Thin QR of the m×n `a` (m ≥ n, left intact): `q` (m×n, orthonormal columns) and
+    /// `r` (n×n, upper triangular).
+    #[handler(dtypes(blas1))]
+    fn qr<T: SolverFloat>(
+        &mut self,
+        a: GpuRef<T>,
+        q: GpuRef<T>,
+        mut r: GpuRef<T>,
+        m: usize,
+        n: usize,
+    ) -> Result<Deferred<()>, GpuError> {
+        self.core()?.qr(&a, &q, &mut r, (m, n))
+    }
+
+    /// Thin SVD `A = U·diag(S)·Vᵀ` of the m×n `a` (m ≥ n, left intact): `u` m×n, `s` n
+    /// (descending), `vt` n×n.
+    #[handler(dtypes(blas1))]
+    #[allow(clippy::too_many_arguments)]
+    fn svd<T: SolverFloat>(
+        &mut self,
+        a: GpuRef<T>,
+        u: GpuRef<T>,
+        s: GpuRef<T>,
+        vt: GpuRef<T>,
+        m: usize,
+        n: usize,
+    ) -> Result<Deferred<()>, GpuError> {
+        self.core()?.svd((&a, &u, &s, &vt), (m, n))
+    }
+
+    /// Eigen-decomposition of the symmetric n×n `a` (its lower triangle): eigenvalues
+    /// ascending into `w`, orthonormal eigenvectors into the columns of `a`.
+    #[handler(dtypes(blas1))]
+    fn eigh<T: SolverFloat>(&mut self, a: GpuRef<T>, w: GpuRef<T>, n: usize) -> Result<Deferred<()>, GpuError> {
+        self.core()?.eigh(&a, &w, n)
+    }
+}

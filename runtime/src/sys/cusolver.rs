@@ -1,0 +1,516 @@
+//! cuSOLVER's dense LAPACK routines as safe calls on whole device slices.
+//!
+//! cudarc's safe layer stops at the handle (`DnHandle`); the routines themselves are raw
+//! FFI. Each dtype contributes only a table of its entry points ([`LapackFns`], filled by
+//! `cusolver_float!`); the logic — checking that every slice holds what the routine
+//! touches, querying and allocating the workspace, taking stream-ordered device
+//! addresses — is written once, generically, in [`Dense`].
+//!
+//! Every routine writes LAPACK's `info` into a 1-element device buffer the caller owns and
+//! reads after completion: negative means a bad parameter (a bug here), positive is the
+//! matrix's own verdict (singular, not positive definite, no convergence).
+
+use std::cell::{RefCell, RefMut};
+use std::ffi::{c_int, c_schar};
+use std::sync::Arc;
+
+use cudarc::cusolver::sys::{
+    cublasFillMode_t as Fill, cublasOperation_t as Op, cusolverDnHandle_t as H, cusolverEigMode_t as Eig,
+    cusolverStatus_t as Status,
+};
+use cudarc::cusolver::{sys, DnHandle};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, ValidAsZeroBits};
+
+use crate::error::{GpuError, Lib};
+
+/// The entry points of one precision (`S…` for f32, `D…` for f64). The pointers are
+/// cudarc's dynamically loaded wrappers.
+#[allow(clippy::type_complexity)]
+#[doc(hidden)]
+pub struct LapackFns<T> {
+    getrf_bs: unsafe fn(H, c_int, c_int, *mut T, c_int, *mut c_int) -> Status,
+    getrf: unsafe fn(H, c_int, c_int, *mut T, c_int, *mut T, *mut c_int, *mut c_int) -> Status,
+    getrs: unsafe fn(H, Op, c_int, c_int, *const T, c_int, *const c_int, *mut T, c_int, *mut c_int) -> Status,
+    potrf_bs: unsafe fn(H, Fill, c_int, *mut T, c_int, *mut c_int) -> Status,
+    potrf: unsafe fn(H, Fill, c_int, *mut T, c_int, *mut T, c_int, *mut c_int) -> Status,
+    potrs: unsafe fn(H, Fill, c_int, c_int, *const T, c_int, *mut T, c_int, *mut c_int) -> Status,
+    geqrf_bs: unsafe fn(H, c_int, c_int, *mut T, c_int, *mut c_int) -> Status,
+    geqrf: unsafe fn(H, c_int, c_int, *mut T, c_int, *mut T, *mut T, c_int, *mut c_int) -> Status,
+    orgqr_bs: unsafe fn(H, c_int, c_int, c_int, *const T, c_int, *const T, *mut c_int) -> Status,
+    orgqr: unsafe fn(H, c_int, c_int, c_int, *mut T, c_int, *const T, *mut T, c_int, *mut c_int) -> Status,
+    gesvd_bs: unsafe fn(H, c_int, c_int, *mut c_int) -> Status,
+    gesvd: unsafe fn(
+        H,
+        c_schar,
+        c_schar,
+        c_int,
+        c_int,
+        *mut T,
+        c_int,
+        *mut T,
+        *mut T,
+        c_int,
+        *mut T,
+        c_int,
+        *mut T,
+        c_int,
+        *mut T,
+        *mut c_int,
+    ) -> Status,
+    syevd_bs: unsafe fn(H, Eig, Fill, c_int, *const T, c_int, *const T, *mut c_int) -> Status,
+    syevd: unsafe fn(H, Eig, Fill, c_int, *mut T, c_int, *mut T, *mut T, c_int, *mut c_int) -> Status,
+}
+
+/// A float type cuSOLVER's dense routines take (f32, f64).
+#[doc(hidden)]
+pub trait CusolverFloat: DeviceRepr + ValidAsZeroBits + Copy + Sized {
+    /// This precision's entry points.
+    const FNS: LapackFns<Self>;
+}
+
+macro_rules! cusolver_float {
+    ($($t:ty: $getrf_bs:ident $getrf:ident $getrs:ident $potrf_bs:ident $potrf:ident $potrs:ident
+        $geqrf_bs:ident $geqrf:ident $orgqr_bs:ident $orgqr:ident $gesvd_bs:ident $gesvd:ident
+        $syevd_bs:ident $syevd:ident;)*) => {$(
+        impl CusolverFloat for $t {
+            const FNS: LapackFns<$t> = LapackFns {
+                getrf_bs: sys::$getrf_bs,
+                getrf: sys::$getrf,
+                getrs: sys::$getrs,
+                potrf_bs: sys::$potrf_bs,
+                potrf: sys::$potrf,
+                potrs: sys::$potrs,
+                geqrf_bs: sys::$geqrf_bs,
+                geqrf: sys::$geqrf,
+                orgqr_bs: sys::$orgqr_bs,
+                orgqr: sys::$orgqr,
+                gesvd_bs: sys::$gesvd_bs,
+                gesvd: sys::$gesvd,
+                syevd_bs: sys::$syevd_bs,
+                syevd: sys::$syevd,
+            };
+        }
+    )*};
+}
+
+cusolver_float! {
+    f32: cusolverDnSgetrf_bufferSize cusolverDnSgetrf cusolverDnSgetrs cusolverDnSpotrf_bufferSize
+        cusolverDnSpotrf cusolverDnSpotrs cusolverDnSgeqrf_bufferSize cusolverDnSgeqrf
+        cusolverDnSorgqr_bufferSize cusolverDnSorgqr cusolverDnSgesvd_bufferSize cusolverDnSgesvd
+        cusolverDnSsyevd_bufferSize cusolverDnSsyevd;
+    f64: cusolverDnDgetrf_bufferSize cusolverDnDgetrf cusolverDnDgetrs cusolverDnDpotrf_bufferSize
+        cusolverDnDpotrf cusolverDnDpotrs cusolverDnDgeqrf_bufferSize cusolverDnDgeqrf
+        cusolverDnDorgqr_bufferSize cusolverDnDorgqr cusolverDnDgesvd_bufferSize cusolverDnDgesvd
+        cusolverDnDsyevd_bufferSize cusolverDnDsyevd;
+}
+
+fn check(s: Status) -> Result<(), GpuError> {
+    s.result().map_err(|e| GpuError::Library {
+        lib: Lib::Cusolver,
+        code: e.0 as i32,
+        msg: format!("{:?}", e.0),
+    })
+}
+
+/// A dimension as cuSOLVER's `int`.
+fn int(v: usize, what: &str) -> Result<c_int, GpuError> {
+    c_int::try_from(v).map_err(|_| GpuError::InvalidArgument(format!("{what} = {v} exceeds cuSOLVER's 32-bit limit")))
+}
+
+/// Refuses a slice shorter than the routine touches — the invariant every `SAFETY`
+/// comment below rests on (callers validate first; this is the last line).
+fn fits<T>(s: &CudaSlice<T>, need: usize, what: &str) -> Result<(), GpuError> {
+    if s.len() < need {
+        return Err(GpuError::InvalidArgument(format!(
+            "{what} holds {} elements, the routine touches {need}",
+            s.len()
+        )));
+    }
+    Ok(())
+}
+
+/// A cuSOLVER dense handle bound to one stream; every routine is enqueued there.
+pub(crate) struct Dense {
+    handle: DnHandle,
+    stream: Arc<CudaStream>,
+    /// One workspace for every routine, grown on demand: reuse is safe because every
+    /// routine runs on the one stream, in order.
+    work: RefCell<Option<CudaSlice<u8>>>,
+}
+
+impl Dense {
+    /// A handle on `stream`.
+    pub(crate) fn new(stream: Arc<CudaStream>) -> Result<Self, GpuError> {
+        stream.context().bind_to_thread()?;
+        let handle = DnHandle::new(stream.clone()).map_err(|e| GpuError::Library {
+            lib: Lib::Cusolver,
+            code: e.0 as i32,
+            msg: format!("{:?}", e.0),
+        })?;
+        Ok(Dense {
+            handle,
+            stream,
+            work: RefCell::new(None),
+        })
+    }
+
+    /// The shared workspace, at least `lwork` elements of `T` (and one byte, so its
+    /// address is valid).
+    fn workspace<T: CusolverFloat>(&self, lwork: c_int) -> Result<RefMut<'_, CudaSlice<u8>>, GpuError> {
+        let bytes = (lwork.max(1) as usize) * std::mem::size_of::<T>();
+        let mut w = self.work.borrow_mut();
+        if w.as_ref().is_none_or(|b| b.len() < bytes) {
+            // Drop the old one first (its free is stream-ordered after its users).
+            *w = None;
+            *w = Some(self.stream.alloc_zeros::<u8>(bytes)?);
+        }
+        Ok(RefMut::map(w, |b| b.as_mut().expect("just allocated")))
+    }
+
+    /// A scratch buffer of `n` elements for this call only (gesvd's rwork).
+    fn scratch<T: CusolverFloat>(&self, n: usize) -> Result<CudaSlice<T>, GpuError> {
+        Ok(self.stream.alloc_zeros::<T>(n.max(1))?)
+    }
+
+    /// LU with partial pivoting of the n×n matrix `a`, in place (`getrf`).
+    pub(crate) fn getrf<T: CusolverFloat>(
+        &self,
+        n: usize,
+        a: &mut CudaSlice<T>,
+        ipiv: &mut CudaSlice<i32>,
+        info: &mut CudaSlice<i32>,
+    ) -> Result<(), GpuError> {
+        fits(a, n * n, "A")?;
+        fits(ipiv, n, "the pivots")?;
+        fits(info, 1, "info")?;
+        let ni = int(n, "n")?;
+        let s = &self.stream;
+        let (pa, _ga) = a.device_ptr_mut(s);
+        let mut lwork: c_int = 0;
+        // SAFETY: the handle is live; `pa` addresses at least n·n elements (checked), and
+        // the query only reads the sizes.
+        check(unsafe { (T::FNS.getrf_bs)(self.handle.cu(), ni, ni, pa as *mut T, ni, &mut lwork) })?;
+        let mut work = self.workspace::<T>(lwork)?;
+        let (pw, _gw) = work.device_ptr_mut(s);
+        let (pp, _gp) = ipiv.device_ptr_mut(s);
+        let (pi, _gi) = info.device_ptr_mut(s);
+        // SAFETY: A holds n·n elements (lda = n), the pivots n, info 1, the workspace
+        // lwork; all are device memory of this stream's context, ordered on this stream
+        // by the guards, and outlive the enqueue (the workspace's free is stream-ordered).
+        check(unsafe {
+            (T::FNS.getrf)(
+                self.handle.cu(),
+                ni,
+                ni,
+                pa as *mut T,
+                ni,
+                pw as *mut T,
+                pp as *mut c_int,
+                pi as *mut c_int,
+            )
+        })
+    }
+
+    /// Solves `A·X = B` from `getrf`'s factors; `b` (n×nrhs) becomes X (`getrs`).
+    pub(crate) fn getrs<T: CusolverFloat>(
+        &self,
+        n: usize,
+        nrhs: usize,
+        lu: &CudaSlice<T>,
+        ipiv: &CudaSlice<i32>,
+        b: &mut CudaSlice<T>,
+        info: &mut CudaSlice<i32>,
+    ) -> Result<(), GpuError> {
+        fits(lu, n * n, "the LU factors")?;
+        fits(ipiv, n, "the pivots")?;
+        fits(b, n * nrhs, "B")?;
+        fits(info, 1, "info")?;
+        let (ni, ri) = (int(n, "n")?, int(nrhs, "nrhs")?);
+        let s = &self.stream;
+        let (pa, _ga) = lu.device_ptr(s);
+        let (pp, _gp) = ipiv.device_ptr(s);
+        let (pb, _gb) = b.device_ptr_mut(s);
+        let (pi, _gi) = info.device_ptr_mut(s);
+        // SAFETY: the factors hold n·n elements, the pivots n, B n·nrhs (ldb = n), info 1
+        // (checked); stream-ordered device memory of this context.
+        check(unsafe {
+            (T::FNS.getrs)(
+                self.handle.cu(),
+                Op::CUBLAS_OP_N,
+                ni,
+                ri,
+                pa as *const T,
+                ni,
+                pp as *const c_int,
+                pb as *mut T,
+                ni,
+                pi as *mut c_int,
+            )
+        })
+    }
+
+    /// Cholesky `A = L·Lᵀ` of the n×n matrix `a` from its lower triangle, in place
+    /// (`potrf`, lower); the strictly upper triangle is not touched.
+    pub(crate) fn potrf<T: CusolverFloat>(
+        &self,
+        n: usize,
+        a: &mut CudaSlice<T>,
+        info: &mut CudaSlice<i32>,
+    ) -> Result<(), GpuError> {
+        fits(a, n * n, "A")?;
+        fits(info, 1, "info")?;
+        let ni = int(n, "n")?;
+        let s = &self.stream;
+        let lower = Fill::CUBLAS_FILL_MODE_LOWER;
+        let (pa, _ga) = a.device_ptr_mut(s);
+        let mut lwork: c_int = 0;
+        // SAFETY: live handle; A holds n·n elements; a size query.
+        check(unsafe { (T::FNS.potrf_bs)(self.handle.cu(), lower, ni, pa as *mut T, ni, &mut lwork) })?;
+        let mut work = self.workspace::<T>(lwork)?;
+        let (pw, _gw) = work.device_ptr_mut(s);
+        let (pi, _gi) = info.device_ptr_mut(s);
+        // SAFETY: as for `getrf`: every buffer holds what the routine touches.
+        check(unsafe {
+            (T::FNS.potrf)(
+                self.handle.cu(),
+                lower,
+                ni,
+                pa as *mut T,
+                ni,
+                pw as *mut T,
+                lwork,
+                pi as *mut c_int,
+            )
+        })
+    }
+
+    /// Solves `A·X = B` from `potrf`'s lower factor; `b` (n×nrhs) becomes X (`potrs`).
+    pub(crate) fn potrs<T: CusolverFloat>(
+        &self,
+        n: usize,
+        nrhs: usize,
+        l: &CudaSlice<T>,
+        b: &mut CudaSlice<T>,
+        info: &mut CudaSlice<i32>,
+    ) -> Result<(), GpuError> {
+        fits(l, n * n, "the Cholesky factor")?;
+        fits(b, n * nrhs, "B")?;
+        fits(info, 1, "info")?;
+        let (ni, ri) = (int(n, "n")?, int(nrhs, "nrhs")?);
+        let s = &self.stream;
+        let (pl, _gl) = l.device_ptr(s);
+        let (pb, _gb) = b.device_ptr_mut(s);
+        let (pi, _gi) = info.device_ptr_mut(s);
+        // SAFETY: L holds n·n elements, B n·nrhs, info 1 (checked).
+        check(unsafe {
+            (T::FNS.potrs)(
+                self.handle.cu(),
+                Fill::CUBLAS_FILL_MODE_LOWER,
+                ni,
+                ri,
+                pl as *const T,
+                ni,
+                pb as *mut T,
+                ni,
+                pi as *mut c_int,
+            )
+        })
+    }
+
+    /// Householder QR of the m×n matrix `a` (m ≥ n), in place: R in the upper triangle,
+    /// the reflectors below it and their scales in `tau` (`geqrf`).
+    pub(crate) fn geqrf<T: CusolverFloat>(
+        &self,
+        m: usize,
+        n: usize,
+        a: &mut CudaSlice<T>,
+        tau: &mut CudaSlice<T>,
+        info: &mut CudaSlice<i32>,
+    ) -> Result<(), GpuError> {
+        fits(a, m * n, "A")?;
+        fits(tau, n, "tau")?;
+        fits(info, 1, "info")?;
+        let (mi, ni) = (int(m, "m")?, int(n, "n")?);
+        let s = &self.stream;
+        let (pa, _ga) = a.device_ptr_mut(s);
+        let mut lwork: c_int = 0;
+        // SAFETY: live handle; A holds m·n elements (lda = m); a size query.
+        check(unsafe { (T::FNS.geqrf_bs)(self.handle.cu(), mi, ni, pa as *mut T, mi, &mut lwork) })?;
+        let mut work = self.workspace::<T>(lwork)?;
+        let (pw, _gw) = work.device_ptr_mut(s);
+        let (pt, _gt) = tau.device_ptr_mut(s);
+        let (pi, _gi) = info.device_ptr_mut(s);
+        // SAFETY: A m·n, tau n = min(m, n), workspace lwork, info 1 (checked).
+        check(unsafe {
+            (T::FNS.geqrf)(
+                self.handle.cu(),
+                mi,
+                ni,
+                pa as *mut T,
+                mi,
+                pt as *mut T,
+                pw as *mut T,
+                lwork,
+                pi as *mut c_int,
+            )
+        })
+    }
+
+    /// Forms the m×n Q of `geqrf`'s reflectors in place (`orgqr`, k = n).
+    pub(crate) fn orgqr<T: CusolverFloat>(
+        &self,
+        m: usize,
+        n: usize,
+        a: &mut CudaSlice<T>,
+        tau: &CudaSlice<T>,
+        info: &mut CudaSlice<i32>,
+    ) -> Result<(), GpuError> {
+        fits(a, m * n, "A")?;
+        fits(tau, n, "tau")?;
+        fits(info, 1, "info")?;
+        let (mi, ni) = (int(m, "m")?, int(n, "n")?);
+        let s = &self.stream;
+        let (pa, _ga) = a.device_ptr_mut(s);
+        let (pt, _gt) = tau.device_ptr(s);
+        let mut lwork: c_int = 0;
+        // SAFETY: live handle; A m·n, tau n; a size query.
+        check(unsafe {
+            (T::FNS.orgqr_bs)(
+                self.handle.cu(),
+                mi,
+                ni,
+                ni,
+                pa as *const T,
+                mi,
+                pt as *const T,
+                &mut lwork,
+            )
+        })?;
+        let mut work = self.workspace::<T>(lwork)?;
+        let (pw, _gw) = work.device_ptr_mut(s);
+        let (pi, _gi) = info.device_ptr_mut(s);
+        // SAFETY: A m·n, tau n, workspace lwork, info 1 (checked).
+        check(unsafe {
+            (T::FNS.orgqr)(
+                self.handle.cu(),
+                mi,
+                ni,
+                ni,
+                pa as *mut T,
+                mi,
+                pt as *const T,
+                pw as *mut T,
+                lwork,
+                pi as *mut c_int,
+            )
+        })
+    }
+
+    /// Thin SVD of the m×n matrix `a` (m ≥ n; destroyed): `s` (n, descending), `u`
+    /// (m×n), `vt` (n×n) (`gesvd`, jobu = 'S', jobvt = 'A').
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn gesvd<T: CusolverFloat>(
+        &self,
+        m: usize,
+        n: usize,
+        a: &mut CudaSlice<T>,
+        s_out: &mut CudaSlice<T>,
+        u: &mut CudaSlice<T>,
+        vt: &mut CudaSlice<T>,
+        info: &mut CudaSlice<i32>,
+    ) -> Result<(), GpuError> {
+        fits(a, m * n, "A")?;
+        fits(s_out, n, "S")?;
+        fits(u, m * n, "U")?;
+        fits(vt, n * n, "Vᵀ")?;
+        fits(info, 1, "info")?;
+        let (mi, ni) = (int(m, "m")?, int(n, "n")?);
+        let s = &self.stream;
+        let mut lwork: c_int = 0;
+        // SAFETY: live handle; a size query of plain integers.
+        check(unsafe { (T::FNS.gesvd_bs)(self.handle.cu(), mi, ni, &mut lwork) })?;
+        let mut work = self.workspace::<T>(lwork)?;
+        let mut rwork = self.scratch::<T>(n)?;
+        let (pa, _ga) = a.device_ptr_mut(s);
+        let (ps, _gs) = s_out.device_ptr_mut(s);
+        let (pu, _gu) = u.device_ptr_mut(s);
+        let (pv, _gv) = vt.device_ptr_mut(s);
+        let (pw, _gw) = work.device_ptr_mut(s);
+        let (pr, _gr) = rwork.device_ptr_mut(s);
+        let (pi, _gi) = info.device_ptr_mut(s);
+        // SAFETY: A m·n (lda = m), S n, U m·n (ldu = m, jobu 'S' writes n columns), Vᵀ n·n
+        // (ldvt = n), workspace lwork, rwork n ≥ min(m, n) − 1 (the unconverged
+        // superdiagonal when info > 0), info 1 (checked).
+        check(unsafe {
+            (T::FNS.gesvd)(
+                self.handle.cu(),
+                b'S' as c_schar,
+                b'A' as c_schar,
+                mi,
+                ni,
+                pa as *mut T,
+                mi,
+                ps as *mut T,
+                pu as *mut T,
+                mi,
+                pv as *mut T,
+                ni,
+                pw as *mut T,
+                lwork,
+                pr as *mut T,
+                pi as *mut c_int,
+            )
+        })
+    }
+
+    /// Eigenvalues (ascending, into `w`) and eigenvectors (the columns of `a`, in place)
+    /// of the symmetric n×n matrix `a`, read from its lower triangle (`syevd`).
+    pub(crate) fn syevd<T: CusolverFloat>(
+        &self,
+        n: usize,
+        a: &mut CudaSlice<T>,
+        w: &mut CudaSlice<T>,
+        info: &mut CudaSlice<i32>,
+    ) -> Result<(), GpuError> {
+        fits(a, n * n, "A")?;
+        fits(w, n, "W")?;
+        fits(info, 1, "info")?;
+        let ni = int(n, "n")?;
+        let s = &self.stream;
+        let (mode, lower) = (Eig::CUSOLVER_EIG_MODE_VECTOR, Fill::CUBLAS_FILL_MODE_LOWER);
+        let (pa, _ga) = a.device_ptr_mut(s);
+        let (pw, _gw) = w.device_ptr_mut(s);
+        let mut lwork: c_int = 0;
+        // SAFETY: live handle; A n·n, W n; a size query.
+        check(unsafe {
+            (T::FNS.syevd_bs)(
+                self.handle.cu(),
+                mode,
+                lower,
+                ni,
+                pa as *const T,
+                ni,
+                pw as *const T,
+                &mut lwork,
+            )
+        })?;
+        let mut work = self.workspace::<T>(lwork)?;
+        let (pk, _gk) = work.device_ptr_mut(s);
+        let (pi, _gi) = info.device_ptr_mut(s);
+        // SAFETY: A n·n, W n, workspace lwork, info 1 (checked).
+        check(unsafe {
+            (T::FNS.syevd)(
+                self.handle.cu(),
+                mode,
+                lower,
+                ni,
+                pa as *mut T,
+                ni,
+                pw as *mut T,
+                pk as *mut T,
+                lwork,
+                pi as *mut c_int,
+            )
+        })
+    }
+}

@@ -1,0 +1,341 @@
+//! `SolverActor`: LU, Cholesky, QR, SVD and the symmetric eigensolver for f32 and f64 on
+//! fresh random matrices — each checked by what defines it, in float64 (P·A = L·U, a
+//! small residual, orthonormal factors that rebuild A, ascending eigenpairs), on the CPU
+//! device and on the GPU; `info` failures and bad input as typed errors.
+
+#[macro_use]
+mod common;
+
+use atomr_accel_cuda::actor::ActorSystem;
+use atomr_accel_cuda::prelude::*;
+use common::{gemm_ref, rand_vec, rel_err};
+
+on_both! {
+    lu_factors_and_solves => lu;
+    cholesky_factors_and_solves => cholesky;
+    qr_gives_orthonormal_q_and_upper_r => qr;
+    svd_rebuilds_the_matrix => svd;
+    eigh_gives_ascending_eigenpairs => eigh;
+    numerical_failures_are_typed_errors => numerical;
+    bad_input_is_a_typed_error => bad_input;
+}
+
+fn to<T: SolverScalar>(v: &[f64]) -> Vec<T> {
+    v.iter().map(|&x| T::from_f64(x)).collect()
+}
+
+async fn back<T: SolverScalar>(d: &Device, r: &GpuRef<T>) -> Vec<f64> {
+    d.download(r).await.unwrap().iter().map(|x| x.to_f64()).collect()
+}
+
+/// `a` (rows×k) · `b` (k×cols), column-major, in float64.
+fn mul(a: &[f64], b: &[f64], rows: usize, k: usize, cols: usize, ta: bool) -> Vec<f64> {
+    let mut c = vec![0.0; rows * cols];
+    let lda = if ta { k } else { rows };
+    gemm_ref(ta, false, rows, cols, k, 1.0, a, lda, b, k, 0.0, &mut c, rows);
+    c
+}
+
+fn identity(n: usize) -> Vec<f64> {
+    (0..n * n).map(|i| if i % (n + 1) == 0 { 1.0 } else { 0.0 }).collect()
+}
+
+/// The tolerance of a dtype's results relative to the data's scale.
+fn tol<T: SolverScalar>() -> f64 {
+    if T::NAME == "f32" {
+        2e-4
+    } else {
+        1e-11
+    }
+}
+
+/// A random n×m matrix in [-1, 1): full rank with probability one; the checks are
+/// relative, so its conditioning only scales the rounding they allow for.
+fn random(n: usize, m: usize) -> Vec<f64> {
+    rand_vec(n * m)
+}
+
+async fn lu_typed<T: SolverScalar>(d: &Device) {
+    for (n, nrhs) in [(1, 1), (37, 3), (96, 5)] {
+        let a = random(n, n);
+        let b = random(n, nrhs);
+        let ad = d.upload(to::<T>(&a)).await.unwrap();
+        let piv = d.lu_factor(&ad, n).await.unwrap();
+        let f = back(d, &ad).await;
+        let p: Vec<i32> = d.download(&piv).await.unwrap();
+        // P·A from the pivots, L·U from the packed factors.
+        let mut pa = a.clone();
+        for (k, &pk) in p.iter().enumerate() {
+            assert!(pk >= 1 && pk as usize <= n, "pivot {k} = {pk}");
+            for c in 0..n {
+                pa.swap(c * n + k, c * n + pk as usize - 1);
+            }
+        }
+        let l: Vec<f64> = (0..n * n)
+            .map(|i| match (i % n).cmp(&(i / n)) {
+                std::cmp::Ordering::Greater => f[i],
+                std::cmp::Ordering::Equal => 1.0,
+                std::cmp::Ordering::Less => 0.0,
+            })
+            .collect();
+        let u: Vec<f64> = (0..n * n).map(|i| if i % n <= i / n { f[i] } else { 0.0 }).collect();
+        let e = rel_err(&mul(&l, &u, n, n, n, false), &pa);
+        assert!(e < tol::<T>(), "{} LU of {n}: P·A vs L·U {e:e}", T::NAME);
+        // Partial pivoting keeps every multiplier at most 1 in magnitude.
+        assert!(l.iter().all(|v| v.abs() <= 1.0 + 1e-6));
+        let bd = d.upload(to::<T>(&b)).await.unwrap();
+        d.lu_solve(&ad, &piv, &bd, n, nrhs).await.unwrap();
+        let x = back(d, &bd).await;
+        let ax = mul(&a, &x, n, n, nrhs, false);
+        let bt: Vec<f64> = to::<T>(&b).iter().map(|v| v.to_f64()).collect();
+        let e = rel_err(&ax, &bt);
+        assert!(e < tol::<T>() * n as f64, "{} LU solve of {n}: residual {e:e}", T::NAME);
+    }
+}
+
+async fn lu(config: DeviceConfig) {
+    let sys = ActorSystem::new("solver-lu");
+    let d = Device::open(&sys, config).await.unwrap();
+    lu_typed::<f32>(&d).await;
+    lu_typed::<f64>(&d).await;
+    sys.shutdown().await;
+}
+
+/// A random symmetric positive definite n×n matrix: B·Bᵀ + n·I.
+fn spd(n: usize) -> Vec<f64> {
+    let b = rand_vec(n * n);
+    let mut a = vec![0.0; n * n];
+    gemm_ref(false, true, n, n, n, 1.0, &b, n, &b, n, 0.0, &mut a, n);
+    for i in 0..n {
+        a[i * n + i] += n as f64;
+    }
+    a
+}
+
+async fn cholesky_typed<T: SolverScalar>(d: &Device) {
+    for (n, nrhs) in [(1, 2), (45, 4), (128, 1)] {
+        let a = spd(n);
+        // The strict upper triangle is neither read nor written: fill it with noise.
+        let noise = rand_vec(n * n);
+        let given: Vec<f64> = (0..n * n)
+            .map(|i| if i % n < i / n { noise[i] } else { a[i] })
+            .collect();
+        let ad = d.upload(to::<T>(&given)).await.unwrap();
+        d.cholesky(&ad, n).await.unwrap();
+        let f = back(d, &ad).await;
+        for i in 0..n * n {
+            if i % n < i / n {
+                assert_eq!(f[i], T::from_f64(noise[i]).to_f64(), "upper triangle touched at {i}");
+            }
+        }
+        let l: Vec<f64> = (0..n * n).map(|i| if i % n >= i / n { f[i] } else { 0.0 }).collect();
+        let llt = {
+            let mut c = vec![0.0; n * n];
+            gemm_ref(false, true, n, n, n, 1.0, &l, n, &l, n, 0.0, &mut c, n);
+            c
+        };
+        let e = rel_err(&llt, &a);
+        assert!(e < tol::<T>(), "{} Cholesky of {n}: L·Lᵀ vs A {e:e}", T::NAME);
+        let b = rand_vec(n * nrhs);
+        let bd = d.upload(to::<T>(&b)).await.unwrap();
+        d.cholesky_solve(&ad, &bd, n, nrhs).await.unwrap();
+        let x = back(d, &bd).await;
+        let bt: Vec<f64> = to::<T>(&b).iter().map(|v| v.to_f64()).collect();
+        let e = rel_err(&mul(&a, &x, n, n, nrhs, false), &bt);
+        assert!(
+            e < tol::<T>() * 10.0,
+            "{} Cholesky solve of {n}: residual {e:e}",
+            T::NAME
+        );
+    }
+}
+
+async fn cholesky(config: DeviceConfig) {
+    let sys = ActorSystem::new("solver-chol");
+    let d = Device::open(&sys, config).await.unwrap();
+    cholesky_typed::<f32>(&d).await;
+    cholesky_typed::<f64>(&d).await;
+    sys.shutdown().await;
+}
+
+/// ‖QᵀQ − I‖ relative to √n.
+fn orthonormality(q: &[f64], rows: usize, cols: usize) -> f64 {
+    rel_err(&mul(q, q, cols, rows, cols, true), &identity(cols))
+}
+
+async fn qr_typed<T: SolverScalar>(d: &Device) {
+    for (m, n) in [(1, 1), (50, 20), (64, 64), (300, 7)] {
+        let a = random(m, n);
+        let ad = d.upload(to::<T>(&a)).await.unwrap();
+        let (q, r) = d.qr(&ad, m, n).await.unwrap();
+        let (q, r) = (back(d, &q).await, back(d, &r).await);
+        for (i, v) in r.iter().enumerate() {
+            if i % n > i / n {
+                assert_eq!(*v, 0.0, "R below the diagonal at {i}");
+            }
+        }
+        let at: Vec<f64> = to::<T>(&a).iter().map(|v| v.to_f64()).collect();
+        let e = rel_err(&mul(&q, &r, m, n, n, false), &at);
+        assert!(e < tol::<T>(), "{} QR {m}×{n}: Q·R vs A {e:e}", T::NAME);
+        let o = orthonormality(&q, m, n);
+        assert!(o < tol::<T>(), "{} QR {m}×{n}: QᵀQ vs I {o:e}", T::NAME);
+        assert_eq!(back(d, &ad).await, at, "A is left intact");
+    }
+}
+
+async fn qr(config: DeviceConfig) {
+    let sys = ActorSystem::new("solver-qr");
+    let d = Device::open(&sys, config).await.unwrap();
+    qr_typed::<f32>(&d).await;
+    qr_typed::<f64>(&d).await;
+    sys.shutdown().await;
+}
+
+async fn svd_typed<T: SolverScalar>(d: &Device) {
+    for (m, n) in [(1, 1), (40, 17), (64, 64), (200, 3)] {
+        let a = random(m, n);
+        let ad = d.upload(to::<T>(&a)).await.unwrap();
+        let out = d.svd(&ad, m, n).await.unwrap();
+        let (u, s, vt) = (back(d, &out.u).await, back(d, &out.s).await, back(d, &out.vt).await);
+        assert!(s.windows(2).all(|w| w[0] >= w[1]), "descending: {s:?}");
+        assert!(s.iter().all(|v| *v >= 0.0));
+        let us: Vec<f64> = (0..m * n).map(|i| u[i] * s[i / m]).collect();
+        let at: Vec<f64> = to::<T>(&a).iter().map(|v| v.to_f64()).collect();
+        let e = rel_err(&mul(&us, &vt, m, n, n, false), &at);
+        assert!(e < tol::<T>(), "{} SVD {m}×{n}: U·S·Vᵀ vs A {e:e}", T::NAME);
+        assert!(orthonormality(&u, m, n) < tol::<T>(), "UᵀU");
+        // Vᵀ's rows are orthonormal: (Vᵀ)ᵀ is V, whose columns are.
+        let v: Vec<f64> = (0..n * n).map(|i| vt[(i % n) * n + i / n]).collect();
+        assert!(orthonormality(&v, n, n) < tol::<T>(), "VᵀV");
+        assert_eq!(back(d, &ad).await, at, "A is left intact");
+    }
+}
+
+async fn svd(config: DeviceConfig) {
+    let sys = ActorSystem::new("solver-svd");
+    let d = Device::open(&sys, config).await.unwrap();
+    svd_typed::<f32>(&d).await;
+    svd_typed::<f64>(&d).await;
+    sys.shutdown().await;
+}
+
+async fn eigh_typed<T: SolverScalar>(d: &Device) {
+    for n in [1, 33, 100] {
+        let r = rand_vec(n * n);
+        // Symmetric from the lower triangle; the upper triangle gets unrelated noise,
+        // which the solver must not read.
+        let sym: Vec<f64> = (0..n * n)
+            .map(|i| {
+                let (row, col) = (i % n, i / n);
+                if row >= col {
+                    r[i]
+                } else {
+                    r[row * n + col]
+                }
+            })
+            .collect();
+        let noise = rand_vec(n * n);
+        let given: Vec<f64> = (0..n * n)
+            .map(|i| if i % n < i / n { noise[i] } else { sym[i] })
+            .collect();
+        let ad = d.upload(to::<T>(&given)).await.unwrap();
+        let w = d.eigh(&ad, n).await.unwrap();
+        let (v, w) = (back(d, &ad).await, back(d, &w).await);
+        assert!(w.windows(2).all(|p| p[0] <= p[1]), "ascending");
+        let symt: Vec<f64> = to::<T>(&sym).iter().map(|x| x.to_f64()).collect();
+        let av = mul(&symt, &v, n, n, n, false);
+        let vw: Vec<f64> = (0..n * n).map(|i| v[i] * w[i / n]).collect();
+        let e = rel_err(&av, &vw);
+        assert!(e < tol::<T>() * 5.0, "{} eigh {n}: A·V vs V·Λ {e:e}", T::NAME);
+        assert!(orthonormality(&v, n, n) < tol::<T>(), "VᵀV");
+    }
+}
+
+async fn eigh(config: DeviceConfig) {
+    let sys = ActorSystem::new("solver-eigh");
+    let d = Device::open(&sys, config).await.unwrap();
+    eigh_typed::<f32>(&d).await;
+    eigh_typed::<f64>(&d).await;
+    sys.shutdown().await;
+}
+
+async fn numerical(config: DeviceConfig) {
+    let sys = ActorSystem::new("solver-num");
+    let d = Device::open(&sys, config).await.unwrap();
+    let n = 24;
+    // A zero column j: elimination keeps it exactly zero, so pivot j + 1 is zero.
+    let j = 9;
+    let mut a = rand_vec(n * n);
+    a[j * n..(j + 1) * n].iter_mut().for_each(|v| *v = 0.0);
+    let ad = d.upload(to::<f64>(&a)).await.unwrap();
+    match d.lu_factor(&ad, n).await {
+        Err(GpuError::Numerical { issue, info, .. }) => {
+            assert_eq!(issue, NumericalIssue::Singular);
+            assert_eq!(info, j as i32 + 1);
+        }
+        other => panic!("a singular matrix gave {other:?}"),
+    }
+    // SPD except for a negative diagonal entry at k: the leading minor of order k + 1
+    // fails first.
+    let k = 15;
+    let mut s = identity(n);
+    s[k * n + k] = -2.0;
+    let sd = d.upload(to::<f32>(&s)).await.unwrap();
+    match d.cholesky(&sd, n).await {
+        Err(GpuError::Numerical { issue, info, .. }) => {
+            assert_eq!(issue, NumericalIssue::NotPositiveDefinite);
+            assert_eq!(info, k as i32 + 1);
+        }
+        other => panic!("an indefinite matrix gave {other:?}"),
+    }
+    // Still serving.
+    let good = d.upload(to::<f32>(&spd(n))).await.unwrap();
+    d.cholesky(&good, n).await.unwrap();
+    sys.shutdown().await;
+}
+
+async fn bad_input(config: DeviceConfig) {
+    let sys = ActorSystem::new("solver-bad");
+    let d = Device::open(&sys, config).await.unwrap();
+    let inv = |r: Result<(), GpuError>, what: &str| match r {
+        Err(GpuError::InvalidArgument(_)) => {}
+        other => panic!("{what}: {other:?}"),
+    };
+    let a = d.upload(to::<f32>(&rand_vec(64))).await.unwrap();
+    let b = d.upload(to::<f32>(&rand_vec(16))).await.unwrap();
+    let piv = d.alloc::<i32>(8).await.unwrap();
+    inv(d.lu_factor_into(&a, &piv, 0).await, "n = 0");
+    inv(d.lu_factor_into(&a, &piv, 9).await, "a 9×9 in 64 elements");
+    inv(
+        d.lu_factor_into(&a, &d.alloc::<i32>(4).await.unwrap(), 8).await,
+        "4 pivots for n = 8",
+    );
+    inv(d.lu_solve(&a, &piv, &b, 8, 3).await, "B of 8×3 in 16 elements");
+    inv(d.lu_solve(&a, &piv, &a, 8, 1).await, "B is the factors");
+    inv(d.cholesky(&a, 1 << 20).await, "n² beyond the buffer");
+    inv(d.cholesky_solve(&a, &b, 8, 0).await, "nrhs = 0");
+    inv(d.qr(&a, 4, 8).await.map(|_| ()), "m < n");
+    inv(d.qr_into(&a, &a, &b, 8, 4).await, "Q is A");
+    inv(d.svd(&a, 2, 8).await.map(|_| ()), "SVD of a wide matrix");
+    inv(d.eigh(&a, 0).await.map(|_| ()), "eigh of n = 0");
+    inv(d.qr(&a, usize::MAX, 2).await.map(|_| ()), "an overflowing shape");
+    // A buffer of an earlier generation.
+    d.rebuild().await.unwrap();
+    match d.cholesky(&a, 8).await {
+        Err(GpuError::Stale { .. }) => {}
+        other => panic!("a stale buffer gave {other:?}"),
+    }
+    // A device configured without the solver.
+    let mut cfg = DeviceConfig {
+        device_id: 1,
+        ..DeviceConfig::cpu()
+    };
+    cfg.libraries.solver = false;
+    let off = Device::open(&sys, cfg).await.unwrap();
+    let x = off.upload(to::<f64>(&identity(4))).await.unwrap();
+    assert!(matches!(off.cholesky(&x, 4).await, Err(GpuError::Unsupported(_))));
+    // Still serving after all of it.
+    let good = d.upload(to::<f64>(&spd(8))).await.unwrap();
+    d.cholesky(&good, 8).await.unwrap();
+    sys.shutdown().await;
+}
