@@ -8,7 +8,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, MutexGuard};
 
-use cudarc::driver::{DeviceRepr, LaunchArgs, PushKernelArg};
+use cudarc::driver::{DeviceRepr, LaunchArgs, PushKernelArg, SyncOnDrop};
 
 use crate::dtype::DTypeBase;
 use crate::error::GpuError;
@@ -126,6 +126,8 @@ pub(crate) struct LaunchLimits {
     pub(crate) max_block: (u32, u32, u32),
     pub(crate) max_grid: (u32, u32, u32),
     pub(crate) max_shared_mem: u32,
+    /// Thread-block clusters (compute capability 9.0+).
+    pub(crate) cluster_launch: bool,
 }
 
 impl LaunchLimits {
@@ -146,6 +148,7 @@ impl LaunchLimits {
                 attr(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
             ),
             max_shared_mem: attr(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?,
+            cluster_launch: attr(A::CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH)? != 0,
         })
     }
 }
@@ -192,18 +195,21 @@ pub(crate) unsafe fn enqueue(
     cfg: LaunchConfig,
     args: &KernelArgs,
 ) -> Result<(), GpuError> {
-    let mut held: Vec<Result<Box<dyn HeldArg + '_>, &dyn ScalarArg>> = args
-        .items
-        .iter()
-        .map(|a| match a {
-            Arg::Buffer(b) => Ok(b.lock()),
-            Arg::Scalar(s) => Err(&**s),
-        })
-        .collect();
+    let mut held = lock_args(args);
     let mut b = stream.launch_builder(f);
+    // Buffers reached other than through a parameter (a TMA descriptor's tensor) are
+    // ordered by guards held across the launch: taken now (after their last writer),
+    // dropped after the enqueue (recording this launch as their user).
+    let mut ordered = Vec::new();
     for slot in held.iter_mut() {
         match slot {
-            Ok(h) => h.push(&mut b)?,
+            Ok(h) => {
+                if h.is_param() {
+                    h.push(&mut b)?
+                } else {
+                    ordered.push(h.address(stream)?.1)
+                }
+            }
             Err(s) => s.push(&mut b),
         }
     }
@@ -215,7 +221,20 @@ pub(crate) unsafe fn enqueue(
     // SAFETY: the caller guarantees the arguments match the kernel's parameters, were
     // validated (device, generation, no aliasing) and that `cfg` fits the device.
     unsafe { b.launch(lc) }?;
+    drop(ordered);
     Ok(())
+}
+
+/// Every argument in order: buffers locked (`Ok`), scalars as they are (`Err`).
+#[allow(clippy::type_complexity)]
+pub(crate) fn lock_args(args: &KernelArgs) -> Vec<Result<Box<dyn HeldArg + '_>, &dyn ScalarArg>> {
+    args.items
+        .iter()
+        .map(|a| match a {
+            Arg::Buffer(b) => Ok(b.lock()),
+            Arg::Scalar(s) => Err(&**s),
+        })
+        .collect()
 }
 
 /// Makes `stream` wait for the last write of every buffer in `args`.
@@ -256,6 +275,13 @@ pub(crate) trait BufferArg: Send {
 /// A locked argument, ready to push onto a launch.
 pub(crate) trait HeldArg {
     fn push<'b>(&'b mut self, b: &mut LaunchArgs<'b>) -> Result<(), GpuError>;
+    /// False for a buffer the kernel reaches through something else (a TMA descriptor):
+    /// ordered and kept alive, but not a parameter.
+    fn is_param(&self) -> bool;
+    /// The device address for a launch on `stream`, ordered after the buffer's last
+    /// writer (and, for a written buffer, its readers); the guard records the launch as
+    /// the buffer's reader or writer when dropped after the enqueue.
+    fn address<'b>(&'b mut self, stream: &'b cudarc::driver::CudaStream) -> Result<(u64, SyncOnDrop<'b>), GpuError>;
     /// The host memory behind a CPU-device buffer, for an emulated launch.
     fn host(&mut self) -> Result<RawBuf, GpuError>;
     /// Makes `stream` wait for the buffer's last write (a read access in cudarc's
@@ -266,11 +292,13 @@ pub(crate) trait HeldArg {
 struct BufItem<T: DTypeBase> {
     r: GpuRef<T>,
     writes: bool,
+    param: bool,
 }
 
 struct HeldBuf<'a, T> {
     guard: MutexGuard<'a, Storage<T>>,
     writes: bool,
+    param: bool,
 }
 
 impl<T: DTypeBase> BufferArg for BufItem<T> {
@@ -284,6 +312,7 @@ impl<T: DTypeBase> BufferArg for BufItem<T> {
         Box::new(HeldBuf {
             guard: self.r.lock(),
             writes: self.writes,
+            param: self.param,
         })
     }
 }
@@ -304,6 +333,23 @@ impl<T: DTypeBase> HeldArg for HeldBuf<'_, T> {
             }
             Storage::Cpu(_) => Err(GpuError::InvalidArgument("a CPU-device buffer in a CUDA launch".into())),
         }
+    }
+
+    fn is_param(&self) -> bool {
+        self.param
+    }
+
+    fn address<'b>(&'b mut self, stream: &'b cudarc::driver::CudaStream) -> Result<(u64, SyncOnDrop<'b>), GpuError> {
+        use cudarc::driver::{DevicePtr, DevicePtrMut};
+        let writes = self.writes;
+        let Storage::Cuda(s) = &mut *self.guard else {
+            return Err(GpuError::InvalidArgument("a CPU-device buffer in a CUDA launch".into()));
+        };
+        Ok(if writes {
+            s.device_ptr_mut(stream)
+        } else {
+            s.device_ptr(stream)
+        })
     }
 
     fn wait_on(&mut self, stream: &cudarc::driver::CudaStream) -> Result<(), GpuError> {
@@ -336,6 +382,8 @@ impl<T: DTypeBase> HeldArg for HeldBuf<'_, T> {
 /// A scalar argument.
 pub(crate) trait ScalarArg: Send {
     fn push<'b>(&'b self, b: &mut LaunchArgs<'b>);
+    /// The address of the value, as the driver's `kernelParams` entries take it.
+    fn as_param(&self) -> *mut std::ffi::c_void;
 }
 
 struct ScalarItem<T>(T);
@@ -343,6 +391,10 @@ struct ScalarItem<T>(T);
 impl<T: DeviceRepr + Send> ScalarArg for ScalarItem<T> {
     fn push<'b>(&'b self, b: &mut LaunchArgs<'b>) {
         b.arg(&self.0);
+    }
+
+    fn as_param(&self) -> *mut std::ffi::c_void {
+        &self.0 as *const T as *mut std::ffi::c_void
     }
 }
 
@@ -374,6 +426,7 @@ impl KernelArgs {
         self.items.push(Arg::Buffer(Box::new(BufItem {
             r: r.clone(),
             writes: false,
+            param: true,
         })));
         self
     }
@@ -383,6 +436,18 @@ impl KernelArgs {
         self.items.push(Arg::Buffer(Box::new(BufItem {
             r: r.clone(),
             writes: true,
+            param: true,
+        })));
+        self
+    }
+
+    /// A buffer the kernel reaches without a parameter of its own (through a TMA
+    /// descriptor): validated, kept alive and stream-ordered as written, not passed.
+    pub(crate) fn reached<T: DTypeBase>(mut self, r: &GpuRef<T>) -> Self {
+        self.items.push(Arg::Buffer(Box::new(BufItem {
+            r: r.clone(),
+            writes: true,
+            param: false,
         })));
         self
     }

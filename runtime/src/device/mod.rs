@@ -337,6 +337,31 @@ impl Device {
         .await
     }
 
+    /// Launches `kernel` of `module` in thread-block clusters (`cuLaunchKernelEx`) and
+    /// resolves when it has finished. Checked like [`Device::launch`], plus the cluster
+    /// shape (`LaunchSpec`); `Unsupported` before compute capability 9.0 and on the CPU
+    /// device.
+    ///
+    /// # Safety
+    /// As for [`Device::launch`]: `args` must match the kernel's parameter list.
+    pub async unsafe fn launch_cluster(
+        &self,
+        module: &ModuleRef,
+        kernel: &str,
+        spec: crate::hopper::LaunchSpec,
+        args: KernelArgs,
+    ) -> Result<(), GpuError> {
+        let (module, kernel) = (module.clone(), kernel.to_string());
+        self.call(|reply| ModuleActorMsg::LaunchCluster {
+            module,
+            kernel,
+            spec,
+            args,
+            reply,
+        })
+        .await
+    }
+
     /// Runs one `#[kernel]` launch (built by a kernel's generated `launch` function) on
     /// the device's kernel actor; resolves when the kernel has finished.
     pub async fn launch_kernel(&self, call: KernelCall) -> Result<(), GpuError> {

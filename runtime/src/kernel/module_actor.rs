@@ -16,6 +16,7 @@ use crate::actor::{Context, Deferred};
 use crate::completion::Completer;
 use crate::device::state::DeviceShared;
 use crate::error::GpuError;
+use crate::hopper::{enqueue_cluster, LaunchSpec};
 use crate::kernel::seed::{CudaSeed, LibrarySeed};
 use crate::module::{KernelArgs, KernelSource, LaunchConfig, ModuleImage, ModuleRef};
 use crate::nvrtc_cache::{compile_cached, KernelKey};
@@ -148,6 +149,8 @@ impl ModuleCore {
         })
     }
 
+    /// Launches `kernel` of `m`: a plain grid, or in clusters when `cluster` is given.
+    ///
     /// # Safety
     /// The arguments must match the kernel's parameter list in number, order and type.
     unsafe fn launch(
@@ -155,6 +158,7 @@ impl ModuleCore {
         m: &ModuleRef,
         kernel: &str,
         cfg: LaunchConfig,
+        cluster: Option<(u32, u32, u32)>,
         args: KernelArgs,
     ) -> Result<Deferred<()>, GpuError> {
         let device_id = self.shared.config.device_id;
@@ -181,14 +185,22 @@ impl ModuleCore {
         else {
             return Err(cpu_unsupported());
         };
-        cfg.validate(&cuda.limits)?;
+        match cluster {
+            None => cfg.validate(&cuda.limits)?,
+            Some(c) => LaunchSpec::new(cfg, c).validate(&cuda.limits)?,
+        }
         let f = modules
             .get(&m.id)
             .and_then(|lm| lm.functions.get(kernel))
             .ok_or_else(|| GpuError::InvalidArgument(format!("kernel `{kernel}` was not loaded with this module")))?;
         // SAFETY: the caller guarantees the arguments match the kernel's parameters;
         // they were validated and the launch dimensions checked above.
-        unsafe { crate::module::enqueue(stream, f, cfg, &args) }.map_err(|e| self.shared.observe(e))?;
+        let r = match cluster {
+            None => unsafe { crate::module::enqueue(stream, f, cfg, &args) },
+            // SAFETY: as above; the cluster shape was validated too.
+            Some(c) => unsafe { enqueue_cluster(stream, f, &LaunchSpec::new(cfg, c), &args) },
+        };
+        r.map_err(|e| self.shared.observe(e))?;
         Ok(self.shared.deferred(completer.done(stream)))
     }
 }
@@ -242,6 +254,21 @@ impl ModuleActor {
         let core = self.core()?;
         // SAFETY: this message is built only by `Device::launch`, an `unsafe fn` whose
         // caller guarantees that the arguments match the kernel's parameters.
-        unsafe { core.launch(&module, &kernel, cfg, args) }
+        unsafe { core.launch(&module, &kernel, cfg, None, args) }
+    }
+
+    /// Launches a kernel of a loaded module in thread-block clusters.
+    #[handler]
+    fn launch_cluster(
+        &mut self,
+        module: ModuleRef,
+        kernel: String,
+        spec: LaunchSpec,
+        args: KernelArgs,
+    ) -> Result<Deferred<()>, GpuError> {
+        let core = self.core()?;
+        // SAFETY: built only by `Device::launch_cluster`, an `unsafe fn` with the same
+        // contract as `Device::launch`.
+        unsafe { core.launch(&module, &kernel, spec.config, Some(spec.cluster), args) }
     }
 }

@@ -41,6 +41,7 @@ pub(crate) const LIMITS: crate::module::LaunchLimits = crate::module::LaunchLimi
     max_block: (1024, 1024, 64),
     max_grid: (i32::MAX as u32, 65535, 65535),
     max_shared_mem: SHARED_LIMIT as u32,
+    cluster_launch: false,
 };
 
 /// The body of a kernel launch, as the generated launcher hands it over.
