@@ -217,7 +217,7 @@ async fn measure<T: Raw>(dev: &Device, stream: &std::sync::Arc<CudaStream>, n: u
 
 fn main() {
     run_gpu("solver", DeviceConfig::cuda(0), |dev, _ctx, stream| async move {
-        for n in [1024, 4096] {
+        for n in [16, 1024, 4096] {
             measure::<f32>(&dev, &stream, n).await;
             measure::<f64>(&dev, &stream, n).await;
         }

@@ -339,3 +339,26 @@ async fn bad_input(config: DeviceConfig) {
     d.cholesky(&good, 8).await.unwrap();
     sys.shutdown().await;
 }
+
+/// While a long factorization runs on the GPU, the solver actor keeps taking requests:
+/// a bad request sent after it is answered before it finishes (with a blocking wait on
+/// the actor's thread, that answer would come after the factorization).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs a CUDA GPU"]
+async fn the_solver_answers_while_a_factorization_runs() {
+    let sys = ActorSystem::new("solver-free");
+    let d = Device::open(&sys, DeviceConfig::cuda(0)).await.unwrap();
+    let n = 8192;
+    let a = d.upload(rand_vec(n * n)).await.unwrap();
+    let big = {
+        let (d, a) = (d.clone(), a.clone());
+        tokio::spawn(async move { d.lu_factor(&a, n).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let small = d.upload(rand_vec(4)).await.unwrap();
+    let e = d.cholesky(&small, 0).await.unwrap_err();
+    assert!(matches!(e, GpuError::InvalidArgument(_)), "{e}");
+    assert!(!big.is_finished(), "the bad request waited for the factorization");
+    big.await.unwrap().unwrap();
+    sys.shutdown().await;
+}

@@ -36,13 +36,27 @@ pub enum CompletionStrategy {
     Blocking,
 }
 
-/// Pause instructions between two event queries of a spinning wait.
-const QUERY_PAUSE: u32 = 64;
+/// The pause between two event queries of a spinning wait, after `waited`: about a
+/// microsecond at first, then a 64th of the time waited so far, at most 20 µs. Each
+/// query takes driver locks, and a tight query loop measurably slows long GPU work
+/// (BENCHMARKS.md: SGEMM 4096, the solver); backing off keeps short waits as fast as
+/// before and adds at most ~1.6% to long ones.
+fn query_pause(waited: Duration) -> Duration {
+    (waited / 64).clamp(Duration::from_micros(1), Duration::from_micros(20))
+}
+
+/// Spins (without calling the driver) for `d`.
+fn spin_for(d: Duration) {
+    let t = Instant::now();
+    while t.elapsed() < d {
+        std::hint::spin_loop();
+    }
+}
 
 /// How often a host-function wait checks for a device fault.
 const FAULT_CHECK: Duration = Duration::from_millis(5);
 
-type PollReq = (CudaEvent, oneshot::Sender<Result<(), GpuError>>);
+type PollReq = (CudaEvent, oneshot::Sender<Result<(), GpuError>>, Instant);
 
 /// Waits for stream work with the configured strategy.
 #[derive(Clone)]
@@ -74,6 +88,16 @@ impl Completer {
         })
     }
 
+    /// True if waits spin on the caller's thread (`Blocking`).
+    pub(crate) fn blocks_caller(&self) -> bool {
+        self.strategy == CompletionStrategy::Blocking
+    }
+
+    /// The deadline of every wait.
+    pub(crate) fn deadline(&self) -> Duration {
+        self.deadline
+    }
+
     /// Marks the current end of `stream` and returns a future resolving when the GPU has
     /// reached it. Call on the thread that enqueued the work.
     pub(crate) fn done(&self, stream: &Arc<CudaStream>) -> BoxFuture<'static, Result<(), GpuError>> {
@@ -91,7 +115,7 @@ impl Completer {
                         Ok(false) if start.elapsed() > deadline => break Err(GpuError::Timeout(deadline)),
                         // Query about once a microsecond: a tight cuEventQuery loop
                         // measurably slows long kernels (BENCHMARKS.md, SGEMM 4096).
-                        Ok(false) => (0..QUERY_PAUSE).for_each(|_| std::hint::spin_loop()),
+                        Ok(false) => spin_for(query_pause(start.elapsed())),
                         Err(e) => break Err(e),
                     }
                 };
@@ -100,7 +124,7 @@ impl Completer {
             CompletionStrategy::Polled => {
                 let (tx, rx) = oneshot::channel();
                 let poller = self.poller.as_ref().expect("polled completer has a poller");
-                if poller.send((event, tx)).is_err() {
+                if poller.send((event, tx, Instant::now())).is_err() {
                     return futures::future::ready(Err(GpuError::DeviceLost("completion poller stopped".into())))
                         .boxed();
                 }
@@ -178,8 +202,10 @@ fn start_poller(ctx: Arc<CudaContext>) -> Result<std_mpsc::Sender<PollReq>, GpuE
                 while let Ok(req) = rx.try_recv() {
                     pending.push(req);
                 }
-                (0..QUERY_PAUSE).for_each(|_| std::hint::spin_loop());
-                pending.retain_mut(|(event, reply)| match query(event) {
+                // Paced by the newest wait, so a short one is not slowed by a long one.
+                let newest = pending.iter().map(|p| p.2.elapsed()).min().unwrap_or_default();
+                spin_for(query_pause(newest));
+                pending.retain_mut(|(event, reply, _)| match query(event) {
                     Ok(false) => !reply.is_closed(),
                     Ok(true) => {
                         let _ = std::mem::replace(reply, oneshot::channel().0).send(Ok(()));

@@ -50,6 +50,26 @@ impl LibrarySeed {
         }
     }
 
+    /// As [`LibrarySeed::cuda_stream`], with a completer that never waits on the
+    /// caller's thread: the device's own unless it is `Blocking`, else a polled one (a
+    /// poller thread of this actor's). For actors whose work runs long — a
+    /// factorization — and that must keep taking (and enqueuing) requests meanwhile.
+    pub(crate) fn cuda_stream_off_thread(&self) -> Result<Option<(Arc<CudaStream>, Completer)>, GpuError> {
+        let Some((stream, completer)) = self.cuda_stream()? else {
+            return Ok(None);
+        };
+        if !completer.blocks_caller() {
+            return Ok(Some((stream, completer)));
+        }
+        let ctx = stream.context().clone();
+        let polled = Completer::new(
+            &ctx,
+            crate::completion::CompletionStrategy::Polled,
+            completer.deadline(),
+        )?;
+        Ok(Some((stream, polled)))
+    }
+
     /// A stream (per the device's stream strategy) and the completer, on a GPU; `None`
     /// on the CPU device.
     pub(crate) fn cuda_stream(&self) -> Result<Option<(Arc<CudaStream>, Completer)>, GpuError> {

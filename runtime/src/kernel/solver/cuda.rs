@@ -1,12 +1,13 @@
 //! The GPU side of the `SolverActor`: cuSOLVER's dense routines on the actor's stream.
 //!
-//! Nothing here waits on the actor's thread: each operation enqueues its routines and
-//! returns a future that awaits the stream's completion and only then reads LAPACK's
-//! `info` back (4 bytes) to turn it into a typed error.
+//! Nothing here waits on the actor's thread: each operation enqueues its routines, then
+//! an asynchronous copy of LAPACK's `info` into pinned host memory, and returns a future
+//! that awaits the stream's completion (off the actor's thread) and reads `info` there —
+//! no extra synchronisation, so later work on the stream never delays the reply.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{CudaSlice, CudaStream};
+use cudarc::driver::{CudaSlice, CudaStream, PinnedHostSlice};
 
 use super::{numerical, Op};
 use crate::actor::Deferred;
@@ -36,11 +37,21 @@ fn upper_triangle<T: Float>(a: &[T], lda: usize, r: &mut [T], n: usize) {
     }
 }
 
+/// Where one call's `info` goes: written on the device, copied to pinned memory.
+struct InfoSlot {
+    device: CudaSlice<i32>,
+    host: PinnedHostSlice<i32>,
+}
+
+/// Slots of finished calls, reused (pinning memory costs a driver call).
+type InfoPool = Arc<Mutex<Vec<InfoSlot>>>;
+
 /// The cuSOLVER handle of one generation and how its work is waited for.
 pub(super) struct CudaSolver {
     dense: Dense,
     stream: Arc<CudaStream>,
     completer: Completer,
+    slots: InfoPool,
 }
 
 fn cuda<T>(s: &mut Storage<T>) -> Result<&mut CudaSlice<T>, GpuError> {
@@ -56,22 +67,33 @@ impl CudaSolver {
             dense: Dense::new(stream.clone())?,
             stream,
             completer,
+            slots: Arc::new(Mutex::new(Vec::new())),
         })
     }
 
-    fn info(&self) -> Result<CudaSlice<i32>, GpuError> {
-        Ok(self.stream.alloc_zeros::<i32>(1)?)
+    /// A free `info` slot (a new one when all are in flight).
+    fn slot(&self) -> Result<InfoSlot, GpuError> {
+        if let Some(s) = self.slots.lock().unwrap_or_else(|p| p.into_inner()).pop() {
+            return Ok(s);
+        }
+        Ok(InfoSlot {
+            device: self.stream.alloc_zeros::<i32>(1)?,
+            host: crate::sys::alloc_pinned_zeroed::<i32>(self.stream.context(), 1)?,
+        })
     }
 
-    /// Awaits the stream, then reads `info` and classifies it for `op`.
-    fn finish(&self, shared: &Arc<DeviceShared>, op: Op, info: CudaSlice<i32>) -> Deferred<()> {
+    /// Enqueues the copy of `info` to the host, then returns the future that awaits the
+    /// stream and classifies `info` for `op`.
+    fn finish(&self, shared: &Arc<DeviceShared>, op: Op, mut slot: InfoSlot) -> Result<Deferred<()>, GpuError> {
+        self.stream.memcpy_dtoh(&slot.device, &mut slot.host)?;
         let done = self.completer.done(&self.stream);
-        let (shared, stream) = (shared.clone(), self.stream.clone());
-        Deferred::later(async move {
+        let (shared, slots) = (shared.clone(), self.slots.clone());
+        Ok(Deferred::later(async move {
             done.await.map_err(|e| shared.observe(e))?;
-            let v = stream.clone_dtoh(&info).map_err(|e| shared.observe(e.into()))?;
-            numerical(op, v[0])
-        })
+            let info = slot.host.as_slice().map_err(|e| shared.observe(e.into()))?[0];
+            slots.lock().unwrap_or_else(|p| p.into_inner()).push(slot);
+            numerical(op, info)
+        }))
     }
 
     pub(super) fn lu_factor<T: SolverFloat>(
@@ -81,10 +103,10 @@ impl CudaSolver {
         pivots: &GpuRef<i32>,
         n: usize,
     ) -> Result<Deferred<()>, GpuError> {
-        let mut info = self.info()?;
+        let mut slot = self.slot()?;
         let (mut sa, mut sp) = (a.lock(), pivots.lock());
-        self.dense.getrf(n, cuda(&mut sa)?, cuda(&mut sp)?, &mut info)?;
-        Ok(self.finish(shared, Op::LuFactor, info))
+        self.dense.getrf(n, cuda(&mut sa)?, cuda(&mut sp)?, &mut slot.device)?;
+        self.finish(shared, Op::LuFactor, slot)
     }
 
     pub(super) fn lu_solve<T: SolverFloat>(
@@ -95,11 +117,17 @@ impl CudaSolver {
         b: &GpuRef<T>,
         (n, nrhs): (usize, usize),
     ) -> Result<Deferred<()>, GpuError> {
-        let mut info = self.info()?;
+        let mut slot = self.slot()?;
         let (mut sl, mut sp, mut sb) = (lu.lock(), pivots.lock(), b.lock());
-        self.dense
-            .getrs(n, nrhs, cuda(&mut sl)?, cuda(&mut sp)?, cuda(&mut sb)?, &mut info)?;
-        Ok(self.finish(shared, Op::LuSolve, info))
+        self.dense.getrs(
+            n,
+            nrhs,
+            cuda(&mut sl)?,
+            cuda(&mut sp)?,
+            cuda(&mut sb)?,
+            &mut slot.device,
+        )?;
+        self.finish(shared, Op::LuSolve, slot)
     }
 
     pub(super) fn cholesky<T: SolverFloat>(
@@ -108,9 +136,9 @@ impl CudaSolver {
         a: &GpuRef<T>,
         n: usize,
     ) -> Result<Deferred<()>, GpuError> {
-        let mut info = self.info()?;
-        self.dense.potrf(n, cuda(&mut a.lock())?, &mut info)?;
-        Ok(self.finish(shared, Op::Cholesky, info))
+        let mut slot = self.slot()?;
+        self.dense.potrf(n, cuda(&mut a.lock())?, &mut slot.device)?;
+        self.finish(shared, Op::Cholesky, slot)
     }
 
     pub(super) fn cholesky_solve<T: SolverFloat>(
@@ -120,10 +148,11 @@ impl CudaSolver {
         b: &GpuRef<T>,
         (n, nrhs): (usize, usize),
     ) -> Result<Deferred<()>, GpuError> {
-        let mut info = self.info()?;
+        let mut slot = self.slot()?;
         let (mut sl, mut sb) = (l.lock(), b.lock());
-        self.dense.potrs(n, nrhs, cuda(&mut sl)?, cuda(&mut sb)?, &mut info)?;
-        Ok(self.finish(shared, Op::CholeskySolve, info))
+        self.dense
+            .potrs(n, nrhs, cuda(&mut sl)?, cuda(&mut sb)?, &mut slot.device)?;
+        self.finish(shared, Op::CholeskySolve, slot)
     }
 
     /// Q into `q` (a copy of `a`, factored in place), R extracted between `geqrf` and
@@ -134,18 +163,18 @@ impl CudaSolver {
         (a, q, r): (&GpuRef<T>, &GpuRef<T>, &mut GpuRef<T>),
         (m, n): (usize, usize),
     ) -> Result<Deferred<()>, GpuError> {
-        let mut info = self.info()?;
+        let mut slot = self.slot()?;
         let mut tau = self.stream.alloc_zeros::<T>(n)?;
         {
             let (mut sa, mut sq) = (a.lock(), q.lock());
             let qv = cuda(&mut sq)?;
             self.stream
                 .memcpy_dtod(&cuda(&mut sa)?.slice(..m * n), &mut qv.slice_mut(..m * n))?;
-            self.dense.geqrf(m, n, qv, &mut tau, &mut info)?;
+            self.dense.geqrf(m, n, qv, &mut tau, &mut slot.device)?;
         }
         upper_triangle::launch_on::<T>(&self.stream, LaunchConfig::for_elements(n * n, 256), q, m, r, n)?;
-        self.dense.orgqr(m, n, cuda(&mut q.lock())?, &tau, &mut info)?;
-        Ok(self.finish(shared, Op::Qr, info))
+        self.dense.orgqr(m, n, cuda(&mut q.lock())?, &tau, &mut slot.device)?;
+        self.finish(shared, Op::Qr, slot)
     }
 
     /// The SVD of a scratch copy of `a` (gesvd destroys its input).
@@ -155,7 +184,7 @@ impl CudaSolver {
         (a, u, s, vt): (&GpuRef<T>, &GpuRef<T>, &GpuRef<T>, &GpuRef<T>),
         (m, n): (usize, usize),
     ) -> Result<Deferred<()>, GpuError> {
-        let mut info = self.info()?;
+        let mut slot = self.slot()?;
         let mut scratch = self.stream.alloc_zeros::<T>(m * n)?;
         self.stream
             .memcpy_dtod(&cuda(&mut a.lock())?.slice(..m * n), &mut scratch)?;
@@ -167,9 +196,9 @@ impl CudaSolver {
             cuda(&mut ss)?,
             cuda(&mut su)?,
             cuda(&mut sv)?,
-            &mut info,
+            &mut slot.device,
         )?;
-        Ok(self.finish(shared, Op::Svd, info))
+        self.finish(shared, Op::Svd, slot)
     }
 
     pub(super) fn eigh<T: SolverFloat>(
@@ -179,9 +208,9 @@ impl CudaSolver {
         w: &GpuRef<T>,
         n: usize,
     ) -> Result<Deferred<()>, GpuError> {
-        let mut info = self.info()?;
+        let mut slot = self.slot()?;
         let (mut sa, mut sw) = (a.lock(), w.lock());
-        self.dense.syevd(n, cuda(&mut sa)?, cuda(&mut sw)?, &mut info)?;
-        Ok(self.finish(shared, Op::Eigh, info))
+        self.dense.syevd(n, cuda(&mut sa)?, cuda(&mut sw)?, &mut slot.device)?;
+        self.finish(shared, Op::Eigh, slot)
     }
 }

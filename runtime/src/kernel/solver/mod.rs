@@ -150,7 +150,9 @@ pub(crate) struct SolverCore {
 }
 
 fn build(seed: &LibrarySeed) -> Result<SolverCore, GpuError> {
-    let engine = match seed.cuda_stream()? {
+    // Factorizations run for milliseconds: wait off the actor's thread, so it keeps
+    // enqueuing the next requests meanwhile.
+    let engine = match seed.cuda_stream_off_thread()? {
         None => SolverEngine::Cpu,
         Some((stream, completer)) => SolverEngine::Cuda(cuda::CudaSolver::new(stream, completer)?),
     };
