@@ -6,7 +6,7 @@
 
 use cudarc::cublas::result::CublasError;
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
-use cudarc::driver::{CudaSlice, DeviceRepr, ValidAsZeroBits};
+use cudarc::driver::{DevicePtr, DevicePtrMut, DeviceRepr, ValidAsZeroBits};
 use half::{bf16, f16};
 
 /// The kind of an element type, for errors and dispatch.
@@ -139,22 +139,22 @@ pub trait BlasBase: FloatDType {
 
     /// One cuBLAS GEMM of this dtype (cudarc's `Gemm` impl for it).
     #[doc(hidden)]
-    fn cuda_gemm(
+    fn cuda_gemm<A: DevicePtr<Self>, B: DevicePtr<Self>, C: DevicePtrMut<Self>>(
         blas: &CudaBlas,
         cfg: GemmConfig<Self>,
-        a: &CudaSlice<Self>,
-        b: &CudaSlice<Self>,
-        c: &mut CudaSlice<Self>,
+        a: &A,
+        b: &B,
+        c: &mut C,
     ) -> Result<(), CublasError>;
 
     /// One cuBLAS strided-batched GEMM of this dtype.
     #[doc(hidden)]
-    fn cuda_gemm_batched(
+    fn cuda_gemm_batched<A: DevicePtr<Self>, B: DevicePtr<Self>, C: DevicePtrMut<Self>>(
         blas: &CudaBlas,
         cfg: StridedBatchedConfig<Self>,
-        a: &CudaSlice<Self>,
-        b: &CudaSlice<Self>,
-        c: &mut CudaSlice<Self>,
+        a: &A,
+        b: &B,
+        c: &mut C,
     ) -> Result<(), CublasError>;
 }
 
@@ -164,13 +164,13 @@ macro_rules! blas_scalar {
             type Acc = $acc;
             fn to_acc(self) -> $acc { DTypeBase::to_f64(self) as $acc }
             fn from_acc(v: $acc) -> Self { <$t as DTypeBase>::from_f64(v as f64) }
-            fn cuda_gemm(blas: &CudaBlas, cfg: GemmConfig<Self>, a: &CudaSlice<Self>, b: &CudaSlice<Self>, c: &mut CudaSlice<Self>) -> Result<(), CublasError> {
-                // SAFETY: callers (`BlasCore::gemm`) validated shapes, leading dimensions
-                // and buffer lengths against `cfg`, so cuBLAS reads and writes only inside
-                // the three slices.
+            fn cuda_gemm<A: DevicePtr<Self>, B: DevicePtr<Self>, C: DevicePtrMut<Self>>(blas: &CudaBlas, cfg: GemmConfig<Self>, a: &A, b: &B, c: &mut C) -> Result<(), CublasError> {
+                // SAFETY: callers (`BlasCore::gemm`, a graph's capture) validated shapes,
+                // leading dimensions and buffer lengths against `cfg`, so cuBLAS reads and
+                // writes only inside the three slices.
                 unsafe { Gemm::gemm(blas, cfg, a, b, c) }
             }
-            fn cuda_gemm_batched(blas: &CudaBlas, cfg: StridedBatchedConfig<Self>, a: &CudaSlice<Self>, b: &CudaSlice<Self>, c: &mut CudaSlice<Self>) -> Result<(), CublasError> {
+            fn cuda_gemm_batched<A: DevicePtr<Self>, B: DevicePtr<Self>, C: DevicePtrMut<Self>>(blas: &CudaBlas, cfg: StridedBatchedConfig<Self>, a: &A, b: &B, c: &mut C) -> Result<(), CublasError> {
                 // SAFETY: as above, including every matrix of the batch.
                 unsafe { Gemm::gemm_strided_batched(blas, cfg, a, b, c) }
             }

@@ -13,6 +13,7 @@ pub mod dtype;
 pub mod error;
 pub mod event;
 pub mod gpu_ref;
+pub mod graph;
 pub mod hopper;
 pub mod host;
 pub mod kernel;

@@ -237,6 +237,31 @@ pub(crate) fn lock_args(args: &KernelArgs) -> Vec<Result<Box<dyn HeldArg + '_>, 
         .collect()
 }
 
+/// Orders every buffer of `args` at the current end of `stream`, one buffer at a time:
+/// `stream` waits for the buffer's last writer (and, written buffers, its readers), and
+/// the buffer is recorded as used there, so later users on other streams wait for what
+/// `stream` has enqueued so far. Returns each buffer's device address by buffer id.
+///
+/// Graphs use it around a capture and around replays, where cudarc's own tracking
+/// cannot run (an event recorded inside a capture is unusable outside it).
+pub(crate) fn order_on(
+    args: &[&KernelArgs],
+    stream: &cudarc::driver::CudaStream,
+) -> Result<std::collections::HashMap<u64, u64>, GpuError> {
+    let mut addresses = std::collections::HashMap::new();
+    for a in args.iter().flat_map(|a| a.items.iter()) {
+        if let Arg::Buffer(b) = a {
+            if addresses.contains_key(&b.id()) {
+                continue;
+            }
+            let mut held = b.lock();
+            let (address, _recorded_on_drop) = held.address(stream)?;
+            addresses.insert(b.id(), address);
+        }
+    }
+    Ok(addresses)
+}
+
 /// Makes `stream` wait for the last write of every buffer in `args`.
 pub(crate) fn wait_for_writes(stream: &cudarc::driver::CudaStream, args: &KernelArgs) -> Result<(), GpuError> {
     for a in &args.items {

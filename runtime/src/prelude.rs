@@ -12,6 +12,7 @@ pub use crate::dtype::{
 pub use crate::error::{GpuError, NumericalIssue};
 pub use crate::event::GpuEvent;
 pub use crate::gpu_ref::GpuRef;
+pub use crate::graph::{GraphBuilder, GraphRef};
 pub use crate::kernel::blas::{Batch, Gemm, Gemv};
 pub use crate::kernel::dsl::{precompile_all, Float, Int, KernelArg, KernelScalar};
 pub use crate::kernel::fft::FftShape;

@@ -14,6 +14,7 @@ use crate::dtype::DTypeBase;
 use crate::error::GpuError;
 use crate::event::{EventActor, EventActorRef};
 use crate::gpu_ref::GpuRef;
+use crate::graph::{GraphActor, GraphActorRef};
 use crate::host::{PinnedBuf, Uploaded};
 use crate::kernel::blas::{BlasActor, BlasActorRef};
 use crate::kernel::fft::{FftActor, FftActorRef};
@@ -104,6 +105,11 @@ impl ContextActor {
             let props = EventActor::gpu_props(move || EventActor::new(seed.clone()));
             EventActorRef::new(self.spawn_library(ctx, "event", props)?)
         };
+        let graph = {
+            let seed = seed.clone();
+            let props = GraphActor::gpu_props(move || GraphActor::new(seed.clone()));
+            GraphActorRef::new(self.spawn_library(ctx, "graph", props)?)
+        };
         let solver = if libs.solver {
             let seed = seed.clone();
             let props = SolverActor::gpu_props(move || SolverActor::new(seed.clone()));
@@ -133,6 +139,7 @@ impl ContextActor {
                 kernel,
                 module,
                 event,
+                graph,
             });
         });
         self.core = Some(core);

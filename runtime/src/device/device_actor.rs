@@ -14,6 +14,7 @@ use crate::actor::{Context, Directive, StopReason, SupervisorStrategy, Terminate
 use crate::dispatcher::GpuDispatcher;
 use crate::error::GpuError;
 use crate::event::EventActorMsg;
+use crate::graph::GraphActorMsg;
 use crate::kernel::blas::BlasActorMsg;
 use crate::kernel::fft::FftActorMsg;
 use crate::kernel::kernel_actor::KernelActorMsg;
@@ -39,6 +40,8 @@ pub enum Routed {
     Module(ModuleActorMsg),
     /// For the event actor.
     Event(EventActorMsg),
+    /// For the graph actor.
+    Graph(GraphActorMsg),
 }
 
 impl Routed {
@@ -53,6 +56,7 @@ impl Routed {
             Routed::Kernel(m) => m.fail(e),
             Routed::Module(m) => m.fail(e),
             Routed::Event(m) => m.fail(e),
+            Routed::Graph(m) => m.fail(e),
         };
     }
 
@@ -66,6 +70,7 @@ impl Routed {
             Routed::Kernel(m) => inner.kernel.actor_ref().send(m).await,
             Routed::Module(m) => inner.module.actor_ref().send(m).await,
             Routed::Event(m) => inner.event.actor_ref().send(m).await,
+            Routed::Graph(m) => inner.graph.actor_ref().send(m).await,
             Routed::Blas(m) => match &inner.blas {
                 Some(b) => b.actor_ref().send(m).await,
                 None => {
@@ -143,6 +148,12 @@ impl Routable for KernelActorMsg {
 impl Routable for ModuleActorMsg {
     fn route(self) -> Routed {
         Routed::Module(self)
+    }
+}
+
+impl Routable for GraphActorMsg {
+    fn route(self) -> Routed {
+        Routed::Graph(self)
     }
 }
 

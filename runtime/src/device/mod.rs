@@ -12,6 +12,7 @@ pub mod context_actor;
 pub(crate) mod core;
 #[doc(hidden)]
 pub mod device_actor;
+mod graph_api;
 mod solver_api;
 pub mod state;
 
@@ -437,13 +438,7 @@ impl Device {
         b: &GpuRef<T>,
         c: &GpuRef<T>,
     ) -> Result<(), GpuError> {
-        let one = Batch {
-            count: 1,
-            stride_a: 0,
-            stride_b: 0,
-            stride_c: 0,
-        };
-        self.gemm_strided_batched(g, one, a, b, c).await
+        self.gemm_strided_batched(g, Batch::one(), a, b, c).await
     }
 
     /// `batch.count` GEMMs over strided matrices in one cuBLAS call.

@@ -64,6 +64,7 @@ pub(crate) struct InnerRefs {
     pub(crate) kernel: crate::kernel::kernel_actor::KernelActorRef,
     pub(crate) module: crate::kernel::module_actor::ModuleActorRef,
     pub(crate) event: crate::event::EventActorRef,
+    pub(crate) graph: crate::graph::GraphActorRef,
 }
 
 /// A snapshot of a device's state.

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use cudarc::cublas::{sys as cbsys, CudaBlas, GemmConfig, GemvConfig, StridedBatchedConfig};
-use cudarc::driver::{CudaSlice, CudaStream};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use futures::future::BoxFuture;
 
 use crate::actor::Context;
@@ -116,6 +116,18 @@ pub struct Batch {
     pub stride_c: usize,
 }
 
+impl Batch {
+    /// A single GEMM (no batch).
+    pub const fn one() -> Self {
+        Batch {
+            count: 1,
+            stride_a: 0,
+            stride_b: 0,
+            stride_c: 0,
+        }
+    }
+}
+
 /// One GEMV: `y = alpha·op(A)·x + beta·y`, A stored column-major m×n.
 #[derive(Debug, Clone, Copy)]
 pub struct Gemv<T> {
@@ -218,7 +230,7 @@ fn span(name: &str, rows: usize, cols: usize, ld: usize) -> Result<usize, GpuErr
 
 /// Checks a GEMM (and batch) against the buffers' lengths. Returns nothing: every later
 /// index is in bounds once this passes.
-fn validate<T: BlasBase>(g: &Gemm<T>, batch: &Batch, a: usize, b: usize, c: usize) -> Result<(), GpuError> {
+pub(crate) fn validate<T: BlasBase>(g: &Gemm<T>, batch: &Batch, a: usize, b: usize, c: usize) -> Result<(), GpuError> {
     if g.m == 0 || g.n == 0 || g.k == 0 || batch.count == 0 {
         return Err(invalid(format!(
             "GEMM sizes must be positive: m={} n={} k={} batch={}",
@@ -263,6 +275,43 @@ fn validate<T: BlasBase>(g: &Gemm<T>, batch: &Batch, a: usize, b: usize, c: usiz
         )));
     }
     Ok(())
+}
+
+/// Enqueues one GEMM (strided-batched when `batch.count > 1`) on `blas`'s stream, over
+/// any device slices — the BLAS actor passes its buffers, a graph's capture untracked
+/// views of them. `g` and `batch` must have passed [`validate`] for the slices' lengths.
+pub(crate) fn enqueue_gemm<T: BlasBase, A: DevicePtr<T>, B: DevicePtr<T>, C: DevicePtrMut<T>>(
+    blas: &CudaBlas,
+    g: &Gemm<T>,
+    batch: &Batch,
+    a: &A,
+    b: &B,
+    c: &mut C,
+) -> Result<(), cudarc::cublas::result::CublasError> {
+    let cfg = GemmConfig {
+        transa: op(g.transa),
+        transb: op(g.transb),
+        m: g.m as i32,
+        n: g.n as i32,
+        k: g.k as i32,
+        alpha: g.alpha,
+        lda: g.lda as i32,
+        ldb: g.ldb as i32,
+        beta: g.beta,
+        ldc: g.ldc as i32,
+    };
+    if batch.count == 1 {
+        T::cuda_gemm(blas, cfg, a, b, c)
+    } else {
+        let cfg = StridedBatchedConfig {
+            gemm: cfg,
+            batch_size: batch.count as i32,
+            stride_a: batch.stride_a as i64,
+            stride_b: batch.stride_b as i64,
+            stride_c: batch.stride_c as i64,
+        };
+        T::cuda_gemm_batched(blas, cfg, a, b, c)
+    }
 }
 
 /// The BLAS actor's state for one generation: the cuBLAS handle and its stream, or the
@@ -340,30 +389,7 @@ impl BlasCore {
                 Storage::Cuda(bv),
                 Storage::Cuda(cv),
             ) => {
-                let cfg = GemmConfig {
-                    transa: op(g.transa),
-                    transb: op(g.transb),
-                    m: g.m as i32,
-                    n: g.n as i32,
-                    k: g.k as i32,
-                    alpha: g.alpha,
-                    lda: g.lda as i32,
-                    ldb: g.ldb as i32,
-                    beta: g.beta,
-                    ldc: g.ldc as i32,
-                };
-                let r = if batch.count == 1 {
-                    T::cuda_gemm(blas, cfg, av, bv, cv)
-                } else {
-                    let cfg = StridedBatchedConfig {
-                        gemm: cfg,
-                        batch_size: batch.count as i32,
-                        stride_a: batch.stride_a as i64,
-                        stride_b: batch.stride_b as i64,
-                        stride_c: batch.stride_c as i64,
-                    };
-                    T::cuda_gemm_batched(blas, cfg, av, bv, cv)
-                };
+                let r = enqueue_gemm(blas, &g, &batch, av, bv, cv);
                 r.map_err(|e| self.library_failure(stream, e.into()))?;
                 Ok(self.pending(completer.done(stream)))
             }
@@ -603,7 +629,7 @@ fn op(t: bool) -> cbsys::cublasOperation_t {
 
 /// The CPU device's GEMM: widen to the accumulation type, multiply with the `gemm`
 /// crate, round back — the arithmetic cuBLAS does for f16/bf16 (f32 accumulation).
-fn cpu_gemm<T: BlasBase>(g: &Gemm<T>, batch: &Batch, a: &[T], b: &[T], c: &mut [T]) {
+pub(crate) fn cpu_gemm<T: BlasBase>(g: &Gemm<T>, batch: &Batch, a: &[T], b: &[T], c: &mut [T]) {
     let widen = |v: &[T]| v.iter().map(|x| x.to_acc()).collect::<Vec<T::Acc>>();
     let (aw, bw) = (widen(a), widen(b));
     let mut cw = widen(c);

@@ -9,6 +9,7 @@ use cudarc::driver::{result as dresult, CudaStream};
 use crate::error::GpuError;
 
 pub mod cusolver;
+pub(crate) mod graph;
 pub(crate) mod hopper;
 
 /// The callback `cuLaunchHostFunc` runs: takes back the boxed closure and calls it.

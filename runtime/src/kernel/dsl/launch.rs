@@ -17,8 +17,9 @@ pub trait KernelArg: DeviceRepr + Copy + Send + Sync + 'static {
     fn cuda_decl() -> String;
 }
 
-/// The emulated form of a launch: runs the body over host buffers on the CPU device.
-pub type Emulation = Box<dyn FnOnce(&HostBufs) -> Result<(), GpuError> + Send>;
+/// The emulated form of a launch: runs the body over host buffers on the CPU device — as
+/// often as asked (a graph replays it).
+pub type Emulation = Box<dyn Fn(&HostBufs) -> Result<(), GpuError> + Send + Sync>;
 
 /// One launch of one instantiation of a `#[kernel]`: built by the generated launcher,
 /// which has checked argument count and types at compile time.

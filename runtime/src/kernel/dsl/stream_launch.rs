@@ -41,6 +41,18 @@ impl KernelCall {
     /// buffers must be GPU buffers in the stream's context.
     pub fn enqueue_on(self, stream: &Arc<CudaStream>) -> Result<(), GpuError> {
         self.args.check_distinct()?;
+        let f = self.function_for(stream)?;
+        // SAFETY: the call was built by a `#[kernel]` launcher, whose signature generated
+        // both this argument list and the kernel's parameter list; buffers are distinct
+        // and the launch dimensions fit the device (checked by `function_for`).
+        unsafe { crate::module::enqueue(stream, &f, self.cfg, &self.args) }
+    }
+
+    /// This instantiation's function in `stream`'s context — compiled (or read from the
+    /// disk cache) and loaded on first use — after checking the launch dimensions
+    /// against the device. A graph calls it before capturing, so no compile or module
+    /// load happens inside a capture.
+    pub(crate) fn function_for(&self, stream: &Arc<CudaStream>) -> Result<CudaFunction, GpuError> {
         let ctx = stream.context().clone();
         let f = {
             let mut all = registry().lock().unwrap_or_else(|p| p.into_inner());
@@ -74,9 +86,6 @@ impl KernelCall {
                 }
             }
         };
-        // SAFETY: the call was built by a `#[kernel]` launcher, whose signature generated
-        // both this argument list and the kernel's parameter list; buffers are distinct
-        // and the launch dimensions fit the device (checked above).
-        unsafe { crate::module::enqueue(stream, &f, self.cfg, &self.args) }
+        Ok(f)
     }
 }

@@ -1,0 +1,238 @@
+//! `GraphActor`: captures graphs on a stream of its own and replays them. Written with
+//! `#[gpu_actor]`.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+
+use atomr_accel_cuda_macros::gpu_actor;
+use cudarc::cublas::CudaBlas;
+use cudarc::driver::sys::CUstreamCaptureMode;
+use cudarc::driver::{CudaSlice, CudaStream};
+
+use super::node::{Capture, GraphNode};
+use super::{GraphBuilder, GraphRef};
+use crate::actor::{Context, Deferred};
+use crate::completion::Completer;
+use crate::device::state::DeviceShared;
+use crate::error::GpuError;
+use crate::kernel::seed::LibrarySeed;
+use crate::module::{order_on, KernelArgs};
+use crate::sys::graph::{set_cublas_workspace, GraphExec};
+
+static NEXT_GRAPH: AtomicU64 = AtomicU64::new(1);
+
+/// The cuBLAS workspace of captured GEMMs (NVIDIA's recommendation for Hopper).
+const CUBLAS_WORKSPACE: usize = 32 << 20;
+
+/// The GPU side: a stream nobody else enqueues on (a capture must see only its own
+/// work), a cuBLAS handle with a fixed workspace, and the completer.
+struct CudaEngine {
+    stream: Arc<CudaStream>,
+    blas: CudaBlas,
+    _workspace: CudaSlice<u8>,
+    completer: Completer,
+}
+
+/// One captured graph.
+struct Stored {
+    token: Weak<()>,
+    nodes: Vec<Box<dyn GraphNode>>,
+    exec: Option<GraphExec>,
+}
+
+impl Stored {
+    fn args(&self) -> Vec<&KernelArgs> {
+        self.nodes.iter().map(|n| n.args()).collect()
+    }
+}
+
+/// The graphs of one generation.
+pub(crate) struct GraphCore {
+    shared: Arc<DeviceShared>,
+    generation: u64,
+    cuda: Option<CudaEngine>,
+    graphs: HashMap<u64, Stored>,
+}
+
+fn build(seed: &LibrarySeed) -> Result<GraphCore, GpuError> {
+    let cuda = match (&seed.cuda, seed.cuda_stream()?) {
+        (Some(c), Some((_, completer))) => {
+            let stream = c.ctx.new_stream()?;
+            let blas = CudaBlas::new(stream.clone())?;
+            let mut workspace = stream.alloc_zeros::<u8>(CUBLAS_WORKSPACE)?;
+            set_cublas_workspace(&blas, &mut workspace)?;
+            Some(CudaEngine {
+                stream,
+                blas,
+                _workspace: workspace,
+                completer,
+            })
+        }
+        _ => None,
+    };
+    Ok(GraphCore {
+        shared: seed.shared.clone(),
+        generation: seed.generation,
+        cuda,
+        graphs: HashMap::new(),
+    })
+}
+
+impl GraphCore {
+    /// Frees the graphs whose last `GraphRef` is gone.
+    fn collect(&mut self) {
+        self.graphs.retain(|_, g| g.token.strong_count() > 0);
+    }
+
+    fn validate(&self, nodes: &[Box<dyn GraphNode>]) -> Result<(), GpuError> {
+        for (i, n) in nodes.iter().enumerate() {
+            n.check()
+                .and_then(|_| n.args().validate(self.shared.config.device_id, self.generation))
+                .map_err(|e| match e {
+                    GpuError::InvalidArgument(m) => GpuError::InvalidArgument(format!("graph operation {i}: {m}")),
+                    other => other,
+                })?;
+        }
+        Ok(())
+    }
+
+    fn capture(&mut self, builder: GraphBuilder) -> Result<GraphRef, GpuError> {
+        self.collect();
+        let nodes = builder.nodes;
+        if nodes.is_empty() {
+            return Err(GpuError::InvalidArgument("a graph needs at least one operation".into()));
+        }
+        self.validate(&nodes)?;
+        let exec = match &self.cuda {
+            None => None,
+            Some(c) => Some(capture_on(c, &nodes).map_err(|e| self.shared.observe(e))?),
+        };
+        let token = Arc::new(());
+        let g = GraphRef {
+            id: NEXT_GRAPH.fetch_add(1, Ordering::Relaxed),
+            device_id: self.shared.config.device_id,
+            generation: self.generation,
+            operations: nodes.len(),
+            _token: token.clone(),
+        };
+        self.graphs.insert(
+            g.id,
+            Stored {
+                token: Arc::downgrade(&token),
+                nodes,
+                exec,
+            },
+        );
+        Ok(g)
+    }
+
+    fn replay(&mut self, g: &GraphRef, times: u32) -> Result<Deferred<()>, GpuError> {
+        let device_id = self.shared.config.device_id;
+        if g.device_id != device_id {
+            return Err(GpuError::InvalidArgument(format!(
+                "graph of device {} replayed on device {device_id}",
+                g.device_id
+            )));
+        }
+        if g.generation != self.generation {
+            return Err(GpuError::Stale {
+                buffer_generation: g.generation,
+                device_generation: self.generation,
+            });
+        }
+        if times == 0 {
+            return Err(GpuError::InvalidArgument("replay at least once (times = 0)".into()));
+        }
+        let stored = self
+            .graphs
+            .get(&g.id)
+            .ok_or_else(|| GpuError::InvalidArgument(format!("graph #{} is not on this device", g.id)))?;
+        self.validate(&stored.nodes)?;
+        match (&self.cuda, &stored.exec) {
+            (None, _) => {
+                for _ in 0..times {
+                    for n in &stored.nodes {
+                        n.run_cpu()?;
+                    }
+                }
+                Ok(Deferred::Now(()))
+            }
+            (Some(c), Some(exec)) => {
+                let args = stored.args();
+                let r = (|| {
+                    // After every buffer's last writer; then recorded as used after the
+                    // last replay, so later users on other streams wait for it.
+                    order_on(&args, &c.stream)?;
+                    for _ in 0..times {
+                        exec.launch()?;
+                    }
+                    order_on(&args, &c.stream).map(|_| ())
+                })();
+                r.map_err(|e| self.shared.observe(e))?;
+                Ok(self.shared.deferred(c.completer.done(&c.stream)))
+            }
+            (Some(_), None) => Err(GpuError::Other("graph captured without an executable".into())),
+        }
+    }
+}
+
+/// Captures `nodes` into an instantiated graph on the engine's stream.
+fn capture_on(c: &CudaEngine, nodes: &[Box<dyn GraphNode>]) -> Result<GraphExec, GpuError> {
+    for n in nodes {
+        n.prepare(&c.stream)?;
+    }
+    let args: Vec<&KernelArgs> = nodes.iter().map(|n| n.args()).collect();
+    let addresses = order_on(&args, &c.stream)?;
+    let cx = Capture {
+        stream: &c.stream,
+        blas: &c.blas,
+        addresses: &addresses,
+    };
+    c.stream
+        .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+    if let Some(e) = nodes.iter().find_map(|n| n.capture(&cx).err()) {
+        // End the (now useless) capture so the stream is usable again.
+        let _ = GraphExec::end_capture(&c.stream);
+        return Err(e);
+    }
+    GraphExec::end_capture(&c.stream)
+}
+
+/// The graph actor of a device.
+pub struct GraphActor {
+    seed: LibrarySeed,
+    core: Option<GraphCore>,
+}
+
+impl GraphActor {
+    pub(crate) fn new(seed: LibrarySeed) -> Self {
+        GraphActor { seed, core: None }
+    }
+
+    fn core(&mut self) -> Result<&mut GraphCore, GpuError> {
+        self.seed.shared.usable(&mut self.core, "graph actor")
+    }
+}
+
+#[gpu_actor(crate = crate)]
+impl GraphActor {
+    /// Creates the capture stream, cuBLAS handle and workspace.
+    #[pre_start]
+    async fn start(&mut self, _ctx: &mut Context<Self>) -> Result<(), GpuError> {
+        self.core = Some(build(&self.seed).map_err(|e| self.seed.shared.observe(e))?);
+        Ok(())
+    }
+
+    /// Checks and captures the builder's operations.
+    #[handler]
+    fn capture(&mut self, builder: GraphBuilder) -> Result<GraphRef, GpuError> {
+        self.core()?.capture(builder)
+    }
+
+    /// Replays a graph `times` times back to back; resolves when the last has finished.
+    #[handler]
+    fn replay(&mut self, graph: GraphRef, times: u32) -> Result<Deferred<()>, GpuError> {
+        self.core()?.replay(&graph, times)
+    }
+}

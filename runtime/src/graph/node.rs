@@ -1,0 +1,235 @@
+//! The operations a graph holds: GEMMs, `#[kernel]` launches, device-to-device copies.
+//! Each knows its buffers (as launch arguments, so validation and ordering are the
+//! launch path's), how to capture itself on raw addresses, and how the CPU device runs
+//! it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use cudarc::cublas::CudaBlas;
+use cudarc::driver::CudaStream;
+
+use super::raw::RawDevice;
+use crate::dtype::{BlasBase, DTypeBase};
+use crate::error::GpuError;
+use crate::gpu_ref::{GpuRef, Storage};
+use crate::kernel::blas::{cpu_gemm, enqueue_gemm, validate as validate_gemm, Batch, Gemm};
+use crate::kernel::dsl::KernelCall;
+use crate::module::{with_host_buffers, Arg, KernelArgs};
+
+/// What a node captures with: the capturing stream, the graph's cuBLAS handle, and the
+/// address of every buffer (by id), resolved before the capture began.
+pub(crate) struct Capture<'a> {
+    pub(crate) stream: &'a Arc<CudaStream>,
+    pub(crate) blas: &'a CudaBlas,
+    pub(crate) addresses: &'a HashMap<u64, u64>,
+}
+
+impl Capture<'_> {
+    fn view<T: DTypeBase>(&self, r: &GpuRef<T>) -> Result<RawDevice<T>, GpuError> {
+        let ptr = self
+            .addresses
+            .get(&r.id())
+            .ok_or_else(|| GpuError::Other(format!("graph: buffer #{} was not resolved before capture", r.id())))?;
+        Ok(RawDevice::new(*ptr, r.len(), self.stream))
+    }
+}
+
+/// One operation of a graph.
+pub(crate) trait GraphNode: Send {
+    /// Its buffers, as a launch's arguments.
+    fn args(&self) -> &KernelArgs;
+    /// Shape checks, before anything is captured or run.
+    fn check(&self) -> Result<(), GpuError>;
+    /// Work that must not happen inside a capture (compiling, loading a module).
+    fn prepare(&self, _stream: &Arc<CudaStream>) -> Result<(), GpuError> {
+        Ok(())
+    }
+    /// Enqueues the operation on the capturing stream.
+    fn capture(&self, cx: &Capture<'_>) -> Result<(), GpuError>;
+    /// Runs the operation on the CPU device.
+    fn run_cpu(&self) -> Result<(), GpuError>;
+}
+
+/// `C = alpha·op(A)·op(B) + beta·C` (strided-batched when the batch says so).
+pub(crate) struct GemmNode<T: BlasBase> {
+    pub(crate) g: Gemm<T>,
+    pub(crate) batch: Batch,
+    pub(crate) a: GpuRef<T>,
+    pub(crate) b: GpuRef<T>,
+    pub(crate) c: GpuRef<T>,
+    pub(crate) args: KernelArgs,
+}
+
+impl<T: BlasBase> GemmNode<T> {
+    pub(crate) fn new(g: Gemm<T>, batch: Batch, a: &GpuRef<T>, b: &GpuRef<T>, c: &GpuRef<T>) -> Self {
+        let mut args = KernelArgs::new().buf(a);
+        if !b.same_buffer(a) {
+            args = args.buf(b);
+        }
+        GemmNode {
+            g,
+            batch,
+            a: a.clone(),
+            b: b.clone(),
+            c: c.clone(),
+            args: args.buf_mut(c),
+        }
+    }
+}
+
+impl<T: BlasBase> GraphNode for GemmNode<T> {
+    fn args(&self) -> &KernelArgs {
+        &self.args
+    }
+
+    fn check(&self) -> Result<(), GpuError> {
+        if self.c.same_buffer(&self.a) || self.c.same_buffer(&self.b) {
+            return Err(GpuError::InvalidArgument(
+                "graph GEMM: the output C must not be the same buffer as A or B".into(),
+            ));
+        }
+        validate_gemm(&self.g, &self.batch, self.a.len(), self.b.len(), self.c.len())
+    }
+
+    fn capture(&self, cx: &Capture<'_>) -> Result<(), GpuError> {
+        let (a, b, mut c) = (cx.view(&self.a)?, cx.view(&self.b)?, cx.view(&self.c)?);
+        enqueue_gemm(cx.blas, &self.g, &self.batch, &a, &b, &mut c).map_err(GpuError::from)
+    }
+
+    fn run_cpu(&self) -> Result<(), GpuError> {
+        let sa = self.a.lock();
+        let sb = if self.b.same_buffer(&self.a) {
+            None
+        } else {
+            Some(self.b.lock())
+        };
+        let sb_ref = sb.as_deref().unwrap_or(&*sa);
+        let mut sc = self.c.lock();
+        match (&*sa, sb_ref, &mut *sc) {
+            (Storage::Cpu(a), Storage::Cpu(b), Storage::Cpu(c)) => {
+                cpu_gemm(&self.g, &self.batch, a, b, c);
+                Ok(())
+            }
+            _ => Err(GpuError::InvalidArgument(
+                "graph GEMM: buffers of another backend".into(),
+            )),
+        }
+    }
+}
+
+/// `dst = src` (equal lengths).
+pub(crate) struct CopyNode<T: DTypeBase> {
+    pub(crate) src: GpuRef<T>,
+    pub(crate) dst: GpuRef<T>,
+    pub(crate) args: KernelArgs,
+}
+
+impl<T: DTypeBase> CopyNode<T> {
+    pub(crate) fn new(src: &GpuRef<T>, dst: &GpuRef<T>) -> Self {
+        CopyNode {
+            src: src.clone(),
+            dst: dst.clone(),
+            args: KernelArgs::new().buf(src).buf_mut(dst),
+        }
+    }
+}
+
+impl<T: DTypeBase> GraphNode for CopyNode<T> {
+    fn args(&self) -> &KernelArgs {
+        &self.args
+    }
+
+    fn check(&self) -> Result<(), GpuError> {
+        if self.src.len() != self.dst.len() {
+            return Err(GpuError::InvalidArgument(format!(
+                "graph copy of {} elements into {}",
+                self.src.len(),
+                self.dst.len()
+            )));
+        }
+        self.args.check_distinct()
+    }
+
+    fn capture(&self, cx: &Capture<'_>) -> Result<(), GpuError> {
+        let (src, mut dst) = (cx.view(&self.src)?, cx.view(&self.dst)?);
+        cx.stream.memcpy_dtod(&src, &mut dst)?;
+        Ok(())
+    }
+
+    fn run_cpu(&self) -> Result<(), GpuError> {
+        let s = self.src.lock();
+        let mut d = self.dst.lock();
+        match (&*s, &mut *d) {
+            (Storage::Cpu(a), Storage::Cpu(b)) => {
+                b.copy_from_slice(a);
+                Ok(())
+            }
+            _ => Err(GpuError::InvalidArgument(
+                "graph copy: buffers of another backend".into(),
+            )),
+        }
+    }
+}
+
+/// One `#[kernel]` launch.
+pub(crate) struct KernelNode {
+    pub(crate) call: KernelCall,
+}
+
+impl GraphNode for KernelNode {
+    fn args(&self) -> &KernelArgs {
+        &self.call.args
+    }
+
+    fn check(&self) -> Result<(), GpuError> {
+        self.call.args.check_distinct()?;
+        self.call.cfg.validate(&crate::kernel::dsl::grid::LIMITS)
+    }
+
+    fn prepare(&self, stream: &Arc<CudaStream>) -> Result<(), GpuError> {
+        self.call.function_for(stream).map(|_| ())
+    }
+
+    fn capture(&self, cx: &Capture<'_>) -> Result<(), GpuError> {
+        let f = self.call.function_for(cx.stream)?;
+        let addresses: Vec<u64> = self
+            .call
+            .args
+            .items
+            .iter()
+            .filter_map(|a| match a {
+                Arg::Buffer(b) => Some(cx.addresses.get(&b.id()).copied().ok_or(b.id())),
+                Arg::Scalar(_) => None,
+            })
+            .collect::<Result<_, u64>>()
+            .map_err(|id| GpuError::Other(format!("graph: buffer #{id} was not resolved before capture")))?;
+        let mut b = cx.stream.launch_builder(&f);
+        let mut next = addresses.iter();
+        for a in &self.call.args.items {
+            match a {
+                Arg::Buffer(_) => {
+                    use cudarc::driver::PushKernelArg;
+                    b.arg(next.next().expect("one address per buffer"));
+                }
+                Arg::Scalar(s) => s.push(&mut b),
+            }
+        }
+        let c = self.call.cfg;
+        let lc = cudarc::driver::LaunchConfig {
+            grid_dim: c.grid,
+            block_dim: c.block,
+            shared_mem_bytes: c.shared_mem_bytes,
+        };
+        // SAFETY: the call was built by a `#[kernel]` launcher, whose signature generated
+        // both the argument list and the kernel's parameters; each buffer is passed as
+        // the address of its live allocation (held by this node), in parameter order;
+        // the dimensions were checked by `function_for`.
+        unsafe { b.launch(lc) }?;
+        Ok(())
+    }
+
+    fn run_cpu(&self) -> Result<(), GpuError> {
+        with_host_buffers(&self.call.args, |bufs| (self.call.emulate)(&bufs))
+    }
+}
