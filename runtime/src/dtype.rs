@@ -214,9 +214,9 @@ macro_rules! bound_alias {
 }
 
 use crate::device::context_actor::{
-    ContextActorAllocDType, ContextActorCopyDType, ContextActorDownloadDType, ContextActorDownloadPinnedDType,
-    ContextActorPinnedDType, ContextActorUploadDType, ContextActorUploadPinnedDType, ContextActorWriteDType,
-    ContextActorWritePinnedDType,
+    ContextActorAdviseDType, ContextActorAllocDType, ContextActorAllocManagedDType, ContextActorCopyDType,
+    ContextActorDownloadDType, ContextActorDownloadPinnedDType, ContextActorPinnedDType, ContextActorPrefetchDType,
+    ContextActorUploadDType, ContextActorUploadPinnedDType, ContextActorWriteDType, ContextActorWritePinnedDType,
 };
 /// Float types the RNG fills (f32, f64): the bound of the `RngActor`'s handlers.
 pub trait RngFloat: DTypeBase + crate::sys::CurandFloat {}
@@ -252,7 +252,8 @@ bound_alias!(
     /// mappings, which `#[gpu_actor]` generates).
     DType("`{Self}` is not an element type: buffers hold f16, bf16, f32, f64, i8–i64, u8–u64, c32 or c64") for [f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, c32, c64]: DTypeBase, ContextActorAllocDType, ContextActorUploadDType, ContextActorWriteDType,
         ContextActorDownloadDType, ContextActorCopyDType, ContextActorPinnedDType, ContextActorUploadPinnedDType,
-        ContextActorWritePinnedDType, ContextActorDownloadPinnedDType
+        ContextActorWritePinnedDType, ContextActorDownloadPinnedDType, ContextActorAllocManagedDType,
+        ContextActorPrefetchDType, ContextActorAdviseDType
 );
 
 bound_alias!(

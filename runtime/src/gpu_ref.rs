@@ -28,12 +28,22 @@ pub(crate) struct Buffer<T> {
     storage: Mutex<Storage<T>>,
     /// Returns the bytes to the CPU device's budget when the buffer goes.
     on_drop: Option<Box<dyn Fn(u64) + Send + Sync>>,
+    /// Managed (unified) memory: host-addressable, freed with `cuMemFree`.
+    managed: bool,
 }
 
 impl<T> Drop for Buffer<T> {
     fn drop(&mut self) {
         if let Some(f) = &self.on_drop {
             f((self.len * std::mem::size_of::<T>()) as u64);
+        }
+        if self.managed {
+            let storage = self.storage.get_mut().unwrap_or_else(|p| p.into_inner());
+            if let Storage::Cuda(s) = std::mem::replace(storage, Storage::Cpu(Vec::new())) {
+                if let Err(e) = crate::sys::managed::free_managed(s) {
+                    tracing::warn!(error = %e, "could not free managed memory");
+                }
+            }
         }
     }
 }
@@ -85,7 +95,55 @@ impl<T: DTypeBase> GpuRef<T> {
                 len,
                 storage: Mutex::new(storage),
                 on_drop,
+                managed: false,
             }),
+        }
+    }
+
+    /// A handle to managed memory from `sys::managed::alloc_managed`.
+    pub(crate) fn new_managed(device_id: usize, generation: u64, len: usize, slice: CudaSlice<T>) -> Self {
+        let mut r = GpuRef::new(device_id, generation, len, Storage::Cuda(slice), None);
+        Arc::get_mut(&mut r.buf).expect("just created").managed = true;
+        r
+    }
+
+    /// True for managed (unified) memory from `Device::alloc_managed`.
+    pub fn is_managed(&self) -> bool {
+        self.buf.managed
+    }
+
+    /// Runs `f` on the elements in place, from the host: a CPU-device buffer, or managed
+    /// memory once the GPU work on it has finished (no copy). Other GPU buffers are an
+    /// `InvalidArgument` (download them instead). The buffer is locked meanwhile: GPU
+    /// work on it waits for `f`.
+    pub fn with_host<R>(&self, f: impl FnOnce(&[T]) -> R) -> Result<R, GpuError> {
+        self.with_host_mut(|v| f(v))
+    }
+
+    /// As [`GpuRef::with_host`], with write access; later GPU work sees the writes.
+    pub fn with_host_mut<R>(&self, f: impl FnOnce(&mut [T]) -> R) -> Result<R, GpuError> {
+        let mut guard = self.lock();
+        match &mut *guard {
+            Storage::Cpu(v) => Ok(f(v)),
+            Storage::Cuda(s) if self.buf.managed => {
+                use cudarc::driver::DevicePtrMut;
+                let stream = s.stream().clone();
+                // Orders `stream` after every reader and writer of the buffer, then
+                // waits for it: nothing on the GPU touches the memory after this.
+                let ptr = {
+                    let (ptr, _recorded) = s.device_ptr_mut(&stream);
+                    ptr
+                };
+                stream.synchronize()?;
+                // SAFETY: a live managed allocation of `len` elements, quiescent (the
+                // stream ordered after all its users was synchronized), and exclusive:
+                // the storage lock is held, and every GPU use takes it to enqueue.
+                Ok(f(unsafe { crate::sys::managed::host_view(ptr, self.buf.len) }))
+            }
+            Storage::Cuda(_) => Err(GpuError::InvalidArgument(format!(
+                "buffer #{} is device memory, not host-accessible: download it, or allocate with alloc_managed",
+                self.buf.id
+            ))),
         }
     }
 

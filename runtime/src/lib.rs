@@ -17,6 +17,7 @@ pub mod graph;
 pub mod hopper;
 pub mod host;
 pub mod kernel;
+pub mod memory;
 pub mod module;
 pub mod nvrtc_cache;
 pub mod pipeline;

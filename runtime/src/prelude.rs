@@ -16,6 +16,7 @@ pub use crate::graph::{GraphBuilder, GraphRef};
 pub use crate::kernel::blas::{Batch, Gemm, Gemv};
 pub use crate::kernel::dsl::{precompile_all, Float, Int, KernelArg, KernelScalar};
 pub use crate::kernel::fft::FftShape;
+pub use crate::memory::{Advice, Location};
 pub use crate::module::LaunchConfig;
 pub use crate::pipeline::Pipeline;
 pub use crate::placement::{PlacementActor, PlacementActorRef, PlacementPolicy};

@@ -23,6 +23,7 @@ use crate::kernel::module_actor::{ModuleActor, ModuleActorRef};
 use crate::kernel::rng::{RngActor, RngActorRef};
 use crate::kernel::seed::LibrarySeed;
 use crate::kernel::solver::{SolverActor, SolverActorRef};
+use crate::memory::{Advice, Location};
 
 /// The inner tier of one device.
 pub struct ContextActor {
@@ -161,6 +162,24 @@ impl ContextActor {
     #[handler(dtypes(all, complex))]
     fn alloc<T: DTypeBase>(&mut self, len: usize) -> Result<GpuRef<T>, GpuError> {
         self.core()?.alloc::<T>(len)
+    }
+
+    /// Allocates `len` zeroed elements of managed (unified) memory.
+    #[handler(dtypes(all, complex))]
+    fn alloc_managed<T: DTypeBase>(&mut self, len: usize) -> Result<GpuRef<T>, GpuError> {
+        self.core()?.alloc_managed::<T>(len)
+    }
+
+    /// Prefetches a managed buffer to `to`.
+    #[handler(dtypes(all, complex))]
+    fn prefetch<T: DTypeBase>(&mut self, buffer: GpuRef<T>, to: Location) -> Result<Deferred<()>, GpuError> {
+        self.core()?.prefetch(&buffer, to)
+    }
+
+    /// Applies a usage hint to a managed buffer.
+    #[handler(dtypes(all, complex))]
+    fn advise<T: DTypeBase>(&mut self, buffer: GpuRef<T>, advice: Advice) -> Result<(), GpuError> {
+        self.core()?.advise(&buffer, advice)
     }
 
     /// Allocates a buffer holding `data`.

@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use cudarc::driver::{CudaContext, CudaStream};
+use cudarc::driver::{CudaContext, CudaStream, DevicePtr};
 
 use super::config::BackendChoice;
 use super::state::{BackendKind, DeviceInfo, DeviceShared};
@@ -14,6 +14,7 @@ use crate::dtype::DTypeBase;
 use crate::error::GpuError;
 use crate::gpu_ref::{GpuRef, Storage};
 use crate::host::{HostMem, PinnedBuf, Uploaded};
+use crate::memory::{Advice, Location};
 use crate::module::LaunchLimits;
 use crate::stream::StreamSource;
 
@@ -172,6 +173,64 @@ impl ContextCore {
             },
         };
         Ok(GpuRef::new(self.device_id(), self.generation, len, storage, None))
+    }
+
+    /// Allocates `len` zeroed elements of managed memory (host-addressable); on the CPU
+    /// device, an ordinary buffer (all of its memory is host memory).
+    pub(crate) fn alloc_managed<T: DTypeBase>(&mut self, len: usize) -> Result<GpuRef<T>, GpuError> {
+        let bytes = checked_bytes::<T>(len)?;
+        let Engine::Cuda(c) = &self.engine else {
+            return self.alloc::<T>(len);
+        };
+        let slice = crate::sys::managed::alloc_managed::<T>(&c.stream, len).map_err(|e| {
+            self.observe(match e {
+                GpuError::OutOfMemory { .. } => GpuError::OutOfMemory { requested_bytes: bytes },
+                other => other,
+            })
+        })?;
+        Ok(GpuRef::new_managed(self.device_id(), self.generation, len, slice))
+    }
+
+    /// The address of a managed buffer's memory, for prefetch and advice; `None` on the
+    /// CPU device (where both are no-ops).
+    fn managed_address<T: DTypeBase>(&self, r: &GpuRef<T>) -> Result<Option<u64>, GpuError> {
+        self.check(r)?;
+        let Engine::Cuda(c) = &self.engine else {
+            return Ok(None);
+        };
+        if !r.is_managed() {
+            return Err(GpuError::InvalidArgument(format!(
+                "buffer #{} is not managed memory (allocate it with alloc_managed)",
+                r.id()
+            )));
+        }
+        let s = r.lock();
+        let Storage::Cuda(slice) = &*s else {
+            return Err(GpuError::InvalidArgument("a CPU buffer on a GPU device".into()));
+        };
+        // Taking the address on the context's stream also orders what follows there
+        // after the buffer's last writer.
+        let (ptr, _recorded) = slice.device_ptr(&c.stream);
+        Ok(Some(ptr))
+    }
+
+    /// Moves a managed buffer's pages to `to`, ordered after its last writer.
+    pub(crate) fn prefetch<T: DTypeBase>(&mut self, r: &GpuRef<T>, to: Location) -> Result<Deferred<()>, GpuError> {
+        let Some(ptr) = self.managed_address(r)? else {
+            return Ok(Deferred::Now(()));
+        };
+        let c = self.cuda()?;
+        crate::sys::managed::prefetch(ptr, r.num_bytes(), to, &c.stream).map_err(|e| self.observe(e))?;
+        Ok(self.done())
+    }
+
+    /// Applies a usage hint to a managed buffer.
+    pub(crate) fn advise<T: DTypeBase>(&mut self, r: &GpuRef<T>, advice: Advice) -> Result<(), GpuError> {
+        let Some(ptr) = self.managed_address(r)? else {
+            return Ok(());
+        };
+        let device = self.device_id() as i32;
+        crate::sys::managed::advise(ptr, r.num_bytes(), advice, device).map_err(|e| self.observe(e))
     }
 
     /// Allocates and fills a buffer from host data.

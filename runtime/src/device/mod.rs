@@ -13,6 +13,7 @@ pub(crate) mod core;
 #[doc(hidden)]
 pub mod device_actor;
 mod graph_api;
+mod memory_api;
 mod solver_api;
 pub mod state;
 

@@ -11,6 +11,7 @@ use crate::error::GpuError;
 pub mod cusolver;
 pub(crate) mod graph;
 pub(crate) mod hopper;
+pub(crate) mod managed;
 
 /// The callback `cuLaunchHostFunc` runs: takes back the boxed closure and calls it.
 unsafe extern "C" fn host_fn_trampoline(user_data: *mut c_void) {
