@@ -8,7 +8,7 @@ use std::sync::{Arc, Weak};
 use atomr_accel_cuda_macros::gpu_actor;
 use cudarc::cublas::CudaBlas;
 use cudarc::driver::sys::CUstreamCaptureMode;
-use cudarc::driver::{CudaSlice, CudaStream};
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 
 use super::node::{Capture, GraphNode};
 use super::{GraphBuilder, GraphRef};
@@ -47,36 +47,53 @@ impl Stored {
     }
 }
 
+/// What the CUDA engine is built from, on a GPU.
+struct CudaParts {
+    ctx: Arc<CudaContext>,
+    completer: Completer,
+}
+
 /// The graphs of one generation.
 pub(crate) struct GraphCore {
     shared: Arc<DeviceShared>,
     generation: u64,
+    parts: Option<CudaParts>,
+    /// Built at the first capture: a device that never uses graphs pays no stream,
+    /// handle or workspace for them.
     cuda: Option<CudaEngine>,
     graphs: HashMap<u64, Stored>,
 }
 
 fn build(seed: &LibrarySeed) -> Result<GraphCore, GpuError> {
-    let cuda = match (&seed.cuda, seed.cuda_stream()?) {
-        (Some(c), Some((_, completer))) => {
-            let stream = c.ctx.new_stream()?;
-            let blas = CudaBlas::new(stream.clone())?;
-            let mut workspace = stream.alloc_zeros::<u8>(CUBLAS_WORKSPACE)?;
-            set_cublas_workspace(&blas, &mut workspace)?;
-            Some(CudaEngine {
-                stream,
-                blas,
-                _workspace: workspace,
-                completer,
-            })
-        }
+    let parts = match (&seed.cuda, seed.cuda_stream()?) {
+        (Some(c), Some((_, completer))) => Some(CudaParts {
+            ctx: c.ctx.clone(),
+            completer,
+        }),
         _ => None,
     };
     Ok(GraphCore {
         shared: seed.shared.clone(),
         generation: seed.generation,
-        cuda,
+        parts,
+        cuda: None,
         graphs: HashMap::new(),
     })
+}
+
+impl CudaParts {
+    fn engine(&self) -> Result<CudaEngine, GpuError> {
+        let stream = self.ctx.new_stream()?;
+        let blas = CudaBlas::new(stream.clone())?;
+        let mut workspace = stream.alloc_zeros::<u8>(CUBLAS_WORKSPACE)?;
+        set_cublas_workspace(&blas, &mut workspace)?;
+        Ok(CudaEngine {
+            stream,
+            blas,
+            _workspace: workspace,
+            completer: self.completer.clone(),
+        })
+    }
 }
 
 impl GraphCore {
@@ -104,6 +121,9 @@ impl GraphCore {
             return Err(GpuError::InvalidArgument("a graph needs at least one operation".into()));
         }
         self.validate(&nodes)?;
+        if let (Some(p), None) = (&self.parts, &self.cuda) {
+            self.cuda = Some(p.engine().map_err(|e| self.shared.observe(e))?);
+        }
         let exec = match &self.cuda {
             None => None,
             Some(c) => Some(capture_on(c, &nodes).map_err(|e| self.shared.observe(e))?),
@@ -217,7 +237,7 @@ impl GraphActor {
 
 #[gpu_actor(crate = crate)]
 impl GraphActor {
-    /// Creates the capture stream, cuBLAS handle and workspace.
+    /// Prepares the generation's graph state (the CUDA side is built at first capture).
     #[pre_start]
     async fn start(&mut self, _ctx: &mut Context<Self>) -> Result<(), GpuError> {
         self.core = Some(build(&self.seed).map_err(|e| self.seed.shared.observe(e))?);
