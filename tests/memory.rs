@@ -6,7 +6,6 @@
 mod common;
 
 use atomr_accel_cuda::actor::ActorSystem;
-use atomr_accel_cuda::dtype::DTypeBase;
 use atomr_accel_cuda::kernel;
 use atomr_accel_cuda::prelude::*;
 use common::{gemm_ref, rand_vec, rel_err};

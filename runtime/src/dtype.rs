@@ -35,6 +35,12 @@ pub trait DTypeBase:
     fn to_f64(self) -> f64;
     /// Narrows from `f64` with the type's own rounding (`as` for primitives).
     fn from_f64(v: f64) -> Self;
+    /// Appends the value's bytes, little-endian: every bit (NaN payloads, u64 beyond
+    /// 2^53), for the replay journal.
+    fn write_le(self, out: &mut Vec<u8>);
+    /// Reads a value written by [`DTypeBase::write_le`] from exactly
+    /// `size_of::<Self>()` bytes.
+    fn read_le(bytes: &[u8]) -> Self;
 }
 
 /// Implements [`DTypeBase`] for the primitive types in one place.
@@ -45,6 +51,10 @@ macro_rules! primitive_dtype {
             const KIND: DTypeKind = DTypeKind::$kind;
             fn to_f64(self) -> f64 { self as f64 }
             fn from_f64(v: f64) -> Self { v as $t }
+            fn write_le(self, out: &mut Vec<u8>) { out.extend_from_slice(&self.to_le_bytes()) }
+            fn read_le(bytes: &[u8]) -> Self {
+                <$t>::from_le_bytes(bytes.try_into().expect("size_of bytes"))
+            }
         }
     )*};
 }
@@ -63,6 +73,10 @@ macro_rules! half_dtype {
             const KIND: DTypeKind = DTypeKind::Float;
             fn to_f64(self) -> f64 { self.to_f64() }
             fn from_f64(v: f64) -> Self { $t::from_f64(v) }
+            fn write_le(self, out: &mut Vec<u8>) { out.extend_from_slice(&self.to_bits().to_le_bytes()) }
+            fn read_le(bytes: &[u8]) -> Self {
+                $t::from_bits(u16::from_le_bytes(bytes.try_into().expect("size_of bytes")))
+            }
         }
     )*};
 }
@@ -116,6 +130,14 @@ impl<T: ComplexPart> DTypeBase for Complex<T> {
     }
     fn from_f64(v: f64) -> Self {
         Complex::new(T::from_f64(v), T::from_f64(0.0))
+    }
+    fn write_le(self, out: &mut Vec<u8>) {
+        self.re.write_le(out);
+        self.im.write_le(out);
+    }
+    fn read_le(bytes: &[u8]) -> Self {
+        let (re, im) = bytes.split_at(bytes.len() / 2);
+        Complex::new(T::read_le(re), T::read_le(im))
     }
 }
 

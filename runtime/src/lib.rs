@@ -23,6 +23,7 @@ pub mod nvrtc_cache;
 pub mod pipeline;
 pub mod placement;
 pub mod prelude;
+pub mod replay;
 pub mod stream;
 pub mod streams_pipeline;
 #[doc(hidden)]
