@@ -21,7 +21,8 @@ fn percentile(v: &mut [f64], p: f64) -> f64 {
     v[((p * (v.len() - 1) as f64).round() as usize).min(v.len() - 1)]
 }
 
-async fn tiny_round_trip(dev: &Device, iters: usize) -> (f64, f64) {
+/// Latencies of `iters` tiny round trips, in µs.
+async fn tiny_round_trip(dev: &Device, iters: usize) -> Vec<f64> {
     let a = dev.upload(vec![1.5f32]).await.unwrap();
     let c = dev.alloc::<f32>(1).await.unwrap();
     let g = Gemm::<f32>::new(1, 1, 1);
@@ -33,10 +34,11 @@ async fn tiny_round_trip(dev: &Device, iters: usize) -> (f64, f64) {
             lat.push(t.elapsed().as_secs_f64() * 1e6);
         }
     }
-    (percentile(&mut lat, 0.5), percentile(&mut lat, 0.99))
+    lat
 }
 
-fn raw_tiny(ctx: &Arc<CudaContext>, iters: usize) -> (f64, f64) {
+/// Latencies of `iters` raw GEMM + synchronize, in µs.
+fn raw_tiny(ctx: &Arc<CudaContext>, iters: usize) -> Vec<f64> {
     let stream = ctx.new_stream().unwrap();
     let blas = CudaBlas::new(stream.clone()).unwrap();
     let a = stream.clone_htod(&[1.5f32]).unwrap();
@@ -63,7 +65,7 @@ fn raw_tiny(ctx: &Arc<CudaContext>, iters: usize) -> (f64, f64) {
             lat.push(t.elapsed().as_secs_f64() * 1e6);
         }
     }
-    (percentile(&mut lat, 0.5), percentile(&mut lat, 0.99))
+    lat
 }
 
 fn main() {
@@ -117,8 +119,10 @@ fn main() {
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(5000);
-        let (rp50, rp99) = raw_tiny(&ctx, iters);
+        let mut raw = raw_tiny(&ctx, iters);
+        let (rp50, rp99) = (percentile(&mut raw, 0.5), percentile(&mut raw, 0.99));
         println!("RESULT | tiny.raw gemm1 + sync | p50 {rp50:.2} us, p99 {rp99:.2} us");
+        let mut series = vec![("raw cudarc gemm + sync".to_string(), raw)];
         for s in [
             CompletionStrategy::Polled,
             CompletionStrategy::HostFn,
@@ -128,12 +132,22 @@ fn main() {
             let dev = Device::open(&sys, DeviceConfig::cuda(0).with_completion(s))
                 .await
                 .unwrap();
-            let (p50, p99) = tiny_round_trip(&dev, iters).await;
+            let mut lat = tiny_round_trip(&dev, iters).await;
+            let (p50, p99) = (percentile(&mut lat, 0.5), percentile(&mut lat, 0.99));
+            series.push((format!("actor ask, {s:?}"), lat));
             println!(
                 "RESULT | tiny.actor gemm1 ask round trip, {s:?} | p50 {p50:.2} us, p99 {p99:.2} us ({:.2}x raw p50)",
                 p50 / rp50
             );
             sys.shutdown().await;
+        }
+        // BENCH_PLOT_DIR=dir writes the distributions as an SVG (BENCHMARKS.md shows it).
+        if let Ok(dir) = std::env::var("BENCH_PLOT_DIR") {
+            let refs: Vec<(&str, &[f64])> = series.iter().map(|(l, v)| (l.as_str(), v.as_slice())).collect();
+            let svg = atomr_accel_cuda::observability::svg_latency_plot("1×1×1 SGEMM round trip, H200", &refs);
+            let path = std::path::Path::new(&dir).join("tiny_round_trip.svg");
+            std::fs::write(&path, svg).unwrap();
+            println!("plot: {}", path.display());
         }
     });
 }

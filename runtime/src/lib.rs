@@ -20,6 +20,7 @@ pub mod kernel;
 pub mod memory;
 pub mod module;
 pub mod nvrtc_cache;
+pub mod observability;
 pub mod pipeline;
 pub mod placement;
 pub mod prelude;

@@ -19,6 +19,11 @@ pub trait Actor: Send + Sized + 'static {
     /// The messages this actor accepts.
     type Msg: Send + 'static;
 
+    /// The message's name in traces (`#[gpu_actor]` gives the handler and dtype).
+    fn message_name(_msg: &Self::Msg) -> &'static str {
+        std::any::type_name::<Self::Msg>()
+    }
+
     /// Handles one message.
     fn handle(&mut self, ctx: &mut Context<Self>, msg: Self::Msg) -> impl Future<Output = Result<(), GpuError>> + Send;
 

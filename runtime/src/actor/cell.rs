@@ -6,6 +6,7 @@ use std::panic::AssertUnwindSafe;
 
 use futures::FutureExt;
 use tokio::sync::{mpsc, watch};
+use tracing::Instrument;
 
 use super::actor_trait::Actor;
 use super::context::Context;
@@ -188,7 +189,8 @@ impl<A: Actor> Cell<A> {
                     let Some(instance) = self.instance.as_mut() else {
                         continue;
                     };
-                    if let Err(f) = guarded(instance.handle(&mut self.ctx, msg)).await {
+                    let span = tracing::debug_span!("message", actor = %self.ctx.path, handler = A::message_name(&msg));
+                    if let Err(f) = guarded(instance.handle(&mut self.ctx, msg)).instrument(span).await {
                         pending = Some(f);
                     }
                 }

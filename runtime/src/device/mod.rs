@@ -14,6 +14,7 @@ pub(crate) mod core;
 pub mod device_actor;
 mod graph_api;
 mod memory_api;
+mod observability_api;
 mod solver_api;
 pub mod state;
 

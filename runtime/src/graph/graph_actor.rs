@@ -18,6 +18,7 @@ use crate::device::state::DeviceShared;
 use crate::error::GpuError;
 use crate::kernel::seed::LibrarySeed;
 use crate::module::{order_on, KernelArgs};
+use crate::observability::{cpu_op, gpu_op};
 use crate::sys::graph::{set_cublas_workspace, GraphExec};
 
 static NEXT_GRAPH: AtomicU64 = AtomicU64::new(1);
@@ -171,6 +172,7 @@ impl GraphCore {
         self.validate(&stored.nodes)?;
         match (&self.cuda, &stored.exec) {
             (None, _) => {
+                let _timed = cpu_op(self.shared.config.device_id, "graph", format!("replay x{times}"));
                 for _ in 0..times {
                     for n in &stored.nodes {
                         n.run_cpu()?;
@@ -184,8 +186,17 @@ impl GraphCore {
                     // After every buffer's last writer; then recorded as used after the
                     // last replay, so later users on other streams wait for it.
                     order_on(&args, &c.stream)?;
+                    let timed = gpu_op(
+                        &c.stream,
+                        self.shared.config.device_id,
+                        "graph",
+                        format!("replay x{times}"),
+                    );
                     for _ in 0..times {
                         exec.launch()?;
+                    }
+                    if let Some(t) = timed {
+                        t.end(&c.stream);
                     }
                     order_on(&args, &c.stream).map(|_| ())
                 })();

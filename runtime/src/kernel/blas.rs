@@ -15,6 +15,7 @@ use crate::dtype::{Blas1Base, BlasBase, DTypeBase};
 use crate::error::GpuError;
 use crate::gpu_ref::{GpuRef, Storage};
 use crate::kernel::seed::LibrarySeed;
+use crate::observability::{cpu_op, gpu_op};
 use atomr_accel_cuda_macros::gpu_actor;
 
 /// One GEMM: `C = alpha · op(A) · op(B) + beta · C`, column-major, `op(A)` m×k, `op(B)`
@@ -277,6 +278,11 @@ pub(crate) fn validate<T: BlasBase>(g: &Gemm<T>, batch: &Batch, a: usize, b: usi
     Ok(())
 }
 
+/// `"gemm<f32>"`, for the timeline.
+fn gemm_name<T: DTypeBase>() -> String {
+    format!("gemm<{}>", T::NAME)
+}
+
 /// Enqueues one GEMM (strided-batched when `batch.count > 1`) on `blas`'s stream, over
 /// any device slices — the BLAS actor passes its buffers, a graph's capture untracked
 /// views of them. `g` and `batch` must have passed [`validate`] for the slices' lengths.
@@ -376,6 +382,7 @@ impl BlasCore {
         let mut sc = c.lock();
         match (&self.engine, &*sa, sb_ref, &mut *sc) {
             (BlasEngine::Cpu, Storage::Cpu(av), Storage::Cpu(bv), Storage::Cpu(cv)) => {
+                let _timed = cpu_op(self.shared.config.device_id, "blas", gemm_name::<T>());
                 cpu_gemm(&g, &batch, av, bv, cv);
                 Ok(Deferred::Now(()))
             }
@@ -389,7 +396,11 @@ impl BlasCore {
                 Storage::Cuda(bv),
                 Storage::Cuda(cv),
             ) => {
+                let timed = gpu_op(stream, self.shared.config.device_id, "blas", gemm_name::<T>());
                 let r = enqueue_gemm(blas, &g, &batch, av, bv, cv);
+                if let Some(t) = timed {
+                    t.end(stream);
+                }
                 r.map_err(|e| self.library_failure(stream, e.into()))?;
                 Ok(self.pending(completer.done(stream)))
             }

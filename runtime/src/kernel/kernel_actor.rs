@@ -19,6 +19,7 @@ use crate::error::GpuError;
 use crate::kernel::dsl::launch::KernelCall;
 use crate::kernel::seed::{CudaSeed, LibrarySeed};
 use crate::module::with_host_buffers;
+use crate::observability::{cpu_op, gpu_op};
 
 /// A loaded instantiation.
 struct Loaded {
@@ -94,6 +95,7 @@ impl KernelCore {
         call.args.validate(self.shared.config.device_id, self.generation)?;
         match &mut self.engine {
             KernelEngine::Cpu => {
+                let _timed = cpu_op(self.shared.config.device_id, "kernel", call.name);
                 // `run_grid` checks the launch against the CPU device's limits.
                 let emulate = call.emulate;
                 with_host_buffers(&call.args, |bufs| emulate(&bufs))?;
@@ -108,12 +110,16 @@ impl KernelCore {
                 call.cfg.validate(&cuda.limits)?;
                 let (_, f) = Self::function(cuda, loaded, self.cache_dir.as_deref(), call.id, call.name, call.source)
                     .map_err(|e| self.shared.observe(e))?;
+                let timed = gpu_op(stream, self.shared.config.device_id, "kernel", call.name);
                 // SAFETY: the call was built by a `#[kernel]` launcher, whose Rust
                 // signature generated both this argument list and the kernel's C++
                 // parameter list (checked at compile time); arguments were validated and
                 // the launch dimensions checked against the device above.
                 unsafe { crate::module::enqueue(stream, &f, call.cfg, &call.args) }
                     .map_err(|e| self.shared.observe(e))?;
+                if let Some(t) = timed {
+                    t.end(stream);
+                }
                 Ok(self.shared.deferred(completer.done(stream)))
             }
         }

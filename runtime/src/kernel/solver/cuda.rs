@@ -71,6 +71,11 @@ impl CudaSolver {
         })
     }
 
+    /// The stream its routines run on.
+    pub(super) fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
     /// A free `info` slot (a new one when all are in flight).
     fn slot(&self) -> Result<InfoSlot, GpuError> {
         if let Some(s) = self.slots.lock().unwrap_or_else(|p| p.into_inner()).pop() {
@@ -160,7 +165,7 @@ impl CudaSolver {
     pub(super) fn qr<T: SolverFloat>(
         &self,
         shared: &Arc<DeviceShared>,
-        (a, q, r): (&GpuRef<T>, &GpuRef<T>, &mut GpuRef<T>),
+        (a, q, r): (&GpuRef<T>, &GpuRef<T>, &GpuRef<T>),
         (m, n): (usize, usize),
     ) -> Result<Deferred<()>, GpuError> {
         let mut slot = self.slot()?;
@@ -172,7 +177,8 @@ impl CudaSolver {
                 .memcpy_dtod(&cuda(&mut sa)?.slice(..m * n), &mut qv.slice_mut(..m * n))?;
             self.dense.geqrf(m, n, qv, &mut tau, &mut slot.device)?;
         }
-        upper_triangle::launch_on::<T>(&self.stream, LaunchConfig::for_elements(n * n, 256), q, m, r, n)?;
+        let mut r = r.clone();
+        upper_triangle::launch_on::<T>(&self.stream, LaunchConfig::for_elements(n * n, 256), q, m, &mut r, n)?;
         self.dense.orgqr(m, n, cuda(&mut q.lock())?, &tau, &mut slot.device)?;
         self.finish(shared, Op::Qr, slot)
     }

@@ -28,6 +28,7 @@ use crate::dtype::{DTypeBase, SolverFloat};
 use crate::error::{GpuError, Lib, NumericalIssue};
 use crate::gpu_ref::{GpuRef, Storage};
 use crate::kernel::seed::LibrarySeed;
+use crate::observability::{cpu_op, gpu_op};
 
 /// The routines, for messages and for classifying `info`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -176,9 +177,29 @@ impl SolverCore {
         r.validate(self.shared.config.device_id, self.generation)
     }
 
-    /// Classifies a failure of the GPU path (a sticky fault marks the device lost).
-    fn observed<V>(&self, r: Result<V, GpuError>) -> Result<V, GpuError> {
-        r.map_err(|e| self.shared.observe(e))
+    /// Runs `op` on the engine — `cpu` on the CPU device, `gpu` on a GPU (its failures
+    /// classified: a sticky fault marks the device lost) — timed on the timeline.
+    fn run(
+        &self,
+        op: Op,
+        cpu: impl FnOnce() -> Result<Deferred<()>, GpuError>,
+        gpu: impl FnOnce(&cuda::CudaSolver) -> Result<Deferred<()>, GpuError>,
+    ) -> Result<Deferred<()>, GpuError> {
+        let device = self.shared.config.device_id;
+        match &self.engine {
+            SolverEngine::Cpu => {
+                let _timed = cpu_op(device, "solver", op.name());
+                cpu()
+            }
+            SolverEngine::Cuda(c) => {
+                let timed = gpu_op(c.stream(), device, "solver", op.name());
+                let r = gpu(c).map_err(|e| self.shared.observe(e));
+                if let Some(t) = timed {
+                    t.end(c.stream());
+                }
+                r
+            }
+        }
     }
 
     fn lu_factor<T: SolverFloat>(
@@ -193,13 +214,14 @@ impl SolverCore {
         positive(n, "n", op)?;
         holds(a, n, n, "A", op)?;
         holds(pivots, n, 1, "the pivots", op)?;
-        match &self.engine {
-            SolverEngine::Cpu => {
+        self.run(
+            op,
+            || {
                 let info = cpu::lu_factor(host(&mut a.lock())?, host(&mut pivots.lock())?, n);
                 numerical(op, info).map(Deferred::Now)
-            }
-            SolverEngine::Cuda(c) => self.observed(c.lu_factor(&self.shared, a, pivots, n)),
-        }
+            },
+            |c| c.lu_factor(&self.shared, a, pivots, n),
+        )
     }
 
     fn lu_solve<T: SolverFloat>(
@@ -220,8 +242,9 @@ impl SolverCore {
         holds(pivots, n, 1, "the pivots", op)?;
         holds(b, n, nrhs, "B", op)?;
         distinct(&[(lu, "the LU factors"), (b, "B")], op)?;
-        match &self.engine {
-            SolverEngine::Cpu => {
+        self.run(
+            op,
+            || {
                 let sp = pivots.lock();
                 let pv = match &*sp {
                     Storage::Cpu(v) => v,
@@ -234,9 +257,9 @@ impl SolverCore {
                 }
                 cpu::lu_solve(host(&mut lu.lock())?, pv, host(&mut b.lock())?, n, nrhs);
                 Ok(Deferred::Now(()))
-            }
-            SolverEngine::Cuda(c) => self.observed(c.lu_solve(&self.shared, lu, pivots, b, (n, nrhs))),
-        }
+            },
+            |c| c.lu_solve(&self.shared, lu, pivots, b, (n, nrhs)),
+        )
     }
 
     fn cholesky<T: SolverFloat>(&self, a: &GpuRef<T>, n: usize) -> Result<Deferred<()>, GpuError> {
@@ -244,10 +267,11 @@ impl SolverCore {
         self.check(a)?;
         positive(n, "n", op)?;
         holds(a, n, n, "A", op)?;
-        match &self.engine {
-            SolverEngine::Cpu => numerical(op, cpu::cholesky(host(&mut a.lock())?, n)).map(Deferred::Now),
-            SolverEngine::Cuda(c) => self.observed(c.cholesky(&self.shared, a, n)),
-        }
+        self.run(
+            op,
+            || numerical(op, cpu::cholesky(host(&mut a.lock())?, n)).map(Deferred::Now),
+            |c| c.cholesky(&self.shared, a, n),
+        )
     }
 
     fn cholesky_solve<T: SolverFloat>(
@@ -265,24 +289,25 @@ impl SolverCore {
         holds(l, n, n, "L", op)?;
         holds(b, n, nrhs, "B", op)?;
         distinct(&[(l, "L"), (b, "B")], op)?;
-        match &self.engine {
-            SolverEngine::Cpu => {
+        self.run(
+            op,
+            || {
                 cpu::cholesky_solve(host(&mut l.lock())?, host(&mut b.lock())?, n, nrhs);
                 Ok(Deferred::Now(()))
-            }
-            SolverEngine::Cuda(c) => self.observed(c.cholesky_solve(&self.shared, l, b, (n, nrhs))),
-        }
+            },
+            |c| c.cholesky_solve(&self.shared, l, b, (n, nrhs)),
+        )
     }
 
     fn qr<T: SolverFloat>(
         &self,
         a: &GpuRef<T>,
         q: &GpuRef<T>,
-        r: &mut GpuRef<T>,
+        r: &GpuRef<T>,
         (m, n): (usize, usize),
     ) -> Result<Deferred<()>, GpuError> {
         let op = Op::Qr;
-        for x in [a, q, &*r] {
+        for x in [a, q, r] {
             self.check(x)?;
         }
         tall(m, n, op)?;
@@ -290,13 +315,14 @@ impl SolverCore {
         holds(q, m, n, "Q", op)?;
         holds(r, n, n, "R", op)?;
         distinct(&[(a, "A"), (q, "Q"), (r, "R")], op)?;
-        match &self.engine {
-            SolverEngine::Cpu => {
+        self.run(
+            op,
+            || {
                 cpu::qr(host(&mut a.lock())?, host(&mut q.lock())?, host(&mut r.lock())?, m, n);
                 Ok(Deferred::Now(()))
-            }
-            SolverEngine::Cuda(c) => self.observed(c.qr(&self.shared, (a, q, r), (m, n))),
-        }
+            },
+            |c| c.qr(&self.shared, (a, q, r), (m, n)),
+        )
     }
 
     fn svd<T: SolverFloat>(
@@ -314,8 +340,9 @@ impl SolverCore {
         holds(s, n, 1, "S", op)?;
         holds(vt, n, n, "Vᵀ", op)?;
         distinct(&[(a, "A"), (u, "U"), (s, "S"), (vt, "Vᵀ")], op)?;
-        match &self.engine {
-            SolverEngine::Cpu => {
+        self.run(
+            op,
+            || {
                 let info = cpu::svd(
                     host(&mut a.lock())?,
                     host(&mut u.lock())?,
@@ -325,9 +352,9 @@ impl SolverCore {
                     n,
                 );
                 numerical(op, info).map(Deferred::Now)
-            }
-            SolverEngine::Cuda(c) => self.observed(c.svd(&self.shared, (a, u, s, vt), (m, n))),
-        }
+            },
+            |c| c.svd(&self.shared, (a, u, s, vt), (m, n)),
+        )
     }
 
     fn eigh<T: SolverFloat>(&self, a: &GpuRef<T>, w: &GpuRef<T>, n: usize) -> Result<Deferred<()>, GpuError> {
@@ -339,12 +366,11 @@ impl SolverCore {
         holds(a, n, n, "A", op)?;
         holds(w, n, 1, "W", op)?;
         distinct(&[(a, "A"), (w, "W")], op)?;
-        match &self.engine {
-            SolverEngine::Cpu => {
-                numerical(op, cpu::eigh(host(&mut a.lock())?, host(&mut w.lock())?, n)).map(Deferred::Now)
-            }
-            SolverEngine::Cuda(c) => self.observed(c.eigh(&self.shared, a, w, n)),
-        }
+        self.run(
+            op,
+            || numerical(op, cpu::eigh(host(&mut a.lock())?, host(&mut w.lock())?, n)).map(Deferred::Now),
+            |c| c.eigh(&self.shared, a, w, n),
+        )
     }
 }
 
@@ -425,11 +451,11 @@ impl SolverActor {
         &mut self,
         a: GpuRef<T>,
         q: GpuRef<T>,
-        mut r: GpuRef<T>,
+        r: GpuRef<T>,
         m: usize,
         n: usize,
     ) -> Result<Deferred<()>, GpuError> {
-        self.core()?.qr(&a, &q, &mut r, (m, n))
+        self.core()?.qr(&a, &q, &r, (m, n))
     }
 
     /// Thin SVD `A = U·diag(S)·Vᵀ` of the m×n `a` (m ≥ n, left intact): `u` m×n, `s` n

@@ -1,0 +1,263 @@
+//! The process-wide timeline: GPU operations bracketed by CUDA events, CPU-device
+//! operations timed on the host, resolved into [`TimelineEvent`]s when asked for.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
+
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{CudaEvent, CudaStream};
+
+use super::histogram::LatencyHistogram;
+
+static ENABLED: AtomicBool = AtomicBool::new(false);
+
+/// One timed operation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimelineEvent {
+    /// What ran (`"gemm<f32>"`, a kernel's name, …).
+    pub name: String,
+    /// The device it ran on.
+    pub device: usize,
+    /// The actor that enqueued it (`"kernel"`, `"blas"`, `"solver"`, …).
+    pub lane: &'static str,
+    /// Start, in microseconds since the timeline was first enabled.
+    pub start_us: f64,
+    /// Duration in microseconds (GPU time between the bracketing events on a GPU).
+    pub dur_us: f64,
+}
+
+/// A GPU operation whose end has been recorded, waiting to be resolved.
+struct Pending {
+    name: String,
+    device: usize,
+    lane: &'static str,
+    epoch: Arc<Epoch>,
+    start: CudaEvent,
+    end: CudaEvent,
+}
+
+/// A context's time origin: an event recorded at a known host time.
+struct Epoch {
+    event: CudaEvent,
+    host_us: f64,
+}
+
+#[derive(Default)]
+struct State {
+    /// Host time origin (the first enable).
+    origin: Option<Instant>,
+    /// Per CUDA context (by address).
+    epochs: HashMap<usize, Arc<Epoch>>,
+    pending: Vec<Pending>,
+    done: Vec<TimelineEvent>,
+    histograms: HashMap<usize, LatencyHistogram>,
+}
+
+fn state() -> &'static Mutex<State> {
+    static STATE: OnceLock<Mutex<State>> = OnceLock::new();
+    STATE.get_or_init(|| Mutex::new(State::default()))
+}
+
+fn lock() -> std::sync::MutexGuard<'static, State> {
+    state().lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Turns operation timing on or off for the whole process (off by default).
+pub fn enable_timeline(on: bool) {
+    if on {
+        let mut s = lock();
+        s.origin.get_or_insert_with(Instant::now);
+    }
+    ENABLED.store(on, Ordering::Release);
+}
+
+/// True while operations are timed.
+pub fn timeline_enabled() -> bool {
+    ENABLED.load(Ordering::Acquire)
+}
+
+fn since_origin(s: &mut State, t: Instant) -> f64 {
+    let origin = *s.origin.get_or_insert(t);
+    t.saturating_duration_since(origin).as_secs_f64() * 1e6
+}
+
+fn finish(s: &mut State, e: TimelineEvent) {
+    s.histograms.entry(e.device).or_default().record(e.dur_us);
+    s.done.push(e);
+}
+
+/// Resolves every pending GPU operation (waiting for the ones still running).
+fn resolve(s: &mut State) {
+    for p in std::mem::take(&mut s.pending) {
+        let timed = p
+            .end
+            .synchronize()
+            .and_then(|_| Ok((p.epoch.event.elapsed_ms(&p.start)?, p.start.elapsed_ms(&p.end)?)));
+        match timed {
+            Ok((offset_ms, dur_ms)) => finish(
+                s,
+                TimelineEvent {
+                    name: p.name,
+                    device: p.device,
+                    lane: p.lane,
+                    start_us: p.epoch.host_us + offset_ms as f64 * 1e3,
+                    dur_us: dur_ms as f64 * 1e3,
+                },
+            ),
+            // A failed stream (the fault is reported to the operation's asker).
+            Err(e) => tracing::debug!(error = %e, op = %p.name, "timeline: operation not timed"),
+        }
+    }
+}
+
+/// The events timed so far (and clears them); pending GPU operations are waited for.
+pub fn take_timeline() -> Vec<TimelineEvent> {
+    let mut s = lock();
+    resolve(&mut s);
+    std::mem::take(&mut s.done)
+}
+
+/// The latency histogram of `device`'s timed operations.
+pub(crate) fn histogram_of(device: usize) -> LatencyHistogram {
+    let mut s = lock();
+    resolve(&mut s);
+    s.histograms.get(&device).cloned().unwrap_or_default()
+}
+
+/// A GPU operation being enqueued: the start event is recorded.
+pub(crate) struct GpuOp {
+    name: String,
+    device: usize,
+    lane: &'static str,
+    epoch: Arc<Epoch>,
+    start: CudaEvent,
+}
+
+/// Starts timing an operation about to be enqueued on `stream`; `None` when the timeline
+/// is off (or an event cannot be recorded: timing never fails an operation).
+pub(crate) fn gpu_op(
+    stream: &Arc<CudaStream>,
+    device: usize,
+    lane: &'static str,
+    name: impl Into<String>,
+) -> Option<GpuOp> {
+    if !timeline_enabled() {
+        return None;
+    }
+    let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);
+    let epoch = {
+        let key = Arc::as_ptr(stream.context()) as usize;
+        let mut s = lock();
+        match s.epochs.get(&key) {
+            Some(e) => e.clone(),
+            None => {
+                let event = stream.record_event(flags).ok()?;
+                event.synchronize().ok()?;
+                let host_us = since_origin(&mut s, Instant::now());
+                let e = Arc::new(Epoch { event, host_us });
+                s.epochs.insert(key, e.clone());
+                e
+            }
+        }
+    };
+    let start = stream.record_event(flags).ok()?;
+    Some(GpuOp {
+        name: name.into(),
+        device,
+        lane,
+        epoch,
+        start,
+    })
+}
+
+impl GpuOp {
+    /// Records the end after the operation's work on `stream`.
+    pub(crate) fn end(self, stream: &Arc<CudaStream>) {
+        if let Ok(end) = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)) {
+            lock().pending.push(Pending {
+                name: self.name,
+                device: self.device,
+                lane: self.lane,
+                epoch: self.epoch,
+                start: self.start,
+                end,
+            });
+        }
+    }
+}
+
+/// A CPU-device operation: timed on the host until dropped.
+pub(crate) struct CpuOp {
+    name: String,
+    device: usize,
+    lane: &'static str,
+    start: Instant,
+}
+
+/// Starts timing an operation the CPU device runs now; `None` when the timeline is off.
+pub(crate) fn cpu_op(device: usize, lane: &'static str, name: impl Into<String>) -> Option<CpuOp> {
+    timeline_enabled().then(|| CpuOp {
+        name: name.into(),
+        device,
+        lane,
+        start: Instant::now(),
+    })
+}
+
+impl Drop for CpuOp {
+    fn drop(&mut self) {
+        let dur_us = self.start.elapsed().as_secs_f64() * 1e6;
+        let mut s = lock();
+        let start_us = since_origin(&mut s, self.start);
+        finish(
+            &mut s,
+            TimelineEvent {
+                name: std::mem::take(&mut self.name),
+                device: self.device,
+                lane: self.lane,
+                start_us,
+                dur_us,
+            },
+        );
+    }
+}
+
+/// The events as Chrome / Perfetto trace JSON: complete (`"X"`) events, one process per
+/// device and one thread per lane, named by metadata events.
+pub fn chrome_trace_json(events: &[TimelineEvent]) -> String {
+    use serde_json::json;
+    let mut lanes: Vec<(usize, &'static str)> = Vec::new();
+    let mut tid = |device: usize, lane: &'static str| match lanes.iter().position(|l| *l == (device, lane)) {
+        Some(i) => i + 1,
+        None => {
+            lanes.push((device, lane));
+            lanes.len()
+        }
+    };
+    let mut out: Vec<serde_json::Value> = events
+        .iter()
+        .map(|e| {
+            json!({
+                "name": e.name,
+                "cat": e.lane,
+                "ph": "X",
+                "ts": e.start_us,
+                "dur": e.dur_us,
+                "pid": e.device,
+                "tid": tid(e.device, e.lane),
+            })
+        })
+        .collect();
+    let mut devices: Vec<usize> = lanes.iter().map(|l| l.0).collect();
+    devices.sort_unstable();
+    devices.dedup();
+    for d in devices {
+        out.push(json!({"name": "process_name", "ph": "M", "pid": d, "args": {"name": format!("device {d}")}}));
+    }
+    for (i, (d, lane)) in lanes.iter().enumerate() {
+        out.push(json!({"name": "thread_name", "ph": "M", "pid": d, "tid": i + 1, "args": {"name": lane}}));
+    }
+    json!({ "traceEvents": out, "displayTimeUnit": "ms" }).to_string()
+}
