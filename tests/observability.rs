@@ -16,7 +16,7 @@ use common::rand_vec;
 
 /// y = 2·y.
 #[kernel]
-pub fn double<T: Float>(y: &mut [T]) {
+pub fn twice<T: Float>(y: &mut [T]) {
     let i = global_index();
     if i < y.len() {
         y[i] = y[i] + y[i];
@@ -40,7 +40,7 @@ async fn timeline(config: DeviceConfig) {
     let before = d.metrics().await.unwrap().latency.count();
     for _ in 0..3 {
         d.gemm(Gemm::<f32>::new(n, n, n), &a, &a, &c).await.unwrap();
-        double::launch::<f32>(&d, LaunchConfig::for_elements(n * n, 128), &mut c)
+        twice::launch::<f32>(&d, LaunchConfig::for_elements(n * n, 128), &mut c)
             .await
             .unwrap();
     }
@@ -55,7 +55,7 @@ async fn timeline(config: DeviceConfig) {
             .count()
             >= 3
     );
-    assert!(mine.iter().filter(|e| e.name == "double" && e.lane == "kernel").count() >= 3);
+    assert!(mine.iter().filter(|e| e.name == "twice" && e.lane == "kernel").count() >= 3);
     assert!(mine.iter().all(|e| e.dur_us > 0.0 && e.start_us >= 0.0));
     // The trace is valid JSON in Chrome's format.
     let json: serde_json::Value = serde_json::from_str(&chrome_trace_json(&events)).unwrap();

@@ -79,6 +79,18 @@ pub(crate) fn parse(f: &syn::ItemFn, errors: &mut Errors) -> Signature {
     if let Some(c) = &sig.constness {
         errors.at(c, "a #[kernel] cannot be `const`; remove `const`");
     }
+    let name = sig.ident.to_string();
+    if crate::kernel::translate::reserved(&name) {
+        let why = if name.starts_with("k_") || name.starts_with("__") {
+            "names starting with `k_` or `__` are reserved for the generated code's helpers".to_string()
+        } else {
+            format!("`{name}` is a C++ keyword there; rename it (e.g. `{name}_kernel`)")
+        };
+        errors.at(
+            &sig.ident,
+            format!("`{name}` cannot name a #[kernel]: the name is its CUDA C++ entry point, and {why}"),
+        );
+    }
     if let Some(abi) = &sig.abi {
         errors.at(
             abi,

@@ -162,8 +162,14 @@ pub(crate) fn cuda_params(sig: &Signature) -> Vec<(String, String)> {
 }
 
 /// A parameter's C++ name (keywords get a suffix).
+/// True for a name the generated CUDA C++ cannot use as is: a C++ keyword or reserved
+/// name, our prelude's `k_` prefix, or a leading `__`.
+pub(crate) fn reserved(name: &str) -> bool {
+    RESERVED.contains(&name) || name.starts_with("k_") || name.starts_with("__")
+}
+
 pub(crate) fn param_cname(name: &str) -> String {
-    if RESERVED.contains(&name) || name.starts_with("k_") || name.starts_with("__") {
+    if reserved(name) {
         format!("{name}_")
     } else {
         name.to_string()

@@ -17,4 +17,10 @@ extern "C" fn has_abi(y: &mut [f32]) {}
 #[kernel]
 struct NotAFunction;
 
+#[kernel]
+fn double(y: &mut [f32]) {}
+
+#[kernel]
+fn k_helper(y: &mut [f32]) {}
+
 fn main() {}
