@@ -104,6 +104,10 @@ async fn every_message_runs_in_a_span_named_after_its_handler() {
     d.gemm(Gemm::<f64>::new(8, 8, 8), &x, &x, &d.alloc::<f64>(64).await.unwrap())
         .await
         .unwrap();
+    let mut y = d.alloc::<f32>(16).await.unwrap();
+    twice::launch::<f32>(&d, LaunchConfig::for_elements(16, 16), &mut y)
+        .await
+        .unwrap();
     sys.shutdown().await;
     let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
     let spans: Vec<&str> = text.lines().filter(|l| l.contains("message{")).collect();
@@ -113,4 +117,9 @@ async fn every_message_runs_in_a_span_named_after_its_handler() {
             .any(|l| l.contains(&format!("handler={handler}")) || l.contains(&format!("handler=\"{handler}\"")))
     };
     assert!(has("gemm<f64>") && has("upload<f64>") && has("alloc<f64>"), "{text}");
+    // And one per kernel launch, named after the kernel.
+    assert!(
+        text.lines().any(|l| l.contains("kernel{") && l.contains("twice")),
+        "{text}"
+    );
 }

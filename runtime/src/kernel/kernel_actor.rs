@@ -92,6 +92,8 @@ impl KernelCore {
     }
 
     fn launch(&mut self, call: KernelCall) -> Result<Deferred<()>, GpuError> {
+        let _span =
+            tracing::debug_span!("kernel", name = call.name, grid = ?call.cfg.grid, block = ?call.cfg.block).entered();
         call.args.validate(self.shared.config.device_id, self.generation)?;
         match &mut self.engine {
             KernelEngine::Cpu => {

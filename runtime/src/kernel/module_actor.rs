@@ -162,6 +162,8 @@ impl ModuleCore {
         cluster: Option<(u32, u32, u32)>,
         args: KernelArgs,
     ) -> Result<Deferred<()>, GpuError> {
+        let _span =
+            tracing::debug_span!("kernel", name = kernel, grid = ?cfg.grid, block = ?cfg.block, ?cluster).entered();
         let device_id = self.shared.config.device_id;
         if m.device_id != device_id {
             return Err(GpuError::InvalidArgument(format!(
