@@ -27,10 +27,13 @@ pub fn heavy(iters: u32, x: &[f32], y: &mut [f32]) {
     }
 }
 
-/// The host reference of `heavy` for one element (same f32 arithmetic order).
-fn reference(mut v: f32, iters: u32) -> f32 {
+/// The float64 reference of `heavy` for one element. Each f32 step rounds by at most an
+/// ulp (NVRTC may also fuse it into an FMA); the recurrence shrinks old errors by 0.999
+/// per step, so the f32 result stays within ~1000 ulps (about 1e-4) of this.
+fn reference(x: f32, iters: u32) -> f64 {
+    let mut v = x as f64;
     for _ in 0..iters {
-        v = v * 0.999 + 0.001;
+        v = v * 0.999f32 as f64 + 0.001f32 as f64;
     }
     v
 }
@@ -70,7 +73,7 @@ async fn main() -> Result<(), GpuError> {
             for (i, (xv, yv)) in x.iter().zip(y).enumerate().step_by(997) {
                 let want = reference(*xv, iters as u32);
                 assert!(
-                    (yv - want).abs() <= 1e-5 * want.abs().max(1.0),
+                    (*yv as f64 - want).abs() <= 1e-4 * want.abs().max(1.0),
                     "batch {b} element {i}: {yv} vs {want}"
                 );
             }
