@@ -312,6 +312,11 @@ async fn bad_input(config: DeviceConfig) {
     );
     inv(d.lu_solve(&a, &piv, &b, 8, 3).await, "B of 8×3 in 16 elements");
     inv(d.lu_solve(&a, &piv, &a, 8, 1).await, "B is the factors");
+    // Pivots lu_factor did not write: out of range on any backend (checked by value on
+    // the CPU device, by provenance on a GPU, where cuSOLVER would trust them).
+    let junk = d.upload(vec![9i32; 8]).await.unwrap();
+    let b8 = d.upload(to::<f32>(&rand_vec(8))).await.unwrap();
+    inv(d.lu_solve(&a, &junk, &b8, 8, 1).await, "pivots lu_factor did not write");
     inv(d.cholesky(&a, 1 << 20).await, "n² beyond the buffer");
     inv(d.cholesky_solve(&a, &b, 8, 0).await, "nrhs = 0");
     inv(d.qr(&a, 4, 8).await.map(|_| ()), "m < n");

@@ -53,7 +53,8 @@ impl Device {
     }
 
     /// Solves `A·X = B` from [`Device::lu_factor`]'s factors and pivots; `b` (n×nrhs)
-    /// becomes X.
+    /// becomes X. Pivots out of range are an `InvalidArgument` (on a GPU, pivots that an
+    /// order-n `lu_factor` of this device did not write: cuSOLVER trusts them).
     pub async fn lu_solve<T: SolverScalar>(
         &self,
         lu: &GpuRef<T>,

@@ -5,6 +5,8 @@
 //! that awaits the stream's completion (off the actor's thread) and reads `info` there —
 //! no extra synchronisation, so later work on the stream never delays the reply.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaSlice, CudaStream, PinnedHostSlice};
@@ -52,6 +54,10 @@ pub(super) struct CudaSolver {
     stream: Arc<CudaStream>,
     completer: Completer,
     slots: InfoPool,
+    /// Pivot buffers `lu_factor` wrote, with their order: `getrs` trusts its pivots
+    /// (out-of-range ones would make it read and write outside B, a sticky fault), and
+    /// checking their values would mean a synchronous read on the actor's thread.
+    factored: RefCell<HashMap<u64, usize>>,
 }
 
 fn cuda<T>(s: &mut Storage<T>) -> Result<&mut CudaSlice<T>, GpuError> {
@@ -68,6 +74,7 @@ impl CudaSolver {
             stream,
             completer,
             slots: Arc::new(Mutex::new(Vec::new())),
+            factored: RefCell::new(HashMap::new()),
         })
     }
 
@@ -111,6 +118,7 @@ impl CudaSolver {
         let mut slot = self.slot()?;
         let (mut sa, mut sp) = (a.lock(), pivots.lock());
         self.dense.getrf(n, cuda(&mut sa)?, cuda(&mut sp)?, &mut slot.device)?;
+        self.factored.borrow_mut().insert(pivots.id(), n);
         self.finish(shared, Op::LuFactor, slot)
     }
 
@@ -122,6 +130,12 @@ impl CudaSolver {
         b: &GpuRef<T>,
         (n, nrhs): (usize, usize),
     ) -> Result<Deferred<()>, GpuError> {
+        if self.factored.borrow().get(&pivots.id()) != Some(&n) {
+            return Err(GpuError::InvalidArgument(format!(
+                "lu_solve: buffer #{} holds no pivots of an order-{n} lu_factor on this device; pass lu_factor's pivots",
+                pivots.id()
+            )));
+        }
         let mut slot = self.slot()?;
         let (mut sl, mut sp, mut sb) = (lu.lock(), pivots.lock(), b.lock());
         self.dense.getrs(
