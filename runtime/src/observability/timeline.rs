@@ -88,42 +88,42 @@ fn finish(s: &mut State, e: TimelineEvent) {
     s.done.push(e);
 }
 
-/// Resolves every pending GPU operation (waiting for the ones still running).
-fn resolve(s: &mut State) {
-    for p in std::mem::take(&mut s.pending) {
+/// Resolves every pending GPU operation, waiting for the ones still running — without
+/// holding the state's lock meanwhile, so actors timing new operations never wait on
+/// the GPU.
+fn resolve() -> std::sync::MutexGuard<'static, State> {
+    let pending = std::mem::take(&mut lock().pending);
+    let mut resolved = Vec::with_capacity(pending.len());
+    for p in pending {
         let timed = p
             .end
             .synchronize()
             .and_then(|_| Ok((p.epoch.event.elapsed_ms(&p.start)?, p.start.elapsed_ms(&p.end)?)));
         match timed {
-            Ok((offset_ms, dur_ms)) => finish(
-                s,
-                TimelineEvent {
-                    name: p.name,
-                    device: p.device,
-                    lane: p.lane,
-                    start_us: p.epoch.host_us + offset_ms as f64 * 1e3,
-                    dur_us: dur_ms as f64 * 1e3,
-                },
-            ),
+            Ok((offset_ms, dur_ms)) => resolved.push(TimelineEvent {
+                name: p.name,
+                device: p.device,
+                lane: p.lane,
+                start_us: p.epoch.host_us + offset_ms as f64 * 1e3,
+                dur_us: dur_ms as f64 * 1e3,
+            }),
             // A failed stream (the fault is reported to the operation's asker).
             Err(e) => tracing::debug!(error = %e, op = %p.name, "timeline: operation not timed"),
         }
     }
+    let mut s = lock();
+    resolved.into_iter().for_each(|e| finish(&mut s, e));
+    s
 }
 
 /// The events timed so far (and clears them); pending GPU operations are waited for.
 pub fn take_timeline() -> Vec<TimelineEvent> {
-    let mut s = lock();
-    resolve(&mut s);
-    std::mem::take(&mut s.done)
+    std::mem::take(&mut resolve().done)
 }
 
 /// The latency histogram of `device`'s timed operations.
 pub(crate) fn histogram_of(device: usize) -> LatencyHistogram {
-    let mut s = lock();
-    resolve(&mut s);
-    s.histograms.get(&device).cloned().unwrap_or_default()
+    resolve().histograms.get(&device).cloned().unwrap_or_default()
 }
 
 /// A GPU operation being enqueued: the start event is recorded.
@@ -153,7 +153,10 @@ pub(crate) fn gpu_op(
         match s.epochs.get(&key) {
             Some(e) => e.clone(),
             None => {
-                let event = stream.record_event(flags).ok()?;
+                // Recorded on an idle stream of its own, so waiting for it is immediate
+                // (the operation's stream may have long work queued).
+                let idle = stream.context().new_stream().ok()?;
+                let event = idle.record_event(flags).ok()?;
                 event.synchronize().ok()?;
                 let host_us = since_origin(&mut s, Instant::now());
                 let e = Arc::new(Epoch { event, host_us });
