@@ -4,5 +4,5 @@
 //! (`atomr-accel-cuda-macros`), so users depend on one crate. See README.md for what works
 //! today and DESIGN.md for the target.
 
-pub use atomr_accel_cuda_macros::{gpu_actor, handler, kernel, post_stop, pre_restart, pre_start, KernelArg};
+pub use atomr_accel_cuda_macros::{gpu_actor, gpu_main, handler, kernel, post_stop, pre_restart, pre_start, KernelArg};
 pub use atomr_accel_cuda_runtime::*;

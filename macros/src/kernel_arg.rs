@@ -53,6 +53,23 @@ pub(crate) fn derive(input: TokenStream) -> TokenStream {
         let id = f.ident.as_ref().map(|i| i.to_string()).unwrap_or_default();
         quote!(<#ty as #krate::KernelScalar>::CUDA, #id)
     });
+    let copies = fields.iter().map(|f| {
+        let (ty, id) = (&f.ty, &f.ident);
+        quote! {
+            let at = ::core::mem::offset_of!(#name, #id);
+            let field: #ty = self.#id;
+            // SAFETY: `field` is a kernel scalar (a plain number: no padding of its
+            // own), copied to its own offset inside `out`, which is `size_of::<Self>()`
+            // bytes (checked by the caller).
+            unsafe {
+                ::core::ptr::copy_nonoverlapping(
+                    &field as *const #ty as *const u8,
+                    out.as_mut_ptr().add(at),
+                    ::core::mem::size_of::<#ty>(),
+                )
+            };
+        }
+    });
     quote! {
         // SAFETY: `#[repr(C)]` (checked by the derive) and every field is a
         // `KernelScalar` (checked by the `cuda_decl` below), all `DeviceRepr`: the struct
@@ -62,6 +79,12 @@ pub(crate) fn derive(input: TokenStream) -> TokenStream {
         impl #krate::KernelArg for #name {
             fn cuda_decl() -> ::std::string::String {
                 ::std::format!(#fmt, #(#parts),*)
+            }
+
+            fn write_bytes(&self, out: &mut [u8]) {
+                ::core::assert_eq!(out.len(), ::core::mem::size_of::<Self>());
+                out.fill(0);
+                #(#copies)*
             }
         }
     }

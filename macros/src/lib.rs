@@ -7,6 +7,7 @@
 //!   compile time (NVRTC-compiled and disk-cached at run time), the same body as Rust for
 //!   the CPU device's emulated grid, and a typed launcher.
 //! - `#[derive(KernelArg)]` lets a `#[repr(C)]` struct be a kernel parameter.
+//! - `#[gpu_main]` on `main` lets the program's isolated devices start their GPU workers.
 //!
 //! Every macro follows parse → validate → expand, reports every error it finds in one
 //! build at the user's tokens, and re-emits the user's item beside the errors so the IDE
@@ -15,6 +16,7 @@
 mod crate_path;
 mod errors;
 mod gpu_actor;
+mod gpu_main;
 mod kernel;
 mod kernel_arg;
 
@@ -27,7 +29,8 @@ use proc_macro::TokenStream;
 ///
 /// Options: `crate = path`, `supervision(restart_on = [Tag, …], resume_on = [Tag, …],
 /// max_restarts = N, within = "60s")`, `dispatcher = gpu | shared`, `mailbox = N`,
-/// `ask_timeout = "30s"`. Methods may be marked `#[pre_start]` / `#[post_stop]`.
+/// `ask_timeout = "30s"`, `wire` (the messages can cross to an isolated device's worker
+/// process: every field and reply type implements `isolation::wire::Wire`). Methods may be marked `#[pre_start]` / `#[post_stop]`.
 #[proc_macro_attribute]
 pub fn gpu_actor(args: TokenStream, input: TokenStream) -> TokenStream {
     gpu_actor::entry(args.into(), input.into()).into()
@@ -43,6 +46,15 @@ pub fn gpu_actor(args: TokenStream, input: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn kernel(args: TokenStream, input: TokenStream) -> TokenStream {
     kernel::entry(args.into(), input.into()).into()
+}
+
+/// Marks the program's `main` as the entry point of isolated devices' GPU workers too:
+/// started as a worker (by an isolated device of this same program), `main` serves that
+/// device and never returns; otherwise it runs as written. Same as calling
+/// `isolation::enter_worker_if_requested()` first thing in `main`.
+#[proc_macro_attribute]
+pub fn gpu_main(args: TokenStream, input: TokenStream) -> TokenStream {
+    gpu_main::entry(args.into(), input.into()).into()
 }
 
 /// Lets a `#[repr(C)]` struct of kernel scalars be passed by value to a `#[kernel]`.

@@ -23,7 +23,7 @@ use tokio::sync::oneshot;
 use crate::error::GpuError;
 
 /// How completions are observed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum CompletionStrategy {
     /// `cuLaunchHostFunc` callback, with a periodic fault check.
     HostFn,

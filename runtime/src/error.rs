@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 /// Which CUDA library (or layer) produced a [`GpuError::Library`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Lib {
     /// The CUDA driver API.
     Driver,
@@ -42,7 +42,7 @@ impl std::fmt::Display for Lib {
 }
 
 /// What [`GpuError::Numerical`] found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum NumericalIssue {
     /// LU met an exactly zero pivot: the matrix is singular (`info` is the pivot's index).
     Singular,
@@ -66,7 +66,7 @@ impl std::fmt::Display for NumericalIssue {
 ///
 /// Variants carry owned strings rather than source errors so the type stays `Clone` and
 /// `Send` and can cross actor (and later process) boundaries unchanged.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum GpuError {
     /// A sticky CUDA error (illegal address, trap, …) killed the context: nothing on this
     /// device works again in this process (see DESIGN.md). Carries the CUDA code.

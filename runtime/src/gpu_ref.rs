@@ -30,6 +30,9 @@ pub(crate) struct Buffer<T> {
     on_drop: Option<Box<dyn Fn(u64) + Send + Sync>>,
     /// Managed (unified) memory: host-addressable, freed with `cuMemFree`.
     managed: bool,
+    /// A buffer of an isolated device: the memory is in the worker process, this is its
+    /// id there (the `Storage` is empty).
+    remote: Option<crate::isolation::RemoteBuf>,
 }
 
 impl<T> Drop for Buffer<T> {
@@ -96,8 +99,26 @@ impl<T: DTypeBase> GpuRef<T> {
                 storage: Mutex::new(storage),
                 on_drop,
                 managed: false,
+                remote: None,
             }),
         }
+    }
+
+    /// A handle to a buffer of an isolated device's worker.
+    pub(crate) fn new_remote(
+        device_id: usize,
+        generation: u64,
+        len: usize,
+        remote: crate::isolation::RemoteBuf,
+    ) -> Self {
+        let mut r = GpuRef::new(device_id, generation, len, Storage::Cpu(Vec::new()), None);
+        Arc::get_mut(&mut r.buf).expect("just created").remote = Some(remote);
+        r
+    }
+
+    /// The worker-side identity of an isolated device's buffer.
+    pub(crate) fn remote(&self) -> Option<&crate::isolation::RemoteBuf> {
+        self.buf.remote.as_ref()
     }
 
     /// A handle to managed memory from `sys::managed::alloc_managed`.
@@ -122,6 +143,12 @@ impl<T: DTypeBase> GpuRef<T> {
 
     /// As [`GpuRef::with_host`], with write access; later GPU work sees the writes.
     pub fn with_host_mut<R>(&self, f: impl FnOnce(&mut [T]) -> R) -> Result<R, GpuError> {
+        if self.buf.remote.is_some() {
+            return Err(GpuError::InvalidArgument(format!(
+                "buffer #{} is in an isolated device's worker process: download it",
+                self.buf.id
+            )));
+        }
         let mut guard = self.lock();
         match &mut *guard {
             Storage::Cpu(v) => Ok(f(v)),
@@ -184,6 +211,12 @@ impl<T: DTypeBase> GpuRef<T> {
 
     /// Checks the buffer against the device it is about to be used on.
     pub(crate) fn validate(&self, device_id: usize, generation: u64) -> Result<(), GpuError> {
+        if self.buf.remote.is_some() {
+            return Err(GpuError::InvalidArgument(format!(
+                "buffer #{} belongs to an isolated device (its memory is in a worker process), not to in-process device {device_id}",
+                self.buf.id
+            )));
+        }
         if self.buf.device_id != device_id {
             return Err(GpuError::InvalidArgument(format!(
                 "buffer #{} lives on device {}, not on device {device_id}",

@@ -16,6 +16,7 @@ pub mod gpu_ref;
 pub mod graph;
 pub mod hopper;
 pub mod host;
+pub mod isolation;
 pub mod kernel;
 pub mod memory;
 pub mod module;

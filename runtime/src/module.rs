@@ -295,6 +295,8 @@ pub(crate) trait BufferArg: Send {
     fn validate(&self, device_id: usize, generation: u64) -> Result<(), GpuError>;
     fn id(&self) -> u64;
     fn lock(&self) -> Box<dyn HeldArg + '_>;
+    /// Writes the buffer for a launch on an isolated device's worker.
+    fn put_wire(&self, w: &mut crate::isolation::wire::Writer<'_>) -> Result<(), GpuError>;
 }
 
 /// A locked argument, ready to push onto a launch.
@@ -332,6 +334,14 @@ impl<T: DTypeBase> BufferArg for BufItem<T> {
     }
     fn id(&self) -> u64 {
         self.r.id()
+    }
+    fn put_wire(&self, w: &mut crate::isolation::wire::Writer<'_>) -> Result<(), GpuError> {
+        if !self.param {
+            return Err(GpuError::Unsupported(
+                "buffers reached through a TMA descriptor on an isolated device".into(),
+            ));
+        }
+        crate::isolation::handles::put_buffer_arg(&self.r, w)
     }
     fn lock(&self) -> Box<dyn HeldArg + '_> {
         Box::new(HeldBuf {
@@ -409,6 +419,8 @@ pub(crate) trait ScalarArg: Send {
     fn push<'b>(&'b self, b: &mut LaunchArgs<'b>);
     /// The address of the value, as the driver's `kernelParams` entries take it.
     fn as_param(&self) -> *mut std::ffi::c_void;
+    /// The value's bytes, for a launch on an isolated device's worker.
+    fn bytes(&self) -> Result<Vec<u8>, GpuError>;
 }
 
 struct ScalarItem<T>(T);
@@ -420,6 +432,53 @@ impl<T: DeviceRepr + Send> ScalarArg for ScalarItem<T> {
 
     fn as_param(&self) -> *mut std::ffi::c_void {
         &self.0 as *const T as *mut std::ffi::c_void
+    }
+
+    fn bytes(&self) -> Result<Vec<u8>, GpuError> {
+        Err(GpuError::Unsupported(format!(
+            "a raw `{}` scalar on an isolated device: only #[kernel] launches cross",
+            std::any::type_name::<T>()
+        )))
+    }
+}
+
+/// A scalar parameter of a `#[kernel]` launch: a primitive number or `bool`.
+struct DTypeItem<T>(T);
+
+impl<T: crate::kernel::dsl::KernelScalar + DeviceRepr + Copy + Send> ScalarArg for DTypeItem<T> {
+    fn push<'b>(&'b self, b: &mut LaunchArgs<'b>) {
+        b.arg(&self.0);
+    }
+
+    fn as_param(&self) -> *mut std::ffi::c_void {
+        &self.0 as *const T as *mut std::ffi::c_void
+    }
+
+    fn bytes(&self) -> Result<Vec<u8>, GpuError> {
+        let mut out = vec![0u8; std::mem::size_of::<T>()];
+        // SAFETY: kernel scalars are primitive numbers and `bool` (the `KernelScalar`
+        // list): no padding, every byte initialised; `out` is exactly their size.
+        unsafe { std::ptr::copy_nonoverlapping(&self.0 as *const T as *const u8, out.as_mut_ptr(), out.len()) };
+        Ok(out)
+    }
+}
+
+/// A `#[derive(KernelArg)]` struct of a `#[kernel]` launch.
+struct StructItem<S>(S);
+
+impl<S: crate::kernel::dsl::KernelArg> ScalarArg for StructItem<S> {
+    fn push<'b>(&'b self, b: &mut LaunchArgs<'b>) {
+        b.arg(&self.0);
+    }
+
+    fn as_param(&self) -> *mut std::ffi::c_void {
+        &self.0 as *const S as *mut std::ffi::c_void
+    }
+
+    fn bytes(&self) -> Result<Vec<u8>, GpuError> {
+        let mut out = vec![0u8; std::mem::size_of::<S>()];
+        self.0.write_bytes(&mut out);
+        Ok(out)
     }
 }
 
@@ -480,6 +539,32 @@ impl KernelArgs {
     /// A scalar passed by value.
     pub fn scalar<T: DeviceRepr + Send + 'static>(mut self, v: T) -> Self {
         self.items.push(Arg::Scalar(Box::new(ScalarItem(v))));
+        self
+    }
+
+    /// Writes the arguments for a launch on an isolated device's worker.
+    pub(crate) fn put_wire(&self, w: &mut crate::isolation::wire::Writer<'_>) -> Result<(), GpuError> {
+        w.put_u64(self.items.len() as u64);
+        for a in &self.items {
+            match a {
+                Arg::Buffer(b) => b.put_wire(w)?,
+                Arg::Scalar(s) => crate::isolation::handles::put_scalar_arg(&s.bytes()?, w),
+            }
+        }
+        Ok(())
+    }
+
+    /// A dtype scalar of a `#[kernel]` launch. Used by generated code.
+    #[doc(hidden)]
+    pub fn dtype<T: crate::kernel::dsl::KernelScalar + DeviceRepr + Copy + Send + 'static>(mut self, v: T) -> Self {
+        self.items.push(Arg::Scalar(Box::new(DTypeItem(v))));
+        self
+    }
+
+    /// A `#[derive(KernelArg)]` struct of a `#[kernel]` launch. Used by generated code.
+    #[doc(hidden)]
+    pub fn kernel_arg<S: crate::kernel::dsl::KernelArg>(mut self, v: S) -> Self {
+        self.items.push(Arg::Scalar(Box::new(StructItem(v))));
         self
     }
 

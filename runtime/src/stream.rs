@@ -8,7 +8,7 @@ use cudarc::driver::{CudaContext, CudaStream};
 use crate::error::GpuError;
 
 /// How a device hands streams to its actors.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum StreamStrategy {
     /// Each actor gets a stream of its own: independent actors overlap on the GPU.
     #[default]

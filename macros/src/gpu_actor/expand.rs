@@ -505,6 +505,93 @@ fn send_checks(def: &ActorDef) -> TokenStream {
     }
 }
 
+/// `#[gpu_actor(wire)]`: the message enum's encoding for isolated devices — a tag per
+/// variant, then each field through `Wire` (the reply channel stays behind).
+fn wire_impl(def: &ActorDef, krate: &syn::Path) -> TokenStream {
+    if !def.options.wire {
+        return quote!();
+    }
+    let (msg, _) = names(def);
+    let w = quote!(#krate::isolation::wire);
+    let mut encode_arms = vec![];
+    let mut decode_arms = vec![];
+    let mut tag = 0u16;
+    for h in &def.handlers {
+        for d in instances(h) {
+            let v = h.variant(d);
+            let names: Vec<&Ident> = h.args.iter().map(|(n, _)| n).collect();
+            let puts = h.args.iter().map(|(n, t)| {
+                let t = subst(t, h.generic.as_ref(), d);
+                quote_spanned!(t.span()=> <#t as #w::Wire>::put(&#n, __w)?;)
+            });
+            let takes = h.args.iter().map(|(n, t)| {
+                let t = subst(t, h.generic.as_ref(), d);
+                quote_spanned!(t.span()=> let #n = <#t as #w::Wire>::take(__r)?;)
+            });
+            let (reply_pat, ok_slot, on_err, fresh, wait) = if h.tell {
+                (
+                    quote!(),
+                    quote!(#w::ReplySlot::tell()),
+                    quote!(::core::mem::drop(e)),
+                    quote!(),
+                    quote!(#w::ReplyWait::tell()),
+                )
+            } else {
+                (
+                    quote!(reply,),
+                    quote!(#w::ReplySlot::new(reply)),
+                    quote!(reply.send(::core::result::Result::Err(e))),
+                    quote!(let (reply, rx) = #krate::actor::Reply::pair();),
+                    quote!(#w::ReplyWait::new(rx)),
+                )
+            };
+            encode_arms.push(quote! {
+                #msg::#v { #(#names,)* #reply_pat } => {
+                    __w.put_tag(#tag);
+                    let put = (|| -> ::core::result::Result<(), #krate::GpuError> {
+                        #(#puts)*
+                        ::core::result::Result::Ok(())
+                    })();
+                    match put {
+                        ::core::result::Result::Ok(()) => ::core::option::Option::Some(#ok_slot),
+                        ::core::result::Result::Err(e) => {
+                            #on_err;
+                            ::core::option::Option::None
+                        }
+                    }
+                }
+            });
+            decode_arms.push(quote! {
+                #tag => {
+                    #(#takes)*
+                    #fresh
+                    ::core::result::Result::Ok((#msg::#v { #(#names,)* #reply_pat }, #wait))
+                }
+            });
+            tag += 1;
+        }
+    }
+    let unknown = format!("unknown {msg} variant {{}}");
+    quote! {
+        impl #w::WireMessage for #msg {
+            #[allow(unused_variables, clippy::redundant_closure_call)]
+            fn encode(self, __w: &mut #w::Writer<'_>) -> ::core::option::Option<#w::ReplySlot> {
+                match self {
+                    #(#encode_arms)*
+                }
+            }
+
+            #[allow(unused_variables)]
+            fn decode(__r: &mut #w::Reader<'_>) -> ::core::result::Result<(Self, #w::ReplyWait), #krate::GpuError> {
+                match __r.take_tag()? {
+                    #(#decode_arms)*
+                    other => ::core::result::Result::Err(#krate::GpuError::InvalidArgument(::std::format!(#unknown, other))),
+                }
+            }
+        }
+    }
+}
+
 /// Everything.
 pub(crate) fn expand(def: &ActorDef) -> TokenStream {
     let krate = runtime_path(def.options.krate.as_ref());
@@ -515,9 +602,11 @@ pub(crate) fn expand(def: &ActorDef) -> TokenStream {
     let client = client(def, &krate);
     let props = props(def, &krate);
     let sends = send_checks(def);
+    let wire = wire_impl(def, &krate);
     quote! {
         #item
         #msg
+        #wire
         #(#traits)*
         #actor
         #client

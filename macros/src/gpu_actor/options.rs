@@ -8,7 +8,7 @@ use syn::{Ident, LitInt, LitStr};
 
 use crate::errors::Errors;
 
-const KEYS: &str = "`crate`, `supervision`, `dispatcher`, `mailbox`, `ask_timeout`";
+const KEYS: &str = "`crate`, `supervision`, `dispatcher`, `mailbox`, `ask_timeout`, `wire`";
 const SUPERVISION_KEYS: &str = "`restart_on`, `resume_on`, `max_restarts`, `within`";
 
 /// Parsed options.
@@ -23,6 +23,8 @@ pub(crate) struct Options {
     pub(crate) mailbox: Option<LitInt>,
     pub(crate) ask_timeout: Option<(Duration, Span)>,
     pub(crate) has_supervision: bool,
+    /// `wire`: the messages can cross to an isolated device's worker process.
+    pub(crate) wire: bool,
 }
 
 /// Error tags a decider can match (the `GpuError` variants).
@@ -153,6 +155,8 @@ pub(crate) fn parse(args: TokenStream, errors: &mut Errors) -> Options {
             }
         } else if meta.path.is_ident("mailbox") {
             o.mailbox = Some(meta.value()?.parse()?);
+        } else if meta.path.is_ident("wire") {
+            o.wire = true;
         } else if meta.path.is_ident("ask_timeout") {
             let lit: LitStr = meta.value()?.parse()?;
             match parse_duration(&lit) {

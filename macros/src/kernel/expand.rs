@@ -92,6 +92,9 @@ pub(crate) fn expand(def: &KernelDef<'_>) -> TokenStream {
     let mut arg_names = vec![];
     let mut push_args = vec![];
     let mut bind_bufs = vec![];
+    // How `call_from_wire` reads each parameter back in a worker, and passes it on.
+    let mut wire_reads = vec![];
+    let mut wire_args = vec![];
     let mut structs: Vec<String> = vec![];
     let mut struct_decls = vec![];
     let mut buf_index = 0usize;
@@ -103,12 +106,16 @@ pub(crate) fn expand(def: &KernelDef<'_>) -> TokenStream {
             ParamKind::Scalar(_) => {
                 body_params.push(quote!(#n: #ty));
                 launch_params.push(quote!(#n: #ty));
-                push_args.push(quote!(.scalar(#n)));
+                push_args.push(quote!(.dtype(#n)));
+                wire_reads.push(quote!(let #n: #ty = wire.scalar()?;));
+                wire_args.push(quote!(#n));
             }
             ParamKind::Struct(path) => {
                 body_params.push(quote!(#n: #ty));
                 launch_params.push(quote!(#n: #ty));
-                push_args.push(quote!(.scalar(#n)));
+                push_args.push(quote!(.kernel_arg(#n)));
+                wire_reads.push(quote!(let #n: #ty = wire.scalar()?;));
+                wire_args.push(quote!(#n));
                 let key = quote!(#path).to_string();
                 if !structs.contains(&key) {
                     structs.push(key);
@@ -128,13 +135,17 @@ pub(crate) fn expand(def: &KernelDef<'_>) -> TokenStream {
                 if *mutable {
                     body_params.push(quote!(mut #n: #dsl::slices::GlobalSliceMut<#elem>));
                     launch_params.push(quote!(#n: &mut #krate::gpu_ref::GpuRef<#elem>));
-                    push_args.push(quote!(.buf_mut(#n).scalar(#n.len() as u64)));
+                    push_args.push(quote!(.buf_mut(#n).dtype(#n.len() as u64)));
                     bind_bufs.push(quote!(let #n = bufs.write::<#elem>(#i)?;));
+                    wire_reads.push(quote!(let mut #n = wire.buffer::<#elem>()?; wire.skip()?;));
+                    wire_args.push(quote!(&mut #n));
                 } else {
                     body_params.push(quote!(#n: #dsl::slices::GlobalSlice<#elem>));
                     launch_params.push(quote!(#n: &#krate::gpu_ref::GpuRef<#elem>));
-                    push_args.push(quote!(.buf(#n).scalar(#n.len() as u64)));
+                    push_args.push(quote!(.buf(#n).dtype(#n.len() as u64)));
                     bind_bufs.push(quote!(let #n = bufs.read::<#elem>(#i)?;));
+                    wire_reads.push(quote!(let #n = wire.buffer::<#elem>()?; wire.skip()?;));
+                    wire_args.push(quote!(&#n));
                 }
             }
         }
@@ -170,6 +181,7 @@ pub(crate) fn expand(def: &KernelDef<'_>) -> TokenStream {
                 entry: NAME,
                 id: #dsl::registry::type_id_of::<#marker_ty>,
                 source: cuda_source #tf,
+                from_wire: call_from_wire #tf,
             })
         })
         .collect();
@@ -221,6 +233,17 @@ pub(crate) fn expand(def: &KernelDef<'_>) -> TokenStream {
                     #dsl::grid::run_grid(NAME, &cfg, COOPERATIVE, ::std::sync::Arc::new(move || body #turbofish(#(#arg_names),*)))
                 });
                 #dsl::KernelCall::new::<__Kernel #turbofish>(NAME, cuda_source #turbofish, cfg, args, emulate)
+            }
+
+            /// Rebuilds a launch that crossed to an isolated device's worker (the same
+            /// executable): each argument read back with its type.
+            #[doc(hidden)]
+            pub fn call_from_wire<#(#gen_params),*>(
+                cfg: #krate::module::LaunchConfig,
+                wire: &mut #krate::isolation::WireArgs<'_>,
+            ) -> ::std::result::Result<#dsl::KernelCall, #krate::GpuError> {
+                #(#wire_reads)*
+                ::std::result::Result::Ok(call #turbofish(cfg, #(#wire_args),*))
             }
 
             /// Launches the kernel on `device` (compiled once per device and dtype, or

@@ -3,10 +3,11 @@
 use std::time::Duration;
 
 use crate::completion::CompletionStrategy;
+pub use crate::isolation::IsolationConfig;
 use crate::stream::StreamStrategy;
 
 /// Which backend runs a device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum BackendChoice {
     /// The CUDA GPU `device_id`; opening fails if it cannot be used.
     Cuda,
@@ -19,7 +20,7 @@ pub enum BackendChoice {
 }
 
 /// The CUDA libraries a device starts actors for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Libraries {
     /// `BlasActor` (cuBLAS / host GEMM).
     pub blas: bool,
@@ -43,7 +44,7 @@ impl Default for Libraries {
 }
 
 /// Everything that configures one device.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct DeviceConfig {
     /// CUDA ordinal (and the id that `GpuRef`s are checked against).
     pub device_id: usize,
@@ -81,6 +82,9 @@ pub struct DeviceConfig {
     /// Diagnostics and test hook: the inner tier waits this long before building its
     /// context, which holds the device in `Starting` (to exercise queueing).
     pub start_delay: Option<Duration>,
+    /// `Some`: the inner tier runs in a worker process of its own, which the device
+    /// respawns after a sticky fault (see [`DeviceConfig::isolated`]).
+    pub isolation: Option<IsolationConfig>,
 }
 
 impl Default for DeviceConfig {
@@ -100,6 +104,7 @@ impl Default for DeviceConfig {
             start_delay: None,
             kernel_cache_dir: None,
             reply_spin: Duration::ZERO,
+            isolation: None,
         }
     }
 }
@@ -136,6 +141,22 @@ impl DeviceConfig {
     /// Sets the stream strategy.
     pub fn with_streams(mut self, s: StreamStrategy) -> Self {
         self.streams = s;
+        self
+    }
+
+    /// Runs the device's inner tier — context, streams, library actors — in a worker
+    /// process (this executable, re-entered: `main` must call
+    /// [`crate::isolation::enter_worker_if_requested`] first, or carry `#[gpu_main]`).
+    /// A sticky CUDA fault kills only the worker: the device respawns it, bumps the
+    /// generation (older `GpuRef`s fail `Stale`) and serves queued requests. The API is
+    /// the same as in-process; see `isolation` for what does not cross yet.
+    pub fn isolated(self) -> Self {
+        self.with_isolation(IsolationConfig::default())
+    }
+
+    /// As [`DeviceConfig::isolated`], with the worker's settings.
+    pub fn with_isolation(mut self, iso: IsolationConfig) -> Self {
+        self.isolation = Some(iso);
         self
     }
 

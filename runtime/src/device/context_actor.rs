@@ -7,7 +7,7 @@ use std::sync::Arc;
 use atomr_accel_cuda_macros::gpu_actor;
 
 use super::core::ContextCore;
-use super::state::{DeviceShared, InnerRefs, Status};
+use super::state::{DeviceShared, Inner, InnerRefs, Status};
 use crate::actor::{Context, Deferred, Failure};
 use crate::dispatcher::GpuDispatcher;
 use crate::dtype::DTypeBase;
@@ -65,7 +65,7 @@ impl ContextActor {
     }
 }
 
-#[gpu_actor(crate = crate)]
+#[gpu_actor(crate = crate, wire)]
 impl ContextActor {
     /// Builds the context, bumps the generation, starts the library actors and
     /// publishes the device as ready.
@@ -131,7 +131,7 @@ impl ContextActor {
             s.generation = generation;
             s.status = Status::Ready;
             s.info = Some(info);
-            s.inner = Some(InnerRefs {
+            s.inner = Some(Inner::Local(Box::new(InnerRefs {
                 ctx: me,
                 blas,
                 rng,
@@ -141,7 +141,7 @@ impl ContextActor {
                 module,
                 event,
                 graph,
-            });
+            })));
         });
         self.core = Some(core);
         Ok(())

@@ -8,13 +8,15 @@ use std::sync::Arc;
 use atomr_accel_cuda_macros::gpu_actor;
 
 use super::context_actor::{ContextActor, ContextActorMsg};
-use super::state::InnerRefs;
 use super::state::{DeviceShared, Status};
+use super::state::{Inner, InnerRefs};
 use crate::actor::{Context, Directive, StopReason, SupervisorStrategy, Terminated};
 use crate::dispatcher::GpuDispatcher;
 use crate::error::GpuError;
 use crate::event::EventActorMsg;
 use crate::graph::GraphActorMsg;
+use crate::isolation::wire::{Reader, ReplySlot, ReplyWait, WireMessage, Writer};
+use crate::isolation::worker_actor::WorkerActor;
 use crate::kernel::blas::BlasActorMsg;
 use crate::kernel::fft::FftActorMsg;
 use crate::kernel::kernel_actor::KernelActorMsg;
@@ -60,10 +62,74 @@ impl Routed {
         };
     }
 
+    /// Sends the request to the inner tier: its actor in this process, or an isolated
+    /// device's worker.
+    pub(crate) async fn send_to(self, inner: &Inner) -> Result<(), GpuError> {
+        match inner {
+            Inner::Local(refs) => self.send_local(refs).await,
+            Inner::Worker(link) => {
+                link.submit(self);
+                Ok(())
+            }
+        }
+    }
+
+    /// Writes the request for an isolated device's worker; `None` when it cannot cross
+    /// (its asker has been answered with why).
+    pub(crate) fn encode(self, w: &mut Writer<'_>) -> Option<ReplySlot> {
+        let local_only = |what: &str| {
+            GpuError::Unsupported(format!(
+                "{what} on an isolated device (README: isolated devices); open the device in-process for them"
+            ))
+        };
+        macro_rules! tagged {
+            ($tag:expr, $m:expr) => {{
+                w.put_tag($tag);
+                $m.encode(w)
+            }};
+        }
+        match self {
+            Routed::Ctx(m) => tagged!(0, m),
+            Routed::Blas(m) => tagged!(1, m),
+            Routed::Rng(m) => tagged!(2, m),
+            Routed::Fft(m) => tagged!(3, m),
+            Routed::Solver(m) => tagged!(4, m),
+            Routed::Kernel(m) => tagged!(5, m),
+            Routed::Module(m) => {
+                m.fail(local_only("raw CUDA modules"));
+                None
+            }
+            Routed::Event(m) => {
+                m.fail(local_only("events"));
+                None
+            }
+            Routed::Graph(m) => {
+                m.fail(local_only("CUDA graphs"));
+                None
+            }
+        }
+    }
+
+    /// Reads a request written by [`Routed::encode`] (in the worker).
+    pub(crate) fn decode(r: &mut Reader<'_>) -> Result<(Routed, ReplyWait), GpuError> {
+        fn wrap<M: WireMessage>(r: &mut Reader<'_>, f: fn(M) -> Routed) -> Result<(Routed, ReplyWait), GpuError> {
+            M::decode(r).map(|(m, w)| (f(m), w))
+        }
+        match r.take_tag()? {
+            0 => wrap(r, Routed::Ctx),
+            1 => wrap(r, Routed::Blas),
+            2 => wrap(r, Routed::Rng),
+            3 => wrap(r, Routed::Fft),
+            4 => wrap(r, Routed::Solver),
+            5 => wrap(r, Routed::Kernel),
+            t => Err(GpuError::InvalidArgument(format!("unknown actor tag {t}"))),
+        }
+    }
+
     /// Sends the request to the inner actor it is for. A library the device was
     /// configured without answers `Unsupported`; a send to a stopped actor drops the
     /// message, whose reply then tells its asker.
-    pub(crate) async fn send_to(self, inner: &InnerRefs) -> Result<(), GpuError> {
+    async fn send_local(self, inner: &InnerRefs) -> Result<(), GpuError> {
         let disabled = |lib: &str| GpuError::Unsupported(format!("{lib} is disabled in this DeviceConfig (libraries)"));
         match self {
             Routed::Ctx(m) => inner.ctx.actor_ref().send(m).await,
@@ -179,13 +245,34 @@ impl DeviceActor {
 
     /// The inner tier's supervision: a sticky fault stops it (in-process mode cannot
     /// recover; the device is lost), anything else rebuilds it, at most 5 times a minute.
-    pub(crate) fn inner_strategy() -> SupervisorStrategy {
+    /// An isolated device's worker is respawned after anything, sticky faults included,
+    /// within its restart budget.
+    pub(crate) fn inner_strategy(config: &super::DeviceConfig) -> SupervisorStrategy {
+        if let Some(iso) = &config.isolation {
+            return SupervisorStrategy::one_for_one()
+                .with_decider(|_| Directive::Restart)
+                .with_budget(iso.max_restarts, iso.restart_window, crate::actor::Exhausted::Stop);
+        }
         SupervisorStrategy::one_for_one()
             .with_decider(|f| match f.gpu_error() {
                 Some(e) if e.is_sticky() => Directive::Stop,
                 _ => Directive::Restart,
             })
             .with_budget(5, std::time::Duration::from_secs(60), crate::actor::Exhausted::Stop)
+    }
+
+    /// Turns every change of the published state into a `StateChanged` message (which
+    /// delivers what waited for the inner tier).
+    fn watch_state(&self, ctx: &mut Context<Self>) {
+        let mut rx = self.shared.state.subscribe();
+        let me = ctx.self_ref().clone();
+        ctx.dispatcher().spawn(async move {
+            while rx.changed().await.is_ok() {
+                if me.send(DeviceActorMsg::StateChanged {}).await.is_err() {
+                    return;
+                }
+            }
+        });
     }
 
     async fn deliver(&mut self, routed: Routed) {
@@ -215,6 +302,15 @@ impl DeviceActor {
     /// watches the published state.
     #[pre_start]
     async fn start(&mut self, ctx: &mut Context<Self>) -> Result<(), GpuError> {
+        if self.shared.config.isolation.is_some() {
+            let shared = self.shared.clone();
+            let props = WorkerActor::gpu_props(move || WorkerActor::new(shared.clone()))
+                .mailbox(self.shared.config.mailbox_capacity);
+            let inner = ctx.spawn_child(props, "context")?;
+            ctx.watch(&inner, |terminated| DeviceActorMsg::InnerTerminated { terminated });
+            self.watch_state(ctx);
+            return Ok(());
+        }
         let thread = GpuDispatcher::new(&format!("cuda-ctx-{}", self.shared.config.device_id))?;
         let shared = self.shared.clone();
         let props = ContextActor::gpu_props(move || ContextActor::new(shared.clone()))
@@ -222,15 +318,7 @@ impl DeviceActor {
             .mailbox(self.shared.config.mailbox_capacity);
         let inner = ctx.spawn_child(props, "context")?;
         ctx.watch(&inner, |terminated| DeviceActorMsg::InnerTerminated { terminated });
-        let mut rx = self.shared.state.subscribe();
-        let me = ctx.self_ref().clone();
-        ctx.dispatcher().spawn(async move {
-            while rx.changed().await.is_ok() {
-                if me.send(DeviceActorMsg::StateChanged {}).await.is_err() {
-                    return;
-                }
-            }
-        });
+        self.watch_state(ctx);
         Ok(())
     }
 
@@ -244,7 +332,6 @@ impl DeviceActor {
         }
         Ok(())
     }
-
     /// Delivers a request now if the inner tier is ready, else queues it
     /// (`Backpressure` when the queue is full).
     #[handler]
@@ -271,6 +358,13 @@ impl DeviceActor {
     #[handler(tell)]
     async fn inner_terminated(&mut self, terminated: Terminated) {
         let why = match terminated.reason {
+            StopReason::Failed(f) if self.shared.config.isolation.is_some() => {
+                let iso = self.shared.config.isolation.as_ref().expect("checked");
+                GpuError::DeviceLost(format!(
+                    "the worker of device {} failed more than {} times within {:?}; giving up (last failure: {f})",
+                    self.shared.config.device_id, iso.max_restarts, iso.restart_window
+                ))
+            }
             StopReason::Failed(f) => f.gpu_error().unwrap_or_else(|| GpuError::DeviceLost(f.to_string())),
             StopReason::Requested => GpuError::DeviceLost("the device was stopped".into()),
         };

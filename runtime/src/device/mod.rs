@@ -28,7 +28,7 @@ pub use self::state::{BackendKind, DeviceInfo, DeviceState, Status};
 
 use self::context_actor::*;
 use self::device_actor::{DeviceActor, DeviceActorMsg, Routable, Routed};
-use self::state::DeviceShared;
+use self::state::{DeviceShared, Inner};
 use crate::actor::{ActorRef, ActorSystem, Reply};
 use crate::dtype::{Blas1Scalar, BlasScalar, Complex, DType, FftScalar, RandomScalar};
 use crate::error::GpuError;
@@ -85,7 +85,7 @@ impl Device {
         let shared = DeviceShared::new(config);
         let s2 = shared.clone();
         let props = DeviceActor::gpu_props(move || DeviceActor::new(s2.clone()))
-            .supervise_children(DeviceActor::inner_strategy())
+            .supervise_children(DeviceActor::inner_strategy(&shared.config))
             .mailbox(shared.config.mailbox_capacity);
         let outer = system.spawn(props, &name)?;
         Ok(Device {
@@ -175,6 +175,14 @@ impl Device {
                 return Err(e);
             }
             s.inner.clone()
+        };
+        let inner = match inner {
+            Some(Inner::Worker(link)) => {
+                link.submit(routed);
+                return Ok(());
+            }
+            Some(Inner::Local(refs)) => Some(refs),
+            None => None,
         };
         match (inner, routed) {
             (Some(i), Routed::Ctx(m)) => i.ctx.actor_ref().send(m).await,
@@ -581,6 +589,43 @@ impl Device {
             .wait_state(|s| s.generation > before && matches!(s.status, Status::Ready))
             .await?;
         Ok(s.generation)
+    }
+
+    /// Hands a request to the device as `call` does, without waiting for its reply
+    /// (which goes to the request's own channel). An isolated device's worker serves
+    /// decoded requests through this.
+    pub(crate) async fn submit_routed(&self, routed: Routed) {
+        let _ = self.submit(routed).await;
+    }
+
+    /// The process id of an isolated device's current worker; `None` for an in-process
+    /// device, or while the worker (re)starts.
+    pub fn worker_pid(&self) -> Option<u32> {
+        match &self.state.borrow().inner {
+            Some(Inner::Worker(link)) => Some(link.pid()),
+            _ => None,
+        }
+    }
+
+    /// Requests an isolated device's worker has not answered yet (0 in-process).
+    pub fn worker_pending(&self) -> usize {
+        match &self.state.borrow().inner {
+            Some(Inner::Worker(link)) => link.pending(),
+            _ => 0,
+        }
+    }
+
+    /// Test hook: kills an isolated device's worker process (`SIGKILL`), as a crash
+    /// would; the device respawns it. `Unsupported` for an in-process device.
+    #[doc(hidden)]
+    pub fn kill_worker(&self) -> Result<(), GpuError> {
+        match &self.state.borrow().inner {
+            Some(Inner::Worker(link)) => link.kill(),
+            Some(Inner::Local(_)) => Err(GpuError::Unsupported("kill_worker on an in-process device".into())),
+            None => Err(GpuError::Unsupported(
+                "kill_worker while the device is not ready".into(),
+            )),
+        }
     }
 
     /// Stops the device; queued and later requests fail with `DeviceLost`.

@@ -25,7 +25,7 @@ pub enum Status {
 }
 
 /// Which backend a running device uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum BackendKind {
     /// A CUDA GPU.
     Cuda,
@@ -34,7 +34,7 @@ pub enum BackendKind {
 }
 
 /// What a device is.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct DeviceInfo {
     /// CUDA or CPU.
     pub backend: BackendKind,
@@ -67,6 +67,15 @@ pub(crate) struct InnerRefs {
     pub(crate) graph: crate::graph::GraphActorRef,
 }
 
+/// Where requests go while a device is ready.
+#[derive(Clone)]
+pub(crate) enum Inner {
+    /// The inner actors, in this process.
+    Local(Box<InnerRefs>),
+    /// An isolated device's worker process.
+    Worker(Arc<crate::isolation::link::LinkShared>),
+}
+
 /// A snapshot of a device's state.
 #[derive(Clone)]
 pub struct DeviceState {
@@ -77,12 +86,15 @@ pub struct DeviceState {
     pub status: Status,
     /// Known once the inner tier has started.
     pub info: Option<DeviceInfo>,
-    pub(crate) inner: Option<InnerRefs>,
+    pub(crate) inner: Option<Inner>,
 }
 
 /// State shared by a device's client handle and its two tiers.
 pub(crate) struct DeviceShared {
     pub(crate) config: DeviceConfig,
+    /// Unique per device started in this process (isolated devices check their
+    /// `GpuRef`s against it: two of them may share an ordinal and a generation).
+    pub(crate) instance: u64,
     generation: AtomicU64,
     pub(crate) state: watch::Sender<DeviceState>,
     /// Bytes handed out by the CPU device.
@@ -102,7 +114,9 @@ impl DeviceShared {
             info: None,
             inner: None,
         });
+        static INSTANCES: AtomicU64 = AtomicU64::new(1);
         Arc::new(DeviceShared {
+            instance: INSTANCES.fetch_add(1, Ordering::Relaxed),
             pinned: PinnedPool::new(config.pinned_pool_bytes),
             config,
             generation: AtomicU64::new(0),

@@ -699,7 +699,7 @@ impl BlasActor {
     }
 }
 
-#[gpu_actor(crate = crate)]
+#[gpu_actor(crate = crate, wire)]
 impl BlasActor {
     /// Creates the cuBLAS handle on the actor's own stream.
     #[pre_start]

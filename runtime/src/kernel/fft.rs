@@ -366,7 +366,7 @@ impl FftActor {
     }
 }
 
-#[gpu_actor(crate = crate)]
+#[gpu_actor(crate = crate, wire)]
 impl FftActor {
     /// Prepares the plan cache on the actor's own stream.
     #[pre_start]

@@ -155,7 +155,7 @@ impl KernelActor {
     }
 }
 
-#[gpu_actor(crate = crate)]
+#[gpu_actor(crate = crate, wire)]
 impl KernelActor {
     /// Takes a stream of its own (per the device's stream strategy).
     #[pre_start]

@@ -170,7 +170,7 @@ impl RngActor {
     }
 }
 
-#[gpu_actor(crate = crate)]
+#[gpu_actor(crate = crate, wire)]
 impl RngActor {
     /// Creates the generator on the actor's own stream, seeded with [`DEFAULT_SEED`].
     #[pre_start]

@@ -15,6 +15,10 @@ use crate::module::{KernelArgs, LaunchConfig};
 pub trait KernelArg: DeviceRepr + Copy + Send + Sync + 'static {
     /// The CUDA C++ declaration (`struct Params { float scale; unsigned int n; };`).
     fn cuda_decl() -> String;
+    /// Writes the value's fields at their offsets into `out` (`size_of::<Self>()`
+    /// bytes), padding zeroed: its bytes for an isolated device's worker, without
+    /// reading uninitialised padding.
+    fn write_bytes(&self, out: &mut [u8]);
 }
 
 /// The emulated form of a launch: runs the body over host buffers on the CPU device — as

@@ -391,7 +391,7 @@ impl SolverActor {
     }
 }
 
-#[gpu_actor(crate = crate)]
+#[gpu_actor(crate = crate, wire)]
 impl SolverActor {
     /// Creates the cuSOLVER handle on the actor's own stream.
     #[pre_start]

@@ -1,0 +1,235 @@
+//! Shared-memory arenas: where bulk data (uploads, downloads) crosses between a user
+//! process and its GPU worker without going through the socket.
+//!
+//! Each isolated device has two arenas, each a `memfd` mapped by both processes: the
+//! *request* arena is carved up by the user process (the worker only reads it), the
+//! *reply* arena by the worker (the user process reads it, then releases the range).
+//! A range stays leased until its reader is done with it, so one writer never
+//! overwrites what the other side is still reading. When an arena has no room the data
+//! goes inline through the socket instead: slower, never an error.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::sync::{Arc, Mutex};
+
+use memmap2::MmapRaw;
+
+use crate::error::GpuError;
+
+/// Ranges are handed out in multiples of this (a cache line pair; also keeps every
+/// dtype's elements aligned).
+const ALIGN: usize = 256;
+
+/// One shared mapping and, on the side that writes it, its free ranges.
+pub(crate) struct Arena {
+    file: File,
+    map: MmapRaw,
+    free: Mutex<FreeList>,
+}
+
+impl std::fmt::Debug for Arena {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Arena({} bytes, fd {})", self.map.len(), self.file.as_raw_fd())
+    }
+}
+
+impl Arena {
+    /// A new anonymous shared arena of `bytes` (sparse: pages exist once touched).
+    pub(crate) fn create(name: &str, bytes: usize) -> Result<Arc<Arena>, GpuError> {
+        let cname = std::ffi::CString::new(name).map_err(|_| GpuError::InvalidArgument("arena name".into()))?;
+        // SAFETY: FFI edge: `cname` is a valid NUL-terminated string; the flags are
+        // documented ones. The returned descriptor is owned by the `File` below.
+        let fd = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(os_error("memfd_create"));
+        }
+        // SAFETY: `fd` was just returned by memfd_create and is owned by nobody else.
+        let file = unsafe { File::from_raw_fd(fd) };
+        file.set_len(bytes as u64)
+            .map_err(|e| io_error("sizing the shared arena", e))?;
+        Arena::map(file)
+    }
+
+    /// Maps an arena inherited as descriptor `fd` (in the worker).
+    pub(crate) fn inherit(fd: RawFd) -> Result<Arc<Arena>, GpuError> {
+        // SAFETY: the parent placed the arena's memfd at `fd` before exec; this process
+        // takes ownership of it once, at start-up.
+        let file = unsafe { File::from_raw_fd(fd) };
+        Arena::map(file)
+    }
+
+    fn map(file: File) -> Result<Arc<Arena>, GpuError> {
+        let map = MmapRaw::map_raw(&file).map_err(|e| io_error("mapping the shared arena", e))?;
+        let len = map.len();
+        Ok(Arc::new(Arena {
+            file,
+            map,
+            free: Mutex::new(FreeList::new(len)),
+        }))
+    }
+
+    /// The descriptor (passed to the worker at spawn).
+    pub(crate) fn fd(&self) -> RawFd {
+        self.file.as_raw_fd()
+    }
+
+    /// Leases `bytes` for writing, or `None` if there is no room now.
+    pub(crate) fn lease(self: &Arc<Self>, bytes: usize) -> Option<Lease> {
+        let offset = self.free.lock().unwrap_or_else(|p| p.into_inner()).take(bytes)?;
+        Some(Lease {
+            arena: self.clone(),
+            offset,
+            len: bytes,
+        })
+    }
+
+    /// Returns a range leased earlier (by offset), when its reader is done.
+    pub(crate) fn release(&self, offset: usize, len: usize) {
+        self.free.lock().unwrap_or_else(|p| p.into_inner()).give(offset, len);
+    }
+
+    /// Copies `len` bytes at `offset` out of the arena. The range comes from the other
+    /// process, so it is checked.
+    pub(crate) fn read(&self, offset: usize, len: usize, out: &mut [u8]) -> Result<(), GpuError> {
+        let end = offset.checked_add(len);
+        if end.is_none_or(|e| e > self.map.len()) || out.len() != len {
+            return Err(GpuError::InvalidArgument(format!(
+                "shared-memory range {offset}+{len} is outside the {}-byte arena",
+                self.map.len()
+            )));
+        }
+        // SAFETY: the range lies inside the mapping (checked above) and is leased to this
+        // transfer by its writer, who does not touch it until it is released; `out` is a
+        // distinct host buffer of `len` bytes.
+        unsafe { std::ptr::copy_nonoverlapping(self.map.as_ptr().add(offset), out.as_mut_ptr(), len) };
+        Ok(())
+    }
+}
+
+/// A range of an arena leased for one transfer; released when dropped, unless
+/// [`Lease::keep`] handed its release to the reader.
+pub(crate) struct Lease {
+    arena: Arc<Arena>,
+    offset: usize,
+    len: usize,
+}
+
+impl Lease {
+    /// Where the range starts.
+    pub(crate) fn offset(&self) -> usize {
+        self.offset
+    }
+
+    /// Copies `data` (exactly the lease's length) into the range.
+    pub(crate) fn fill(&mut self, data: &[u8]) {
+        assert_eq!(data.len(), self.len, "a lease is filled with exactly its length");
+        // SAFETY: the range lies inside the mapping (the free list only hands out ranges
+        // of it) and is exclusively leased to this writer.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.arena.map.as_mut_ptr().add(self.offset), self.len) };
+    }
+
+    /// Forgets the lease without releasing it: the other process releases it (by
+    /// offset) once it has read the data.
+    pub(crate) fn keep(self) -> (usize, usize) {
+        let r = (self.offset, self.len);
+        std::mem::forget(self);
+        r
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.arena.release(self.offset, self.len);
+    }
+}
+
+/// First-fit free ranges, coalesced on release.
+#[derive(Debug)]
+struct FreeList {
+    /// offset → length of each free range.
+    free: BTreeMap<usize, usize>,
+}
+
+impl FreeList {
+    fn new(len: usize) -> Self {
+        let mut free = BTreeMap::new();
+        let usable = len / ALIGN * ALIGN;
+        if usable > 0 {
+            free.insert(0, usable);
+        }
+        FreeList { free }
+    }
+
+    fn rounded(bytes: usize) -> Option<usize> {
+        bytes.max(1).checked_next_multiple_of(ALIGN)
+    }
+
+    fn take(&mut self, bytes: usize) -> Option<usize> {
+        let need = Self::rounded(bytes)?;
+        let (&off, &len) = self.free.iter().find(|(_, &len)| len >= need)?;
+        self.free.remove(&off);
+        if len > need {
+            self.free.insert(off + need, len - need);
+        }
+        Some(off)
+    }
+
+    fn give(&mut self, offset: usize, bytes: usize) {
+        let Some(mut len) = Self::rounded(bytes) else { return };
+        let mut off = offset;
+        if let Some((&prev, &plen)) = self.free.range(..off).next_back() {
+            if prev + plen == off {
+                self.free.remove(&prev);
+                off = prev;
+                len += plen;
+            }
+        }
+        if let Some(&nlen) = self.free.get(&(off + len)) {
+            self.free.remove(&(off + len));
+            len += nlen;
+        }
+        self.free.insert(off, len);
+    }
+}
+
+fn os_error(what: &str) -> GpuError {
+    io_error(what, std::io::Error::last_os_error())
+}
+
+pub(crate) fn io_error(what: &str, e: std::io::Error) -> GpuError {
+    GpuError::DeviceLost(format!("isolated device: {what}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_are_disjoint_and_coalesce_back() {
+        let mut f = FreeList::new(4096);
+        let a = f.take(100).unwrap();
+        let b = f.take(300).unwrap();
+        let c = f.take(256).unwrap();
+        assert_eq!((a, b, c), (0, 256, 768));
+        assert!(f.take(4096).is_none(), "only 3072 bytes are left");
+        f.give(b, 300);
+        f.give(a, 100);
+        f.give(c, 256);
+        assert_eq!(f.free.len(), 1, "{:?}", f.free);
+        assert_eq!(f.take(4096), Some(0));
+    }
+
+    #[test]
+    fn data_written_through_a_lease_reads_back() {
+        let arena = Arena::create("test-arena", 1 << 20).unwrap();
+        let data: Vec<u8> = (0..5000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let mut lease = arena.lease(data.len()).unwrap();
+        lease.fill(&data);
+        let mut out = vec![0u8; data.len()];
+        arena.read(lease.offset(), data.len(), &mut out).unwrap();
+        assert_eq!(out, data);
+        assert!(arena.read((1 << 20) - 10, 20, &mut [0u8; 20]).is_err());
+        assert!(arena.read(usize::MAX - 1, 20, &mut [0u8; 20]).is_err());
+    }
+}

@@ -1,0 +1,92 @@
+//! Frames on the socket between a user process and its GPU worker:
+//! `[u64 length][u8 kind][u64 id][payload]`, little-endian, one `write` each.
+
+use std::io::{Read, Write};
+
+/// What a frame carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Kind {
+    /// User → worker: a request (`id`: the request id).
+    Request = 1,
+    /// User → worker: the last handle to buffer `id` was dropped.
+    Free = 2,
+    /// User → worker: a reply-arena range was read (payload: offset, length).
+    Release = 3,
+    /// Worker → user: the device is open (payload: `DeviceInfo` as JSON).
+    Ready = 10,
+    /// Worker → user: the device failed to open (payload: the `GpuError`).
+    StartFailed = 11,
+    /// Worker → user: the answer to request `id`.
+    Reply = 12,
+    /// Worker → user: a sticky fault; the worker exits (payload: the `GpuError`).
+    Fault = 13,
+}
+
+impl Kind {
+    fn from_u8(v: u8) -> Option<Kind> {
+        Some(match v {
+            1 => Kind::Request,
+            2 => Kind::Free,
+            3 => Kind::Release,
+            10 => Kind::Ready,
+            11 => Kind::StartFailed,
+            12 => Kind::Reply,
+            13 => Kind::Fault,
+            _ => return None,
+        })
+    }
+}
+
+/// The largest frame accepted (bulk data beyond the arena goes inline).
+const MAX_FRAME: u64 = 1 << 36;
+
+/// Writes one frame with a single `write_all` (callers hold the socket's lock).
+pub(crate) fn write(out: &mut impl Write, kind: Kind, id: u64, payload: &[u8]) -> std::io::Result<()> {
+    let mut buf = Vec::with_capacity(17 + payload.len());
+    buf.extend_from_slice(&(9 + payload.len() as u64).to_le_bytes());
+    buf.push(kind as u8);
+    buf.extend_from_slice(&id.to_le_bytes());
+    buf.extend_from_slice(payload);
+    out.write_all(&buf)?;
+    out.flush()
+}
+
+/// Reads one frame; an unknown kind or an oversized length is an `InvalidData` error.
+pub(crate) fn read(input: &mut impl Read) -> std::io::Result<(Kind, u64, Vec<u8>)> {
+    let mut head = [0u8; 17];
+    input.read_exact(&mut head)?;
+    let len = u64::from_le_bytes(head[..8].try_into().expect("8 bytes"));
+    let bad = |what: String| std::io::Error::new(std::io::ErrorKind::InvalidData, what);
+    if !(9..=MAX_FRAME).contains(&len) {
+        return Err(bad(format!("frame length {len}")));
+    }
+    let kind = Kind::from_u8(head[8]).ok_or_else(|| bad(format!("frame kind {}", head[8])))?;
+    let id = u64::from_le_bytes(head[9..17].try_into().expect("8 bytes"));
+    let mut payload = vec![0u8; (len - 9) as usize];
+    input.read_exact(&mut payload)?;
+    Ok((kind, id, payload))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_and_garbage_is_rejected() {
+        let mut buf = vec![];
+        write(&mut buf, Kind::Reply, 42, b"hello").unwrap();
+        write(&mut buf, Kind::Free, 7, b"").unwrap();
+        let mut r = &buf[..];
+        assert_eq!(read(&mut r).unwrap(), (Kind::Reply, 42, b"hello".to_vec()));
+        assert_eq!(read(&mut r).unwrap(), (Kind::Free, 7, vec![]));
+        assert!(read(&mut r).is_err(), "end of input");
+        let mut garbage = vec![];
+        garbage.extend_from_slice(&u64::MAX.to_le_bytes());
+        garbage.extend_from_slice(&[1; 9]);
+        assert_eq!(
+            read(&mut &garbage[..]).unwrap_err().kind(),
+            std::io::ErrorKind::InvalidData
+        );
+    }
+}

@@ -1,0 +1,363 @@
+//! The user-process side of one worker incarnation: spawns the worker, sends requests,
+//! routes replies to their askers, and fails every pending request when the worker goes.
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::oneshot;
+
+use super::arena::{io_error, Arena, Lease};
+use super::frame::{self, Kind};
+use super::wire::{ClientCtx, Reader, ReplySlot, Side, Wire, Writer};
+use super::{IsolationConfig, WORKER_ENV, WORKER_FDS};
+use crate::device::device_actor::Routed;
+use crate::device::state::{DeviceInfo, DeviceShared, Status};
+use crate::error::GpuError;
+
+/// Tells the supervisor that the worker is gone, and why.
+pub(crate) type OnDeath = Box<dyn FnOnce(GpuError) + Send>;
+
+/// A request waiting for its reply, with what must live until then.
+struct Pending {
+    slot: ReplySlot,
+    _leases: Vec<Lease>,
+    _keep: Vec<Box<dyn Any + Send>>,
+}
+
+/// The pending requests, and why the link is dead once it is (checked under the same
+/// lock, so no request is registered after the others were failed).
+#[derive(Default)]
+struct Requests {
+    pending: HashMap<u64, Pending>,
+    dead: Option<GpuError>,
+}
+
+/// One worker process and the channel to it.
+pub(crate) struct LinkShared {
+    pub(crate) ctx: ClientCtx,
+    shared: Arc<DeviceShared>,
+    socket: Mutex<UnixStream>,
+    requests: Mutex<Requests>,
+    next_id: AtomicU64,
+    child: Mutex<Option<Child>>,
+    pid: u32,
+    /// Told once, when the worker is gone (with why).
+    on_death: Mutex<Option<OnDeath>>,
+}
+
+impl LinkShared {
+    /// Starts a worker for `config` and waits until its device is open.
+    pub(crate) async fn spawn(
+        shared: &Arc<DeviceShared>,
+        generation: u64,
+        on_death: OnDeath,
+    ) -> Result<(Arc<LinkShared>, DeviceInfo), GpuError> {
+        if std::env::var_os(WORKER_ENV).is_some() {
+            return Err(GpuError::Unsupported(
+                "opening an isolated device from inside a worker process".into(),
+            ));
+        }
+        let (config, instance) = (&shared.config, shared.instance);
+        let iso = config.isolation.clone().unwrap_or_default();
+        let requests = Arena::create("atomr-requests", iso.arena_bytes)?;
+        let replies = Arena::create("atomr-replies", iso.arena_bytes)?;
+        let (ours, theirs) = UnixStream::pair().map_err(|e| io_error("socket pair", e))?;
+        let mut worker_config = config.clone();
+        worker_config.isolation = None;
+        let spec = serde_json::to_string(&worker_config).map_err(|e| GpuError::Other(e.to_string()))?;
+        let child = spawn_child(&iso, &spec, [theirs.as_raw_fd(), requests.fd(), replies.fd()])?;
+        drop(theirs);
+        let pid = child.id();
+        let reader = ours.try_clone().map_err(|e| io_error("socket clone", e))?;
+        let link = Arc::new_cyclic(|weak| LinkShared {
+            ctx: ClientCtx {
+                device_id: config.device_id,
+                instance,
+                generation,
+                link: weak.clone(),
+                requests,
+                replies,
+            },
+            shared: shared.clone(),
+            socket: Mutex::new(ours),
+            requests: Mutex::new(Requests::default()),
+            next_id: AtomicU64::new(1),
+            child: Mutex::new(Some(child)),
+            pid,
+            on_death: Mutex::new(Some(on_death)),
+        });
+        let (ready_tx, ready_rx) = oneshot::channel();
+        let l2 = link.clone();
+        std::thread::Builder::new()
+            .name(format!("atomr-worker-{}-rx", config.device_id))
+            .spawn(move || l2.read_loop(reader, ready_tx))
+            .map_err(|e| io_error("reader thread", e))?;
+        match tokio::time::timeout(iso.start_timeout, ready_rx).await {
+            Ok(Ok(Ok(info))) => Ok((link, info)),
+            Ok(Ok(Err(e))) => {
+                link.shutdown(e.clone());
+                Err(e)
+            }
+            Ok(Err(_)) => {
+                let e = link
+                    .death_cause()
+                    .unwrap_or_else(|| GpuError::DeviceLost("the worker exited while starting".into()));
+                Err(e)
+            }
+            Err(_) => {
+                let e = GpuError::Timeout(iso.start_timeout);
+                link.shutdown(GpuError::DeviceLost(format!(
+                    "the worker did not open device {} within {:?}",
+                    config.device_id, iso.start_timeout
+                )));
+                Err(e)
+            }
+        }
+    }
+
+    /// The worker's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    fn death_cause(&self) -> Option<GpuError> {
+        self.lock_requests().dead.clone()
+    }
+
+    fn lock_requests(&self) -> std::sync::MutexGuard<'_, Requests> {
+        self.requests.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn send_frame(&self, kind: Kind, id: u64, payload: &[u8]) -> Result<(), GpuError> {
+        let mut s = self.socket.lock().unwrap_or_else(|p| p.into_inner());
+        frame::write(&mut *s, kind, id, payload).map_err(|e| io_error("writing to the worker", e))
+    }
+
+    /// Sends a request; its asker is answered from the reply, or with an error if the
+    /// request cannot be encoded or the worker goes first.
+    pub(crate) fn submit(&self, routed: Routed) {
+        let mut w = Writer::new(Side::Client(&self.ctx));
+        let Some(slot) = routed.encode(&mut w) else {
+            return; // answered with the encoding error
+        };
+        let Writer {
+            bytes, leases, keep, ..
+        } = w;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut r = self.lock_requests();
+            if let Some(e) = r.dead.clone() {
+                drop(r);
+                slot.answer(Err(e), &|_| {});
+                return;
+            }
+            if slot.is_ask() {
+                r.pending.insert(
+                    id,
+                    Pending {
+                        slot,
+                        _leases: leases,
+                        _keep: keep,
+                    },
+                );
+            }
+        }
+        if let Err(e) = self.send_frame(Kind::Request, id, &bytes) {
+            if let Some(p) = self.lock_requests().pending.remove(&id) {
+                p.slot.answer(Err(e), &|_| {});
+            }
+        }
+    }
+
+    /// The last user handle to worker buffer `id` was dropped.
+    pub(crate) fn free(&self, id: u64) {
+        if self.lock_requests().dead.is_none() {
+            let _ = self.send_frame(Kind::Free, id, &[]);
+        }
+    }
+
+    /// Requests waiting for a reply.
+    pub(crate) fn pending(&self) -> usize {
+        self.lock_requests().pending.len()
+    }
+
+    fn read_loop(self: Arc<Self>, mut socket: UnixStream, ready: oneshot::Sender<Result<DeviceInfo, GpuError>>) {
+        let mut ready = Some(ready);
+        let mut fault: Option<GpuError> = None;
+        let why = loop {
+            let (kind, id, payload) = match frame::read(&mut socket) {
+                Ok(f) => f,
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break None,
+                Err(e) => break Some(io_error("reading from the worker", e)),
+            };
+            match kind {
+                Kind::Reply => self.answer(id, &payload),
+                Kind::Ready => {
+                    let info = serde_json::from_slice::<DeviceInfo>(&payload)
+                        .map_err(|e| GpuError::DeviceLost(format!("the worker's device info: {e}")));
+                    if let Some(tx) = ready.take() {
+                        let _ = tx.send(info);
+                    }
+                }
+                Kind::StartFailed | Kind::Fault => {
+                    let e = GpuError::take(&mut Reader::new(&payload, Side::Client(&self.ctx)))
+                        .unwrap_or_else(|e| GpuError::DeviceLost(format!("the worker's error did not decode: {e}")));
+                    if let Some(tx) = ready.take() {
+                        let _ = tx.send(Err(e.clone()));
+                    }
+                    fault = Some(e);
+                }
+                Kind::Request | Kind::Free | Kind::Release => {
+                    tracing::warn!(?kind, "the worker sent a user-side frame; ignored");
+                }
+            }
+        };
+        let status = self.reap();
+        let cause = fault.or(why).unwrap_or_else(|| {
+            GpuError::DeviceLost(format!(
+                "the worker process (pid {}) of device {} exited: {status}",
+                self.pid, self.ctx.device_id
+            ))
+        });
+        drop(ready);
+        self.die(cause);
+    }
+
+    fn answer(&self, id: u64, payload: &[u8]) {
+        let Some(p) = self.lock_requests().pending.remove(&id) else {
+            return; // a tell, or a request failed meanwhile
+        };
+        let mut r = Reader::new(payload, Side::Client(&self.ctx));
+        // A sticky error means the worker is done for: stop sending it requests before
+        // its asker (who may ask again at once) hears of it.
+        p.slot.answer(Ok(&mut r), &|e| {
+            if e.is_sticky() {
+                self.retire(e.clone());
+            }
+        });
+        for (offset, len) in std::mem::take(&mut r.released) {
+            let mut b = Vec::with_capacity(16);
+            b.extend_from_slice(&(offset as u64).to_le_bytes());
+            b.extend_from_slice(&(len as u64).to_le_bytes());
+            let _ = self.send_frame(Kind::Release, 0, &b);
+        }
+        // `p`'s leases (request data) are released here, after the reply.
+    }
+
+    /// Waits (briefly) for the worker to exit and describes how it did.
+    fn reap(&self) -> String {
+        let Some(mut child) = self.child.lock().unwrap_or_else(|p| p.into_inner()).take() else {
+            return "already reaped".into();
+        };
+        let until = Instant::now() + Duration::from_secs(2);
+        loop {
+            match child.try_wait() {
+                Ok(Some(status)) => return status.to_string(),
+                Ok(None) if Instant::now() < until => std::thread::sleep(Duration::from_millis(2)),
+                Ok(None) => {
+                    let _ = child.kill();
+                    return child
+                        .wait()
+                        .map(|s| format!("killed after closing its channel ({s})"))
+                        .unwrap_or_default();
+                }
+                Err(e) => return format!("unknown ({e})"),
+            }
+        }
+    }
+
+    /// Stops new requests from reaching this worker (they queue in the `DeviceActor`
+    /// for the next one) and tells the supervisor, once.
+    fn retire(&self, cause: GpuError) {
+        let generation = self.ctx.generation;
+        self.shared.publish(|s| {
+            if s.generation == generation && matches!(s.status, Status::Ready) {
+                s.status = Status::Starting;
+                s.inner = None;
+            }
+        });
+        if let Some(f) = self.on_death.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            f(cause);
+        }
+    }
+
+    /// Marks the link dead with `cause`: every pending asker gets it, and the supervisor
+    /// is told (once).
+    fn die(&self, cause: GpuError) {
+        let pending = {
+            let mut r = self.lock_requests();
+            if r.dead.is_none() {
+                r.dead = Some(cause.clone());
+            }
+            std::mem::take(&mut r.pending)
+        };
+        let on_death = self.on_death.lock().unwrap_or_else(|p| p.into_inner()).is_some();
+        if on_death {
+            self.retire(cause.clone());
+        }
+        for (_, p) in pending {
+            p.slot.answer(Err(cause.clone()), &|_| {});
+        }
+    }
+
+    /// Ends the worker: pending requests fail with `why`, the channel closes (the worker
+    /// exits on its end of file), and the reader thread reaps it.
+    pub(crate) fn shutdown(&self, why: GpuError) {
+        // Not the supervisor's business: it asked for this.
+        self.on_death.lock().unwrap_or_else(|p| p.into_inner()).take();
+        self.die(why);
+        let s = self.socket.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = s.shutdown(std::net::Shutdown::Both);
+    }
+
+    /// Test hook: kills the worker process (`SIGKILL`), as a crash would.
+    pub(crate) fn kill(&self) -> Result<(), GpuError> {
+        match self.child.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+            Some(c) => c.kill().map_err(|e| io_error("killing the worker", e)),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Starts the worker with the socket and the arenas at [`WORKER_FDS`].
+fn spawn_child(iso: &IsolationConfig, spec: &str, fds: [i32; 3]) -> Result<Child, GpuError> {
+    let program = match &iso.program {
+        Some(p) => p.clone(),
+        None => std::env::current_exe().map_err(|e| io_error("finding this executable", e))?,
+    };
+    let mut cmd = Command::new(&program);
+    cmd.args(&iso.args).env(WORKER_ENV, spec).stdin(Stdio::null());
+    // SAFETY: the closure runs in the forked child before exec and calls only
+    // async-signal-safe functions (fcntl, dup2, prctl) on descriptors this process
+    // owns; dup2's copies have close-on-exec cleared, so exactly these three reach the
+    // worker.
+    unsafe {
+        cmd.pre_exec(move || {
+            // Move the sources out of the way first (one may sit at another's target).
+            let mut high = [0; 3];
+            for (h, src) in high.iter_mut().zip(fds) {
+                *h = libc::fcntl(src, libc::F_DUPFD_CLOEXEC, 64);
+                if *h < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            for (src, dst) in high.iter().zip(WORKER_FDS) {
+                if libc::dup2(*src, dst) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            // The worker dies with the user process (no orphaned GPU contexts).
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    cmd.spawn()
+        .map_err(|e| io_error(&format!("starting the worker {}", program.display()), e))
+}

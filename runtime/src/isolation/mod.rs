@@ -1,0 +1,77 @@
+//! Isolated devices: the inner tier of a device in a GPU worker process of its own.
+//!
+//! A sticky CUDA fault (an illegal address, a `trap`) kills every context of the process
+//! it happens in — measured on the H200, nothing recovers short of a new process. So an
+//! isolated device runs its context, streams and library actors in a worker: this same
+//! executable, started again in worker mode (`main` calls [`enter_worker_if_requested`]
+//! first, or carries `#[gpu_main]`). The `DeviceActor` in the user's process stays the
+//! stable address; a `WorkerActor` under it owns the worker. When the worker reports a
+//! sticky fault (or dies any other way) every request in flight gets an error, the
+//! supervisor respawns the worker within its restart budget, the generation goes up
+//! (older `GpuRef`s fail `Stale`) and requests queued meanwhile are delivered to the new
+//! worker.
+//!
+//! What crosses: the messages of the device's `ContextActor`, `BlasActor`, `RngActor`,
+//! `FftActor`, `SolverActor` and `KernelActor` (`#[gpu_actor(wire)]` generates their
+//! encoding); `GpuRef`s as ids; element data through two shared-memory arenas. Raw
+//! modules, events, graphs, pinned buffers and managed memory answer `Unsupported` on
+//! an isolated device (README lists them).
+//!
+//! Security: the channel is a socket pair and the arenas are `memfd`s inherited by the
+//! child at fixed descriptors; nothing listens on a path or a port. A frame that does
+//! not decode is an error for its request, never a crash of either side.
+
+pub(crate) mod arena;
+mod frame;
+pub(crate) mod handles;
+pub(crate) mod link;
+pub mod wire;
+mod worker;
+pub(crate) mod worker_actor;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub(crate) use handles::RemoteBuf;
+pub use handles::WireArgs;
+pub use worker::enter_worker_if_requested;
+
+/// The environment variable that starts a process in worker mode (its value: the
+/// device's configuration, as JSON).
+pub const WORKER_ENV: &str = "ATOMR_ACCEL_WORKER";
+
+/// Descriptors the worker inherits: the socket, the request arena, the reply arena.
+const WORKER_FDS: [i32; 3] = [3, 4, 5];
+
+/// How an isolated device runs its worker.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct IsolationConfig {
+    /// The worker executable; `None`: this executable (`std::env::current_exe`).
+    pub program: Option<PathBuf>,
+    /// Arguments for the worker executable.
+    pub args: Vec<String>,
+    /// Restarts allowed within `restart_window` before the device is given up as
+    /// `DeviceLost` (stops a crash loop).
+    pub max_restarts: u32,
+    /// See `max_restarts`.
+    pub restart_window: Duration,
+    /// How long a worker may take to open its device (CUDA, cuBLAS: ~1–1.5 s on the
+    /// H200).
+    pub start_timeout: Duration,
+    /// Size of each of the two shared-memory arenas (sparse: only touched pages use
+    /// memory). Transfers that do not fit go through the socket, more slowly.
+    pub arena_bytes: usize,
+}
+
+impl Default for IsolationConfig {
+    fn default() -> Self {
+        IsolationConfig {
+            program: None,
+            args: vec![],
+            max_restarts: 20,
+            restart_window: Duration::from_secs(60),
+            start_timeout: Duration::from_secs(60),
+            arena_bytes: 2 << 30,
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! The worker process of an isolated device: opens the device in-process, serves the
+//! requests that arrive on its socket, and exits — without running CUDA's destructors —
+//! on a sticky fault or when the user process goes away.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::os::fd::FromRawFd;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::arena::Arena;
+use super::frame::{self, Kind};
+use super::wire::{Reader, Side, Wire, WorkerCtx, Writer};
+use super::{WORKER_ENV, WORKER_FDS};
+use crate::actor::ActorSystem;
+use crate::device::device_actor::Routed;
+use crate::device::state::Status;
+use crate::device::{Device, DeviceConfig};
+use crate::error::GpuError;
+
+/// Exit status of a worker after a sticky fault.
+const FAULT_EXIT: i32 = 70;
+
+/// Runs this process as an isolated device's GPU worker if it was started as one, and
+/// never returns then; returns at once otherwise. Call it first thing in `main` (or put
+/// `#[gpu_main]` on `main`) in every program that opens isolated devices: the worker is
+/// this same executable, so it knows the same `#[kernel]`s.
+pub fn enter_worker_if_requested() {
+    let Some(spec) = std::env::var_os(WORKER_ENV) else {
+        return;
+    };
+    let code = match spec.to_str().map(serde_json::from_str::<DeviceConfig>) {
+        // On a thread of its own: `main` may already be inside a tokio runtime
+        // (`#[tokio::main]`), and the worker builds its own.
+        Some(Ok(config)) => std::thread::Builder::new()
+            .name("atomr-worker".into())
+            .spawn(move || run(config))
+            .map(|t| t.join().unwrap_or(1))
+            .unwrap_or(1),
+        _ => {
+            eprintln!("atomr-accel-cuda worker: {WORKER_ENV} does not hold a device configuration");
+            2
+        }
+    };
+    exit_now(code)
+}
+
+/// Ends the process without unwinding or destructors (after a sticky fault, CUDA's
+/// teardown can hang or fault again; the driver reclaims everything at exit).
+fn exit_now(code: i32) -> ! {
+    let _ = std::io::stderr().flush();
+    // SAFETY: FFI edge: `_exit` ends the process at once; nothing in this process
+    // needs to run afterwards.
+    unsafe { libc::_exit(code) }
+}
+
+/// What the serving side shares across its threads and tasks.
+struct Serve {
+    ctx: WorkerCtx,
+    socket: Mutex<UnixStream>,
+    device: Device,
+    in_flight: AtomicUsize,
+}
+
+impl Serve {
+    fn send(&self, kind: Kind, id: u64, payload: &[u8]) {
+        let mut s = self.socket.lock().unwrap_or_else(|p| p.into_inner());
+        if frame::write(&mut *s, kind, id, payload).is_err() {
+            // The user process is gone: so is the reason to exist.
+            exit_now(0);
+        }
+    }
+
+    fn send_error(&self, kind: Kind, id: u64, e: &GpuError) {
+        let mut w = Writer::new(Side::Worker(&self.ctx));
+        if kind == Kind::Reply {
+            w.put_u8(1); // the `Err` of a `Result`
+        }
+        let _ = e.put(&mut w);
+        self.send(kind, id, &w.bytes);
+    }
+}
+
+fn run(config: DeviceConfig) -> i32 {
+    // SAFETY: the user process placed the socket at this descriptor before exec; this
+    // process takes ownership of it once, here.
+    let socket = unsafe { UnixStream::from_raw_fd(WORKER_FDS[0]) };
+    let arenas = (Arena::inherit(WORKER_FDS[1]), Arena::inherit(WORKER_FDS[2]));
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("atomr-accel-cuda worker: no tokio runtime: {e}");
+            return 1;
+        }
+    };
+    let (requests, replies) = match arenas {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("atomr-accel-cuda worker: {e}");
+            return 1;
+        }
+    };
+    let ctx = WorkerCtx {
+        buffers: Mutex::new(HashMap::new()),
+        requests,
+        replies,
+    };
+    let opened = rt.block_on(async {
+        let system = ActorSystem::new("atomr-worker");
+        Device::open(&system, config).await
+    });
+    let device = match opened {
+        Ok(d) => d,
+        Err(e) => {
+            let mut w = Writer::new(Side::Worker(&ctx));
+            let _ = e.put(&mut w);
+            let mut s = socket;
+            let _ = frame::write(&mut s, Kind::StartFailed, 0, &w.bytes);
+            return 1;
+        }
+    };
+    let reader = match socket.try_clone() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("atomr-accel-cuda worker: {e}");
+            return 1;
+        }
+    };
+    let info = device.state().info.expect("an open device has its info");
+    let serve = Arc::new(Serve {
+        ctx,
+        socket: Mutex::new(socket),
+        device,
+        in_flight: AtomicUsize::new(0),
+    });
+    serve.send(
+        Kind::Ready,
+        0,
+        &serde_json::to_vec(&info).expect("DeviceInfo serialises"),
+    );
+    rt.spawn(watch_for_fault(serve.clone()));
+    serve_requests(&serve, reader, rt.handle());
+    // End of file: the user process closed the channel (or exited).
+    0
+}
+
+/// Reads frames until the channel closes; each request runs as a task of its own.
+fn serve_requests(serve: &Arc<Serve>, mut socket: UnixStream, rt: &tokio::runtime::Handle) {
+    loop {
+        let (kind, id, payload) = match frame::read(&mut socket) {
+            Ok(f) => f,
+            Err(_) => return,
+        };
+        match kind {
+            Kind::Request => {
+                let decoded = {
+                    let mut r = Reader::new(&payload, Side::Worker(&serve.ctx));
+                    Routed::decode(&mut r)
+                };
+                match decoded {
+                    Err(e) => serve.send_error(Kind::Reply, id, &e),
+                    Ok((routed, wait)) => {
+                        serve.in_flight.fetch_add(1, Ordering::SeqCst);
+                        let s = serve.clone();
+                        rt.spawn(async move {
+                            s.device.submit_routed(routed).await;
+                            let encode = wait.0.await;
+                            let mut w = Writer::new(Side::Worker(&s.ctx));
+                            encode(&mut w);
+                            // Reply-arena ranges are released by the user process once read.
+                            w.leases.drain(..).for_each(|l| {
+                                l.keep();
+                            });
+                            s.send(Kind::Reply, id, &w.bytes);
+                            s.in_flight.fetch_sub(1, Ordering::SeqCst);
+                        });
+                    }
+                }
+            }
+            Kind::Free => serve.ctx.release(id),
+            Kind::Release => {
+                if payload.len() == 16 {
+                    let offset = u64::from_le_bytes(payload[..8].try_into().expect("8 bytes")) as usize;
+                    let len = u64::from_le_bytes(payload[8..].try_into().expect("8 bytes")) as usize;
+                    serve.ctx.replies.release(offset, len);
+                }
+            }
+            Kind::Ready | Kind::StartFailed | Kind::Reply | Kind::Fault => {}
+        }
+    }
+}
+
+/// On a sticky fault: lets the requests in flight get their (typed) errors, reports the
+/// fault and exits at once.
+async fn watch_for_fault(serve: Arc<Serve>) {
+    let mut rx = serve.device.watch_state();
+    let cause = loop {
+        if let Status::Lost(e) = &rx.borrow_and_update().status {
+            break e.clone();
+        }
+        if rx.changed().await.is_err() {
+            break GpuError::DeviceLost("the worker's device state closed".into());
+        }
+    };
+    // Every request pending on a lost device is answered within its deadlines; give
+    // them a moment to reach their askers so each sees its own error.
+    let until = Instant::now() + Duration::from_secs(1);
+    while serve.in_flight.load(Ordering::SeqCst) > 0 && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    serve.send_error(Kind::Fault, 0, &cause);
+    exit_now(FAULT_EXIT)
+}

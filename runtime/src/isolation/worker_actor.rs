@@ -1,0 +1,112 @@
+//! `WorkerActor`: the inner tier of an isolated device as seen from the user process —
+//! it owns the worker process, and fails (to be restarted by the `DeviceActor`'s
+//! supervision) when the worker dies. Written with `#[gpu_actor]`.
+
+use std::sync::Arc;
+
+use atomr_accel_cuda_macros::gpu_actor;
+
+use super::link::LinkShared;
+use crate::actor::{Context, Failure};
+use crate::device::state::{DeviceShared, Inner, Status};
+use crate::error::GpuError;
+
+/// Owns one worker process at a time; each (re)start spawns a new one in a new
+/// generation.
+pub struct WorkerActor {
+    shared: Arc<DeviceShared>,
+    link: Option<Arc<LinkShared>>,
+    generation: u64,
+}
+
+impl WorkerActor {
+    pub(crate) fn new(shared: Arc<DeviceShared>) -> Self {
+        WorkerActor {
+            shared,
+            link: None,
+            generation: 0,
+        }
+    }
+
+    /// Ends the current worker (if any); its pending requests fail with `why`.
+    fn end_worker(&mut self, why: GpuError) {
+        if let Some(link) = self.link.take() {
+            link.shutdown(why);
+        }
+        self.shared.publish(|s| {
+            s.status = Status::Starting;
+            s.inner = None;
+        });
+    }
+}
+
+#[gpu_actor(crate = crate)]
+impl WorkerActor {
+    /// Spawns a worker and publishes it once its device is open.
+    #[pre_start]
+    async fn start(&mut self, ctx: &mut Context<Self>) -> Result<(), GpuError> {
+        let generation = self.shared.next_generation();
+        self.generation = generation;
+        let me = ctx.self_ref().clone();
+        let on_death = Box::new(move |error: GpuError| {
+            // Mailbox full or stopped: the supervisor is already on it.
+            let _ = me.try_tell(WorkerActorMsg::Died { generation, error });
+        });
+        let t0 = std::time::Instant::now();
+        let (link, info) = LinkShared::spawn(&self.shared, generation, on_death).await?;
+        tracing::info!(
+            device = self.shared.config.device_id,
+            generation,
+            pid = link.pid(),
+            name = %info.name,
+            ms = t0.elapsed().as_secs_f64() * 1e3,
+            "isolated device ready"
+        );
+        self.link = Some(link.clone());
+        self.shared.publish(|s| {
+            s.generation = generation;
+            s.status = Status::Ready;
+            s.info = Some(info);
+            s.inner = Some(Inner::Worker(link));
+        });
+        Ok(())
+    }
+
+    /// Ends the old worker before a new one starts.
+    #[pre_restart]
+    async fn restarting(&mut self, _ctx: &mut Context<Self>, failure: &Failure) -> Result<(), GpuError> {
+        tracing::warn!(device = self.shared.config.device_id, %failure, "respawning the worker");
+        self.end_worker(GpuError::DeviceLost(format!("the worker is being replaced: {failure}")));
+        Ok(())
+    }
+
+    /// Ends the worker with the device.
+    #[post_stop]
+    async fn stopped(&mut self, _ctx: &mut Context<Self>) -> Result<(), GpuError> {
+        self.end_worker(GpuError::DeviceLost("the device was stopped".into()));
+        Ok(())
+    }
+
+    /// The worker of `generation` is gone: fail, so the supervisor respawns it (a
+    /// report from an older worker is ignored).
+    #[handler(tell)]
+    async fn died(&mut self, generation: u64, error: GpuError) -> Result<(), GpuError> {
+        if generation != self.generation {
+            return Ok(());
+        }
+        // Replies the worker still sends (its in-flight requests' own errors) reach
+        // their askers; whatever is left after a grace period fails.
+        if let Some(link) = self.link.take() {
+            let why = error.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_secs(2));
+                link.shutdown(GpuError::DeviceLost(format!("the worker was replaced after: {why}")));
+            });
+        }
+        self.shared.publish(|s| {
+            s.status = Status::Starting;
+            s.inner = None;
+        });
+        Err(error)
+    }
+}

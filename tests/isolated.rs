@@ -1,0 +1,583 @@
+//! Isolated devices: the inner tier in a worker process (this test binary, re-entered
+//! through `#[gpu_main]`). Its own harness (`harness = false` in Cargo.toml): a worker
+//! must start at `main`, which libtest owns otherwise. Prints libtest's summary line, so
+//! `.gpu/run.sh` counts it like the others; `--ignored` runs the GPU cases.
+//!
+//! CPU cases run in CI; the GPU cases (sticky faults: a trap, 719, and an illegal
+//! address, 700) on the H200.
+
+mod common;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+
+use atomr_accel_cuda::actor::ActorSystem;
+use atomr_accel_cuda::device::Status;
+use atomr_accel_cuda::isolation::IsolationConfig;
+use atomr_accel_cuda::kernel::dsl::prelude::*;
+use atomr_accel_cuda::module::{KernelSource, LaunchConfig};
+use atomr_accel_cuda::{gpu_main, kernel, Device, DeviceConfig, FftShape, Gemm, GpuError, GpuRef, KernelArg};
+use common::{gemm_ref, rand_vec, rel_err};
+
+/// Parameters by value, with trailing padding (20 bytes of fields in 24).
+#[derive(Clone, Copy, KernelArg)]
+#[repr(C)]
+pub struct Affine {
+    pub scale: f64,
+    pub shift: f64,
+    pub bias: i32,
+}
+
+/// `y = scale·x + shift + bias`.
+#[kernel]
+pub fn affine<T: Float>(p: Affine, x: &[T], y: &mut [T]) {
+    let i = global_index();
+    if i < y.len() {
+        y[i] = T::from_f64(p.scale) * x[i] + T::from_f64(p.shift + p.bias as f64);
+    }
+}
+
+/// A device-side `trap` (CUDA error 719: sticky).
+#[kernel(cuda = r#"
+extern "C" __global__ void fault_trap(float* y, unsigned long long y_len) {
+    if (threadIdx.x == 0) { y[0] = 1.0f; __trap(); }
+}
+"#)]
+pub fn fault_trap(y: &mut [f32]) {
+    cpu_unsupported();
+}
+
+/// A write far outside `y` (CUDA error 700, illegal address: sticky).
+#[kernel(cuda = r#"
+extern "C" __global__ void fault_oob(float* y, unsigned long long y_len, unsigned long long at) {
+    if (threadIdx.x == 0) { y[at] = 1.0f; }
+}
+"#)]
+pub fn fault_oob(y: &mut [f32], at: u64) {
+    cpu_unsupported();
+}
+
+type Case = fn(DeviceConfig) -> Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// A case: name, body, device, whether it needs a GPU.
+type Entry = (&'static str, Case, fn() -> DeviceConfig, bool);
+
+fn cpu() -> DeviceConfig {
+    DeviceConfig::cpu().isolated()
+}
+
+fn gpu() -> DeviceConfig {
+    DeviceConfig::cuda(0).isolated()
+}
+
+async fn open(config: DeviceConfig) -> (ActorSystem, Device) {
+    let sys = ActorSystem::new("isolated");
+    let dev = Device::open(&sys, config).await.expect("the isolated device opens");
+    assert!(dev.worker_pid().is_some_and(|p| p != std::process::id()));
+    (sys, dev)
+}
+
+/// SGEMM m×n×k through the worker, against a float64 reference.
+async fn check_sgemm(dev: &Device, m: usize, n: usize, k: usize) {
+    let (a, b) = (rand_vec(m * k), rand_vec(k * n));
+    let ga = dev
+        .upload(a.iter().map(|&v| v as f32).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    let gb = dev
+        .upload(b.iter().map(|&v| v as f32).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    let gc = dev.alloc::<f32>(m * n).await.unwrap();
+    dev.gemm(Gemm::<f32>::new(m, n, k), &ga, &gb, &gc).await.unwrap();
+    let got: Vec<f64> = dev.download(&gc).await.unwrap().iter().map(|&v| v as f64).collect();
+    let mut want = vec![0.0; m * n];
+    gemm_ref(false, false, m, n, k, 1.0, &a, m, &b, k, 0.0, &mut want, m);
+    let e = rel_err(&got, &want);
+    assert!(e < 1e-5, "sgemm {m}x{n}x{k}: rel err {e}");
+}
+
+/// The `affine` #[kernel] through the worker, against a float64 reference.
+async fn check_kernel(dev: &Device, n: usize) {
+    let x = rand_vec(n);
+    let p = Affine {
+        scale: 1.5,
+        shift: -0.25,
+        bias: 3,
+    };
+    let gx = dev
+        .upload(x.iter().map(|&v| v as f32).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    let mut gy = dev.alloc::<f32>(n).await.unwrap();
+    affine::launch::<f32>(dev, LaunchConfig::for_elements(n, 256), p, &gx, &mut gy)
+        .await
+        .unwrap();
+    let got = dev.download(&gy).await.unwrap();
+    for (i, (&g, &x)) in got.iter().zip(&x).enumerate() {
+        let want = 1.5 * (x as f32 as f64) - 0.25 + 3.0;
+        assert!((g as f64 - want).abs() < 1e-5, "affine[{i}] = {g}, want {want}");
+    }
+}
+
+fn round_trip(config: DeviceConfig) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    Box::pin(async move {
+        let (_sys, dev) = open(config).await;
+        check_sgemm(&dev, 96, 80, 64).await;
+        check_kernel(&dev, 10_000).await;
+        // Every element type crosses exactly: small (inline) and large (shared memory).
+        for n in [3usize, 1 << 20] {
+            let v: Vec<u8> = (0..n).map(|i| (i * 31 % 251) as u8).collect();
+            let g = dev.upload(v.clone()).await.unwrap();
+            assert_eq!(dev.download(&g).await.unwrap(), v);
+            let h: Vec<half::f16> = rand_vec(n).iter().map(|&x| half::f16::from_f64(x)).collect();
+            let g = dev.upload(h.clone()).await.unwrap();
+            assert_eq!(dev.download(&g).await.unwrap(), h);
+            let c: Vec<atomr_accel_cuda::dtype::Complex<f64>> = rand_vec(2 * n)
+                .chunks(2)
+                .map(|p| atomr_accel_cuda::dtype::Complex { re: p[0], im: p[1] })
+                .collect();
+            let g = dev.upload(c.clone()).await.unwrap();
+            let back = dev.alloc(c.len()).await.unwrap();
+            dev.copy(&g, &back).await.unwrap();
+            assert_eq!(dev.download(&back).await.unwrap(), c);
+        }
+        // Library actors answer through the worker too.
+        let x = dev.alloc::<f32>(1 << 20).await.unwrap();
+        dev.seed_rng(7).await.unwrap();
+        dev.fill_normal(&x, 2.0, 0.5).await.unwrap();
+        let v = dev.download(&x).await.unwrap();
+        let mean = v.iter().map(|&x| x as f64).sum::<f64>() / v.len() as f64;
+        assert!((mean - 2.0).abs() < 0.01, "mean {mean}");
+        let s = dev.upload(vec![1.0f32; 64]).await.unwrap();
+        let f = dev.alloc(33).await.unwrap();
+        dev.fft_r2c(&s, &f, &FftShape::new(&[64], 1)).await.unwrap();
+        let spec = dev.download(&f).await.unwrap();
+        assert!(
+            (spec[0].re - 64.0).abs() < 1e-4 && spec[1].re.abs() < 1e-4,
+            "{:?}",
+            &spec[..2]
+        );
+        let (nrm, dot) = (dev.nrm2(&s).await.unwrap(), dev.dot(&s, &s).await.unwrap());
+        assert!((nrm - 8.0).abs() < 1e-5 && (dot - 64.0).abs() < 1e-4);
+        dev.stop().await;
+    })
+}
+
+fn larger_than_the_arena_goes_inline(config: DeviceConfig) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    Box::pin(async move {
+        let config = config.with_isolation(IsolationConfig {
+            arena_bytes: 1 << 20,
+            ..Default::default()
+        });
+        let (_sys, dev) = open(config).await;
+        let v: Vec<f32> = rand_vec(3 << 20).iter().map(|&x| x as f32).collect();
+        let g = dev.upload(v.clone()).await.unwrap();
+        assert_eq!(dev.download(&g).await.unwrap(), v);
+        dev.stop().await;
+    })
+}
+
+fn bad_input_is_a_typed_error_and_the_worker_keeps_serving(
+    config: DeviceConfig,
+) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    Box::pin(async move {
+        let (_sys, dev) = open(config.clone()).await;
+        let a = dev.upload(vec![1.0f32; 16]).await.unwrap();
+        let c = dev.alloc::<f32>(16).await.unwrap();
+        // m·k larger than the buffer.
+        let e = dev.gemm(Gemm::<f32>::new(8, 8, 8), &a, &a, &c).await.unwrap_err();
+        assert!(matches!(e, GpuError::InvalidArgument(_)), "{e:?}");
+        // Mismatched lengths.
+        let short = dev.alloc::<f32>(4).await.unwrap();
+        let e = dev.copy(&a, &short).await.unwrap_err();
+        assert!(matches!(e, GpuError::InvalidArgument(_)), "{e:?}");
+        // A zero size, and a huge allocation.
+        let e = dev.alloc::<f32>(0).await.unwrap_err();
+        assert!(matches!(e, GpuError::InvalidArgument(_)), "{e:?}");
+        let e = dev.alloc::<f32>(1 << 40).await.unwrap_err();
+        assert!(matches!(e, GpuError::OutOfMemory { .. }), "{e:?}");
+        // A buffer of an in-process device, and one of another isolated device.
+        let sys2 = ActorSystem::new("isolated-2");
+        let local = Device::open(&sys2, DeviceConfig::cpu()).await.unwrap();
+        let lb = local.upload(vec![1.0f32; 16]).await.unwrap();
+        let e = dev.download(&lb).await.unwrap_err();
+        assert!(matches!(e, GpuError::InvalidArgument(_)), "{e:?}");
+        let e = local.download(&a).await.unwrap_err();
+        assert!(matches!(e, GpuError::InvalidArgument(_)), "{e:?}");
+        let sys3 = ActorSystem::new("isolated-3");
+        let other = Device::open(&sys3, config).await.unwrap();
+        let ob = other.upload(vec![1.0f32; 16]).await.unwrap();
+        let e = dev.download(&ob).await.unwrap_err();
+        assert!(matches!(e, GpuError::InvalidArgument(_)), "{e:?}");
+        // Host access to a worker's buffer, and what does not cross yet.
+        assert!(matches!(a.with_host(|_| ()), Err(GpuError::InvalidArgument(_))));
+        let e = dev.pinned::<f32>(16).await.unwrap_err();
+        assert!(matches!(e, GpuError::Unsupported(_)), "{e:?}");
+        let e = dev.load_module(KernelSource::new("", &[])).await.unwrap_err();
+        assert!(matches!(e, GpuError::Unsupported(_)), "{e:?}");
+        let e = dev.create_event().await.unwrap_err();
+        assert!(matches!(e, GpuError::Unsupported(_)), "{e:?}");
+        // Still serving.
+        check_sgemm(&dev, 32, 32, 32).await;
+        other.stop().await;
+        dev.stop().await;
+    })
+}
+
+fn dropped_buffers_are_freed_in_the_worker(config: DeviceConfig) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    Box::pin(async move {
+        let (_sys, dev) = open(config).await;
+        let (free0, _) = dev.memory().await.unwrap();
+        // 100 × 32 MiB: a leak would be 3.2 GB.
+        for _ in 0..100 {
+            let b = dev.alloc::<f32>(8 << 20).await.unwrap();
+            let c = b.clone();
+            drop(b);
+            dev.write(&c, vec![1.0f32; 16]).await.unwrap_err(); // wrong length, still typed
+            drop(c);
+        }
+        // Frees travel after the last request; give the worker a moment.
+        let mut free = 0;
+        for _ in 0..100 {
+            free = dev.memory().await.unwrap().0;
+            if free0.saturating_sub(free) < (256 << 20) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(
+            free0.saturating_sub(free) < (256 << 20),
+            "memory grew by {} MiB",
+            (free0 - free) >> 20
+        );
+        dev.stop().await;
+    })
+}
+
+/// Kills the worker as a crash would; returns the time until the device serves again.
+async fn crash_and_recover(dev: &Device, fault: impl Future<Output = Result<(), GpuError>>) -> Duration {
+    let before = dev.state().generation;
+    let old_pid = dev.worker_pid().unwrap();
+    let stale = dev.upload(vec![1.0f32; 8]).await.unwrap();
+    // In flight alongside the fault: each must be answered (done or a typed error).
+    let mut pending = vec![];
+    for _ in 0..8 {
+        let d = dev.clone();
+        pending.push(tokio::spawn(async move { check_sgemm_result(&d).await }));
+    }
+    let t0 = Instant::now();
+    let r = fault.await;
+    if let Err(e) = &r {
+        assert!(
+            e.is_sticky() || matches!(e, GpuError::DeviceLost(_)),
+            "the faulting request: {e:?}"
+        );
+    }
+    // Requests made while the worker restarts are queued and served by the new one.
+    check_sgemm(dev, 64, 64, 64).await;
+    let recovered = t0.elapsed();
+    for p in pending {
+        tokio::time::timeout(Duration::from_secs(60), p)
+            .await
+            .expect("every asker is answered")
+            .unwrap();
+    }
+    let s = dev.state();
+    assert!(s.generation > before, "generation {} after {before}", s.generation);
+    assert!(matches!(s.status, Status::Ready));
+    assert_ne!(dev.worker_pid(), Some(old_pid));
+    let e = dev.download(&stale).await.unwrap_err();
+    assert!(matches!(e, GpuError::Stale { .. }), "{e:?}");
+    check_kernel(dev, 4096).await;
+    recovered
+}
+
+/// An SGEMM whose result is either right or a typed error.
+async fn check_sgemm_result(dev: &Device) {
+    let n = 128;
+    let a = rand_vec(n * n);
+    let run = async {
+        let ga = dev.upload(a.iter().map(|&v| v as f32).collect::<Vec<_>>()).await?;
+        let gc = dev.alloc::<f32>(n * n).await?;
+        dev.gemm(Gemm::<f32>::new(n, n, n), &ga, &ga, &gc).await?;
+        dev.download(&gc).await
+    };
+    match run.await {
+        Ok(got) => {
+            let mut want = vec![0.0; n * n];
+            gemm_ref(false, false, n, n, n, 1.0, &a, n, &a, n, 0.0, &mut want, n);
+            let got: Vec<f64> = got.iter().map(|&v| v as f64).collect();
+            assert!(rel_err(&got, &want) < 1e-5);
+        }
+        Err(e) => assert!(
+            e.is_sticky() || matches!(e, GpuError::DeviceLost(_) | GpuError::Stale { .. }),
+            "{e:?}"
+        ),
+    }
+}
+
+fn a_killed_worker_is_respawned(config: DeviceConfig) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    Box::pin(async move {
+        let (_sys, dev) = open(config).await;
+        for cycle in 0..3 {
+            let d = dev.clone();
+            let t = crash_and_recover(&dev, async move {
+                d.kill_worker()?;
+                // A crash is noticed when the channel closes: requests sent before that
+                // fail (in flight), later ones queue for the next worker.
+                let mut rx = d.watch_state();
+                let _ = tokio::time::timeout(
+                    Duration::from_secs(10),
+                    rx.wait_for(|s| !matches!(s.status, Status::Ready)),
+                )
+                .await;
+                Ok(())
+            })
+            .await;
+            println!("    kill {cycle}: serving again after {t:?}");
+        }
+        dev.stop().await;
+    })
+}
+
+fn a_crash_loop_ends_in_device_lost(config: DeviceConfig) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    Box::pin(async move {
+        let config = config.with_isolation(IsolationConfig {
+            max_restarts: 2,
+            ..Default::default()
+        });
+        let (_sys, dev) = open(config).await;
+        for _ in 0..3 {
+            let ready = dev.ready().await;
+            if ready.is_err() {
+                break;
+            }
+            dev.kill_worker().unwrap();
+            // Wait for this worker to be gone before killing the next one.
+            let mut rx = dev.watch_state();
+            let _ = tokio::time::timeout(
+                Duration::from_secs(30),
+                rx.wait_for(|s| !matches!(s.status, Status::Ready)),
+            )
+            .await;
+        }
+        let mut rx = dev.watch_state();
+        tokio::time::timeout(
+            Duration::from_secs(60),
+            rx.wait_for(|s| matches!(s.status, Status::Lost(_))),
+        )
+        .await
+        .expect("the device is given up")
+        .unwrap();
+        let e = dev.alloc::<f32>(4).await.unwrap_err();
+        assert!(
+            matches!(&e, GpuError::DeviceLost(m) if m.contains("giving up")),
+            "{e:?}"
+        );
+    })
+}
+
+fn stopping_with_queued_work_answers_every_asker(config: DeviceConfig) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    Box::pin(async move {
+        let (_sys, dev) = open(config).await;
+        let mut asks = vec![];
+        for _ in 0..32 {
+            let d = dev.clone();
+            asks.push(tokio::spawn(async move { check_sgemm_result(&d).await }));
+        }
+        dev.kill_worker().unwrap();
+        dev.stop().await;
+        for a in asks {
+            tokio::time::timeout(Duration::from_secs(60), a)
+                .await
+                .expect("answered")
+                .unwrap();
+        }
+        let e = dev.alloc::<f32>(4).await.unwrap_err();
+        assert!(matches!(e, GpuError::DeviceLost(_)), "{e:?}");
+    })
+}
+
+fn a_worker_that_cannot_start_is_an_error(config: DeviceConfig) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    Box::pin(async move {
+        let config = config.with_isolation(IsolationConfig {
+            program: Some("/nonexistent/worker".into()),
+            max_restarts: 1,
+            ..Default::default()
+        });
+        let sys = ActorSystem::new("isolated");
+        let t0 = Instant::now();
+        let e = Device::open(&sys, config).await.unwrap_err();
+        assert!(
+            matches!(&e, GpuError::DeviceLost(m) if m.contains("giving up")),
+            "{e:?}"
+        );
+        assert!(t0.elapsed() < Duration::from_secs(30));
+    })
+}
+
+/// GPU: ten sticky faults in one user process, alternating a trap and an illegal
+/// address; after each, SGEMM and a #[kernel] are right and every asker was answered.
+fn ten_sticky_faults_recover(config: DeviceConfig) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    Box::pin(async move {
+        let config = config.with_isolation(IsolationConfig {
+            max_restarts: 20,
+            ..Default::default()
+        });
+        let (_sys, dev) = open(config).await;
+        check_sgemm(&dev, 512, 512, 512).await;
+        let mut times = vec![];
+        for cycle in 0..10 {
+            let d = dev.clone();
+            let trap = cycle % 2 == 0;
+            let t = crash_and_recover(&dev, async move {
+                let mut y = d.alloc::<f32>(256).await?;
+                let cfg = LaunchConfig::for_elements(32, 32);
+                let r = if trap {
+                    fault_trap::launch(&d, cfg, &mut y).await
+                } else {
+                    fault_oob::launch(&d, cfg, &mut y, 1 << 40).await
+                };
+                match &r {
+                    Err(GpuError::ContextPoisoned { code, .. }) => {
+                        assert_eq!(*code, if trap { 719 } else { 700 })
+                    }
+                    other => panic!("a sticky fault reported as {other:?}"),
+                }
+                r
+            })
+            .await;
+            println!(
+                "    fault {cycle} ({}): serving again after {t:?}",
+                if trap { "trap 719" } else { "illegal address 700" }
+            );
+            times.push(t);
+        }
+        times.sort();
+        println!(
+            "    recovery: median {:?}, max {:?} over 10 sticky faults",
+            times[5], times[9]
+        );
+        dev.stop().await;
+    })
+}
+
+/// GPU: the same round trip and buffers as on the CPU.
+fn gpu_round_trip(config: DeviceConfig) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    Box::pin(async move {
+        let (_sys, dev) = open(config).await;
+        check_sgemm(&dev, 1024, 768, 512).await;
+        check_kernel(&dev, 1 << 20).await;
+        let v: Vec<f32> = rand_vec(64 << 20).iter().map(|&x| x as f32).collect();
+        let g: GpuRef<f32> = dev.upload(v.clone()).await.unwrap();
+        assert_eq!(dev.download(&g).await.unwrap(), v);
+        dev.stop().await;
+    })
+}
+
+#[gpu_main]
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let gpu_run = args.iter().any(|a| a == "--ignored" || a == "--include-ignored");
+    let filter = args.iter().find(|a| !a.starts_with('-')).cloned();
+    let cases: Vec<Entry> = vec![
+        ("cpu::round_trip", round_trip, cpu, false),
+        (
+            "cpu::larger_than_the_arena_goes_inline",
+            larger_than_the_arena_goes_inline,
+            cpu,
+            false,
+        ),
+        (
+            "cpu::bad_input",
+            bad_input_is_a_typed_error_and_the_worker_keeps_serving,
+            cpu,
+            false,
+        ),
+        (
+            "cpu::dropped_buffers_are_freed",
+            dropped_buffers_are_freed_in_the_worker,
+            cpu,
+            false,
+        ),
+        (
+            "cpu::a_killed_worker_is_respawned",
+            a_killed_worker_is_respawned,
+            cpu,
+            false,
+        ),
+        (
+            "cpu::a_crash_loop_ends_in_device_lost",
+            a_crash_loop_ends_in_device_lost,
+            cpu,
+            false,
+        ),
+        (
+            "cpu::stopping_with_queued_work",
+            stopping_with_queued_work_answers_every_asker,
+            cpu,
+            false,
+        ),
+        (
+            "cpu::a_worker_that_cannot_start",
+            a_worker_that_cannot_start_is_an_error,
+            cpu,
+            false,
+        ),
+        ("gpu::round_trip", gpu_round_trip, gpu, true),
+        (
+            "gpu::bad_input",
+            bad_input_is_a_typed_error_and_the_worker_keeps_serving,
+            gpu,
+            true,
+        ),
+        (
+            "gpu::dropped_buffers_are_freed",
+            dropped_buffers_are_freed_in_the_worker,
+            gpu,
+            true,
+        ),
+        (
+            "gpu::a_killed_worker_is_respawned",
+            a_killed_worker_is_respawned,
+            gpu,
+            true,
+        ),
+        ("gpu::ten_sticky_faults_recover", ten_sticky_faults_recover, gpu, true),
+    ];
+    let (mut passed, mut failed, mut ignored) = (0, 0, 0);
+    for (name, case, config, needs_gpu) in cases {
+        if filter.as_ref().is_some_and(|f| !name.contains(f.as_str())) {
+            continue;
+        }
+        if needs_gpu != gpu_run {
+            ignored += 1;
+            continue;
+        }
+        let t0 = Instant::now();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(4)
+            .enable_all()
+            .build()
+            .unwrap();
+        let r = std::panic::catch_unwind(|| rt.block_on(case(config())));
+        drop(rt);
+        match r {
+            Ok(()) => {
+                passed += 1;
+                println!("test {name} ... ok ({:?})", t0.elapsed());
+            }
+            Err(_) => {
+                failed += 1;
+                println!("test {name} ... FAILED");
+            }
+        }
+    }
+    let status = if failed == 0 { "ok" } else { "FAILED" };
+    println!(
+        "\ntest result: {status}. {passed} passed; {failed} failed; {ignored} ignored; 0 measured; 0 filtered out"
+    );
+    std::process::exit(if failed == 0 { 0 } else { 101 });
+}
