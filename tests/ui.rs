@@ -14,3 +14,10 @@ fn kernel_ui() {
     t.pass("ui-tests/kernel/pass/*.rs");
     t.compile_fail("ui-tests/kernel/fail/*.rs");
 }
+
+#[test]
+fn gpu_main_ui() {
+    let t = trybuild::TestCases::new();
+    t.pass("ui-tests/gpu_main/pass/*.rs");
+    t.compile_fail("ui-tests/gpu_main/fail/*.rs");
+}

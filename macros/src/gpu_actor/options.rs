@@ -156,6 +156,10 @@ pub(crate) fn parse(args: TokenStream, errors: &mut Errors) -> Options {
         } else if meta.path.is_ident("mailbox") {
             o.mailbox = Some(meta.value()?.parse()?);
         } else if meta.path.is_ident("wire") {
+            if !meta.input.is_empty() && !meta.input.peek(syn::Token![,]) {
+                pending.at(&meta.path, "`wire` is a flag and takes no value; write `wire`");
+                return skip_value(&meta);
+            }
             o.wire = true;
         } else if meta.path.is_ident("ask_timeout") {
             let lit: LitStr = meta.value()?.parse()?;

@@ -1,0 +1,360 @@
+//! The reliability suite (issue: isolated devices and the reliability suite), in-process
+//! mode, on the CPU device (CI) and GPU 0: a table of bad requests over the public
+//! messages and launchers, each a typed error with the device still serving; load from
+//! 64 concurrent clients through a small mailbox; allocating until `OutOfMemory`, then
+//! freeing and carrying on; stopping a device with work queued. (Sticky faults:
+//! `tests/poisoning.rs` in-process, `tests/isolated.rs` with a worker.)
+
+#[macro_use]
+mod common;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+
+use atomr_accel_cuda::actor::ActorSystem;
+use atomr_accel_cuda::device::Status;
+use atomr_accel_cuda::dtype::Complex;
+use atomr_accel_cuda::kernel::dsl::prelude::*;
+use atomr_accel_cuda::module::LaunchConfig;
+use atomr_accel_cuda::{kernel, Device, DeviceConfig, FftShape, Gemm, Gemv, GpuError};
+use common::{gemm_ref, rand_vec, rel_err};
+
+/// `y += a·x`.
+#[kernel]
+pub fn saxpy(a: f32, x: &[f32], y: &mut [f32]) {
+    let i = global_index();
+    if i < y.len() {
+        y[i] += a * x[i];
+    }
+}
+
+on_both! {
+    a_table_of_bad_requests_each_gets_its_typed_error => bad_requests;
+    sixty_four_clients_get_every_reply_right => load;
+    allocating_until_out_of_memory_then_freeing_carries_on => out_of_memory;
+    stopping_with_work_queued_answers_every_asker => stop_with_queued_work;
+}
+
+async fn open(config: DeviceConfig) -> (ActorSystem, Device) {
+    let sys = ActorSystem::new("reliability");
+    let dev = Device::open(&sys, config).await.expect("device opens");
+    (sys, dev)
+}
+
+/// A small SGEMM checked against float64: the device still serves, correctly.
+async fn healthy(dev: &Device) {
+    let n = 24;
+    let (a, b) = (rand_vec(n * n), rand_vec(n * n));
+    let ga = dev
+        .upload(a.iter().map(|&v| v as f32).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    let gb = dev
+        .upload(b.iter().map(|&v| v as f32).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    let gc = dev.alloc::<f32>(n * n).await.unwrap();
+    dev.gemm(Gemm::<f32>::new(n, n, n), &ga, &gb, &gc).await.unwrap();
+    let got: Vec<f64> = dev.download(&gc).await.unwrap().iter().map(|&v| v as f64).collect();
+    let mut want = vec![0.0; n * n];
+    gemm_ref(false, false, n, n, n, 1.0, &a, n, &b, n, 0.0, &mut want, n);
+    assert!(rel_err(&got, &want) < 1e-5);
+    assert!(matches!(dev.state().status, Status::Ready));
+}
+
+type Request<'a> = Pin<Box<dyn Future<Output = Result<(), GpuError>> + Send + 'a>>;
+
+/// A row of the table: what is wrong, the request, which error it must get.
+type Row<'a> = (&'static str, Request<'a>, fn(&GpuError) -> bool);
+
+async fn bad_requests(config: DeviceConfig) {
+    let (sys, dev) = open(config.clone()).await;
+    let f = |n: usize| rand_vec(n).iter().map(|&v| v as f32).collect::<Vec<_>>();
+    let a = dev.upload(f(64)).await.unwrap();
+    let b = dev.upload(f(64)).await.unwrap();
+    let c = dev.alloc::<f32>(64).await.unwrap();
+    let small = dev.alloc::<f32>(10).await.unwrap();
+    let tiny = dev.alloc::<f32>(4).await.unwrap();
+    let a64 = dev.upload(vec![1.0f64; 64]).await.unwrap();
+    let piv = dev.alloc::<i32>(2).await.unwrap();
+    let z = dev.alloc::<Complex<f32>>(8).await.unwrap();
+    let mut y = dev.alloc::<f32>(64).await.unwrap();
+    // Buffers of another device, and of an older generation of this one.
+    let sys2 = ActorSystem::new("reliability-other");
+    let mut other_cfg = config.clone();
+    other_cfg.device_id = if matches!(config.backend, atomr_accel_cuda::device::BackendChoice::Cpu) {
+        9
+    } else {
+        0
+    };
+    let other = Device::open(&sys2, other_cfg).await.unwrap();
+    let foreign = other.upload(f(64)).await.unwrap();
+    let stale = dev.upload(f(64)).await.unwrap();
+    let (s16, s0, s4) = (
+        FftShape::new(&[16], 1),
+        FftShape::new(&[], 1),
+        FftShape::new(&[2, 2, 1, 2], 1),
+    );
+    let (mut c2, mut c3) = (c.clone(), c.clone());
+
+    use GpuError as E;
+    let inv = |e: &E| matches!(e, E::InvalidArgument(_));
+    let oom = |e: &E| matches!(e, E::OutOfMemory { .. });
+    let stale_err = |e: &E| matches!(e, E::Stale { .. });
+    let table: Vec<Row<'_>> = vec![
+        (
+            "gemm m·k beyond A",
+            Box::pin(dev.gemm(Gemm::<f32>::new(16, 4, 8), &a, &b, &c)),
+            inv,
+        ),
+        (
+            "gemm zero m",
+            Box::pin(dev.gemm(Gemm::<f32>::new(0, 4, 4), &a, &b, &c)),
+            inv,
+        ),
+        (
+            "gemm lda too small",
+            Box::pin(dev.gemm(Gemm::<f32>::new(8, 8, 8).leading(4, 8, 8), &a, &b, &c)),
+            inv,
+        ),
+        (
+            "gemm C aliases A",
+            Box::pin(dev.gemm(Gemm::<f32>::new(8, 8, 8), &a, &b, &a)),
+            inv,
+        ),
+        (
+            "gemm foreign A",
+            Box::pin(dev.gemm(Gemm::<f32>::new(8, 8, 8), &foreign, &b, &c)),
+            inv,
+        ),
+        (
+            "gemv x too short",
+            Box::pin(dev.gemv(Gemv::<f32>::new(8, 8), &a, &tiny, &c)),
+            inv,
+        ),
+        ("axpy lengths differ", Box::pin(dev.axpy(1.0f32, &a, &small)), inv),
+        (
+            "dot lengths differ",
+            Box::pin(async { dev.dot(&a, &small).await.map(|_| ()) }),
+            inv,
+        ),
+        ("scal foreign", Box::pin(dev.scal(2.0f32, &foreign)), inv),
+        ("copy lengths differ", Box::pin(dev.copy(&a, &small)), inv),
+        (
+            "write length differs",
+            Box::pin(dev.write(&small, vec![1.0f32; 11])),
+            inv,
+        ),
+        (
+            "download foreign",
+            Box::pin(async { dev.download(&foreign).await.map(|_| ()) }),
+            inv,
+        ),
+        (
+            "alloc zero",
+            Box::pin(async { dev.alloc::<f32>(0).await.map(|_| ()) }),
+            inv,
+        ),
+        (
+            "alloc 1 TB",
+            Box::pin(async { dev.alloc::<u8>(1 << 40).await.map(|_| ()) }),
+            oom,
+        ),
+        (
+            "alloc byte size overflows",
+            Box::pin(async { dev.alloc::<f64>(usize::MAX / 4).await.map(|_| ()) }),
+            inv,
+        ),
+        ("fft length mismatch", Box::pin(dev.fft_c2c(&z, &z, &s16, false)), inv),
+        ("fft zero dims", Box::pin(dev.fft_c2c(&z, &z, &s0, false)), inv),
+        ("fft four dims", Box::pin(dev.fft_c2c(&z, &z, &s4, false)), inv),
+        (
+            "lu n beyond A",
+            Box::pin(async { dev.lu_factor(&a64, 9).await.map(|_| ()) }),
+            inv,
+        ),
+        (
+            "lu_solve short pivots",
+            Box::pin(dev.lu_solve(&a64, &piv, &a64, 8, 1)),
+            inv,
+        ),
+        ("cholesky zero n", Box::pin(dev.cholesky(&a64, 0)), inv),
+        (
+            "eigh n beyond A",
+            Box::pin(async { dev.eigh(&a64, 9).await.map(|_| ()) }),
+            inv,
+        ),
+        (
+            "poisson negative lambda",
+            Box::pin(async {
+                let u = dev.alloc::<u32>(16).await?;
+                dev.fill_poisson(&u, -1.0).await
+            }),
+            inv,
+        ),
+        (
+            "kernel block over 1024 threads",
+            Box::pin(saxpy::launch(
+                &dev,
+                LaunchConfig {
+                    grid: (1, 1, 1),
+                    block: (2048, 1, 1),
+                    shared_mem_bytes: 0,
+                },
+                1.0,
+                &a,
+                &mut y,
+            )),
+            inv,
+        ),
+        (
+            "kernel zero grid",
+            Box::pin(saxpy::launch(
+                &dev,
+                LaunchConfig {
+                    grid: (0, 1, 1),
+                    block: (64, 1, 1),
+                    shared_mem_bytes: 0,
+                },
+                1.0,
+                &b,
+                &mut c2,
+            )),
+            inv,
+        ),
+        (
+            "kernel foreign buffer",
+            Box::pin(saxpy::launch(
+                &dev,
+                LaunchConfig::for_elements(64, 64),
+                1.0,
+                &foreign,
+                &mut c3,
+            )),
+            inv,
+        ),
+    ];
+    for (name, request, expected) in table {
+        let r = tokio::time::timeout(Duration::from_secs(60), request)
+            .await
+            .expect("no hang");
+        match r {
+            Err(e) => assert!(expected(&e), "{name}: {e:?}"),
+            Ok(()) => panic!("{name}: accepted"),
+        }
+        healthy(&dev).await;
+    }
+    // Stale: a buffer from before a rebuild.
+    dev.rebuild().await.unwrap();
+    let e = dev.download(&stale).await.unwrap_err();
+    assert!(stale_err(&e), "{e:?}");
+    let e = saxpy::launch(&dev, LaunchConfig::for_elements(64, 64), 1.0, &stale, &mut y)
+        .await
+        .unwrap_err();
+    assert!(stale_err(&e), "{e:?}");
+    healthy(&dev).await;
+    drop(sys);
+}
+
+async fn load(mut config: DeviceConfig) {
+    // A small mailbox: senders wait for room (back-pressure) instead of piling up.
+    config.mailbox_capacity = 8;
+    let gpu = !matches!(config.backend, atomr_accel_cuda::device::BackendChoice::Cpu);
+    let asks = if gpu { 10_000 } else { 300 };
+    let (_sys, dev) = open(config).await;
+    let (free0, _) = dev.memory().await.unwrap();
+    let t0 = Instant::now();
+    let mut clients = vec![];
+    for id in 0..64u32 {
+        let dev = dev.clone();
+        clients.push(tokio::spawn(async move {
+            // Each client's own vector: dot(x, x) = 4·(id+1)².
+            let v = (id + 1) as f32;
+            let x = dev.upload(vec![v; 4]).await.unwrap();
+            for _ in 0..asks {
+                let d = dev.dot(&x, &x).await.unwrap();
+                assert_eq!(d, 4.0 * v * v, "client {id}");
+            }
+            asks
+        }));
+    }
+    let mut answered = 0;
+    for c in clients {
+        answered += tokio::time::timeout(Duration::from_secs(600), c)
+            .await
+            .expect("no hang")
+            .unwrap();
+    }
+    assert_eq!(answered, 64 * asks, "every ask answered");
+    let secs = t0.elapsed().as_secs_f64();
+    println!("64 clients × {asks} asks: {:.0} asks/s", answered as f64 / secs);
+    let (free1, _) = dev.memory().await.unwrap();
+    assert!(
+        free0.saturating_sub(free1) < (64 << 20),
+        "memory grew by {} bytes",
+        free0 - free1
+    );
+    assert_eq!(dev.in_flight(), 0);
+}
+
+async fn out_of_memory(mut config: DeviceConfig) {
+    let gpu = !matches!(config.backend, atomr_accel_cuda::device::BackendChoice::Cpu);
+    config.cpu_memory_limit = 512 << 20;
+    let chunk: usize = if gpu { 4 << 30 } else { 64 << 20 };
+    let (_sys, dev) = open(config).await;
+    let mut held = vec![];
+    let e = loop {
+        match dev.alloc::<u8>(chunk).await {
+            Ok(b) => held.push(b),
+            Err(e) => break e,
+        }
+        assert!(held.len() < 1000, "never ran out");
+    };
+    assert!(matches!(e, GpuError::OutOfMemory { .. }), "{e:?}");
+    println!("OutOfMemory after {} × {} MiB", held.len(), chunk >> 20);
+    assert!(!held.is_empty());
+    held.clear();
+    // The memory comes back.
+    let b = dev.alloc::<u8>(chunk).await.unwrap();
+    drop(b);
+    healthy(&dev).await;
+}
+
+async fn stop_with_queued_work(config: DeviceConfig) {
+    let (_sys, dev) = open(config).await;
+    let a = dev
+        .upload(rand_vec(256 * 256).iter().map(|&v| v as f32).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    let c = dev.alloc::<f32>(256 * 256).await.unwrap();
+    let mut asks = vec![];
+    for _ in 0..200 {
+        let (d, a, c) = (dev.clone(), a.clone(), c.clone());
+        asks.push(tokio::spawn(async move {
+            d.gemm(Gemm::<f32>::new(256, 256, 256), &a, &a, &c).await
+        }));
+    }
+    tokio::task::yield_now().await;
+    dev.stop().await;
+    let (mut ok, mut failed) = (0, 0);
+    for a in asks {
+        match tokio::time::timeout(Duration::from_secs(60), a)
+            .await
+            .expect("answered")
+            .unwrap()
+        {
+            Ok(()) => ok += 1,
+            Err(e) => {
+                assert!(
+                    matches!(e, GpuError::DeviceLost(_) | GpuError::Stopped(_) | GpuError::NoReply(_)),
+                    "{e:?}"
+                );
+                failed += 1;
+            }
+        }
+    }
+    println!("stopped with 200 asks: {ok} done, {failed} typed errors");
+    let e = dev.alloc::<f32>(4).await.unwrap_err();
+    assert!(matches!(e, GpuError::DeviceLost(_)), "{e:?}");
+}

@@ -1,0 +1,4 @@
+use atomr_accel_cuda::gpu_main;
+
+#[gpu_main(workers = 2)]
+fn main() {}

@@ -1,0 +1,6 @@
+use atomr_accel_cuda::gpu_main;
+
+#[gpu_main]
+struct Main;
+
+fn main() {}

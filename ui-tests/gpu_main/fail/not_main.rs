@@ -1,0 +1,8 @@
+use atomr_accel_cuda::gpu_main;
+
+#[gpu_main]
+fn start() {}
+
+fn main() {
+    start();
+}
