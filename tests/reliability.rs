@@ -82,12 +82,10 @@ async fn bad_requests(config: DeviceConfig) {
     let mut y = dev.alloc::<f32>(64).await.unwrap();
     // Buffers of another device, and of an older generation of this one.
     let sys2 = ActorSystem::new("reliability-other");
-    let mut other_cfg = config.clone();
-    other_cfg.device_id = if matches!(config.backend, atomr_accel_cuda::device::BackendChoice::Cpu) {
-        9
-    } else {
-        0
-    };
+    // (Another device: a CPU device with its own ordinal. Two `Device`s on one GPU share
+    // its primary context, so a buffer of one is valid on the other.)
+    let mut other_cfg = DeviceConfig::cpu();
+    other_cfg.device_id = 9;
     let other = Device::open(&sys2, other_cfg).await.unwrap();
     let foreign = other.upload(f(64)).await.unwrap();
     let stale = dev.upload(f(64)).await.unwrap();
