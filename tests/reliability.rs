@@ -288,8 +288,10 @@ async fn load(mut config: DeviceConfig) {
     let secs = t0.elapsed().as_secs_f64();
     println!("64 clients × {asks} asks: {:.0} asks/s", answered as f64 / secs);
     let (free1, _) = dev.memory().await.unwrap();
+    // Flat: pools and library workspaces may keep tens of MiB (the H200 kept 64 MiB); a
+    // leak of one buffer per ask would be 640k buffers.
     assert!(
-        free0.saturating_sub(free1) < (64 << 20),
+        free0.saturating_sub(free1) < (256 << 20),
         "memory grew by {} bytes",
         free0 - free1
     );
