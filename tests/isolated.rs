@@ -131,6 +131,9 @@ fn round_trip(config: DeviceConfig) -> Pin<Box<dyn Future<Output = ()> + Send>> 
             let v: Vec<u8> = (0..n).map(|i| (i * 31 % 251) as u8).collect();
             let g = dev.upload(v.clone()).await.unwrap();
             assert_eq!(dev.download(&g).await.unwrap(), v);
+            let w: Vec<u8> = v.iter().map(|x| x.wrapping_mul(3)).collect();
+            dev.write(&g, w.clone()).await.unwrap();
+            assert_eq!(dev.download(&g).await.unwrap(), w);
             let h: Vec<half::f16> = rand_vec(n).iter().map(|&x| half::f16::from_f64(x)).collect();
             let g = dev.upload(h.clone()).await.unwrap();
             assert_eq!(dev.download(&g).await.unwrap(), h);
@@ -311,13 +314,14 @@ async fn check_sgemm_result(dev: &Device) {
             let got: Vec<f64> = got.iter().map(|&v| v as f64).collect();
             assert!(rel_err(&got, &want) < 1e-5);
         }
-        // In flight when the worker faulted: its own typed error (NoReply: the worker's
-        // inner actor dropped it in the fault), never a hang.
+        // In flight when the worker faulted (or the device stopped): its own typed error
+        // (NoReply: the worker's inner actor dropped it in the fault; Stopped: it reached
+        // a stopped device), never a hang.
         Err(e) => assert!(
             e.is_sticky()
                 || matches!(
                     e,
-                    GpuError::DeviceLost(_) | GpuError::Stale { .. } | GpuError::NoReply(_)
+                    GpuError::DeviceLost(_) | GpuError::Stale { .. } | GpuError::NoReply(_) | GpuError::Stopped(_)
                 ),
             "{e:?}"
         ),

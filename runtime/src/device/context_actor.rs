@@ -16,6 +16,7 @@ use crate::event::{EventActor, EventActorRef};
 use crate::gpu_ref::GpuRef;
 use crate::graph::{GraphActor, GraphActorRef};
 use crate::host::{PinnedBuf, Uploaded};
+use crate::isolation::HostData;
 use crate::kernel::blas::{BlasActor, BlasActorRef};
 use crate::kernel::fft::{FftActor, FftActorRef};
 use crate::kernel::kernel_actor::{KernelActor, KernelActorRef};
@@ -184,13 +185,13 @@ impl ContextActor {
 
     /// Allocates a buffer holding `data`.
     #[handler(dtypes(all, complex))]
-    fn upload<T: DTypeBase>(&mut self, data: Vec<T>) -> Result<Deferred<GpuRef<T>>, GpuError> {
+    fn upload<T: DTypeBase>(&mut self, data: HostData<T>) -> Result<Deferred<GpuRef<T>>, GpuError> {
         self.core()?.upload(&data)
     }
 
     /// Overwrites `dst` with `data`.
     #[handler(dtypes(all, complex))]
-    fn write<T: DTypeBase>(&mut self, dst: GpuRef<T>, data: Vec<T>) -> Result<Deferred<()>, GpuError> {
+    fn write<T: DTypeBase>(&mut self, dst: GpuRef<T>, data: HostData<T>) -> Result<Deferred<()>, GpuError> {
         self.core()?.write(&dst, &data)
     }
 

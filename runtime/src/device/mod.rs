@@ -35,6 +35,7 @@ use crate::error::GpuError;
 use crate::event::{EventActorMsg, GpuEvent};
 use crate::gpu_ref::GpuRef;
 use crate::host::{PinnedBuf, Uploaded};
+use crate::isolation::HostData;
 use crate::kernel::blas::*;
 use crate::kernel::blas::{Batch, Gemm, Gemv};
 use crate::kernel::dsl::KernelCall;
@@ -241,14 +242,14 @@ impl Device {
 
     /// Allocates a buffer holding a copy of `data` (host → device).
     pub async fn upload<T: DType>(&self, data: impl Into<Vec<T>>) -> Result<GpuRef<T>, GpuError> {
-        let data = data.into();
+        let data = HostData::from(data.into());
         self.call(|reply| <T as ContextActorUploadDType>::__into_msg(data, reply))
             .await
     }
 
     /// Overwrites `dst` with `data` (same length).
     pub async fn write<T: DType>(&self, dst: &GpuRef<T>, data: impl Into<Vec<T>>) -> Result<(), GpuError> {
-        let (dst, data) = (dst.clone(), data.into());
+        let (dst, data) = (dst.clone(), HostData::from(data.into()));
         self.call(|reply| <T as ContextActorWriteDType>::__into_msg(dst, data, reply))
             .await
     }

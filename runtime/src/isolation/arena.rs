@@ -89,14 +89,31 @@ impl Arena {
         self.free.lock().unwrap_or_else(|p| p.into_inner()).give(offset, len);
     }
 
+    /// Checks that a range the other process names lies inside the arena.
+    pub(crate) fn check(&self, offset: usize, len: usize) -> Result<(), GpuError> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.map.len() => Ok(()),
+            _ => Err(GpuError::InvalidArgument(format!(
+                "shared-memory range {offset}+{len} is outside the {}-byte arena",
+                self.map.len()
+            ))),
+        }
+    }
+
+    /// The start of the mapping.
+    pub(crate) fn ptr(&self) -> *const u8 {
+        self.map.as_ptr()
+    }
+
     /// Copies `len` bytes at `offset` out of the arena. The range comes from the other
     /// process, so it is checked.
     pub(crate) fn read(&self, offset: usize, len: usize, out: &mut [u8]) -> Result<(), GpuError> {
-        let end = offset.checked_add(len);
-        if end.is_none_or(|e| e > self.map.len()) || out.len() != len {
+        self.check(offset, len)?;
+        if out.len() != len {
             return Err(GpuError::InvalidArgument(format!(
-                "shared-memory range {offset}+{len} is outside the {}-byte arena",
-                self.map.len()
+                "{} bytes read into {}",
+                len,
+                out.len()
             )));
         }
         // SAFETY: the range lies inside the mapping (checked above) and is leased to this

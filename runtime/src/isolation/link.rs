@@ -158,16 +158,16 @@ impl LinkShared {
                 slot.answer(Err(e), &|_| {});
                 return;
             }
-            if slot.is_ask() {
-                r.pending.insert(
-                    id,
-                    Pending {
-                        slot,
-                        _leases: leases,
-                        _keep: keep,
-                    },
-                );
-            }
+            // A tell is answered too (with nothing): its shared-memory data and handles
+            // must outlive the worker's reading of them.
+            r.pending.insert(
+                id,
+                Pending {
+                    slot,
+                    _leases: leases,
+                    _keep: keep,
+                },
+            );
         }
         if let Err(e) = self.send_frame(Kind::Request, id, &bytes) {
             if let Some(p) = self.lock_requests().pending.remove(&id) {
@@ -232,7 +232,7 @@ impl LinkShared {
 
     fn answer(&self, id: u64, payload: &[u8]) {
         let Some(p) = self.lock_requests().pending.remove(&id) else {
-            return; // a tell, or a request failed meanwhile
+            return; // failed meanwhile
         };
         let mut r = Reader::new(payload, Side::Client(&self.ctx));
         // A sticky error means the worker is done for: stop sending it requests before

@@ -24,6 +24,7 @@
 pub(crate) mod arena;
 mod frame;
 pub(crate) mod handles;
+mod host_data;
 pub(crate) mod link;
 pub mod wire;
 mod worker;
@@ -34,6 +35,7 @@ use std::time::Duration;
 
 pub(crate) use handles::RemoteBuf;
 pub use handles::WireArgs;
+pub use host_data::HostData;
 pub use worker::enter_worker_if_requested;
 
 /// The environment variable that starts a process in worker mode (its value: the

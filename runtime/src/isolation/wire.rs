@@ -272,23 +272,12 @@ impl<T: DTypeBase> Wire for Vec<T> {
         Ok(())
     }
     fn take(r: &mut Reader<'_>) -> Result<Self, GpuError> {
-        let src = Bulk::take(r)?;
-        let size = std::mem::size_of::<T>();
-        if src.len() % size != 0 {
-            return Err(GpuError::InvalidArgument(format!(
-                "{} bytes are not a whole number of {} elements",
-                src.len(),
-                T::NAME
-            )));
-        }
-        let mut out = vec![T::default(); src.len() / size];
-        src.copy_to(as_bytes_mut(&mut out))?;
-        Ok(out)
+        Bulk::take(r)?.into_vec()
     }
 }
 
 /// Where bulk bytes written by [`Writer::put_bulk`] are.
-enum Bulk<'a> {
+pub(crate) enum Bulk<'a> {
     Inline(&'a [u8]),
     Shared {
         arena: Arc<Arena>,
@@ -298,7 +287,7 @@ enum Bulk<'a> {
 }
 
 impl<'a> Bulk<'a> {
-    fn take(r: &mut Reader<'a>) -> Result<Self, GpuError> {
+    pub(crate) fn take(r: &mut Reader<'a>) -> Result<Self, GpuError> {
         match r.take_u8()? {
             0 => Ok(Bulk::Inline(r.take_bytes()?)),
             1 => {
@@ -317,6 +306,21 @@ impl<'a> Bulk<'a> {
             }
             t => Err(GpuError::InvalidArgument(format!("unknown bulk encoding {t}"))),
         }
+    }
+
+    /// The bytes as elements of `T`, copied into a vector.
+    pub(crate) fn into_vec<T: DTypeBase>(self) -> Result<Vec<T>, GpuError> {
+        let size = std::mem::size_of::<T>();
+        if self.len() % size != 0 {
+            return Err(GpuError::InvalidArgument(format!(
+                "{} bytes are not a whole number of {} elements",
+                self.len(),
+                T::NAME
+            )));
+        }
+        let mut out = vec![T::default(); self.len() / size];
+        self.copy_to(as_bytes_mut(&mut out))?;
+        Ok(out)
     }
 
     fn len(&self) -> usize {
@@ -338,7 +342,7 @@ impl<'a> Bulk<'a> {
 }
 
 /// The bytes of a dtype slice.
-fn as_bytes<T: DTypeBase>(v: &[T]) -> &[u8] {
+pub(crate) fn as_bytes<T: DTypeBase>(v: &[T]) -> &[u8] {
     // SAFETY: every dtype is plain old data without padding (primitives, half floats,
     // `Complex` of two equal floats, `repr(C)`), so all its bytes are initialised; the
     // slice covers exactly the vector's elements.
@@ -457,11 +461,6 @@ impl ReplySlot {
     #[doc(hidden)]
     pub fn tell() -> Self {
         ReplySlot(None)
-    }
-
-    /// True if an asker waits.
-    pub(crate) fn is_ask(&self) -> bool {
-        self.0.is_some()
     }
 
     /// Answers the asker from a reply payload, or with an error; `seen` sees an error
