@@ -11,10 +11,10 @@ use atomr_accel_cuda::actor::ActorSystem;
 use atomr_accel_cuda::device::BackendKind;
 use atomr_accel_cuda::{gpu_main, Device, DeviceConfig, Gemm};
 
-fn percentile(v: &mut [f64], p: f64) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[((p * (v.len() - 1) as f64).round() as usize).min(v.len() - 1)]
-}
+#[path = "support/stats.rs"]
+mod stats;
+
+use stats::percentile;
 
 /// µs per tiny round trip, `iters` of them after a warm-up.
 async fn tiny(dev: &Device, iters: usize) -> Vec<f64> {

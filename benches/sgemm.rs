@@ -16,10 +16,10 @@ mod sgemm_compare;
 
 use sgemm_compare::{compare_sgemm, iters_for, SgemmTimes};
 
-fn percentile(v: &mut [f64], p: f64) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[((p * (v.len() - 1) as f64).round() as usize).min(v.len() - 1)]
-}
+#[path = "support/stats.rs"]
+mod stats;
+
+use stats::percentile;
 
 /// Latencies of `iters` tiny round trips, in µs.
 async fn tiny_round_trip(dev: &Device, iters: usize) -> Vec<f64> {

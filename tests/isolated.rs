@@ -18,7 +18,7 @@ use atomr_accel_cuda::isolation::IsolationConfig;
 use atomr_accel_cuda::kernel::dsl::prelude::*;
 use atomr_accel_cuda::module::{KernelSource, LaunchConfig};
 use atomr_accel_cuda::{gpu_main, kernel, Device, DeviceConfig, FftShape, Gemm, GpuError, GpuRef, KernelArg};
-use common::{gemm_ref, rand_vec, rel_err};
+use common::{check_sgemm, gemm_ref, rand_vec, rel_err};
 
 /// Parameters by value, with trailing padding (20 bytes of fields in 24).
 #[derive(Clone, Copy, KernelArg)]
@@ -76,26 +76,6 @@ async fn open(config: DeviceConfig) -> (ActorSystem, Device) {
     let dev = Device::open(&sys, config).await.expect("the isolated device opens");
     assert!(dev.worker_pid().is_some_and(|p| p != std::process::id()));
     (sys, dev)
-}
-
-/// SGEMM m×n×k through the worker, against a float64 reference.
-async fn check_sgemm(dev: &Device, m: usize, n: usize, k: usize) {
-    let (a, b) = (rand_vec(m * k), rand_vec(k * n));
-    let ga = dev
-        .upload(a.iter().map(|&v| v as f32).collect::<Vec<_>>())
-        .await
-        .unwrap();
-    let gb = dev
-        .upload(b.iter().map(|&v| v as f32).collect::<Vec<_>>())
-        .await
-        .unwrap();
-    let gc = dev.alloc::<f32>(m * n).await.unwrap();
-    dev.gemm(Gemm::<f32>::new(m, n, k), &ga, &gb, &gc).await.unwrap();
-    let got: Vec<f64> = dev.download(&gc).await.unwrap().iter().map(|&v| v as f64).collect();
-    let mut want = vec![0.0; m * n];
-    gemm_ref(false, false, m, n, k, 1.0, &a, m, &b, k, 0.0, &mut want, m);
-    let e = rel_err(&got, &want);
-    assert!(e < 1e-5, "sgemm {m}x{n}x{k}: rel err {e}");
 }
 
 /// The `affine` #[kernel] through the worker, against a float64 reference.

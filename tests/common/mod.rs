@@ -85,3 +85,21 @@ macro_rules! on_both {
         }
     };
 }
+
+/// An m×n×k SGEMM on `dev` from fresh random data, checked against float64: the device
+/// serves, correctly.
+pub async fn check_sgemm(dev: &atomr_accel_cuda::Device, m: usize, n: usize, k: usize) {
+    let (a, b) = (rand_vec(m * k), rand_vec(k * n));
+    let f32s = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<_>>();
+    let ga = dev.upload(f32s(&a)).await.unwrap();
+    let gb = dev.upload(f32s(&b)).await.unwrap();
+    let gc = dev.alloc::<f32>(m * n).await.unwrap();
+    dev.gemm(atomr_accel_cuda::Gemm::<f32>::new(m, n, k), &ga, &gb, &gc)
+        .await
+        .unwrap();
+    let got: Vec<f64> = dev.download(&gc).await.unwrap().iter().map(|&v| v as f64).collect();
+    let mut want = vec![0.0; m * n];
+    gemm_ref(false, false, m, n, k, 1.0, &a, m, &b, k, 0.0, &mut want, m);
+    let e = rel_err(&got, &want);
+    assert!(e < 1e-5, "sgemm {m}x{n}x{k}: rel err {e}");
+}
