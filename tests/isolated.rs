@@ -408,6 +408,28 @@ fn a_worker_that_cannot_start_is_an_error(config: DeviceConfig) -> Pin<Box<dyn F
     })
 }
 
+fn a_program_without_gpu_main_is_refused(config: DeviceConfig) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    Box::pin(async move {
+        // The quickstart example (built by `cargo test`) has no #[gpu_main]: started as a
+        // worker, it stops at its first ActorSystem, and the device says why — once.
+        let exe = std::env::current_exe().unwrap();
+        let quickstart = exe.parent().unwrap().parent().unwrap().join("examples/quickstart");
+        assert!(quickstart.exists(), "{} is built by `cargo test`", quickstart.display());
+        let config = config.with_isolation(IsolationConfig {
+            program: Some(quickstart),
+            ..Default::default()
+        });
+        let sys = ActorSystem::new("isolated");
+        let t0 = Instant::now();
+        let e = Device::open(&sys, config).await.unwrap_err();
+        assert!(
+            matches!(&e, GpuError::Unsupported(m) if m.contains("gpu_main")),
+            "{e:?}"
+        );
+        assert!(t0.elapsed() < Duration::from_secs(30));
+    })
+}
+
 /// GPU: ten sticky faults in one user process, alternating a trap and an illegal
 /// address; after each, SGEMM and a #[kernel] are right and every asker was answered.
 fn ten_sticky_faults_recover(config: DeviceConfig) -> Pin<Box<dyn Future<Output = ()> + Send>> {
@@ -513,6 +535,12 @@ fn main() {
         (
             "cpu::a_worker_that_cannot_start",
             a_worker_that_cannot_start_is_an_error,
+            cpu,
+            false,
+        ),
+        (
+            "cpu::a_program_without_gpu_main",
+            a_program_without_gpu_main_is_refused,
             cpu,
             false,
         ),

@@ -250,7 +250,12 @@ impl DeviceActor {
     pub(crate) fn inner_strategy(config: &super::DeviceConfig) -> SupervisorStrategy {
         if let Some(iso) = &config.isolation {
             return SupervisorStrategy::one_for_one()
-                .with_decider(|_| Directive::Restart)
+                // A worker program that cannot serve (no #[gpu_main]) will not do better
+                // on a restart.
+                .with_decider(|f| match f.gpu_error() {
+                    Some(GpuError::Unsupported(_)) => Directive::Stop,
+                    _ => Directive::Restart,
+                })
                 .with_budget(iso.max_restarts, iso.restart_window, crate::actor::Exhausted::Stop);
         }
         SupervisorStrategy::one_for_one()
@@ -358,7 +363,10 @@ impl DeviceActor {
     #[handler(tell)]
     async fn inner_terminated(&mut self, terminated: Terminated) {
         let why = match terminated.reason {
-            StopReason::Failed(f) if self.shared.config.isolation.is_some() => {
+            StopReason::Failed(f)
+                if self.shared.config.isolation.is_some()
+                    && !matches!(f.gpu_error(), Some(GpuError::Unsupported(_))) =>
+            {
                 let iso = self.shared.config.isolation.as_ref().expect("checked");
                 GpuError::DeviceLost(format!(
                     "the worker of device {} failed more than {} times within {:?}; giving up (last failure: {f})",

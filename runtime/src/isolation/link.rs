@@ -219,14 +219,23 @@ impl LinkShared {
                 }
             }
         };
-        let status = self.reap();
-        let cause = fault.or(why).unwrap_or_else(|| {
+        let (status, code) = self.reap();
+        let not_entered = (ready.is_some() && code == Some(super::worker::NOT_ENTERED_EXIT)).then(|| {
+            GpuError::Unsupported(
+                "the worker program did not enter worker mode: put #[gpu_main] on `main`, or call \
+                 isolation::enter_worker_if_requested() first in it (or name a worker program in IsolationConfig)"
+                    .into(),
+            )
+        });
+        let cause = fault.or(not_entered).or(why).unwrap_or_else(|| {
             GpuError::DeviceLost(format!(
                 "the worker process (pid {}) of device {} exited: {status}",
                 self.pid, self.ctx.device_id
             ))
         });
-        drop(ready);
+        if let Some(tx) = ready.take() {
+            let _ = tx.send(Err(cause.clone()));
+        }
         self.die(cause);
     }
 
@@ -252,23 +261,22 @@ impl LinkShared {
     }
 
     /// Waits (briefly) for the worker to exit and describes how it did.
-    fn reap(&self) -> String {
+    /// (With its exit code, if it exited with one.)
+    fn reap(&self) -> (String, Option<i32>) {
         let Some(mut child) = self.child.lock().unwrap_or_else(|p| p.into_inner()).take() else {
-            return "already reaped".into();
+            return ("already reaped".into(), None);
         };
         let until = Instant::now() + Duration::from_secs(2);
         loop {
             match child.try_wait() {
-                Ok(Some(status)) => return status.to_string(),
+                Ok(Some(status)) => return (status.to_string(), status.code()),
                 Ok(None) if Instant::now() < until => std::thread::sleep(Duration::from_millis(2)),
                 Ok(None) => {
                     let _ = child.kill();
-                    return child
-                        .wait()
-                        .map(|s| format!("killed after closing its channel ({s})"))
-                        .unwrap_or_default();
+                    let s = child.wait().map(|s| format!("killed after closing its channel ({s})"));
+                    return (s.unwrap_or_default(), None);
                 }
-                Err(e) => return format!("unknown ({e})"),
+                Err(e) => return (format!("unknown ({e})"), None),
             }
         }
     }

@@ -37,6 +37,7 @@ pub(crate) use handles::RemoteBuf;
 pub use handles::WireArgs;
 pub use host_data::HostData;
 pub use worker::enter_worker_if_requested;
+pub(crate) use worker::refuse_unentered_worker;
 
 /// The environment variable that starts a process in worker mode (its value: the
 /// device's configuration, as JSON).
