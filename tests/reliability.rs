@@ -85,6 +85,9 @@ async fn bad_requests(config: DeviceConfig) {
     let inv = |e: &E| matches!(e, E::InvalidArgument(_));
     let oom = |e: &E| matches!(e, E::OutOfMemory { .. });
     let stale_err = |e: &E| matches!(e, E::Stale { .. });
+    let unrecorded = dev.create_event().await.unwrap();
+    let pinned_short = dev.pinned::<f32>(10).await.unwrap();
+    let foreign_list = [&foreign];
     let table: Vec<Row<'_>> = vec![
         (
             "gemm m·k beyond A",
@@ -215,6 +218,41 @@ async fn bad_requests(config: DeviceConfig) {
                 &foreign,
                 &mut c3,
             )),
+            inv,
+        ),
+        (
+            "pinned zero length",
+            Box::pin(async { dev.pinned::<f32>(0).await.map(|_| ()) }),
+            inv,
+        ),
+        (
+            "pinned byte size overflows",
+            Box::pin(async { dev.pinned::<f64>(usize::MAX / 4).await.map(|_| ()) }),
+            inv,
+        ),
+        (
+            "write_pinned length differs",
+            Box::pin(async { dev.write_pinned(&a, pinned_short).await.map(|_| ()) }),
+            inv,
+        ),
+        (
+            "prefetch foreign",
+            Box::pin(dev.prefetch(&foreign, atomr_accel_cuda::memory::Location::Device)),
+            inv,
+        ),
+        (
+            "record_event after a foreign buffer",
+            Box::pin(dev.record_event(&unrecorded, &foreign_list)),
+            inv,
+        ),
+        (
+            "wait on an unrecorded event",
+            Box::pin(dev.wait_event(&unrecorded)),
+            inv,
+        ),
+        (
+            "elapsed_ms of unrecorded events",
+            Box::pin(async { dev.elapsed_ms(&unrecorded, &unrecorded).await.map(|_| ()) }),
             inv,
         ),
     ];
