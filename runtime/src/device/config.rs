@@ -77,6 +77,16 @@ pub struct DeviceConfig {
     /// once. Measured on the H200 it cut the Polled strategy's tiny round trip from 43 to
     /// 35 µs and changed nothing for the default Blocking strategy (BENCHMARKS.md).
     pub reply_spin: Duration,
+    /// How long the device's GPU threads (the context's and each library actor's) spin
+    /// for new work when they run out of it, before they park; on a GPU only (the CPU
+    /// device's threads never spin). A parked thread takes tens of microseconds to wake
+    /// — more when it sat idle through a long GPU operation, and more in a virtual
+    /// machine — and that is added to the next request's round trip. The default, 5 ms,
+    /// covers the gap between calls of a program that alternates GPU work with a few
+    /// milliseconds of its own (on the H200 it took an SGEMM 4096 called that way from
+    /// 0.96× to 0.99× of raw cuBLAS, BENCHMARKS.md); it costs a busy core for up to that
+    /// long after each burst of requests. Zero: park at once.
+    pub idle_spin: Duration,
     /// Kernel disk cache directory (None: `KernelCache::default_dir()`).
     pub kernel_cache_dir: Option<std::path::PathBuf>,
     /// Diagnostics and test hook: the inner tier waits this long before building its
@@ -104,6 +114,7 @@ impl Default for DeviceConfig {
             start_delay: None,
             kernel_cache_dir: None,
             reply_spin: Duration::ZERO,
+            idle_spin: Duration::from_millis(5),
             isolation: None,
         }
     }

@@ -9,7 +9,7 @@ use atomr_accel_cuda_macros::gpu_actor;
 use super::core::ContextCore;
 use super::state::{DeviceShared, Inner, InnerRefs, Status};
 use crate::actor::{Context, Deferred, Failure};
-use crate::dispatcher::GpuDispatcher;
+use crate::dispatcher::{Dispatcher, GpuDispatcher};
 use crate::dtype::DTypeBase;
 use crate::error::GpuError;
 use crate::event::{EventActor, EventActorRef};
@@ -44,12 +44,24 @@ impl ContextActor {
         ctx: &mut Context<Self>,
         name: &str,
         props: crate::actor::Props<A>,
+        idle_spin: std::time::Duration,
     ) -> Result<crate::actor::ActorRef<A::Msg>, GpuError> {
         let thread = GpuDispatcher::new(&format!("{name}-{}", self.shared.config.device_id))?;
+        thread.set_idle_spin(idle_spin);
         ctx.spawn_child(
             props.dispatcher(thread).mailbox(self.shared.config.mailbox_capacity),
             name,
         )
+    }
+
+    /// The idle spin of the device's GPU threads with `engine`: the configured one on a
+    /// GPU; none on the CPU device, whose threads do the work themselves and have no GPU
+    /// to wait for.
+    fn idle_spin(&self, engine: &crate::device::core::Engine) -> std::time::Duration {
+        match engine {
+            crate::device::core::Engine::Cuda(_) => self.shared.config.idle_spin,
+            crate::device::core::Engine::Cpu => std::time::Duration::ZERO,
+        }
     }
 
     /// The core, unless the device is lost or the core never started.
@@ -77,51 +89,55 @@ impl ContextActor {
         }
         let core = ContextCore::build(self.shared.clone()).map_err(|e| self.shared.observe(e))?;
         let seed = LibrarySeed::from_engine(self.shared.clone(), core.generation, &core.engine);
+        let spin = self.idle_spin(&core.engine);
+        if let Dispatcher::Gpu(own) = ctx.dispatcher() {
+            own.set_idle_spin(spin);
+        }
         let libs = self.shared.config.libraries;
         let blas = if libs.blas {
             let seed = seed.clone();
             let props = BlasActor::gpu_props(move || BlasActor::new(seed.clone()));
-            Some(BlasActorRef::new(self.spawn_library(ctx, "blas", props)?))
+            Some(BlasActorRef::new(self.spawn_library(ctx, "blas", props, spin)?))
         } else {
             None
         };
         let rng = if libs.rng {
             let seed = seed.clone();
             let props = RngActor::gpu_props(move || RngActor::new(seed.clone()));
-            Some(RngActorRef::new(self.spawn_library(ctx, "rng", props)?))
+            Some(RngActorRef::new(self.spawn_library(ctx, "rng", props, spin)?))
         } else {
             None
         };
         let kernel = {
             let seed = seed.clone();
             let props = KernelActor::gpu_props(move || KernelActor::new(seed.clone()));
-            KernelActorRef::new(self.spawn_library(ctx, "kernel", props)?)
+            KernelActorRef::new(self.spawn_library(ctx, "kernel", props, spin)?)
         };
         let module = {
             let seed = seed.clone();
             let props = ModuleActor::gpu_props(move || ModuleActor::new(seed.clone()));
-            ModuleActorRef::new(self.spawn_library(ctx, "module", props)?)
+            ModuleActorRef::new(self.spawn_library(ctx, "module", props, spin)?)
         };
         let event = {
             let seed = seed.clone();
             let props = EventActor::gpu_props(move || EventActor::new(seed.clone()));
-            EventActorRef::new(self.spawn_library(ctx, "event", props)?)
+            EventActorRef::new(self.spawn_library(ctx, "event", props, spin)?)
         };
         let graph = {
             let seed = seed.clone();
             let props = GraphActor::gpu_props(move || GraphActor::new(seed.clone()));
-            GraphActorRef::new(self.spawn_library(ctx, "graph", props)?)
+            GraphActorRef::new(self.spawn_library(ctx, "graph", props, spin)?)
         };
         let solver = if libs.solver {
             let seed = seed.clone();
             let props = SolverActor::gpu_props(move || SolverActor::new(seed.clone()));
-            Some(SolverActorRef::new(self.spawn_library(ctx, "solver", props)?))
+            Some(SolverActorRef::new(self.spawn_library(ctx, "solver", props, spin)?))
         } else {
             None
         };
         let fft = if libs.fft {
             let props = FftActor::gpu_props(move || FftActor::new(seed.clone()));
-            Some(FftActorRef::new(self.spawn_library(ctx, "fft", props)?))
+            Some(FftActorRef::new(self.spawn_library(ctx, "fft", props, spin)?))
         } else {
             None
         };
