@@ -336,6 +336,7 @@ async fn completion_strategies(config: DeviceConfig) {
         CompletionStrategy::Polled,
         CompletionStrategy::HostFn,
         CompletionStrategy::Blocking,
+        CompletionStrategy::Spin,
     ] {
         let (_sys, dev) = open(config.clone().with_completion(strategy)).await;
         let n = 96;
@@ -365,6 +366,64 @@ async fn completion_strategies(config: DeviceConfig) {
             n,
         );
         assert!(rel_err(&got, &want) < 1e-5, "{strategy:?}");
+        // Sixteen asks in flight at once, each into its own output: every reply comes,
+        // each with its own product (scaled by its index).
+        let outs: Vec<_> = futures::future::join_all((0..16).map(|_| dev.alloc::<f32>(n * n)))
+            .await
+            .into_iter()
+            .map(|r| r.unwrap())
+            .collect();
+        let asks = outs.iter().enumerate().map(|(i, out)| {
+            let g = Gemm::<f32> {
+                alpha: i as f32 + 1.0,
+                ..Gemm::new(n, n, n)
+            };
+            dev.gemm(g, &ga, &gb, out)
+        });
+        for r in futures::future::join_all(asks).await {
+            r.unwrap();
+        }
+        for (i, out) in outs.iter().enumerate() {
+            let got = back(&dev.download(out).await.unwrap());
+            let scaled: Vec<f64> = want.iter().map(|w| w * (i as f64 + 1.0)).collect();
+            assert!(rel_err(&got, &scaled) < 1e-5, "{strategy:?}, ask {i}");
+        }
+    }
+}
+
+/// A wait that outlives `op_timeout` answers `Timeout` with every strategy — never
+/// hangs — and the device serves again once the GPU is through.
+#[tokio::test]
+#[ignore = "needs a CUDA GPU"]
+async fn gpu_every_completion_strategy_times_out_at_the_deadline() {
+    for strategy in [
+        CompletionStrategy::Polled,
+        CompletionStrategy::HostFn,
+        CompletionStrategy::Blocking,
+        CompletionStrategy::Spin,
+    ] {
+        let mut config = DeviceConfig::cuda(0).with_completion(strategy);
+        config.op_timeout = Duration::from_millis(2);
+        let (_sys, dev) = open(config).await;
+        // 16 DGEMMs of 4096³ in one call: ~0.04 s on an H200, far past 2 ms.
+        let n = 4096;
+        let a = dev.upload(to::<f64>(&rand_vec(n * n))).await.unwrap();
+        let c = dev.alloc::<f64>(n * n * 16).await.unwrap();
+        let batch = Batch {
+            count: 16,
+            stride_a: 0,
+            stride_b: 0,
+            stride_c: n * n,
+        };
+        let r = dev
+            .gemm_strided_batched(Gemm::<f64>::new(n, n, n), batch, &a, &a, &c)
+            .await;
+        assert_eq!(r, Err(GpuError::Timeout(Duration::from_millis(2))), "{strategy:?}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let one = dev.upload(vec![2.0f64]).await.unwrap();
+        let out = dev.alloc::<f64>(1).await.unwrap();
+        dev.gemm(Gemm::<f64>::new(1, 1, 1), &one, &one, &out).await.unwrap();
+        assert_eq!(dev.download(&out).await.unwrap(), vec![4.0], "{strategy:?}");
     }
 }
 

@@ -7,6 +7,9 @@
 //!   a device fault, so the wait also queries an event every few milliseconds.
 //! - `Polled`: one poller thread per device spins `cuEventQuery` over the pending events.
 //! - `Blocking`: the caller spins `cuEventQuery` itself (on the actor's own thread).
+//! - `Spin`: a task on the actor's own thread queries the event between the actor's other
+//!   work, so the reply leaves from that thread as soon as the GPU is done (no hand-off
+//!   through a poller) and the actor keeps taking — and enqueuing — requests meanwhile.
 //!
 //! Every strategy reports a failed stream as the classified `GpuError` and every wait has
 //! a deadline, so no reply hangs.
@@ -29,11 +32,16 @@ pub enum CompletionStrategy {
     HostFn,
     /// A poller thread spinning `cuEventQuery`; the waiting actor is free meanwhile.
     Polled,
-    /// Spin on `cuEventQuery` in the waiting actor's own thread. The default: the fastest
-    /// round trip on the H200 (BENCHMARKS.md, `benches/sgemm.rs`), at the price of a core
-    /// spinning while the GPU works and of the actor not taking new requests meanwhile.
-    #[default]
+    /// Spin on `cuEventQuery` in the waiting actor's own thread, inside the request: a
+    /// core spins while the GPU works and the actor takes no new request meanwhile.
     Blocking,
+    /// A task on the waiting actor's own thread queries the event, yielding to the
+    /// actor's other work between queries. The default: as fast a round trip as
+    /// `Blocking` on the H200 (BENCHMARKS.md, `benches/sgemm.rs`) — the completion is seen
+    /// on the thread that replies — while the actor keeps enqueuing further requests, so
+    /// several asks in flight keep the GPU busy. A core spins while work is pending.
+    #[default]
+    Spin,
 }
 
 /// The pause between two event queries of a spinning wait, after `waited`: about a
@@ -121,6 +129,7 @@ impl Completer {
                 };
                 futures::future::ready(r).boxed()
             }
+            CompletionStrategy::Spin => spin_task(event, deadline).boxed(),
             CompletionStrategy::Polled => {
                 let (tx, rx) = oneshot::channel();
                 let poller = self.poller.as_ref().expect("polled completer has a poller");
@@ -168,6 +177,54 @@ impl Completer {
             }
         }
     }
+}
+
+thread_local! {
+    /// `Spin` waits pending on this thread: they share one query rate between them.
+    static SPINNING: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts a `Spin` wait on its thread while it lives.
+struct SpinSlot;
+
+impl SpinSlot {
+    fn new() -> Self {
+        SPINNING.with(|c| c.set(c.get() + 1));
+        SpinSlot
+    }
+}
+
+impl Drop for SpinSlot {
+    fn drop(&mut self) {
+        SPINNING.with(|c| c.set(c.get().saturating_sub(1)));
+    }
+}
+
+/// The `Spin` wait: each poll queries the event; if the GPU is not there yet, it pauses
+/// briefly (the pause of a spinning wait, shared among the waits of this thread, and cut
+/// short when another thread schedules work here) and wakes itself, so the executor
+/// runs the thread's other tasks — the actor's next messages — in between.
+async fn spin_task(event: CudaEvent, deadline: Duration) -> Result<(), GpuError> {
+    let start = Instant::now();
+    let mut slot: Option<SpinSlot> = None;
+    let runtime = tokio::runtime::Handle::try_current().ok();
+    futures::future::poll_fn(move |cx| match query(&event) {
+        Ok(true) => std::task::Poll::Ready(Ok(())),
+        Err(e) => std::task::Poll::Ready(Err(e)),
+        Ok(false) if start.elapsed() > deadline => std::task::Poll::Ready(Err(GpuError::Timeout(deadline))),
+        Ok(false) => {
+            slot.get_or_insert_with(SpinSlot::new);
+            let waiting = SPINNING.with(|c| c.get()).max(1);
+            let pause = query_pause(start.elapsed()) / waiting;
+            let t = Instant::now();
+            while t.elapsed() < pause && !runtime.as_ref().is_some_and(|h| h.metrics().global_queue_depth() > 0) {
+                std::hint::spin_loop();
+            }
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    })
+    .await
 }
 
 /// A sticky error the stream reports, if any (probed with an event query, which reports

@@ -50,10 +50,10 @@ impl LibrarySeed {
         }
     }
 
-    /// As [`LibrarySeed::cuda_stream`], with a completer that never waits on the
-    /// caller's thread: the device's own unless it is `Blocking`, else a polled one (a
-    /// poller thread of this actor's). For actors whose work runs long — a
-    /// factorization — and that must keep taking (and enqueuing) requests meanwhile.
+    /// As [`LibrarySeed::cuda_stream`], with a completer that never waits inside the
+    /// request: the device's own unless it is `Blocking`, else a `Spin` one (a task on
+    /// this actor's thread). For actors whose work runs long — a factorization — and
+    /// that must keep taking (and enqueuing) requests meanwhile.
     pub(crate) fn cuda_stream_off_thread(&self) -> Result<Option<(Arc<CudaStream>, Completer)>, GpuError> {
         let Some((stream, completer)) = self.cuda_stream()? else {
             return Ok(None);
@@ -62,11 +62,7 @@ impl LibrarySeed {
             return Ok(Some((stream, completer)));
         }
         let ctx = stream.context().clone();
-        let polled = Completer::new(
-            &ctx,
-            crate::completion::CompletionStrategy::Polled,
-            completer.deadline(),
-        )?;
+        let polled = Completer::new(&ctx, crate::completion::CompletionStrategy::Spin, completer.deadline())?;
         Ok(Some((stream, polled)))
     }
 
