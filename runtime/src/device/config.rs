@@ -70,12 +70,14 @@ pub struct DeviceConfig {
     pub cpu_memory_limit: u64,
     /// Bytes of free pinned host buffers the device keeps for reuse.
     pub pinned_pool_bytes: u64,
-    /// How long a caller's task spins (yielding to other tasks) for a reply before it
-    /// parks. Spinning keeps the caller's thread hot — a thread parked for the length of
-    /// a GPU operation wakes tens of microseconds late — at the price of a busy core while
-    /// it waits, as `cudaStreamSynchronize` does by default. Zero (the default): park at
-    /// once. Measured on the H200 it cut the Polled strategy's tiny round trip from 43 to
-    /// 35 µs and changed nothing for the default Blocking strategy (BENCHMARKS.md).
+    /// How long a caller's task spins (yielding to other tasks) for a reply from a GPU
+    /// before it parks (the CPU device's callers never spin: its work runs on this
+    /// machine's cores). Spinning keeps the caller's thread hot — a thread parked for the
+    /// length of a GPU operation wakes tens of microseconds late — at the price of a busy
+    /// core while it waits, as `cudaStreamSynchronize` does by default. The default, 5
+    /// ms, with [`DeviceConfig::idle_spin`] and the `Spin` completion, brought the tiny
+    /// round trip on the H200 to 21 µs against raw cuBLAS's 20 µs (BENCHMARKS.md).
+    /// Zero: park at once.
     pub reply_spin: Duration,
     /// How long the device's GPU threads (the context's and each library actor's) spin
     /// for new work when they run out of it, before they park; on a GPU only (the CPU
@@ -113,7 +115,7 @@ impl Default for DeviceConfig {
             pinned_pool_bytes: 1 << 30,
             start_delay: None,
             kernel_cache_dir: None,
-            reply_spin: Duration::ZERO,
+            reply_spin: Duration::from_millis(5),
             idle_spin: Duration::from_millis(5),
             isolation: None,
         }

@@ -210,8 +210,18 @@ impl Device {
                 .unwrap_or_else(|| GpuError::NoReply(self.outer.path().to_string()))
         };
         // Spin (yielding to other tasks) before parking: a thread parked for the length
-        // of a GPU operation wakes tens of microseconds late (BENCHMARKS.md).
-        let spin = self.shared.config.reply_spin;
+        // of a GPU operation wakes tens of microseconds late (BENCHMARKS.md). On a GPU
+        // only: the CPU device's work runs on this machine's cores, which a spinning
+        // caller would take from it.
+        let on_gpu = matches!(
+            self.shared.state.borrow().info.as_ref().map(|i| i.backend),
+            Some(crate::device::state::BackendKind::Cuda)
+        );
+        let spin = if on_gpu {
+            self.shared.config.reply_spin
+        } else {
+            std::time::Duration::ZERO
+        };
         if !spin.is_zero() {
             let until = std::time::Instant::now() + spin;
             loop {
