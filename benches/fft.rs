@@ -1,48 +1,105 @@
-//! A batched 1-D C2C FFT (f32, 2^20 points x 16) through the device's `FftActor` vs raw
-//! cudarc cuFFT (plan once, exec + sync) in the same process, interleaved.
+//! C2C FFTs (f32, forward, out of place) through the device's `FftActor` vs raw cudarc
+//! cuFFT (plan made once, exec + sync) on the same random data in the same process, in
+//! both orders of `support/alternate.rs`, and with 16 transforms in flight. Shapes: a
+//! large 1-D batch, a small 1-D batch and a 2-D transform.
 
 use std::time::Instant;
 
-use atomr_accel_cuda::dtype::c32;
+use atomr_accel_cuda::dtype::{c32, Complex};
 use atomr_accel_cuda::{DeviceConfig, FftShape};
 use cudarc::cufft::{sys, CudaFft, FftDirection};
-
-const N: usize = 1 << 20;
-const BATCH: usize = 16;
 
 #[path = "support/gpu_bench.rs"]
 mod gpu_bench;
 
+#[path = "support/alternate.rs"]
+mod alternate;
+
+use alternate::{random_f32, Order, Side};
 use gpu_bench::{median, run_gpu};
+
+/// Transforms sent at once in the pipelined measurement.
+const IN_FLIGHT: usize = 16;
+
+/// (dims, batch) of each measured transform.
+const SHAPES: [(&[usize], usize); 3] = [(&[1 << 20], 16), (&[1 << 16], 16), (&[2048, 2048], 1)];
 
 fn main() {
     run_gpu("fft", DeviceConfig::cuda(0), |dev, _ctx, stream| async move {
-        let plan = CudaFft::plan_1d(N as i32, sys::cufftType::CUFFT_C2C, BATCH as i32, stream.clone()).unwrap();
-        let mut rin = stream.alloc_zeros::<sys::float2>(N * BATCH).unwrap();
-        let mut rout = stream.alloc_zeros::<sys::float2>(N * BATCH).unwrap();
-        let a = dev.alloc::<c32>(N * BATCH).await.unwrap();
-        let b = dev.alloc::<c32>(N * BATCH).await.unwrap();
-        let shape = FftShape::new(&[N], BATCH);
-        let (mut raw, mut actor) = (vec![], vec![]);
-        for i in 0..33 {
-            let t = Instant::now();
-            plan.exec_c2c(&mut rin, &mut rout, FftDirection::Forward).unwrap();
-            stream.synchronize().unwrap();
-            let r = t.elapsed().as_secs_f64();
-            let t = Instant::now();
-            dev.fft_c2c(&a, &b, &shape, false).await.unwrap();
-            let x = t.elapsed().as_secs_f64();
-            if i >= 3 {
-                raw.push(r);
-                actor.push(x);
+        for (dims, batch) in SHAPES {
+            let points: usize = dims.iter().product::<usize>() * batch;
+            let host = random_f32(2 * points, points as u64);
+            let plan = match dims {
+                [n] => CudaFft::plan_1d(*n as i32, sys::cufftType::CUFFT_C2C, batch as i32, stream.clone()),
+                [x, y] => CudaFft::plan_2d(*x as i32, *y as i32, sys::cufftType::CUFFT_C2C, stream.clone()),
+                _ => unreachable!("1-D and 2-D shapes only"),
             }
+            .unwrap();
+            let raw_in: Vec<sys::float2> = host.chunks(2).map(|p| sys::float2 { x: p[0], y: p[1] }).collect();
+            let mut rin = stream.clone_htod(&raw_in).unwrap();
+            let mut rout = stream.alloc_zeros::<sys::float2>(points).unwrap();
+            let ours_in: Vec<c32> = host.chunks(2).map(|p| Complex { re: p[0], im: p[1] }).collect();
+            let a = dev.upload(ours_in).await.unwrap();
+            let b = dev.alloc::<c32>(points).await.unwrap();
+            let shape = FftShape::new(dims, batch);
+            for order in Order::ALL {
+                let (mut raw, mut actor) = (vec![], vec![]);
+                for (i, side) in [Side::Raw, Side::Ours]
+                    .into_iter()
+                    .chain(order.schedule(30))
+                    .enumerate()
+                {
+                    let t = Instant::now();
+                    match side {
+                        Side::Raw => {
+                            plan.exec_c2c(&mut rin, &mut rout, FftDirection::Forward).unwrap();
+                            stream.synchronize().unwrap();
+                        }
+                        Side::Ours => dev.fft_c2c(&a, &b, &shape, false).await.unwrap(),
+                    }
+                    let secs = t.elapsed().as_secs_f64();
+                    match (i >= 2, side) {
+                        (true, Side::Raw) => raw.push(secs),
+                        (true, Side::Ours) => actor.push(secs),
+                        _ => {}
+                    }
+                }
+                let (r, x) = (median(&mut raw), median(&mut actor));
+                println!(
+                    "RESULT | fft.c2c f32 {dims:?} x {batch} ({order:?}) | actor {:.3} ms, raw cudarc {:.3} ms, ratio {:.3}",
+                    x * 1e3,
+                    r * 1e3,
+                    r / x
+                );
+            }
+            // Sixteen transforms in flight: raw enqueues 16 and synchronizes once; ours
+            // sends 16 asks at once and awaits every reply.
+            let (mut raw, mut actor) = (vec![], vec![]);
+            for round in 0..11 {
+                let t = Instant::now();
+                for _ in 0..IN_FLIGHT {
+                    plan.exec_c2c(&mut rin, &mut rout, FftDirection::Forward).unwrap();
+                }
+                stream.synchronize().unwrap();
+                let r = t.elapsed().as_secs_f64() / IN_FLIGHT as f64;
+                let t = Instant::now();
+                let asks = (0..IN_FLIGHT).map(|_| dev.fft_c2c(&a, &b, &shape, false));
+                for done in futures::future::join_all(asks).await {
+                    done.unwrap();
+                }
+                let x = t.elapsed().as_secs_f64() / IN_FLIGHT as f64;
+                if round > 0 {
+                    raw.push(r);
+                    actor.push(x);
+                }
+            }
+            let (r, x) = (median(&mut raw), median(&mut actor));
+            println!(
+                "RESULT | fft.c2c f32 {dims:?} x {batch} ({IN_FLIGHT} in flight) | actor {:.3} ms, raw cudarc {:.3} ms per transform, ratio {:.3}",
+                x * 1e3,
+                r * 1e3,
+                r / x
+            );
         }
-        let (r, x) = (median(&mut raw), median(&mut actor));
-        println!(
-            "RESULT | fft.c2c f32 2^20 x {BATCH} | actor {:.3} ms, raw cudarc {:.3} ms, ratio {:.3}",
-            x * 1e3,
-            r * 1e3,
-            r / x
-        );
     });
 }

@@ -11,9 +11,15 @@ use atomr_accel_cuda::{CompletionStrategy, Device, DeviceConfig, Gemm};
 use cudarc::cublas::{sys as cbsys, CudaBlas, Gemm as _, GemmConfig};
 use cudarc::driver::CudaContext;
 
+#[path = "support/alternate.rs"]
+mod alternate;
+
+#[path = "support/gpu_bench.rs"]
+mod gpu_bench;
 #[path = "support/sgemm_compare.rs"]
 mod sgemm_compare;
 
+use alternate::Order;
 use sgemm_compare::{compare_sgemm, iters_for, SgemmTimes};
 
 #[path = "support/stats.rs"]
@@ -78,10 +84,7 @@ fn main() {
         // BENCH_COMPLETION=polled|hostfn picks the completion strategy of the SGEMM part.
         // BENCH_STREAMS=single puts the BLAS actor on the context's stream (no cross-stream
         // events); the default is a stream per actor.
-        let mut config = DeviceConfig::cuda(0);
-        if let Some(ms) = std::env::var("BENCH_REPLY_SPIN_MS").ok().and_then(|v| v.parse().ok()) {
-            config.reply_spin = std::time::Duration::from_millis(ms);
-        }
+        let mut config = gpu_bench::with_env_overrides(DeviceConfig::cuda(0));
         match std::env::var("BENCH_COMPLETION").as_deref() {
             Ok("polled") => config = config.with_completion(CompletionStrategy::Polled),
             Ok("hostfn") => config = config.with_completion(CompletionStrategy::HostFn),
@@ -90,7 +93,7 @@ fn main() {
         if std::env::var("BENCH_STREAMS").as_deref() == Ok("single") {
             config = config.with_streams(atomr_accel_cuda::StreamStrategy::Single);
         }
-        let dev = match Device::open(&sys, config).await {
+        let dev = match Device::open(&sys, config.clone()).await {
             Ok(d) => d,
             Err(e) => {
                 println!("sgemm bench: no usable GPU ({e}); nothing measured");
@@ -106,14 +109,16 @@ fn main() {
             .filter_map(|s| s.trim().parse().ok())
             .collect();
         for n in sizes {
-            let t = compare_sgemm(&dev, &ctx, n, iters_for(n)).await.unwrap();
-            println!(
-                "RESULT | sgemm.{n} (interleaved, median of {}) | actor {:.2} TFLOP/s, raw cudarc {:.2} TFLOP/s, ratio {:.3}",
-                iters_for(n),
-                SgemmTimes::tflops(n, t.actor),
-                SgemmTimes::tflops(n, t.raw),
-                t.raw / t.actor
-            );
+            for order in Order::ALL {
+                let t = compare_sgemm(&dev, &ctx, n, iters_for(n), order).await.unwrap();
+                println!(
+                    "RESULT | sgemm.{n} ({order:?}, median of {}) | actor {:.2} TFLOP/s, raw cudarc {:.2} TFLOP/s, ratio {:.3}",
+                    iters_for(n),
+                    SgemmTimes::tflops(n, t.actor),
+                    SgemmTimes::tflops(n, t.raw),
+                    t.raw / t.actor
+                );
+            }
         }
         let iters: usize = std::env::var("BENCH_ITERS")
             .ok()
@@ -127,9 +132,10 @@ fn main() {
             CompletionStrategy::Polled,
             CompletionStrategy::HostFn,
             CompletionStrategy::Blocking,
+            CompletionStrategy::Spin,
         ] {
             let sys = ActorSystem::new("tiny");
-            let dev = Device::open(&sys, DeviceConfig::cuda(0).with_completion(s))
+            let dev = Device::open(&sys, config.clone().with_completion(s))
                 .await
                 .unwrap();
             let mut lat = tiny_round_trip(&dev, iters).await;

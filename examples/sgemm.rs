@@ -2,9 +2,12 @@
 //!
 //! `cargo run --release --example sgemm -- 4096` (GPU only: the raw path is cuBLAS).
 
+#[path = "../benches/support/alternate.rs"]
+mod alternate;
 #[path = "../benches/support/sgemm_compare.rs"]
 mod sgemm_compare;
 
+use alternate::Order;
 use atomr_accel_cuda::actor::ActorSystem;
 use atomr_accel_cuda::{Device, DeviceConfig, GpuError};
 use sgemm_compare::{compare_sgemm, iters_for, SgemmTimes};
@@ -21,15 +24,17 @@ async fn main() -> Result<(), GpuError> {
         }
     };
     let ctx = cudarc::driver::CudaContext::new(0)?;
-    let t = compare_sgemm(&dev, &ctx, n, iters_for(n)).await?;
-    println!(
-        "SGEMM {n}^3: actor {:.2} TFLOP/s ({:.3} ms), raw cudarc {:.2} TFLOP/s ({:.3} ms), ratio {:.3}",
-        SgemmTimes::tflops(n, t.actor),
-        t.actor * 1e3,
-        SgemmTimes::tflops(n, t.raw),
-        t.raw * 1e3,
-        t.raw / t.actor
-    );
+    for order in Order::ALL {
+        let t = compare_sgemm(&dev, &ctx, n, iters_for(n), order).await?;
+        println!(
+            "SGEMM {n}^3 ({order:?}): actor {:.2} TFLOP/s ({:.3} ms), raw cudarc {:.2} TFLOP/s ({:.3} ms), ratio {:.3}",
+            SgemmTimes::tflops(n, t.actor),
+            t.actor * 1e3,
+            SgemmTimes::tflops(n, t.raw),
+            t.raw * 1e3,
+            t.raw / t.actor
+        );
+    }
     system.shutdown().await;
     Ok(())
 }

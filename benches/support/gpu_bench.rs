@@ -26,9 +26,29 @@ pub async fn open_gpu(bench: &str, config: DeviceConfig) -> Option<(ActorSystem,
     }
 }
 
+/// `config` with the overrides a bench run may set in its environment:
+/// `BENCH_IDLE_SPIN_US` and `BENCH_REPLY_SPIN_US` (`DeviceConfig::idle_spin` and
+/// `reply_spin`, in µs).
+pub fn with_env_overrides(mut config: DeviceConfig) -> DeviceConfig {
+    let us = |var: &str| {
+        std::env::var(var)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map(std::time::Duration::from_micros)
+    };
+    if let Some(d) = us("BENCH_IDLE_SPIN_US") {
+        config.idle_spin = d;
+    }
+    if let Some(d) = us("BENCH_REPLY_SPIN_US") {
+        config.reply_spin = d;
+    }
+    config
+}
+
 /// Runs a bench body on a multi-thread runtime with GPU 0 opened through `config` and, for
 /// the raw-cudarc baseline of the same run, a context and a fresh stream on the same GPU.
-/// Without a usable GPU it prints why and measures nothing.
+/// `config` takes the environment's overrides (`with_env_overrides`). Without a usable
+/// GPU it prints why and measures nothing.
 pub fn run_gpu<F, Fut>(bench: &str, config: DeviceConfig, body: F)
 where
     F: FnOnce(Device, Arc<CudaContext>, Arc<CudaStream>) -> Fut,
@@ -39,7 +59,7 @@ where
         .build()
         .unwrap();
     rt.block_on(async {
-        let Some((sys, dev)) = open_gpu(bench, config).await else {
+        let Some((sys, dev)) = open_gpu(bench, with_env_overrides(config)).await else {
             return;
         };
         let ctx = CudaContext::new(0).unwrap();

@@ -1,6 +1,6 @@
-//! SGEMM through the device's `BlasActor` vs raw cudarc cuBLAS, interleaved call by call
-//! in one process so clock and thermal drift hit both alike. Shared by
-//! `benches/sgemm.rs` and `examples/sgemm.rs`.
+//! SGEMM through the device's `BlasActor` vs raw cudarc cuBLAS on the same random
+//! matrices, in one process, in either order of `alternate.rs`. Shared by
+//! `benches/sgemm.rs` and `examples/sgemm.rs` (each includes `alternate.rs` too).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -8,6 +8,8 @@ use std::time::Instant;
 use atomr_accel_cuda::{Device, Gemm, GpuError};
 use cudarc::cublas::{sys as cbsys, CudaBlas, Gemm as _, GemmConfig};
 use cudarc::driver::CudaContext;
+
+use super::alternate::{random_f32, Order, Side};
 
 /// Median seconds per call of each path.
 pub struct SgemmTimes {
@@ -29,7 +31,8 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-/// Calls per size: enough for a stable median in well under a second of GPU time.
+/// Calls per size and path: enough for a stable median in well under a second of GPU
+/// time (a multiple of `alternate::BLOCK`).
 pub fn iters_for(n: usize) -> usize {
     match n {
         0..=1024 => 300,
@@ -38,17 +41,19 @@ pub fn iters_for(n: usize) -> usize {
     }
 }
 
-/// Measures `iters` SGEMMs of n³ on each path (after 3 warm-up calls each).
+/// Measures `iters` SGEMMs of n³ on each path in `order` (after warm-up calls on each).
 pub async fn compare_sgemm(
     dev: &Device,
     ctx: &Arc<CudaContext>,
     n: usize,
     iters: usize,
+    order: Order,
 ) -> Result<SgemmTimes, GpuError> {
+    let (ha, hb) = (random_f32(n * n, 1), random_f32(n * n, 2));
     let stream = ctx.new_stream()?;
     let blas = CudaBlas::new(stream.clone())?;
-    let ra = stream.alloc_zeros::<f32>(n * n)?;
-    let rb = stream.alloc_zeros::<f32>(n * n)?;
+    let ra = stream.clone_htod(&ha)?;
+    let rb = stream.clone_htod(&hb)?;
     let mut rc = stream.alloc_zeros::<f32>(n * n)?;
     let cfg = GemmConfig {
         transa: cbsys::cublasOperation_t::CUBLAS_OP_N,
@@ -63,24 +68,32 @@ pub async fn compare_sgemm(
         ldc: n as i32,
     };
     let (a, b, c) = (
-        dev.alloc::<f32>(n * n).await?,
-        dev.alloc::<f32>(n * n).await?,
+        dev.upload(ha).await?,
+        dev.upload(hb).await?,
         dev.alloc::<f32>(n * n).await?,
     );
     let g = Gemm::<f32>::new(n, n, n);
-    let (mut raw, mut actor) = (vec![], vec![]);
-    for i in 0..iters + 3 {
+    let mut raw_call = || -> Result<f64, GpuError> {
         let t = Instant::now();
         // SAFETY: all three buffers hold n*n elements, matching the config.
         unsafe { blas.gemm(cfg, &ra, &rb, &mut rc) }?;
         stream.synchronize()?;
-        let t_raw = t.elapsed().as_secs_f64();
+        Ok(t.elapsed().as_secs_f64())
+    };
+    let actor_call = || async {
         let t = Instant::now();
         dev.gemm(g, &a, &b, &c).await?;
-        let t_actor = t.elapsed().as_secs_f64();
-        if i >= 3 {
-            raw.push(t_raw);
-            actor.push(t_actor);
+        Ok::<f64, GpuError>(t.elapsed().as_secs_f64())
+    };
+    for _ in 0..3 {
+        raw_call()?;
+        actor_call().await?;
+    }
+    let (mut raw, mut actor) = (vec![], vec![]);
+    for side in order.schedule(iters) {
+        match side {
+            Side::Raw => raw.push(raw_call()?),
+            Side::Ours => actor.push(actor_call().await?),
         }
     }
     Ok(SgemmTimes {
