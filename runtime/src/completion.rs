@@ -216,9 +216,9 @@ async fn spin_task(event: CudaEvent, deadline: Duration) -> Result<(), GpuError>
             slot.get_or_insert_with(SpinSlot::new);
             let waiting = SPINNING.with(|c| c.get()).max(1);
             let pause = query_pause(start.elapsed()) / waiting;
-            let t = Instant::now();
-            while t.elapsed() < pause && !runtime.as_ref().is_some_and(|h| h.metrics().global_queue_depth() > 0) {
-                std::hint::spin_loop();
+            match &runtime {
+                Some(h) => crate::dispatcher::spin_until_work(h, pause),
+                None => spin_for(pause),
             }
             cx.waker().wake_by_ref();
             std::task::Poll::Pending

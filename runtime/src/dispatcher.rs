@@ -150,7 +150,7 @@ impl GpuDispatcher {
 /// Spins until a task is scheduled onto `h` from another thread (it lands in the
 /// runtime's global queue, and its wake-up makes the coming park return at once) or
 /// `limit` has passed.
-fn spin_until_work(h: &Handle, limit: Duration) {
+pub(crate) fn spin_until_work(h: &Handle, limit: Duration) {
     let start = Instant::now();
     while h.metrics().global_queue_depth() == 0 && start.elapsed() < limit {
         std::hint::spin_loop();
