@@ -15,8 +15,12 @@ mod gpu_bench;
 #[path = "support/alternate.rs"]
 mod alternate;
 
-use alternate::{random_f32, Order, Side};
+#[path = "support/random.rs"]
+mod random;
+
+use alternate::{Order, Samples, Side};
 use gpu_bench::{median, run_gpu};
+use random::random_f32;
 
 /// Transforms sent at once in the pipelined measurement.
 const IN_FLIGHT: usize = 16;
@@ -43,12 +47,8 @@ fn main() {
             let b = dev.alloc::<c32>(points).await.unwrap();
             let shape = FftShape::new(dims, batch);
             for order in Order::ALL {
-                let (mut raw, mut actor) = (vec![], vec![]);
-                for (i, side) in [Side::Raw, Side::Ours]
-                    .into_iter()
-                    .chain(order.schedule(30))
-                    .enumerate()
-                {
+                let mut samples = Samples::new(1);
+                for side in [Side::Raw, Side::Ours].into_iter().chain(order.schedule(30)) {
                     let t = Instant::now();
                     match side {
                         Side::Raw => {
@@ -57,14 +57,9 @@ fn main() {
                         }
                         Side::Ours => dev.fft_c2c(&a, &b, &shape, false).await.unwrap(),
                     }
-                    let secs = t.elapsed().as_secs_f64();
-                    match (i >= 2, side) {
-                        (true, Side::Raw) => raw.push(secs),
-                        (true, Side::Ours) => actor.push(secs),
-                        _ => {}
-                    }
+                    samples.record(side, t.elapsed().as_secs_f64());
                 }
-                let (r, x) = (median(&mut raw), median(&mut actor));
+                let (r, x) = samples.medians();
                 println!(
                     "RESULT | fft.c2c f32 {dims:?} x {batch} ({order:?}) | actor {:.3} ms, raw cudarc {:.3} ms, ratio {:.3}",
                     x * 1e3,

@@ -14,6 +14,9 @@ use cudarc::driver::CudaContext;
 #[path = "support/alternate.rs"]
 mod alternate;
 
+#[path = "support/random.rs"]
+mod random;
+
 #[path = "support/gpu_bench.rs"]
 mod gpu_bench;
 #[path = "support/sgemm_compare.rs"]

@@ -17,7 +17,7 @@ mod gpu_bench;
 #[path = "support/alternate.rs"]
 mod alternate;
 
-use alternate::{Order, Side};
+use alternate::{Order, Samples, Side};
 
 use gpu_bench::{median, run_gpu};
 
@@ -185,13 +185,9 @@ async fn measure<T: Raw>(dev: &Device, stream: &std::sync::Arc<CudaStream>, n: u
     let dpiv = dev.alloc::<i32>(n).await.unwrap();
     for op in ["cholesky", "lu"] {
         for order in Order::ALL {
-            let (mut raw, mut actor) = (vec![], vec![]);
             // Warm-up: one call of each path, unmeasured.
-            for (i, side) in [Side::Raw, Side::Ours]
-                .into_iter()
-                .chain(order.schedule(20))
-                .enumerate()
-            {
+            let mut samples = Samples::new(1);
+            for side in [Side::Raw, Side::Ours].into_iter().chain(order.schedule(20)) {
                 let secs = match side {
                     Side::Raw => {
                         stream.memcpy_dtod(&pristine_raw, &mut ra).unwrap();
@@ -219,13 +215,9 @@ async fn measure<T: Raw>(dev: &Device, stream: &std::sync::Arc<CudaStream>, n: u
                         t.elapsed().as_secs_f64()
                     }
                 };
-                match (i >= 2, side) {
-                    (true, Side::Raw) => raw.push(secs),
-                    (true, Side::Ours) => actor.push(secs),
-                    _ => {}
-                }
+                samples.record(side, secs);
             }
-            let (r, x) = (median(&mut raw), median(&mut actor));
+            let (r, x) = samples.medians();
             println!(
                 "RESULT | solver.{op} {} n={n} ({order:?}) | actor {:.3} ms, raw cudarc {:.3} ms, ratio {:.3}",
                 T::NAME,

@@ -7,6 +7,12 @@
 use atomr_accel_cuda::prelude::*;
 use atomr_accel_cuda::{kernel, kernel::dsl::prelude::AtomicAdd};
 
+/// Fresh random inputs (shared with the benches).
+#[path = "../benches/support/random.rs"]
+mod random;
+
+use random::random_f32;
+
 /// y = a·x + y.
 #[kernel]
 pub fn saxpy<T: Float>(a: T, x: &[T], y: &mut [T]) {
@@ -100,19 +106,6 @@ pub fn softmax(cols: usize, x: &[f32], y: &mut [f32]) {
     }
 }
 
-/// Values in [-1, 1) from a small xorshift: reproducible, not zeros.
-fn data(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-        })
-        .collect()
-}
-
 fn max_rel_err(got: &[f32], want: &[f64]) -> f64 {
     let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(1e-30);
     got.iter()
@@ -130,7 +123,7 @@ async fn main() -> Result<(), GpuError> {
     println!("precompile: {summary}");
 
     let n = 1 << 20;
-    let (x, y) = (data(n, 1), data(n, 2));
+    let (x, y) = (random_f32(n, 1), random_f32(n, 2));
     let xd = d.upload(x.clone()).await?;
     let mut yd = d.upload(y.clone()).await?;
     let t = std::time::Instant::now();
@@ -156,7 +149,7 @@ async fn main() -> Result<(), GpuError> {
     assert!((got - want).abs() < 1e-3 * (n as f64).sqrt());
 
     let (rows, cols) = (512, 384);
-    let grid0 = data(rows * cols, 3);
+    let grid0 = random_f32(rows * cols, 3);
     let src = d.upload(grid0.clone()).await?;
     let mut dst = d.alloc::<f32>(rows * cols).await?;
     let cfg = LaunchConfig {
@@ -182,7 +175,7 @@ async fn main() -> Result<(), GpuError> {
     println!("stencil  {rows}x{cols}: max rel err {e:.1e} in {dt:.2?}");
     assert!(e < 1e-6);
 
-    let logits: Vec<f32> = data(rows * cols, 4).iter().map(|v| v * 6.0).collect();
+    let logits: Vec<f32> = random_f32(rows * cols, 4).iter().map(|v| v * 6.0).collect();
     let xd = d.upload(logits.clone()).await?;
     let mut yd = d.alloc::<f32>(rows * cols).await?;
     let cfg = LaunchConfig {

@@ -4,6 +4,9 @@
 
 #[path = "../benches/support/alternate.rs"]
 mod alternate;
+
+#[path = "../benches/support/random.rs"]
+mod random;
 #[path = "../benches/support/sgemm_compare.rs"]
 mod sgemm_compare;
 

@@ -42,16 +42,43 @@ impl Order {
     }
 }
 
-/// Uniform values in [-1, 1) from a seeded xorshift: fresh, non-zero data (the power a GPU
-/// draws, and so its clock, depends on the data; zeros would flatter both paths).
-pub fn random_f32(len: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-        })
-        .collect()
+/// Seconds per call of each path, the first calls of each path dropped as warm-up.
+pub struct Samples {
+    warmup: usize,
+    seen: [usize; 2],
+    raw: Vec<f64>,
+    ours: Vec<f64>,
+}
+
+impl Samples {
+    /// Drops the first `warmup` calls of each path.
+    pub fn new(warmup: usize) -> Self {
+        Samples {
+            warmup,
+            seen: [0, 0],
+            raw: vec![],
+            ours: vec![],
+        }
+    }
+
+    /// Records one call of `side` that took `secs`.
+    pub fn record(&mut self, side: Side, secs: f64) {
+        let (seen, v) = match side {
+            Side::Raw => (&mut self.seen[0], &mut self.raw),
+            Side::Ours => (&mut self.seen[1], &mut self.ours),
+        };
+        *seen += 1;
+        if *seen > self.warmup {
+            v.push(secs);
+        }
+    }
+
+    /// The median seconds of (raw, ours).
+    pub fn medians(mut self) -> (f64, f64) {
+        let median = |v: &mut Vec<f64>| {
+            v.sort_by(|a, b| a.partial_cmp(b).expect("finite times"));
+            v[v.len() / 2]
+        };
+        (median(&mut self.raw), median(&mut self.ours))
+    }
 }

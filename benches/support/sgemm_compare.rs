@@ -9,7 +9,8 @@ use atomr_accel_cuda::{Device, Gemm, GpuError};
 use cudarc::cublas::{sys as cbsys, CudaBlas, Gemm as _, GemmConfig};
 use cudarc::driver::CudaContext;
 
-use super::alternate::{random_f32, Order, Side};
+use super::alternate::{Order, Samples, Side};
+use super::random::random_f32;
 
 /// Median seconds per call of each path.
 pub struct SgemmTimes {
@@ -24,11 +25,6 @@ impl SgemmTimes {
     pub fn tflops(n: usize, secs: f64) -> f64 {
         2.0 * (n as f64).powi(3) / secs / 1e12
     }
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
 }
 
 /// Calls per size and path: enough for a stable median in well under a second of GPU
@@ -85,19 +81,15 @@ pub async fn compare_sgemm(
         dev.gemm(g, &a, &b, &c).await?;
         Ok::<f64, GpuError>(t.elapsed().as_secs_f64())
     };
-    for _ in 0..3 {
-        raw_call()?;
-        actor_call().await?;
+    let warmup = [Side::Raw, Side::Ours].repeat(3);
+    let mut samples = Samples::new(3);
+    for side in warmup.into_iter().chain(order.schedule(iters)) {
+        let secs = match side {
+            Side::Raw => raw_call()?,
+            Side::Ours => actor_call().await?,
+        };
+        samples.record(side, secs);
     }
-    let (mut raw, mut actor) = (vec![], vec![]);
-    for side in order.schedule(iters) {
-        match side {
-            Side::Raw => raw.push(raw_call()?),
-            Side::Ours => actor.push(actor_call().await?),
-        }
-    }
-    Ok(SgemmTimes {
-        actor: median(&mut actor),
-        raw: median(&mut raw),
-    })
+    let (raw, actor) = samples.medians();
+    Ok(SgemmTimes { actor, raw })
 }
