@@ -14,8 +14,10 @@
 //! Every strategy reports a failed stream as the classified `GpuError` and every wait has
 //! a deadline, so no reply hangs.
 
+use std::collections::{HashMap, VecDeque};
 use std::sync::mpsc as std_mpsc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
@@ -129,7 +131,10 @@ impl Completer {
                 };
                 futures::future::ready(r).boxed()
             }
-            CompletionStrategy::Spin => spin_task(event, deadline).boxed(),
+            CompletionStrategy::Spin => {
+                let ticket = SpinTicket::join(stream.cu_stream() as usize);
+                spin_task(event, ticket, deadline).boxed()
+            }
             CompletionStrategy::Polled => {
                 let (tx, rx) = oneshot::channel();
                 let poller = self.poller.as_ref().expect("polled completer has a poller");
@@ -179,52 +184,116 @@ impl Completer {
     }
 }
 
-thread_local! {
-    /// `Spin` waits pending on this thread: they share one query rate between them.
-    static SPINNING: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+/// `Spin` waits not yet resolved, per stream, oldest first. Events recorded on one stream
+/// complete in stream order, so only the oldest wait of a stream queries the driver; the
+/// others sleep until it resolves and wakes the next. With many requests in flight this
+/// keeps one query loop per stream instead of one per request.
+#[derive(Default)]
+struct SpinQueues {
+    next_ticket: u64,
+    streams: HashMap<usize, VecDeque<(u64, Option<Waker>)>>,
 }
 
-/// Counts a `Spin` wait on its thread while it lives.
-struct SpinSlot;
+fn spin_queues() -> std::sync::MutexGuard<'static, SpinQueues> {
+    static QUEUES: OnceLock<Mutex<SpinQueues>> = OnceLock::new();
+    QUEUES
+        .get_or_init(|| Mutex::new(SpinQueues::default()))
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+}
 
-impl SpinSlot {
-    fn new() -> Self {
-        SPINNING.with(|c| c.set(c.get() + 1));
-        SpinSlot
+/// One `Spin` wait's place in its stream's queue; leaving (resolved, or the future
+/// dropped) wakes the wait behind it if this one was first.
+struct SpinTicket {
+    stream: usize,
+    ticket: u64,
+}
+
+impl SpinTicket {
+    /// Joins the back of `stream`'s queue. Called when the event is recorded, so the
+    /// queue order is the stream order.
+    fn join(stream: usize) -> Self {
+        let mut q = spin_queues();
+        let ticket = q.next_ticket;
+        q.next_ticket += 1;
+        q.streams.entry(stream).or_default().push_back((ticket, None));
+        SpinTicket { stream, ticket }
+    }
+
+    /// True if this wait is the oldest of its stream; otherwise `waker` is kept, to be
+    /// woken when the waits ahead have resolved.
+    fn first_or_park(&self, waker: &Waker) -> bool {
+        let mut q = spin_queues();
+        let Some(queue) = q.streams.get_mut(&self.stream) else {
+            return true;
+        };
+        if queue.front().is_none_or(|(t, _)| *t == self.ticket) {
+            return true;
+        }
+        if let Some(entry) = queue.iter_mut().find(|(t, _)| *t == self.ticket) {
+            entry.1 = Some(waker.clone());
+        }
+        false
     }
 }
 
-impl Drop for SpinSlot {
+impl Drop for SpinTicket {
     fn drop(&mut self) {
-        SPINNING.with(|c| c.set(c.get().saturating_sub(1)));
+        let next = {
+            let mut q = spin_queues();
+            let Some(queue) = q.streams.get_mut(&self.stream) else {
+                return;
+            };
+            let was_first = queue.front().is_some_and(|(t, _)| *t == self.ticket);
+            queue.retain(|(t, _)| *t != self.ticket);
+            let next = if was_first {
+                queue.front_mut().and_then(|(_, w)| w.take())
+            } else {
+                None
+            };
+            if queue.is_empty() {
+                q.streams.remove(&self.stream);
+            }
+            next
+        };
+        if let Some(w) = next {
+            w.wake();
+        }
     }
 }
 
-/// The `Spin` wait: each poll queries the event; if the GPU is not there yet, it pauses
-/// briefly (the pause of a spinning wait, shared among the waits of this thread, and cut
-/// short when another thread schedules work here) and wakes itself, so the executor
-/// runs the thread's other tasks — the actor's next messages — in between.
-async fn spin_task(event: CudaEvent, deadline: Duration) -> Result<(), GpuError> {
+/// The `Spin` wait. The oldest wait of its stream queries the event at each poll; if the
+/// GPU is not there yet, it pauses briefly (the pause of a spinning wait, cut short when
+/// another thread schedules work here) and wakes itself, so the executor runs the
+/// thread's other tasks — the actor's next messages — in between. Younger waits of the
+/// stream sleep until it is their turn; the deadline still holds for each.
+async fn spin_task(event: CudaEvent, ticket: SpinTicket, deadline: Duration) -> Result<(), GpuError> {
     let start = Instant::now();
-    let mut slot: Option<SpinSlot> = None;
     let runtime = tokio::runtime::Handle::try_current().ok();
-    futures::future::poll_fn(move |cx| match query(&event) {
-        Ok(true) => std::task::Poll::Ready(Ok(())),
-        Err(e) => std::task::Poll::Ready(Err(e)),
-        Ok(false) if start.elapsed() > deadline => std::task::Poll::Ready(Err(GpuError::Timeout(deadline))),
-        Ok(false) => {
-            slot.get_or_insert_with(SpinSlot::new);
-            let waiting = SPINNING.with(|c| c.get()).max(1);
-            let pause = query_pause(start.elapsed()) / waiting;
-            match &runtime {
-                Some(h) => crate::dispatcher::spin_until_work(h, pause),
-                None => spin_for(pause),
+    let r = futures::future::poll_fn(|cx| {
+        if start.elapsed() > deadline {
+            return Poll::Ready(Err(GpuError::Timeout(deadline)));
+        }
+        if !ticket.first_or_park(cx.waker()) {
+            return Poll::Pending;
+        }
+        match query(&event) {
+            Ok(true) => Poll::Ready(Ok(())),
+            Err(e) => Poll::Ready(Err(e)),
+            Ok(false) => {
+                let pause = query_pause(start.elapsed());
+                match &runtime {
+                    Some(h) => crate::dispatcher::spin_until_work(h, pause),
+                    None => spin_for(pause),
+                }
+                cx.waker().wake_by_ref();
+                Poll::Pending
             }
-            cx.waker().wake_by_ref();
-            std::task::Poll::Pending
         }
     })
-    .await
+    .await;
+    drop(ticket);
+    r
 }
 
 /// A sticky error the stream reports, if any (probed with an event query, which reports
