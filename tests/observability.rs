@@ -44,8 +44,13 @@ async fn timeline(config: DeviceConfig) {
             .await
             .unwrap();
     }
+    // FFT and RNG calls are timed too.
+    let z = d.alloc::<c32>(n).await.unwrap();
+    d.fft_c2c(&z, &z, &FftShape::new(&[n], 1), false).await.unwrap();
+    d.seed_rng(7).await.unwrap();
+    d.fill_uniform(&c).await.unwrap();
     let m = d.metrics().await.unwrap();
-    assert!(m.latency.count() >= before + 6, "{} timed", m.latency.count());
+    assert!(m.latency.count() >= before + 8, "{} timed", m.latency.count());
     assert!(m.memory_total > 0 && m.latency.max_us() > 0.0);
     let events = take_timeline();
     let mine: Vec<_> = events.iter().filter(|e| e.device == 0).collect();
@@ -56,6 +61,8 @@ async fn timeline(config: DeviceConfig) {
             >= 3
     );
     assert!(mine.iter().filter(|e| e.name == "twice" && e.lane == "kernel").count() >= 3);
+    assert!(mine.iter().any(|e| e.name == "fft_c2c" && e.lane == "fft"));
+    assert!(mine.iter().any(|e| e.name == "uniform" && e.lane == "rng"));
     assert!(mine.iter().all(|e| e.dur_us > 0.0 && e.start_us >= 0.0));
     // The trace is valid JSON in Chrome's format.
     let json: serde_json::Value = serde_json::from_str(&chrome_trace_json(&events)).unwrap();

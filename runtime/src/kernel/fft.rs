@@ -24,6 +24,7 @@ use crate::dtype::{Complex, DTypeBase, FftFloat};
 use crate::error::GpuError;
 use crate::gpu_ref::{GpuRef, Storage};
 use crate::kernel::seed::LibrarySeed;
+use crate::observability::{cpu_op, gpu_op};
 
 /// The shape of a batch of transforms.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -87,6 +88,16 @@ impl Kind {
             Kind::C2c { .. } => (s.points(), s.points()),
             Kind::R2c => (s.points(), s.half_points()),
             Kind::C2r => (s.half_points(), s.points()),
+        }
+    }
+
+    /// The operation's name on the timeline.
+    fn name(self) -> &'static str {
+        match self {
+            Kind::C2c { inverse: false } => "fft_c2c",
+            Kind::C2c { inverse: true } => "ifft_c2c",
+            Kind::R2c => "fft_r2c",
+            Kind::C2r => "fft_c2r",
         }
     }
 
@@ -247,6 +258,7 @@ impl FftCore {
         }
         match &mut self.engine {
             FftEngine::Cpu(planner) => {
+                let _timed = cpu_op(self.shared.config.device_id, "fft", kind.name());
                 let data: Vec<Complex64> = match &*input.lock() {
                     Storage::Cpu(v) => v.iter().map(|x| to_c(*x)).collect(),
                     Storage::Cuda(_) => {
@@ -291,6 +303,7 @@ impl FftCore {
                     plans.insert(key.clone(), plan);
                 }
                 let plan = &plans[&key];
+                let timed = gpu_op(stream, self.shared.config.device_id, "fft", kind.name());
                 let code = match kind {
                     Kind::C2c { inverse } => inverse as u8,
                     Kind::R2c => 2,
@@ -327,6 +340,9 @@ impl FftCore {
                         _ => return Err(GpuError::InvalidArgument("a CPU buffer on a GPU".into())),
                     }
                 };
+                if let Some(t) = timed {
+                    t.end(stream);
+                }
                 r.map_err(|e| self.shared.observe(e))?;
                 Ok(self.shared.deferred(completer.done(stream)))
             }

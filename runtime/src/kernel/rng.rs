@@ -20,6 +20,7 @@ use crate::dtype::RngFloat;
 use crate::error::GpuError;
 use crate::gpu_ref::{GpuRef, Storage};
 use crate::kernel::seed::LibrarySeed;
+use crate::observability::{cpu_op, gpu_op};
 use crate::sys::{CurandGen, Draw};
 
 /// The seed a device's generator starts from.
@@ -89,9 +90,15 @@ impl RngCore {
         if let Draw::Normal { mean, std } | Draw::LogNormal { mean, std } = draw {
             check_params(mean.to_f64(), std.to_f64())?;
         }
+        let name = match draw {
+            Draw::Uniform => "uniform",
+            Draw::Normal { .. } => "normal",
+            Draw::LogNormal { .. } => "log_normal",
+        };
         let mut d = dst.lock();
         match (&mut self.engine, &mut *d) {
             (RngEngine::Cpu(rng), Storage::Cpu(v)) => {
+                let _timed = cpu_op(self.shared.config.device_id, "rng", name);
                 let to = |x: f64| T::from_f64(x);
                 match draw {
                     // (0, 1], like cuRAND.
@@ -111,6 +118,7 @@ impl RngCore {
                 Ok(Deferred::Now(()))
             }
             (RngEngine::Cuda { gen, stream, completer }, Storage::Cuda(s)) => {
+                let timed = gpu_op(stream, self.shared.config.device_id, "rng", name);
                 let needs_even = !matches!(draw, Draw::Uniform);
                 let r = if needs_even && s.len() % 2 == 1 {
                     // cuRAND's pseudo-random normal generators fill even counts only:
@@ -126,6 +134,9 @@ impl RngCore {
                 } else {
                     T::curand_fill(gen, s, draw)
                 };
+                if let Some(t) = timed {
+                    t.end(stream);
+                }
                 r.map_err(|e| self.shared.observe(e))?;
                 Ok(self.shared.deferred(completer.done(stream)))
             }
@@ -141,12 +152,18 @@ impl RngCore {
         let mut d = dst.lock();
         match (&mut self.engine, &mut *d) {
             (RngEngine::Cpu(rng), Storage::Cpu(v)) => {
+                let _timed = cpu_op(self.shared.config.device_id, "rng", "poisson");
                 let p = Poisson::new(lambda).map_err(|e| invalid(e.to_string()))?;
                 v.iter_mut().for_each(|x| *x = p.sample(&mut **rng) as u32);
                 Ok(Deferred::Now(()))
             }
             (RngEngine::Cuda { gen, stream, completer }, Storage::Cuda(s)) => {
-                gen.poisson(s, lambda).map_err(|e| self.shared.observe(e))?;
+                let timed = gpu_op(stream, self.shared.config.device_id, "rng", "poisson");
+                let r = gen.poisson(s, lambda);
+                if let Some(t) = timed {
+                    t.end(stream);
+                }
+                r.map_err(|e| self.shared.observe(e))?;
                 Ok(self.shared.deferred(completer.done(stream)))
             }
             _ => Err(invalid("a buffer of another backend".into())),
