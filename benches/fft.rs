@@ -29,7 +29,7 @@ const IN_FLIGHT: usize = 16;
 const SHAPES: [(&[usize], usize); 3] = [(&[1 << 20], 16), (&[1 << 16], 16), (&[2048, 2048], 1)];
 
 fn main() {
-    run_gpu("fft", DeviceConfig::cuda(0), |dev, _ctx, stream| async move {
+    run_gpu("fft", DeviceConfig::cuda(0), |dev, ctx, stream| async move {
         for (dims, batch) in SHAPES {
             let points: usize = dims.iter().product::<usize>() * batch;
             let host = random_f32(2 * points, points as u64);
@@ -67,6 +67,31 @@ fn main() {
                     r / x
                 );
             }
+            // GPU time of one transform on each path, from events (ours from the
+            // timeline), median of 5: tells the GPU's share of the difference from the
+            // host's.
+            let flags = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+            let (start, end) = (ctx.new_event(flags).unwrap(), ctx.new_event(flags).unwrap());
+            let (mut gpu_raw, mut gpu_ours) = (vec![], vec![]);
+            for _ in 0..5 {
+                start.record(&stream).unwrap();
+                plan.exec_c2c(&mut rin, &mut rout, FftDirection::Forward).unwrap();
+                end.record(&stream).unwrap();
+                stream.synchronize().unwrap();
+                gpu_raw.push(start.elapsed_ms(&end).unwrap() as f64);
+                atomr_accel_cuda::observability::enable_timeline(true);
+                dev.fft_c2c(&a, &b, &shape, false).await.unwrap();
+                atomr_accel_cuda::observability::enable_timeline(false);
+                let timed = atomr_accel_cuda::observability::take_timeline();
+                if let Some(e) = timed.iter().find(|e| e.lane == "fft") {
+                    gpu_ours.push(e.dur_us / 1e3);
+                }
+            }
+            println!(
+                "RESULT | fft.c2c f32 {dims:?} x {batch} GPU time | actor {:.3} ms, raw {:.3} ms",
+                median(&mut gpu_ours),
+                median(&mut gpu_raw)
+            );
             // Sixteen transforms in flight: raw enqueues 16 and synchronizes once; ours
             // sends 16 asks at once and awaits every reply.
             let (mut raw, mut actor) = (vec![], vec![]);

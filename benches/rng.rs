@@ -1,5 +1,6 @@
 //! Filling 64M f32 through the device's `RngActor` vs raw cudarc cuRAND (`CudaRng` + sync)
-//! in the same process, interleaved. Target ≥ 0.95× raw throughput.
+//! in the same process, in both orders of `support/alternate.rs`, plus the GPU time of
+//! one fill on each path (events; ours from the timeline). Target ≥ 0.95× raw throughput.
 
 use std::time::Instant;
 
@@ -11,42 +12,75 @@ const N: usize = 64 << 20;
 #[path = "support/gpu_bench.rs"]
 mod gpu_bench;
 
+#[path = "support/alternate.rs"]
+mod alternate;
+
+use alternate::{Order, Samples, Side};
 use gpu_bench::{median, run_gpu};
 
 fn main() {
-    run_gpu("rng", DeviceConfig::cuda(0), |dev, _ctx, stream| async move {
+    run_gpu("rng", DeviceConfig::cuda(0), |dev, ctx, stream| async move {
         let rng = CudaRng::new(7, stream.clone()).unwrap();
         let mut raw_buf = stream.alloc_zeros::<f32>(N).unwrap();
         let buf = dev.alloc::<f32>(N).await.unwrap();
         for (name, normal) in [("uniform", false), ("normal", true)] {
-            let (mut raw, mut actor) = (vec![], vec![]);
-            for i in 0..23 {
-                let t = Instant::now();
+            let mut raw_fill = || {
                 if normal {
                     rng.fill_with_normal(&mut raw_buf, 0.0, 1.0).unwrap();
                 } else {
                     rng.fill_with_uniform(&mut raw_buf).unwrap();
                 }
-                stream.synchronize().unwrap();
-                let r = t.elapsed().as_secs_f64();
-                let t = Instant::now();
+            };
+            let ours = || async {
                 if normal {
                     dev.fill_normal(&buf, 0.0f32, 1.0).await.unwrap();
                 } else {
                     dev.fill_uniform(&buf).await.unwrap();
                 }
-                let a = t.elapsed().as_secs_f64();
-                if i >= 3 {
-                    raw.push(r);
-                    actor.push(a);
+            };
+            for order in Order::ALL {
+                let mut samples = Samples::new(3);
+                let warmup = [Side::Raw, Side::Ours].repeat(3);
+                for side in warmup.into_iter().chain(order.schedule(20)) {
+                    let t = Instant::now();
+                    match side {
+                        Side::Raw => {
+                            raw_fill();
+                            stream.synchronize().unwrap();
+                        }
+                        Side::Ours => ours().await,
+                    }
+                    samples.record(side, t.elapsed().as_secs_f64());
+                }
+                let (r, a) = samples.medians();
+                println!(
+                    "RESULT | rng.{name} 64M f32 ({order:?}) | actor {:.1} Gsamples/s, raw cudarc {:.1} Gsamples/s, ratio {:.3}",
+                    N as f64 / a / 1e9,
+                    N as f64 / r / 1e9,
+                    r / a
+                );
+            }
+            let flags = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+            let (start, end) = (ctx.new_event(flags).unwrap(), ctx.new_event(flags).unwrap());
+            let (mut gpu_raw, mut gpu_ours) = (vec![], vec![]);
+            for _ in 0..5 {
+                start.record(&stream).unwrap();
+                raw_fill();
+                end.record(&stream).unwrap();
+                stream.synchronize().unwrap();
+                gpu_raw.push(start.elapsed_ms(&end).unwrap() as f64);
+                atomr_accel_cuda::observability::enable_timeline(true);
+                ours().await;
+                atomr_accel_cuda::observability::enable_timeline(false);
+                let timed = atomr_accel_cuda::observability::take_timeline();
+                if let Some(e) = timed.iter().find(|e| e.lane == "rng") {
+                    gpu_ours.push(e.dur_us / 1e3);
                 }
             }
-            let (r, a) = (median(&mut raw), median(&mut actor));
             println!(
-                "RESULT | rng.{name} 64M f32 | actor {:.1} Gsamples/s, raw cudarc {:.1} Gsamples/s, ratio {:.3}",
-                N as f64 / a / 1e9,
-                N as f64 / r / 1e9,
-                r / a
+                "RESULT | rng.{name} 64M f32 GPU time | actor {:.3} ms, raw {:.3} ms",
+                median(&mut gpu_ours),
+                median(&mut gpu_raw)
             );
         }
     });
