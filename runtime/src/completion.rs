@@ -271,15 +271,18 @@ async fn spin_task(event: CudaEvent, ticket: SpinTicket, deadline: Duration) -> 
     let start = Instant::now();
     let runtime = tokio::runtime::Handle::try_current().ok();
     let r = futures::future::poll_fn(|cx| {
-        if start.elapsed() > deadline {
-            return Poll::Ready(Err(GpuError::Timeout(deadline)));
-        }
+        let late = start.elapsed() > deadline;
         if !ticket.first_or_park(cx.waker()) {
-            return Poll::Pending;
+            return if late {
+                Poll::Ready(Err(GpuError::Timeout(deadline)))
+            } else {
+                Poll::Pending
+            };
         }
         match query(&event) {
             Ok(true) => Poll::Ready(Ok(())),
             Err(e) => Poll::Ready(Err(e)),
+            Ok(false) if late => Poll::Ready(Err(GpuError::Timeout(deadline))),
             Ok(false) => {
                 let pause = query_pause(start.elapsed());
                 match &runtime {
