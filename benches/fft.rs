@@ -18,8 +18,12 @@ mod alternate;
 #[path = "support/random.rs"]
 mod random;
 
+#[path = "support/gpu_time.rs"]
+mod gpu_time;
+
 use alternate::{Order, Samples, Side};
 use gpu_bench::{median, run_gpu};
+use gpu_time::GpuTimes;
 use random::random_f32;
 
 /// Transforms sent at once in the pipelined measurement.
@@ -67,31 +71,15 @@ fn main() {
                     r / x
                 );
             }
-            // GPU time of one transform on each path, from events (ours from the
-            // timeline), median of 5: tells the GPU's share of the difference from the
-            // host's.
-            let flags = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
-            let (start, end) = (ctx.new_event(flags).unwrap(), ctx.new_event(flags).unwrap());
-            let (mut gpu_raw, mut gpu_ours) = (vec![], vec![]);
+            // GPU time of one transform on each path, median of 5.
+            let mut times = GpuTimes::new(&ctx);
             for _ in 0..5 {
-                start.record(&stream).unwrap();
-                plan.exec_c2c(&mut rin, &mut rout, FftDirection::Forward).unwrap();
-                end.record(&stream).unwrap();
-                stream.synchronize().unwrap();
-                gpu_raw.push(start.elapsed_ms(&end).unwrap() as f64);
-                atomr_accel_cuda::observability::enable_timeline(true);
-                dev.fft_c2c(&a, &b, &shape, false).await.unwrap();
-                atomr_accel_cuda::observability::enable_timeline(false);
-                let timed = atomr_accel_cuda::observability::take_timeline();
-                if let Some(e) = timed.iter().find(|e| e.lane == "fft") {
-                    gpu_ours.push(e.dur_us / 1e3);
-                }
+                times.raw(&stream, || {
+                    plan.exec_c2c(&mut rin, &mut rout, FftDirection::Forward).unwrap()
+                });
+                times.ours("fft", dev.fft_c2c(&a, &b, &shape, false)).await.unwrap();
             }
-            println!(
-                "RESULT | fft.c2c f32 {dims:?} x {batch} GPU time | actor {:.3} ms, raw {:.3} ms",
-                median(&mut gpu_ours),
-                median(&mut gpu_raw)
-            );
+            times.print(&format!("fft.c2c f32 {dims:?} x {batch}"));
             // Sixteen transforms in flight: raw enqueues 16 and synchronizes once; ours
             // sends 16 asks at once and awaits every reply.
             let (mut raw, mut actor) = (vec![], vec![]);

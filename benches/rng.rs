@@ -15,8 +15,12 @@ mod gpu_bench;
 #[path = "support/alternate.rs"]
 mod alternate;
 
+#[path = "support/gpu_time.rs"]
+mod gpu_time;
+
 use alternate::{Order, Samples, Side};
-use gpu_bench::{median, run_gpu};
+use gpu_bench::run_gpu;
+use gpu_time::GpuTimes;
 
 fn main() {
     run_gpu("rng", DeviceConfig::cuda(0), |dev, ctx, stream| async move {
@@ -60,28 +64,12 @@ fn main() {
                     r / a
                 );
             }
-            let flags = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
-            let (start, end) = (ctx.new_event(flags).unwrap(), ctx.new_event(flags).unwrap());
-            let (mut gpu_raw, mut gpu_ours) = (vec![], vec![]);
+            let mut times = GpuTimes::new(&ctx);
             for _ in 0..5 {
-                start.record(&stream).unwrap();
-                raw_fill();
-                end.record(&stream).unwrap();
-                stream.synchronize().unwrap();
-                gpu_raw.push(start.elapsed_ms(&end).unwrap() as f64);
-                atomr_accel_cuda::observability::enable_timeline(true);
-                ours().await;
-                atomr_accel_cuda::observability::enable_timeline(false);
-                let timed = atomr_accel_cuda::observability::take_timeline();
-                if let Some(e) = timed.iter().find(|e| e.lane == "rng") {
-                    gpu_ours.push(e.dur_us / 1e3);
-                }
+                times.raw(&stream, &mut raw_fill);
+                times.ours("rng", ours()).await;
             }
-            println!(
-                "RESULT | rng.{name} 64M f32 GPU time | actor {:.3} ms, raw {:.3} ms",
-                median(&mut gpu_ours),
-                median(&mut gpu_raw)
-            );
+            times.print(&format!("rng.{name} 64M f32"));
         }
     });
 }

@@ -17,9 +17,13 @@ mod gpu_bench;
 #[path = "support/alternate.rs"]
 mod alternate;
 
+#[path = "support/gpu_time.rs"]
+mod gpu_time;
+
 use alternate::{Order, Samples, Side};
 
-use gpu_bench::{median, run_gpu};
+use gpu_bench::run_gpu;
+use gpu_time::GpuTimes;
 
 /// A random SPD matrix, column-major: symmetric, uniform in [-1, 1) off the diagonal and
 /// n on it (strictly diagonally dominant, hence positive definite).
@@ -226,47 +230,29 @@ async fn measure<T: Raw>(dev: &Device, stream: &std::sync::Arc<CudaStream>, n: u
                 r / x
             );
         }
-        // Where the difference goes: GPU time between events around the routine (ours from
-        // the timeline, which also spans the 4-byte `info` copy; raw from events of our
-        // own), median of 5.
-        let (mut gpu_raw, mut gpu_actor) = (vec![], vec![]);
-        let flags = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
-        let (start, end) = (
-            stream.context().new_event(flags).unwrap(),
-            stream.context().new_event(flags).unwrap(),
-        );
+        // Where the difference goes: GPU time of the routine on each path (ours also
+        // spans the 4-byte `info` copy), median of 5.
+        let mut times = GpuTimes::new(stream.context());
         for _ in 0..5 {
             stream.memcpy_dtod(&pristine_raw, &mut ra).unwrap();
-            start.record(stream).unwrap();
-            if op == "cholesky" {
-                T::potrf(&h, stream, n, &mut ra, &mut w_chol, &mut info);
-            } else {
-                T::getrf(&h, stream, n, &mut ra, &mut w_lu, &mut piv, &mut info);
-            }
-            end.record(stream).unwrap();
-            let _ = stream.clone_dtoh(&info).unwrap();
-            gpu_raw.push(start.elapsed_ms(&end).unwrap() as f64);
+            times.raw(stream, || {
+                if op == "cholesky" {
+                    T::potrf(&h, stream, n, &mut ra, &mut w_chol, &mut info);
+                } else {
+                    T::getrf(&h, stream, n, &mut ra, &mut w_lu, &mut piv, &mut info);
+                }
+            });
             dev.copy(&pristine, &da).await.unwrap();
-            atomr_accel_cuda::observability::enable_timeline(true);
-            if op == "cholesky" {
-                dev.cholesky(&da, n).await.unwrap();
-            } else {
-                dev.lu_factor_into(&da, &dpiv, n).await.unwrap();
-            }
-            atomr_accel_cuda::observability::enable_timeline(false);
-            let timed = atomr_accel_cuda::observability::take_timeline();
-            if let Some(e) = timed.iter().find(|e| e.lane == "solver") {
-                gpu_actor.push(e.dur_us / 1e3);
-            }
+            let call = async {
+                if op == "cholesky" {
+                    dev.cholesky(&da, n).await.unwrap();
+                } else {
+                    dev.lu_factor_into(&da, &dpiv, n).await.unwrap();
+                }
+            };
+            times.ours("solver", call).await;
         }
-        if !gpu_actor.is_empty() {
-            println!(
-                "RESULT | solver.{op} {} n={n} GPU time | actor {:.3} ms, raw {:.3} ms",
-                T::NAME,
-                median(&mut gpu_actor),
-                median(&mut gpu_raw)
-            );
-        }
+        times.print(&format!("solver.{op} {} n={n}", T::NAME));
     }
 }
 
