@@ -177,23 +177,12 @@ impl Device {
             }
             s.inner.clone()
         };
-        let inner = match inner {
-            Some(Inner::Worker(link)) => {
-                link.submit(routed);
-                return Ok(());
-            }
-            Some(Inner::Local(refs)) => Some(refs),
-            None => None,
-        };
-        match (inner, routed) {
-            (Some(i), Routed::Ctx(m)) => i.ctx.actor_ref().send(m).await,
-            (Some(i), Routed::Kernel(m)) => i.kernel.actor_ref().send(m).await,
-            (Some(i), Routed::Module(m)) => i.module.actor_ref().send(m).await,
-            (Some(i), Routed::Event(m)) => i.event.actor_ref().send(m).await,
-            (Some(i), Routed::Blas(m)) if i.blas.is_some() => {
-                i.blas.as_ref().expect("checked").actor_ref().send(m).await
-            }
-            (_, routed) => {
+        match inner {
+            // Straight to the inner actor (or the isolated device's worker) — for every
+            // library: the FFT, RNG, solver and graph actors used to go through the
+            // `DeviceActor`, an extra ask of ~25 µs and more per call (BENCHMARKS.md).
+            Some(inner) => routed.send_to(&inner).await,
+            None => {
                 let timeout = self.shared.config.request_timeout;
                 self.outer
                     .ask_try(|reply| DeviceActorMsg::Submit { routed, reply }, timeout)
