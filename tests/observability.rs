@@ -115,8 +115,32 @@ async fn every_message_runs_in_a_span_named_after_its_handler() {
     twice::launch::<f32>(&d, LaunchConfig::for_elements(16, 16), &mut y)
         .await
         .unwrap();
+    // Once the device is ready, every library's requests go straight to its actor —
+    // none through the DeviceActor's `submit` (an extra ask per call).
+    d.ready().await.unwrap();
+    let from = out.0.lock().unwrap().len();
+    let z = d.alloc::<c32>(16).await.unwrap();
+    d.fft_c2c(&z, &z, &FftShape::new(&[16], 1), false).await.unwrap();
+    d.fill_uniform(&y).await.unwrap();
+    let spd = d.upload(vec![4.0f64, 1.0, 1.0, 3.0]).await.unwrap();
+    d.cholesky(&spd, 2).await.unwrap();
+    // Spans close after their reply is sent: read them once every actor has stopped.
     sys.shutdown().await;
+    let later = String::from_utf8(out.0.lock().unwrap()[from..].to_vec()).unwrap();
     let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+    let handled: Vec<&str> = later.lines().filter(|l| l.contains("message{")).collect();
+    for lib in ["fft", "rng", "solver"] {
+        assert!(
+            handled.iter().any(|l| l.contains(&format!("/{lib}"))),
+            "no {lib} message in {later}"
+        );
+    }
+    assert!(
+        !handled
+            .iter()
+            .any(|l| l.contains("handler=submit") || l.contains("handler=\"submit\"")),
+        "a request went through the DeviceActor: {later}"
+    );
     let spans: Vec<&str> = text.lines().filter(|l| l.contains("message{")).collect();
     let has = |handler: &str| {
         spans
