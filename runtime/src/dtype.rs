@@ -307,3 +307,17 @@ bound_alias!(
     FftScalar("`{Self}` is not an FFT dtype: transforms take f32/c32 or f64/c64") for [f32, f64]:
         DType, FftFloat, FftActorC2cDType, FftActorR2cDType, FftActorC2rDType
 );
+
+/// How many elements of `T` `bytes` bytes hold, or an `InvalidArgument` naming `what`
+/// when they are not a whole number of them — bytes that arrive untyped (a journal, an
+/// isolated device's arena) are checked here before they become a `Vec<T>`.
+pub(crate) fn whole_elements<T: DTypeBase>(bytes: usize, what: &str) -> Result<usize, crate::error::GpuError> {
+    let size = std::mem::size_of::<T>();
+    if bytes % size != 0 {
+        return Err(crate::error::GpuError::InvalidArgument(format!(
+            "{what}: {bytes} bytes are not a whole number of {} elements",
+            T::NAME
+        )));
+    }
+    Ok(bytes / size)
+}

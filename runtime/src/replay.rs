@@ -124,15 +124,8 @@ fn decode<T: DTypeBase>(s: &str) -> Result<Vec<T>, GpuError> {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(s)
         .map_err(|e| GpuError::InvalidArgument(format!("journal: bad data: {e}")))?;
-    let size = std::mem::size_of::<T>();
-    if bytes.len() % size != 0 {
-        return Err(GpuError::InvalidArgument(format!(
-            "journal: {} bytes are not a whole number of {}",
-            bytes.len(),
-            T::NAME
-        )));
-    }
-    Ok(bytes.chunks_exact(size).map(T::read_le).collect())
+    crate::dtype::whole_elements::<T>(bytes.len(), "journal")?;
+    Ok(bytes.chunks_exact(std::mem::size_of::<T>()).map(T::read_le).collect())
 }
 
 fn digest<T: DTypeBase>(v: &[T]) -> String {

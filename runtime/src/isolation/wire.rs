@@ -310,15 +310,8 @@ impl<'a> Bulk<'a> {
 
     /// The bytes as elements of `T`, copied into a vector.
     pub(crate) fn into_vec<T: DTypeBase>(self) -> Result<Vec<T>, GpuError> {
-        let size = std::mem::size_of::<T>();
-        if self.len() % size != 0 {
-            return Err(GpuError::InvalidArgument(format!(
-                "{} bytes are not a whole number of {} elements",
-                self.len(),
-                T::NAME
-            )));
-        }
-        let mut out = vec![T::default(); self.len() / size];
+        let n = crate::dtype::whole_elements::<T>(self.len(), "bulk data")?;
+        let mut out = vec![T::default(); n];
         self.copy_to(as_bytes_mut(&mut out))?;
         Ok(out)
     }
