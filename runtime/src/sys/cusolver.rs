@@ -10,7 +10,9 @@
 //! reads after completion: negative means a bad parameter (a bug here), positive is the
 //! matrix's own verdict (singular, not positive definite, no convergence).
 
+use std::any::TypeId;
 use std::cell::{RefCell, RefMut};
+use std::collections::HashMap;
 use std::ffi::{c_int, c_schar};
 use std::sync::Arc;
 
@@ -63,7 +65,7 @@ pub struct LapackFns<T> {
 
 /// A float type cuSOLVER's dense routines take (f32, f64).
 #[doc(hidden)]
-pub trait CusolverFloat: DeviceRepr + ValidAsZeroBits + Copy + Sized {
+pub trait CusolverFloat: DeviceRepr + ValidAsZeroBits + Copy + Sized + 'static {
     /// This precision's entry points.
     const FNS: LapackFns<Self>;
 }
@@ -136,7 +138,13 @@ pub(crate) struct Dense {
     /// One workspace for every routine, grown on demand: reuse is safe because every
     /// routine runs on the one stream, in order.
     work: RefCell<Option<CudaSlice<u8>>>,
+    /// Workspace sizes already asked of cuSOLVER, by routine, dtype and dimensions.
+    lworks: RefCell<HashMap<LworkKey, c_int>>,
 }
+
+/// What a workspace size depends on: the routine, the dtype and the dimensions (the
+/// routines' other arguments are fixed here: lower triangles, jobs).
+type LworkKey = (&'static str, TypeId, [c_int; 2]);
 
 impl Dense {
     /// A handle on `stream`.
@@ -151,6 +159,7 @@ impl Dense {
             handle,
             stream,
             work: RefCell::new(None),
+            lworks: RefCell::new(HashMap::new()),
         })
     }
 
@@ -165,6 +174,26 @@ impl Dense {
             *w = Some(self.stream.alloc_zeros::<u8>(bytes)?);
         }
         Ok(RefMut::map(w, |b| b.as_mut().expect("just allocated")))
+    }
+
+    /// The workspace size (elements of `T`) `routine` needs for `dims`: asked of cuSOLVER
+    /// (`query`) once per routine, dtype and dimensions, then remembered — the query costs
+    /// host time on every call otherwise, which a small factorization notices
+    /// (BENCHMARKS.md, dense solvers at n = 16).
+    fn lwork<T: CusolverFloat>(
+        &self,
+        routine: &'static str,
+        dims: [c_int; 2],
+        query: impl FnOnce(&mut c_int) -> Status,
+    ) -> Result<c_int, GpuError> {
+        let key = (routine, TypeId::of::<T>(), dims);
+        if let Some(l) = self.lworks.borrow().get(&key) {
+            return Ok(*l);
+        }
+        let mut lwork: c_int = 0;
+        check(query(&mut lwork))?;
+        self.lworks.borrow_mut().insert(key, lwork);
+        Ok(lwork)
     }
 
     /// A scratch buffer of `n` elements for this call only (gesvd's rwork).
@@ -186,10 +215,11 @@ impl Dense {
         let ni = int(n, "n")?;
         let s = &self.stream;
         let (pa, _ga) = a.device_ptr_mut(s);
-        let mut lwork: c_int = 0;
-        // SAFETY: the handle is live; `pa` addresses at least n·n elements (checked), and
-        // the query only reads the sizes.
-        check(unsafe { (T::FNS.getrf_bs)(self.handle.cu(), ni, ni, pa as *mut T, ni, &mut lwork) })?;
+        let lwork = self.lwork::<T>("getrf", [ni, ni], |lw| {
+            // SAFETY: the handle is live; `pa` addresses at least n·n elements (checked),
+            // and the query only reads the sizes.
+            unsafe { (T::FNS.getrf_bs)(self.handle.cu(), ni, ni, pa as *mut T, ni, lw) }
+        })?;
         let mut work = self.workspace::<T>(lwork)?;
         let (pw, _gw) = work.device_ptr_mut(s);
         let (pp, _gp) = ipiv.device_ptr_mut(s);
@@ -263,9 +293,10 @@ impl Dense {
         let s = &self.stream;
         let lower = Fill::CUBLAS_FILL_MODE_LOWER;
         let (pa, _ga) = a.device_ptr_mut(s);
-        let mut lwork: c_int = 0;
-        // SAFETY: live handle; A holds n·n elements; a size query.
-        check(unsafe { (T::FNS.potrf_bs)(self.handle.cu(), lower, ni, pa as *mut T, ni, &mut lwork) })?;
+        let lwork = self.lwork::<T>("potrf", [ni, ni], |lw| {
+            // SAFETY: live handle; A holds n·n elements; a size query.
+            unsafe { (T::FNS.potrf_bs)(self.handle.cu(), lower, ni, pa as *mut T, ni, lw) }
+        })?;
         let mut work = self.workspace::<T>(lwork)?;
         let (pw, _gw) = work.device_ptr_mut(s);
         let (pi, _gi) = info.device_ptr_mut(s);
@@ -333,9 +364,10 @@ impl Dense {
         let (mi, ni) = (int(m, "m")?, int(n, "n")?);
         let s = &self.stream;
         let (pa, _ga) = a.device_ptr_mut(s);
-        let mut lwork: c_int = 0;
-        // SAFETY: live handle; A holds m·n elements (lda = m); a size query.
-        check(unsafe { (T::FNS.geqrf_bs)(self.handle.cu(), mi, ni, pa as *mut T, mi, &mut lwork) })?;
+        let lwork = self.lwork::<T>("geqrf", [mi, ni], |lw| {
+            // SAFETY: live handle; A holds m·n elements (lda = m); a size query.
+            unsafe { (T::FNS.geqrf_bs)(self.handle.cu(), mi, ni, pa as *mut T, mi, lw) }
+        })?;
         let mut work = self.workspace::<T>(lwork)?;
         let (pw, _gw) = work.device_ptr_mut(s);
         let (pt, _gt) = tau.device_ptr_mut(s);
@@ -372,19 +404,9 @@ impl Dense {
         let s = &self.stream;
         let (pa, _ga) = a.device_ptr_mut(s);
         let (pt, _gt) = tau.device_ptr(s);
-        let mut lwork: c_int = 0;
-        // SAFETY: live handle; A m·n, tau n; a size query.
-        check(unsafe {
-            (T::FNS.orgqr_bs)(
-                self.handle.cu(),
-                mi,
-                ni,
-                ni,
-                pa as *const T,
-                mi,
-                pt as *const T,
-                &mut lwork,
-            )
+        let lwork = self.lwork::<T>("orgqr", [mi, ni], |lw| {
+            // SAFETY: live handle; A m·n, tau n; a size query.
+            unsafe { (T::FNS.orgqr_bs)(self.handle.cu(), mi, ni, ni, pa as *const T, mi, pt as *const T, lw) }
         })?;
         let mut work = self.workspace::<T>(lwork)?;
         let (pw, _gw) = work.device_ptr_mut(s);
@@ -426,9 +448,10 @@ impl Dense {
         fits(info, 1, "info")?;
         let (mi, ni) = (int(m, "m")?, int(n, "n")?);
         let s = &self.stream;
-        let mut lwork: c_int = 0;
-        // SAFETY: live handle; a size query of plain integers.
-        check(unsafe { (T::FNS.gesvd_bs)(self.handle.cu(), mi, ni, &mut lwork) })?;
+        let lwork = self.lwork::<T>("gesvd", [mi, ni], |lw| {
+            // SAFETY: live handle; a size query of plain integers.
+            unsafe { (T::FNS.gesvd_bs)(self.handle.cu(), mi, ni, lw) }
+        })?;
         let mut work = self.workspace::<T>(lwork)?;
         let mut rwork = self.scratch::<T>(n)?;
         let (pa, _ga) = a.device_ptr_mut(s);
@@ -480,19 +503,20 @@ impl Dense {
         let (mode, lower) = (Eig::CUSOLVER_EIG_MODE_VECTOR, Fill::CUBLAS_FILL_MODE_LOWER);
         let (pa, _ga) = a.device_ptr_mut(s);
         let (pw, _gw) = w.device_ptr_mut(s);
-        let mut lwork: c_int = 0;
-        // SAFETY: live handle; A n·n, W n; a size query.
-        check(unsafe {
-            (T::FNS.syevd_bs)(
-                self.handle.cu(),
-                mode,
-                lower,
-                ni,
-                pa as *const T,
-                ni,
-                pw as *const T,
-                &mut lwork,
-            )
+        let lwork = self.lwork::<T>("syevd", [ni, ni], |lw| {
+            // SAFETY: live handle; A n·n, W n; a size query.
+            unsafe {
+                (T::FNS.syevd_bs)(
+                    self.handle.cu(),
+                    mode,
+                    lower,
+                    ni,
+                    pa as *const T,
+                    ni,
+                    pw as *const T,
+                    lw,
+                )
+            }
         })?;
         let mut work = self.workspace::<T>(lwork)?;
         let (pk, _gk) = work.device_ptr_mut(s);

@@ -140,7 +140,7 @@ fn tall(m: usize, n: usize, op: Op) -> Result<(), GpuError> {
 
 enum SolverEngine {
     Cpu,
-    Cuda(cuda::CudaSolver),
+    Cuda(Box<cuda::CudaSolver>),
 }
 
 /// The solver of one generation.
@@ -155,7 +155,7 @@ fn build(seed: &LibrarySeed) -> Result<SolverCore, GpuError> {
     // enqueuing the next requests meanwhile.
     let engine = match seed.cuda_stream_off_thread()? {
         None => SolverEngine::Cpu,
-        Some((stream, completer)) => SolverEngine::Cuda(cuda::CudaSolver::new(stream, completer)?),
+        Some((stream, completer)) => SolverEngine::Cuda(Box::new(cuda::CudaSolver::new(stream, completer)?)),
     };
     Ok(SolverCore {
         shared: seed.shared.clone(),
