@@ -83,8 +83,12 @@ impl GpuDispatcher {
             .spawn(move || {
                 let own: Arc<OnceLock<Handle>> = Arc::new(OnceLock::new());
                 let hook_handle = own.clone();
+                // Timers only, no I/O driver: nothing on a GPU thread does tokio I/O, and
+                // without one a wake-up from another thread is an atomic flag (the I/O
+                // driver's is an eventfd write, then an epoll turn here) — both ends of
+                // every request's two thread hops.
                 let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
+                    .enable_time()
                     // Take work scheduled from other threads (an actor's next message)
                     // before the next local task: a `Spin` completion keeps waking itself
                     // and must not make the actor's mailbox wait behind it.
