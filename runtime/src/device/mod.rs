@@ -45,6 +45,11 @@ use crate::kernel::module_actor::ModuleActorMsg;
 use crate::kernel::rng::*;
 use crate::module::{KernelArgs, KernelSource, LaunchConfig, ModuleImage, ModuleRef};
 
+/// The longest busy stretch of a caller's reply spin between two yields
+/// ([`DeviceConfig::reply_spin`]): long enough that a reply arriving within it is seen at
+/// once, short enough that the caller's thread still serves its other tasks.
+const REPLY_SPIN_SLICE: std::time::Duration = std::time::Duration::from_micros(10);
+
 /// Counts a request as in flight for as long as it lives (also when its future is
 /// dropped half-way).
 struct InFlight<'a>(&'a DeviceShared);
@@ -213,16 +218,30 @@ impl Device {
         };
         if !spin.is_zero() {
             let until = std::time::Instant::now() + spin;
+            // Yield first, so that futures polled after this one by the same task (the
+            // other asks of a `join_all`) are sent before this one starts to spin. Then
+            // short busy slices between yields: a yield costs a scheduler turn (on
+            // tokio's multi-thread runtime an I/O poll, a system call), which would add
+            // itself to the reply's latency; the caller's other tasks wait at most one
+            // slice.
+            let mut slice_end = std::time::Instant::now();
             loop {
-                match rx.try_recv() {
-                    Ok(r) => return r,
-                    Err(oneshot::error::TryRecvError::Closed) => return Err(no_reply()),
-                    Err(oneshot::error::TryRecvError::Empty) => {}
+                loop {
+                    match rx.try_recv() {
+                        Ok(r) => return r,
+                        Err(oneshot::error::TryRecvError::Closed) => return Err(no_reply()),
+                        Err(oneshot::error::TryRecvError::Empty) => {}
+                    }
+                    if std::time::Instant::now() >= slice_end {
+                        break;
+                    }
+                    std::hint::spin_loop();
                 }
                 if std::time::Instant::now() >= until {
                     break;
                 }
                 tokio::task::yield_now().await;
+                slice_end = until.min(std::time::Instant::now() + REPLY_SPIN_SLICE);
             }
         }
         let timeout = self.shared.config.request_timeout;
