@@ -27,6 +27,10 @@ use tokio::sync::oneshot;
 
 use crate::error::GpuError;
 
+mod event_pool;
+
+use event_pool::{EventPool, PooledEvent};
+
 /// How completions are observed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum CompletionStrategy {
@@ -66,7 +70,7 @@ fn spin_for(d: Duration) {
 /// How often a host-function wait checks for a device fault.
 const FAULT_CHECK: Duration = Duration::from_millis(5);
 
-type PollReq = (CudaEvent, oneshot::Sender<Result<(), GpuError>>, Instant);
+type PollReq = (PooledEvent, oneshot::Sender<Result<(), GpuError>>, Instant);
 
 /// Waits for stream work with the configured strategy.
 #[derive(Clone)]
@@ -74,6 +78,8 @@ pub(crate) struct Completer {
     strategy: CompletionStrategy,
     poller: Option<std_mpsc::Sender<PollReq>>,
     deadline: Duration,
+    /// The completion events, reused once complete.
+    events: EventPool,
 }
 
 fn query(event: &CudaEvent) -> Result<bool, GpuError> {
@@ -95,6 +101,7 @@ impl Completer {
             strategy,
             poller,
             deadline,
+            events: EventPool::default(),
         })
     }
 
@@ -111,16 +118,16 @@ impl Completer {
     /// Marks the current end of `stream` and returns a future resolving when the GPU has
     /// reached it. Call on the thread that enqueued the work.
     pub(crate) fn done(&self, stream: &Arc<CudaStream>) -> BoxFuture<'static, Result<(), GpuError>> {
-        let event = match stream.record_event(None) {
+        let mut event = match self.events.record(stream) {
             Ok(e) => e,
-            Err(e) => return futures::future::ready(Err(e.into())).boxed(),
+            Err(e) => return futures::future::ready(Err(e)).boxed(),
         };
         let deadline = self.deadline;
         match self.strategy {
             CompletionStrategy::Blocking => {
                 let start = Instant::now();
                 let r = loop {
-                    match query(&event) {
+                    match event.query() {
                         Ok(true) => break Ok(()),
                         Ok(false) if start.elapsed() > deadline => break Err(GpuError::Timeout(deadline)),
                         // Query about once a microsecond: a tight cuEventQuery loop
@@ -165,12 +172,16 @@ impl Completer {
                     let start = Instant::now();
                     loop {
                         match tokio::time::timeout(FAULT_CHECK, &mut rx).await {
-                            Ok(Ok(())) => return Ok(()),
+                            Ok(Ok(())) => {
+                                // The host function runs after the event's work.
+                                event.mark_complete();
+                                return Ok(());
+                            }
                             Ok(Err(_)) => return Err(GpuError::DeviceLost("host function dropped".into())),
                             Err(_) => {
                                 // The callback has not fired: a device fault would stop it
                                 // for ever, so ask the event.
-                                query(&event)?;
+                                event.query()?;
                                 if start.elapsed() > deadline {
                                     return Err(GpuError::Timeout(deadline));
                                 }
@@ -267,7 +278,7 @@ impl Drop for SpinTicket {
 /// another thread schedules work here) and wakes itself, so the executor runs the
 /// thread's other tasks — the actor's next messages — in between. Younger waits of the
 /// stream sleep until it is their turn; the deadline still holds for each.
-async fn spin_task(event: CudaEvent, ticket: SpinTicket, deadline: Duration) -> Result<(), GpuError> {
+async fn spin_task(mut event: PooledEvent, ticket: SpinTicket, deadline: Duration) -> Result<(), GpuError> {
     let start = Instant::now();
     let runtime = tokio::runtime::Handle::try_current().ok();
     let r = futures::future::poll_fn(|cx| {
@@ -279,7 +290,7 @@ async fn spin_task(event: CudaEvent, ticket: SpinTicket, deadline: Duration) -> 
                 Poll::Pending
             };
         }
-        match query(&event) {
+        match event.query() {
             Ok(true) => Poll::Ready(Ok(())),
             Err(e) => Poll::Ready(Err(e)),
             Ok(false) if late => Poll::Ready(Err(GpuError::Timeout(deadline))),
@@ -334,7 +345,7 @@ fn start_poller(ctx: Arc<CudaContext>) -> Result<std_mpsc::Sender<PollReq>, GpuE
                 // Paced by the newest wait, so a short one is not slowed by a long one.
                 let newest = pending.iter().map(|p| p.2.elapsed()).min().unwrap_or_default();
                 spin_for(query_pause(newest));
-                pending.retain_mut(|(event, reply, _)| match query(event) {
+                pending.retain_mut(|(event, reply, _)| match event.query() {
                     Ok(false) => !reply.is_closed(),
                     Ok(true) => {
                         let _ = std::mem::replace(reply, oneshot::channel().0).send(Ok(()));
