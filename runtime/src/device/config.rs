@@ -70,8 +70,8 @@ pub struct DeviceConfig {
     pub cpu_memory_limit: u64,
     /// Bytes of free pinned host buffers the device keeps for reuse.
     pub pinned_pool_bytes: u64,
-    /// How long a caller's task spins (yielding to other tasks) for a reply from a GPU
-    /// before it parks (the CPU device's callers never spin: its work runs on this
+    /// How long a caller's task spins (in busy slices of at most 10 µs, yielding to its
+    /// thread's other tasks between them) for a reply from a GPU before it parks (the CPU device's callers never spin: its work runs on this
     /// machine's cores). Spinning keeps the caller's thread hot — a thread parked for the
     /// length of a GPU operation wakes tens of microseconds late — at the price of a busy
     /// core while it waits, as `cudaStreamSynchronize` does by default. The default, 5
