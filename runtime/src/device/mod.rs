@@ -226,22 +226,20 @@ impl Device {
             // slice.
             let mut slice_end = std::time::Instant::now();
             loop {
-                loop {
-                    match rx.try_recv() {
-                        Ok(r) => return r,
-                        Err(oneshot::error::TryRecvError::Closed) => return Err(no_reply()),
-                        Err(oneshot::error::TryRecvError::Empty) => {}
-                    }
-                    if std::time::Instant::now() >= slice_end {
-                        break;
-                    }
+                match rx.try_recv() {
+                    Ok(r) => return r,
+                    Err(oneshot::error::TryRecvError::Closed) => return Err(no_reply()),
+                    Err(oneshot::error::TryRecvError::Empty) => {}
+                }
+                let now = std::time::Instant::now();
+                if now < slice_end {
                     std::hint::spin_loop();
-                }
-                if std::time::Instant::now() >= until {
+                } else if now >= until {
                     break;
+                } else {
+                    tokio::task::yield_now().await;
+                    slice_end = until.min(std::time::Instant::now() + REPLY_SPIN_SLICE);
                 }
-                tokio::task::yield_now().await;
-                slice_end = until.min(std::time::Instant::now() + REPLY_SPIN_SLICE);
             }
         }
         let timeout = self.shared.config.request_timeout;
