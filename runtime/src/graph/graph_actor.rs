@@ -18,7 +18,7 @@ use crate::device::state::DeviceShared;
 use crate::error::GpuError;
 use crate::kernel::seed::LibrarySeed;
 use crate::module::{order_on, KernelArgs};
-use crate::observability::{cpu_op, gpu_op};
+use crate::observability::{cpu_op, gpu_timed};
 use crate::sys::graph::{set_cublas_workspace, GraphExec};
 
 static NEXT_GRAPH: AtomicU64 = AtomicU64::new(1);
@@ -186,18 +186,10 @@ impl GraphCore {
                     // After every buffer's last writer; then recorded as used after the
                     // last replay, so later users on other streams wait for it.
                     order_on(&args, &c.stream)?;
-                    let timed = gpu_op(
-                        &c.stream,
-                        self.shared.config.device_id,
-                        "graph",
-                        format!("replay x{times}"),
-                    );
-                    for _ in 0..times {
-                        exec.launch()?;
-                    }
-                    if let Some(t) = timed {
-                        t.end(&c.stream);
-                    }
+                    let device = self.shared.config.device_id;
+                    gpu_timed(&c.stream, device, "graph", format!("replay x{times}"), || {
+                        (0..times).try_for_each(|_| exec.launch())
+                    })?;
                     order_on(&args, &c.stream).map(|_| ())
                 })();
                 r.map_err(|e| self.shared.observe(e))?;

@@ -15,7 +15,7 @@ use crate::dtype::{Blas1Base, BlasBase, DTypeBase};
 use crate::error::GpuError;
 use crate::gpu_ref::{GpuRef, Storage};
 use crate::kernel::seed::LibrarySeed;
-use crate::observability::{cpu_op, gpu_op};
+use crate::observability::{cpu_op, gpu_timed};
 use atomr_accel_cuda_macros::gpu_actor;
 
 /// One GEMM: `C = alpha · op(A) · op(B) + beta · C`, column-major, `op(A)` m×k, `op(B)`
@@ -396,11 +396,10 @@ impl BlasCore {
                 Storage::Cuda(bv),
                 Storage::Cuda(cv),
             ) => {
-                let timed = gpu_op(stream, self.shared.config.device_id, "blas", gemm_name::<T>());
-                let r = enqueue_gemm(blas, &g, &batch, av, bv, cv);
-                if let Some(t) = timed {
-                    t.end(stream);
-                }
+                let device = self.shared.config.device_id;
+                let r = gpu_timed(stream, device, "blas", gemm_name::<T>(), || {
+                    enqueue_gemm(blas, &g, &batch, av, bv, cv)
+                });
                 r.map_err(|e| self.library_failure(stream, e.into()))?;
                 Ok(self.pending(completer.done(stream)))
             }

@@ -24,7 +24,7 @@ use crate::dtype::{Complex, DTypeBase, FftFloat};
 use crate::error::GpuError;
 use crate::gpu_ref::{GpuRef, Storage};
 use crate::kernel::seed::LibrarySeed;
-use crate::observability::{cpu_op, gpu_op};
+use crate::observability::{cpu_op, gpu_timed};
 
 /// The shape of a batch of transforms.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -303,46 +303,45 @@ impl FftCore {
                     plans.insert(key.clone(), plan);
                 }
                 let plan = &plans[&key];
-                let timed = gpu_op(stream, self.shared.config.device_id, "fft", kind.name());
                 let code = match kind {
                     Kind::C2c { inverse } => inverse as u8,
                     Kind::R2c => 2,
                     Kind::C2r => 3,
                 };
-                let r = if in_place {
-                    let mut g = output.lock();
-                    let Storage::Cuda(s) = &mut *g else {
-                        return Err(GpuError::InvalidArgument("a CPU buffer on a GPU".into()));
-                    };
-                    let (p, _rec) = s.device_ptr_mut(stream);
-                    T::exec(plan, code, p, p)
-                } else {
-                    let gi = input.lock();
-                    let mut go = output.lock();
-                    match (&*gi, &mut *go) {
-                        (Storage::Cuda(i), Storage::Cuda(o)) => {
-                            if kind == Kind::C2r {
-                                // cuFFT's C2R overwrites its input: transform a copy.
-                                let mut scratch = stream.clone_dtod(i).map_err(|e| self.shared.observe(e.into()))?;
-                                let (ip, _ri) = scratch.device_ptr_mut(stream);
-                                let (op, _ro) = o.device_ptr_mut(stream);
-                                let r = T::exec(plan, code, ip, op);
-                                drop(_ri);
-                                // Free the scratch stream-ordered, after the transform.
-                                drop(scratch);
-                                r
-                            } else {
-                                let (ip, _ri) = i.device_ptr(stream);
-                                let (op, _ro) = o.device_ptr_mut(stream);
-                                T::exec(plan, code, ip, op)
+                let device = self.shared.config.device_id;
+                let r = gpu_timed(stream, device, "fft", kind.name(), || {
+                    if in_place {
+                        let mut g = output.lock();
+                        let Storage::Cuda(s) = &mut *g else {
+                            return Err(GpuError::InvalidArgument("a CPU buffer on a GPU".into()));
+                        };
+                        let (p, _rec) = s.device_ptr_mut(stream);
+                        T::exec(plan, code, p, p)
+                    } else {
+                        let gi = input.lock();
+                        let mut go = output.lock();
+                        match (&*gi, &mut *go) {
+                            (Storage::Cuda(i), Storage::Cuda(o)) => {
+                                if kind == Kind::C2r {
+                                    // cuFFT's C2R overwrites its input: transform a copy.
+                                    let mut scratch = stream.clone_dtod(i).map_err(GpuError::from)?;
+                                    let (ip, _ri) = scratch.device_ptr_mut(stream);
+                                    let (op, _ro) = o.device_ptr_mut(stream);
+                                    let r = T::exec(plan, code, ip, op);
+                                    drop(_ri);
+                                    // Free the scratch stream-ordered, after the transform.
+                                    drop(scratch);
+                                    r
+                                } else {
+                                    let (ip, _ri) = i.device_ptr(stream);
+                                    let (op, _ro) = o.device_ptr_mut(stream);
+                                    T::exec(plan, code, ip, op)
+                                }
                             }
+                            _ => Err(GpuError::InvalidArgument("a CPU buffer on a GPU".into())),
                         }
-                        _ => return Err(GpuError::InvalidArgument("a CPU buffer on a GPU".into())),
                     }
-                };
-                if let Some(t) = timed {
-                    t.end(stream);
-                }
+                });
                 r.map_err(|e| self.shared.observe(e))?;
                 Ok(self.shared.deferred(completer.done(stream)))
             }

@@ -19,7 +19,7 @@ use crate::error::GpuError;
 use crate::kernel::dsl::launch::KernelCall;
 use crate::kernel::seed::{CudaSeed, LibrarySeed};
 use crate::module::with_host_buffers;
-use crate::observability::{cpu_op, gpu_op};
+use crate::observability::{cpu_op, gpu_timed};
 
 /// A loaded instantiation.
 struct Loaded {
@@ -112,16 +112,15 @@ impl KernelCore {
                 call.cfg.validate(&cuda.limits)?;
                 let (_, f) = Self::function(cuda, loaded, self.cache_dir.as_deref(), call.id, call.name, call.source)
                     .map_err(|e| self.shared.observe(e))?;
-                let timed = gpu_op(stream, self.shared.config.device_id, "kernel", call.name);
+                let device = self.shared.config.device_id;
                 // SAFETY: the call was built by a `#[kernel]` launcher, whose Rust
                 // signature generated both this argument list and the kernel's C++
                 // parameter list (checked at compile time); arguments were validated and
                 // the launch dimensions checked against the device above.
-                unsafe { crate::module::enqueue(stream, &f, call.cfg, &call.args) }
-                    .map_err(|e| self.shared.observe(e))?;
-                if let Some(t) = timed {
-                    t.end(stream);
-                }
+                gpu_timed(stream, device, "kernel", call.name, || unsafe {
+                    crate::module::enqueue(stream, &f, call.cfg, &call.args)
+                })
+                .map_err(|e| self.shared.observe(e))?;
                 Ok(self.shared.deferred(completer.done(stream)))
             }
         }

@@ -20,7 +20,7 @@ use crate::hopper::{enqueue_cluster, LaunchSpec};
 use crate::kernel::seed::{CudaSeed, LibrarySeed};
 use crate::module::{KernelArgs, KernelSource, LaunchConfig, ModuleImage, ModuleRef};
 use crate::nvrtc_cache::{compile_cached, KernelKey};
-use crate::observability::gpu_op;
+use crate::observability::gpu_timed;
 
 /// A module and its looked-up kernels.
 struct LoadedModule {
@@ -198,16 +198,12 @@ impl ModuleCore {
             .ok_or_else(|| GpuError::InvalidArgument(format!("kernel `{kernel}` was not loaded with this module")))?;
         // SAFETY: the caller guarantees the arguments match the kernel's parameters;
         // they were validated and the launch dimensions checked above.
-        let timed = gpu_op(stream, device_id, "module", kernel);
-        let r = match cluster {
+        let r = gpu_timed(stream, device_id, "module", kernel, || match cluster {
             None => unsafe { crate::module::enqueue(stream, f, cfg, &args) },
             // SAFETY: as above; the cluster shape was validated too.
             Some(c) => unsafe { enqueue_cluster(stream, f, &LaunchSpec::new(cfg, c), &args) },
-        };
+        });
         r.map_err(|e| self.shared.observe(e))?;
-        if let Some(t) = timed {
-            t.end(stream);
-        }
         Ok(self.shared.deferred(completer.done(stream)))
     }
 }

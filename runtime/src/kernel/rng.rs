@@ -20,7 +20,7 @@ use crate::dtype::RngFloat;
 use crate::error::GpuError;
 use crate::gpu_ref::{GpuRef, Storage};
 use crate::kernel::seed::LibrarySeed;
-use crate::observability::{cpu_op, gpu_op};
+use crate::observability::{cpu_op, gpu_timed};
 use crate::sys::{CurandGen, Draw};
 
 /// The seed a device's generator starts from.
@@ -118,25 +118,23 @@ impl RngCore {
                 Ok(Deferred::Now(()))
             }
             (RngEngine::Cuda { gen, stream, completer }, Storage::Cuda(s)) => {
-                let timed = gpu_op(stream, self.shared.config.device_id, "rng", name);
                 let needs_even = !matches!(draw, Draw::Uniform);
-                let r = if needs_even && s.len() % 2 == 1 {
-                    // cuRAND's pseudo-random normal generators fill even counts only:
-                    // draw one more into scratch and copy.
-                    stream
-                        .alloc_zeros::<T>(s.len() + 1)
-                        .map_err(GpuError::from)
-                        .and_then(|mut scratch| {
-                            T::curand_fill(gen, &mut scratch, draw)?;
-                            let n = s.len();
-                            stream.memcpy_dtod(&scratch.slice(..n), s).map_err(GpuError::from)
-                        })
-                } else {
-                    T::curand_fill(gen, s, draw)
-                };
-                if let Some(t) = timed {
-                    t.end(stream);
-                }
+                let r = gpu_timed(stream, self.shared.config.device_id, "rng", name, || {
+                    if needs_even && s.len() % 2 == 1 {
+                        // cuRAND's pseudo-random normal generators fill even counts only:
+                        // draw one more into scratch and copy.
+                        stream
+                            .alloc_zeros::<T>(s.len() + 1)
+                            .map_err(GpuError::from)
+                            .and_then(|mut scratch| {
+                                T::curand_fill(gen, &mut scratch, draw)?;
+                                let n = s.len();
+                                stream.memcpy_dtod(&scratch.slice(..n), s).map_err(GpuError::from)
+                            })
+                    } else {
+                        T::curand_fill(gen, s, draw)
+                    }
+                });
                 r.map_err(|e| self.shared.observe(e))?;
                 Ok(self.shared.deferred(completer.done(stream)))
             }
@@ -158,11 +156,8 @@ impl RngCore {
                 Ok(Deferred::Now(()))
             }
             (RngEngine::Cuda { gen, stream, completer }, Storage::Cuda(s)) => {
-                let timed = gpu_op(stream, self.shared.config.device_id, "rng", "poisson");
-                let r = gen.poisson(s, lambda);
-                if let Some(t) = timed {
-                    t.end(stream);
-                }
+                let device = self.shared.config.device_id;
+                let r = gpu_timed(stream, device, "rng", "poisson", || gen.poisson(s, lambda));
                 r.map_err(|e| self.shared.observe(e))?;
                 Ok(self.shared.deferred(completer.done(stream)))
             }

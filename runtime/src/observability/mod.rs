@@ -23,7 +23,7 @@ mod timeline;
 pub use histogram::LatencyHistogram;
 pub use svg::svg_latency_plot;
 pub use timeline::{chrome_trace_json, enable_timeline, take_timeline, timeline_enabled, TimelineEvent};
-pub(crate) use timeline::{cpu_op, gpu_op, histogram_of};
+pub(crate) use timeline::{cpu_op, gpu_timed, histogram_of};
 
 /// A snapshot of one device's state and activity.
 #[derive(Debug, Clone)]

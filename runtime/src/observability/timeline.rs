@@ -127,7 +127,7 @@ pub(crate) fn histogram_of(device: usize) -> LatencyHistogram {
 }
 
 /// A GPU operation being enqueued: the start event is recorded.
-pub(crate) struct GpuOp {
+struct GpuOp {
     name: String,
     device: usize,
     lane: &'static str,
@@ -137,12 +137,7 @@ pub(crate) struct GpuOp {
 
 /// Starts timing an operation about to be enqueued on `stream`; `None` when the timeline
 /// is off (or an event cannot be recorded: timing never fails an operation).
-pub(crate) fn gpu_op(
-    stream: &Arc<CudaStream>,
-    device: usize,
-    lane: &'static str,
-    name: impl Into<String>,
-) -> Option<GpuOp> {
+fn gpu_op(stream: &Arc<CudaStream>, device: usize, lane: &'static str, name: impl Into<String>) -> Option<GpuOp> {
     if !timeline_enabled() {
         return None;
     }
@@ -177,7 +172,7 @@ pub(crate) fn gpu_op(
 
 impl GpuOp {
     /// Records the end after the operation's work on `stream`.
-    pub(crate) fn end(self, stream: &Arc<CudaStream>) {
+    fn end(self, stream: &Arc<CudaStream>) {
         if let Ok(end) = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)) {
             lock().pending.push(Pending {
                 name: self.name,
@@ -189,6 +184,25 @@ impl GpuOp {
             });
         }
     }
+}
+
+/// Runs `enqueue` (work it puts on `stream`) and, with the timeline on, times that work
+/// on the GPU as `name` on `lane` — the one way a GPU operation reaches the timeline, so
+/// every actor brackets its work the same way (the end is recorded also when `enqueue`
+/// fails part-way: what it did enqueue still runs).
+pub(crate) fn gpu_timed<R>(
+    stream: &Arc<CudaStream>,
+    device: usize,
+    lane: &'static str,
+    name: impl Into<String>,
+    enqueue: impl FnOnce() -> R,
+) -> R {
+    let timed = gpu_op(stream, device, lane, name);
+    let r = enqueue();
+    if let Some(t) = timed {
+        t.end(stream);
+    }
+    r
 }
 
 /// A CPU-device operation: timed on the host until dropped.

@@ -28,7 +28,7 @@ use crate::dtype::{DTypeBase, SolverFloat};
 use crate::error::{GpuError, Lib, NumericalIssue};
 use crate::gpu_ref::{GpuRef, Storage};
 use crate::kernel::seed::LibrarySeed;
-use crate::observability::{cpu_op, gpu_op};
+use crate::observability::{cpu_op, gpu_timed};
 
 /// The routines, for messages and for classifying `info`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -192,12 +192,7 @@ impl SolverCore {
                 cpu()
             }
             SolverEngine::Cuda(c) => {
-                let timed = gpu_op(c.stream(), device, "solver", op.name());
-                let r = gpu(c).map_err(|e| self.shared.observe(e));
-                if let Some(t) = timed {
-                    t.end(c.stream());
-                }
-                r
+                gpu_timed(c.stream(), device, "solver", op.name(), || gpu(c)).map_err(|e| self.shared.observe(e))
             }
         }
     }
