@@ -175,9 +175,7 @@ fn actor_impl(def: &ActorDef, krate: &syn::Path) -> TokenStream {
                             ::core::result::Result::Ok(#krate::actor::Deferred::Later(fut)) => {
                                 // GPU work in flight: reply when it completes, handle the
                                 // next message meanwhile.
-                                ctx.dispatcher().spawn(async move {
-                                    reply.send(fut.await);
-                                });
+                                #krate::actor::reply_when_done(ctx, reply, fut);
                             }
                             ::core::result::Result::Err(e) => {
                                 let escalate = __escalates(&e);

@@ -4,7 +4,9 @@ use std::future::Future;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
+use tracing::Instrument;
 
+use super::{Context, Reply};
 use crate::error::GpuError;
 
 /// What a handler produces when its work may still be running on the GPU: the value now,
@@ -41,6 +43,25 @@ impl<T: Send + 'static> Deferred<T> {
             Deferred::Later(fut) => fut.await,
         }
     }
+}
+
+/// What `#[gpu_actor]` does with a `Deferred::Later`: replies with the future's result
+/// from a task on the actor's own dispatcher, so the actor takes its next message
+/// meanwhile. The task runs in a `tracing` span `completion` (the actor's path), so a
+/// trace shows each message's GPU wait next to its `message` span.
+#[doc(hidden)]
+pub fn reply_when_done<A: super::Actor, T: Send + 'static>(
+    ctx: &Context<A>,
+    reply: Reply<Result<T, GpuError>>,
+    fut: BoxFuture<'static, Result<T, GpuError>>,
+) {
+    let span = tracing::debug_span!("completion", actor = %ctx.path());
+    ctx.dispatcher().spawn(
+        async move {
+            reply.send(fut.await);
+        }
+        .instrument(span),
+    );
 }
 
 impl<T> std::fmt::Debug for Deferred<T> {

@@ -25,7 +25,7 @@ pub use actor_ref::{ActorRef, Rejected, Reply};
 pub use actor_trait::Actor;
 pub use context::Context;
 pub use dead_letters::{DeadLetter, DeadLetterReason, DeadLetters};
-pub use deferred::Deferred;
+pub use deferred::{reply_when_done, Deferred};
 pub use failure::Failure;
 pub use path::ActorPath;
 pub use props::{DispatcherChoice, Props, DEFAULT_MAILBOX};
