@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use atomr_accel_cuda::actor::ActorSystem;
 use atomr_accel_cuda::{CompletionStrategy, Device, DeviceConfig, Gemm};
-use cudarc::cublas::{sys as cbsys, CudaBlas, Gemm as _, GemmConfig};
+use cudarc::cublas::{CudaBlas, Gemm as _};
 use cudarc::driver::CudaContext;
 
 #[path = "support/alternate.rs"]
@@ -19,8 +19,11 @@ mod random;
 
 #[path = "support/gpu_bench.rs"]
 mod gpu_bench;
+
 #[path = "support/sgemm_compare.rs"]
 mod sgemm_compare;
+#[path = "support/tiny_gemm.rs"]
+mod tiny_gemm;
 
 use alternate::Order;
 use sgemm_compare::{compare_sgemm, iters_for, SgemmTimes};
@@ -52,18 +55,7 @@ fn raw_tiny(ctx: &Arc<CudaContext>, iters: usize) -> Vec<f64> {
     let blas = CudaBlas::new(stream.clone()).unwrap();
     let a = stream.clone_htod(&[1.5f32]).unwrap();
     let mut c = stream.alloc_zeros::<f32>(1).unwrap();
-    let cfg = GemmConfig {
-        transa: cbsys::cublasOperation_t::CUBLAS_OP_N,
-        transb: cbsys::cublasOperation_t::CUBLAS_OP_N,
-        m: 1,
-        n: 1,
-        k: 1,
-        alpha: 1.0f32,
-        lda: 1,
-        ldb: 1,
-        beta: 0.0,
-        ldc: 1,
-    };
+    let cfg = tiny_gemm::config();
     let mut lat = vec![];
     for i in 0..iters + 100 {
         let t = Instant::now();
