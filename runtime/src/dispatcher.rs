@@ -49,6 +49,9 @@ struct GpuThread {
 
 impl Drop for GpuThread {
     fn drop(&mut self) {
+        // End an idle spin in progress first: the shutdown below wakes the thread's main
+        // future, which the spin (watching the queue of tasks) would not notice.
+        self.idle_spin_ns.store(0, Ordering::Relaxed);
         if let Some(tx) = self.shutdown.lock().unwrap_or_else(|p| p.into_inner()).take() {
             let _ = tx.send(());
         }
@@ -96,7 +99,8 @@ impl GpuDispatcher {
                     .on_thread_park(move || {
                         let limit = Duration::from_nanos(spin.load(Ordering::Relaxed));
                         if let (false, Some(h)) = (limit.is_zero(), hook_handle.get()) {
-                            spin_until_work(h, limit);
+                            // Ends early when the spin is turned off (a shutdown).
+                            spin_until(h, limit, || spin.load(Ordering::Relaxed) == 0);
                         }
                     })
                     .build();
@@ -130,7 +134,7 @@ impl GpuDispatcher {
     }
 
     /// How long the thread spins for new work when it runs out of it, before it parks
-    /// (zero: park at once). A thread parked for the length of a GPU operation takes
+    /// (zero: park at once, and end a spin in progress). A thread parked for the length of a GPU operation takes
     /// tens of microseconds to wake — more in a virtual machine, whose idle CPU must be
     /// woken too — and that is added to the next request's round trip; spinning keeps
     /// it ready at the price of a busy core meanwhile. The spin ends as soon as work
@@ -155,8 +159,13 @@ impl GpuDispatcher {
 /// runtime's global queue, and its wake-up makes the coming park return at once) or
 /// `limit` has passed.
 pub(crate) fn spin_until_work(h: &Handle, limit: Duration) {
+    spin_until(h, limit, || false);
+}
+
+/// As [`spin_until_work`], also ending as soon as `stop()` holds (checked on every turn).
+fn spin_until(h: &Handle, limit: Duration, stop: impl Fn() -> bool) {
     let start = Instant::now();
-    while h.metrics().global_queue_depth() == 0 && start.elapsed() < limit {
+    while h.metrics().global_queue_depth() == 0 && !stop() && start.elapsed() < limit {
         std::hint::spin_loop();
     }
 }
@@ -208,5 +217,33 @@ mod tests {
                 7
             );
         });
+    }
+
+    /// Dropping the last handle ends the thread even while it spins for work: the spin
+    /// ends with the shutdown, not when its (here 60 s) limit runs out.
+    #[test]
+    fn dropping_a_spinning_dispatcher_ends_its_thread_at_once() {
+        struct SignalOnDrop(std::sync::mpsc::Sender<()>);
+        impl Drop for SignalOnDrop {
+            fn drop(&mut self) {
+                let _ = self.0.send(());
+            }
+        }
+        let d = GpuDispatcher::new("spin-stop-test").unwrap();
+        d.set_idle_spin(Duration::from_secs(60));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (started_tx, started_rx) = std::sync::mpsc::channel();
+        // A task that never finishes: it is dropped when the thread's runtime shuts down.
+        Dispatcher::from(d.clone()).spawn(async move {
+            let _guard = SignalOnDrop(tx);
+            let _ = started_tx.send(());
+            std::future::pending::<()>().await;
+        });
+        started_rx.recv_timeout(Duration::from_secs(10)).expect("the task ran");
+        // Let the thread run out of work and start its idle spin.
+        std::thread::sleep(Duration::from_millis(50));
+        drop(d);
+        rx.recv_timeout(Duration::from_secs(10))
+            .expect("the thread shut down well before its 60 s spin ran out");
     }
 }
