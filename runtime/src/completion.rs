@@ -50,12 +50,19 @@ pub enum CompletionStrategy {
     Spin,
 }
 
-/// The pause between two event queries of a spinning wait, after `waited`: about a
-/// microsecond at first, then a 64th of the time waited so far, at most 20 µs. Each
-/// query takes driver locks, and a tight query loop measurably slows long GPU work
-/// (BENCHMARKS.md: SGEMM 4096, the solver); backing off keeps short waits as fast as
-/// before and adds at most ~1.6% to long ones.
+/// How long a wait queries its event back to back before it starts to pace itself.
+const TIGHT_QUERIES: Duration = Duration::from_micros(50);
+
+/// The pause between two event queries of a spinning wait, after `waited`: none for the
+/// first 50 µs (a query costs ~0.15 µs on the H200, and a pause is latency added to every
+/// short call: `benches/completion_probe.cu`), then a 64th of the time waited so far,
+/// 1–20 µs. Each query takes driver locks, and a tight query loop measurably slows long
+/// GPU work (BENCHMARKS.md: SGEMM 4096, the solver); backing off adds at most ~1.6% to
+/// long waits.
 fn query_pause(waited: Duration) -> Duration {
+    if waited < TIGHT_QUERIES {
+        return Duration::ZERO;
+    }
     (waited / 64).clamp(Duration::from_micros(1), Duration::from_micros(20))
 }
 
