@@ -148,7 +148,7 @@ impl ContextActor {
             s.generation = generation;
             s.status = Status::Ready;
             s.info = Some(info);
-            s.inner = Some(Inner::Local(Box::new(InnerRefs {
+            s.inner = Some(Inner::Local(Arc::new(InnerRefs {
                 ctx: me,
                 blas,
                 rng,

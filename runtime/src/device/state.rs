@@ -70,8 +70,10 @@ pub(crate) struct InnerRefs {
 /// Where requests go while a device is ready.
 #[derive(Clone)]
 pub(crate) enum Inner {
-    /// The inner actors, in this process.
-    Local(Box<InnerRefs>),
+    /// The inner actors, in this process. Shared rather than boxed: every request
+    /// clones its route, and that clone should be one reference count, not an
+    /// allocation and nine.
+    Local(Arc<InnerRefs>),
     /// An isolated device's worker process.
     Worker(Arc<crate::isolation::link::LinkShared>),
 }
