@@ -134,10 +134,11 @@ impl GpuDispatcher {
     }
 
     /// How long the thread spins for new work when it runs out of it, before it parks
-    /// (zero: park at once, and end a spin in progress). A thread parked for the length of a GPU operation takes
-    /// tens of microseconds to wake — more in a virtual machine, whose idle CPU must be
-    /// woken too — and that is added to the next request's round trip; spinning keeps
-    /// it ready at the price of a busy core meanwhile. The spin ends as soon as work
+    /// (zero: park at once, and end a spin in progress). A thread parked for the length
+    /// of a GPU operation takes tens of microseconds to wake — more in a virtual
+    /// machine, whose idle CPU must be woken too — and that is added to the next
+    /// request's round trip; spinning keeps it ready at the price of a busy core
+    /// meanwhile. The spin ends as soon as work
     /// arrives from another thread.
     pub fn set_idle_spin(&self, spin: Duration) {
         let ns = u64::try_from(spin.as_nanos()).unwrap_or(u64::MAX);
