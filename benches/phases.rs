@@ -8,6 +8,7 @@
 //! Calls alternate raw / ours; medians of each phase (so they need not add up).
 //! Measured: a 1×1×1 SGEMM (the tiny round trip) and a C2C FFT of 2^16 × 16 points.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Instant;
@@ -16,6 +17,7 @@ use atomr_accel_cuda::dtype::{c32, Complex};
 use atomr_accel_cuda::{DeviceConfig, FftShape, Gemm};
 use cudarc::cublas::{CudaBlas, Gemm as _};
 use cudarc::cufft::{sys, CudaFft, FftDirection};
+use cudarc::driver::CudaStream;
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Metadata, Subscriber};
 
@@ -128,6 +130,33 @@ impl Phases {
         self.raw_total.push(us(t0, t2));
     }
 
+    /// Alternates `ITERS` (+ 200 warm-up) raw calls — `raw_enqueue`, then `synchronize`
+    /// on `stream` — with awaited calls of ours, `ours()`, and prints the medians.
+    async fn measure<Fut: Future<Output = ()>>(
+        what: &str,
+        stream: &CudaStream,
+        mut raw_enqueue: impl FnMut(),
+        mut ours: impl FnMut() -> Fut,
+    ) {
+        let mut p = Phases::default();
+        for i in 0..ITERS + 200 {
+            let t0 = now_ns();
+            raw_enqueue();
+            let t1 = now_ns();
+            stream.synchronize().unwrap();
+            let t2 = now_ns();
+            reset();
+            let s0 = now_ns();
+            ours().await;
+            let s3 = now_ns();
+            if i >= 200 {
+                p.raw(t0, t1, t2);
+                p.ours(s0, s3);
+            }
+        }
+        p.print(what);
+    }
+
     fn print(mut self, what: &str) {
         let (a, b, c, d, t) = (
             median(&mut self.to_handler),
@@ -161,24 +190,14 @@ fn main() {
             let ra = stream.clone_htod(&[1.5f32]).unwrap();
             let mut rc = stream.alloc_zeros::<f32>(1).unwrap();
             let cfg = tiny_gemm::config();
-            let mut p = Phases::default();
-            for i in 0..ITERS + 200 {
-                let t0 = now_ns();
+            Phases::measure(
+                "sgemm 1x1x1",
+                &stream,
                 // SAFETY: 1-element buffers for a 1×1×1 GEMM.
-                unsafe { blas.gemm(cfg, &ra, &ra, &mut rc) }.unwrap();
-                let t1 = now_ns();
-                stream.synchronize().unwrap();
-                let t2 = now_ns();
-                reset();
-                let s0 = now_ns();
-                dev.gemm(g, &a, &a, &c).await.unwrap();
-                let s3 = now_ns();
-                if i >= 200 {
-                    p.raw(t0, t1, t2);
-                    p.ours(s0, s3);
-                }
-            }
-            p.print("sgemm 1x1x1");
+                || unsafe { blas.gemm(cfg, &ra, &ra, &mut rc) }.unwrap(),
+                || async { dev.gemm(g, &a, &a, &c).await.unwrap() },
+            )
+            .await;
         }
         // C2C FFT, 2^16 points x 16.
         {
@@ -192,23 +211,13 @@ fn main() {
             let a = dev.upload(ours_in).await.unwrap();
             let b = dev.alloc::<c32>(n * batch).await.unwrap();
             let shape = FftShape::new(&[n], batch);
-            let mut p = Phases::default();
-            for i in 0..ITERS + 200 {
-                let t0 = now_ns();
-                plan.exec_c2c(&mut rin, &mut rout, FftDirection::Forward).unwrap();
-                let t1 = now_ns();
-                stream.synchronize().unwrap();
-                let t2 = now_ns();
-                reset();
-                let s0 = now_ns();
-                dev.fft_c2c(&a, &b, &shape, false).await.unwrap();
-                let s3 = now_ns();
-                if i >= 200 {
-                    p.raw(t0, t1, t2);
-                    p.ours(s0, s3);
-                }
-            }
-            p.print("fft c2c f32 2^16 x 16");
+            Phases::measure(
+                "fft c2c f32 2^16 x 16",
+                &stream,
+                || plan.exec_c2c(&mut rin, &mut rout, FftDirection::Forward).unwrap(),
+                || async { dev.fft_c2c(&a, &b, &shape, false).await.unwrap() },
+            )
+            .await;
         }
     });
 }
