@@ -41,6 +41,9 @@ enum Msg {
     SpawnChild(&'static str, Reply<Result<ActorRef<Msg>, GpuError>>),
     Child(&'static str, Reply<Option<ActorRef<Msg>>>),
     Died(Terminated),
+    /// Replies from a task spawned on the actor's own dispatcher, after `delay` (none:
+    /// after one yield).
+    EchoLater(u64, Option<Duration>, Reply<u64>),
 }
 
 struct Worker {
@@ -122,6 +125,15 @@ impl Actor for Worker {
             }
             Msg::Child(name, r) => {
                 r.send(ctx.child::<Msg>(name));
+            }
+            Msg::EchoLater(v, delay, r) => {
+                ctx.dispatcher().spawn(async move {
+                    match delay {
+                        Some(d) => tokio::time::sleep(d).await,
+                        None => tokio::task::yield_now().await,
+                    }
+                    r.send(v);
+                });
             }
             Msg::Died(t) => self
                 .probe
@@ -388,6 +400,49 @@ async fn gpu_dispatcher_thread_is_constant_across_100_restarts() {
     assert_eq!(threads.len(), 201);
     assert!(threads.iter().all(|t| *t == d.thread_id()));
     assert_ne!(d.thread_id(), std::thread::current().id());
+}
+
+/// Two actors on one GPU thread that spins for mail the whole time (a 60 s idle spin):
+/// every ask to either is answered, tasks spawned on the thread (replying after a yield or
+/// after a timer) still run, and a stop still ends an actor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn actors_spinning_for_mail_serve_asks_local_tasks_timers_and_stops() {
+    let d = GpuDispatcher::new("gpu-spin").unwrap();
+    d.set_idle_spin(Duration::from_secs(60));
+    let sys = ActorSystem::new("spin-for-mail");
+    let probe = Arc::new(Probe::default());
+    let a = sys.spawn(Worker::props(&probe).dispatcher(d.clone()), "a").unwrap();
+    let b = sys.spawn(Worker::props(&probe).dispatcher(d.clone()), "b").unwrap();
+    for i in 0..2000u64 {
+        let to = if i % 2 == 0 { &a } else { &b };
+        let v = match i % 5 {
+            0 => to.ask(|r| Msg::EchoLater(i, None, r), T).await,
+            1 if i % 50 == 1 => {
+                to.ask(|r| Msg::EchoLater(i, Some(Duration::from_millis(2)), r), T)
+                    .await
+            }
+            _ => to.ask(|r| Msg::Echo(i, r), T).await,
+        };
+        assert_eq!(v.unwrap(), i);
+    }
+    // Asks in flight to both at once.
+    let asks = (0..200u64).map(|i| {
+        let to = if i % 2 == 0 { a.clone() } else { b.clone() };
+        async move { to.ask(|r| Msg::EchoLater(i, None, r), T).await }
+    });
+    let got: Vec<u64> = futures::future::join_all(asks)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(got, (0..200).collect::<Vec<_>>());
+    assert!(probe.threads.lock().unwrap().iter().all(|t| *t == d.thread_id()));
+    a.stop();
+    tokio::time::timeout(T, a.terminated())
+        .await
+        .expect("a spinning actor stops");
+    assert_eq!(b.ask(|r| Msg::Echo(7, r), T).await.unwrap(), 7);
+    sys.shutdown().await;
 }
 
 #[tokio::test]

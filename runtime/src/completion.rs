@@ -25,6 +25,8 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use tokio::sync::oneshot;
 
+use crate::dispatcher::idle::{self, WaitGuard};
+use crate::dispatcher::spin::spin_for;
 use crate::error::GpuError;
 
 mod event_pool;
@@ -64,14 +66,6 @@ fn query_pause(waited: Duration) -> Duration {
         return Duration::ZERO;
     }
     (waited / 64).clamp(Duration::from_micros(1), Duration::from_micros(20))
-}
-
-/// Spins (without calling the driver) for `d`.
-fn spin_for(d: Duration) {
-    let t = Instant::now();
-    while t.elapsed() < d {
-        std::hint::spin_loop();
-    }
 }
 
 /// How often a host-function wait checks for a device fault.
@@ -147,7 +141,7 @@ impl Completer {
             }
             CompletionStrategy::Spin => {
                 let ticket = SpinTicket::join(stream.cu_stream() as usize);
-                spin_task(event, ticket, deadline).boxed()
+                spin_task(event, ticket, deadline, idle::wait_started()).boxed()
             }
             CompletionStrategy::Polled => {
                 let (tx, rx) = oneshot::channel();
@@ -212,6 +206,10 @@ struct SpinQueues {
     streams: HashMap<usize, VecDeque<(u64, Option<Waker>)>>,
 }
 
+/// Stream queues kept when empty: a queue per live stream of the process, so that a wait
+/// does not allocate one.
+const KEPT_QUEUES: usize = 64;
+
 fn spin_queues() -> std::sync::MutexGuard<'static, SpinQueues> {
     static QUEUES: OnceLock<Mutex<SpinQueues>> = OnceLock::new();
     QUEUES
@@ -269,8 +267,10 @@ impl Drop for SpinTicket {
             } else {
                 None
             };
-            if queue.is_empty() {
-                q.streams.remove(&self.stream);
+            // An emptied queue stays (with its buffer) for the stream's next wait, until
+            // there are more than `KEPT_QUEUES`: streams of rebuilt contexts then go.
+            if q.streams.len() > KEPT_QUEUES {
+                q.streams.retain(|_, queue| !queue.is_empty());
             }
             next
         };
@@ -285,9 +285,16 @@ impl Drop for SpinTicket {
 /// another thread schedules work here) and wakes itself, so the executor runs the
 /// thread's other tasks — the actor's next messages — in between. Younger waits of the
 /// stream sleep until it is their turn; the deadline still holds for each.
-async fn spin_task(mut event: PooledEvent, ticket: SpinTicket, deadline: Duration) -> Result<(), GpuError> {
+///
+/// `_wait` counts it on its GPU thread until it ends, so the thread's actors do not spin
+/// for mail meanwhile (`dispatcher::idle`).
+async fn spin_task(
+    mut event: PooledEvent,
+    ticket: SpinTicket,
+    deadline: Duration,
+    _wait: WaitGuard,
+) -> Result<(), GpuError> {
     let start = Instant::now();
-    let runtime = tokio::runtime::Handle::try_current().ok();
     let r = futures::future::poll_fn(|cx| {
         let late = start.elapsed() > deadline;
         if !ticket.first_or_park(cx.waker()) {
@@ -302,11 +309,7 @@ async fn spin_task(mut event: PooledEvent, ticket: SpinTicket, deadline: Duratio
             Err(e) => Poll::Ready(Err(e)),
             Ok(false) if late => Poll::Ready(Err(GpuError::Timeout(deadline))),
             Ok(false) => {
-                let pause = query_pause(start.elapsed());
-                match &runtime {
-                    Some(h) => crate::dispatcher::spin_until_work(h, pause),
-                    None => spin_for(pause),
-                }
+                idle::pause(query_pause(start.elapsed()));
                 cx.waker().wake_by_ref();
                 Poll::Pending
             }

@@ -6,15 +6,19 @@
 //! tokio runtime on a dedicated OS thread.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 
 use crate::error::GpuError;
+
+pub(crate) mod idle;
+pub(crate) mod spin;
+
+use idle::Idle;
 
 /// An executor for actor tasks.
 #[derive(Clone, Debug)]
@@ -43,15 +47,15 @@ struct GpuThread {
     thread_id: ThreadId,
     name: String,
     shutdown: Mutex<Option<oneshot::Sender<()>>>,
-    /// The idle spin, read by the thread each time it is about to park.
-    idle_spin_ns: Arc<AtomicU64>,
+    /// The idle spin, read by the thread's actors and by its park hook.
+    idle: Arc<Idle>,
 }
 
 impl Drop for GpuThread {
     fn drop(&mut self) {
         // End an idle spin in progress first: the shutdown below wakes the thread's main
         // future, which the spin (watching the queue of tasks) would not notice.
-        self.idle_spin_ns.store(0, Ordering::Relaxed);
+        self.idle.set_spin(Duration::ZERO);
         if let Some(tx) = self.shutdown.lock().unwrap_or_else(|p| p.into_inner()).take() {
             let _ = tx.send(());
         }
@@ -79,13 +83,12 @@ impl GpuDispatcher {
     pub fn new(name: &str) -> Result<GpuDispatcher, GpuError> {
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
-        let idle_spin_ns = Arc::new(AtomicU64::new(0));
-        let spin = idle_spin_ns.clone();
+        let idle = Idle::new();
+        let thread_idle = idle.clone();
         std::thread::Builder::new()
             .name(name.to_string())
             .spawn(move || {
-                let own: Arc<OnceLock<Handle>> = Arc::new(OnceLock::new());
-                let hook_handle = own.clone();
+                let hook_idle = thread_idle.clone();
                 // Timers only, no I/O driver: nothing on a GPU thread does tokio I/O, and
                 // without one a wake-up from another thread is an atomic flag (the I/O
                 // driver's is an eventfd write, then an epoll turn here) — both ends of
@@ -96,13 +99,8 @@ impl GpuDispatcher {
                     // before the next local task: a `Spin` completion keeps waking itself
                     // and must not make the actor's mailbox wait behind it.
                     .global_queue_interval(1)
-                    .on_thread_park(move || {
-                        let limit = Duration::from_nanos(spin.load(Ordering::Relaxed));
-                        if let (false, Some(h)) = (limit.is_zero(), hook_handle.get()) {
-                            // Ends early when the spin is turned off (a shutdown).
-                            spin_until(h, limit, || spin.load(Ordering::Relaxed) == 0);
-                        }
-                    })
+                    // Ends early when work arrives or the spin is turned off (a shutdown).
+                    .on_thread_park(move || hook_idle.spin_at_park())
                     .build();
                 let rt = match rt {
                     Ok(rt) => rt,
@@ -111,7 +109,7 @@ impl GpuDispatcher {
                         return;
                     }
                 };
-                let _ = own.set(rt.handle().clone());
+                thread_idle.install(rt.handle().metrics());
                 let _ = ready_tx.send(Ok((rt.handle().clone(), std::thread::current().id())));
                 rt.block_on(async {
                     let _ = shutdown_rx.await;
@@ -128,21 +126,20 @@ impl GpuDispatcher {
                 thread_id,
                 name: name.to_string(),
                 shutdown: Mutex::new(Some(shutdown_tx)),
-                idle_spin_ns,
+                idle,
             }),
         })
     }
 
-    /// How long the thread spins for new work when it runs out of it, before it parks
+    /// How long the thread spins for new work after its last work, before it parks
     /// (zero: park at once, and end a spin in progress). A thread parked for the length
     /// of a GPU operation takes tens of microseconds to wake — more in a virtual
     /// machine, whose idle CPU must be woken too — and that is added to the next
     /// request's round trip; spinning keeps it ready at the price of a busy core
-    /// meanwhile. The spin ends as soon as work
-    /// arrives from another thread.
+    /// meanwhile. An actor of the thread spins on its own mailbox, the thread's park hook
+    /// on its queue of tasks woken from other threads (see `dispatcher::idle`).
     pub fn set_idle_spin(&self, spin: Duration) {
-        let ns = u64::try_from(spin.as_nanos()).unwrap_or(u64::MAX);
-        self.thread.idle_spin_ns.store(ns, Ordering::Relaxed);
+        self.thread.idle.set_spin(spin);
     }
 
     /// The id of the dedicated thread: every actor on this dispatcher runs there.
@@ -153,21 +150,6 @@ impl GpuDispatcher {
     /// The thread's name.
     pub fn name(&self) -> &str {
         &self.thread.name
-    }
-}
-
-/// Spins until a task is scheduled onto `h` from another thread (it lands in the
-/// runtime's global queue, and its wake-up makes the coming park return at once) or
-/// `limit` has passed.
-pub(crate) fn spin_until_work(h: &Handle, limit: Duration) {
-    spin_until(h, limit, || false);
-}
-
-/// As [`spin_until_work`], also ending as soon as `stop()` holds (checked on every turn).
-fn spin_until(h: &Handle, limit: Duration, stop: impl Fn() -> bool) {
-    let start = Instant::now();
-    while h.metrics().global_queue_depth() == 0 && !stop() && start.elapsed() < limit {
-        std::hint::spin_loop();
     }
 }
 

@@ -3,6 +3,8 @@
 use std::collections::VecDeque;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, OnceLock};
+use std::task::Poll;
 
 use futures::FutureExt;
 use tokio::sync::{mpsc, watch};
@@ -16,6 +18,7 @@ use super::props::Props;
 use super::supervision::Directive;
 use super::system_msg::SystemMsg;
 use super::terminated::{StopMode, StopReason, Terminated};
+use crate::dispatcher::idle::{self, Idle, MailSpin};
 use crate::error::GpuError;
 
 /// Where a cell reports failures and its end.
@@ -38,6 +41,9 @@ pub(crate) struct Cell<A: Actor> {
     instance: Option<A>,
     /// Messages taken on the fast path since the last full poll.
     fast_run: u32,
+    /// The idle state of the GPU thread the actor runs on (none on the shared runtime),
+    /// found on the first wait for mail (the cell is built on its spawner's thread).
+    idle: OnceLock<Option<Arc<Idle>>>,
 }
 
 /// Messages taken without yielding to the scheduler before one full (yielding) poll.
@@ -81,6 +87,7 @@ impl<A: Actor> Cell<A> {
             terminated_tx,
             instance: None,
             fast_run: 0,
+            idle: OnceLock::new(),
         }
     }
 
@@ -156,15 +163,43 @@ impl<A: Actor> Cell<A> {
             }
         }
         self.fast_run = 0;
-        tokio::select! {
-            biased;
-            s = self.sys_rx.recv() => Event::Sys(s.unwrap_or(SystemMsg::Stop(StopMode::DeadLetter))),
-            m = self.mailbox.recv() => match m {
-                Some(m) => Event::Msg(m),
-                // Unreachable while the context holds our own sender; stop if it happens.
-                None => Event::Sys(SystemMsg::Stop(StopMode::DeadLetter)),
-            },
+        let idle = self.idle.get_or_init(idle::current).as_deref();
+        if let Some(idle) = idle {
+            idle.worked();
         }
+        let (sys_rx, mailbox) = (&mut self.sys_rx, &mut self.mailbox);
+        // After a spin saw mail that a receive did not take (tokio's cooperative budget is
+        // spent: it has scheduled this task again), wait for that turn.
+        let mut saw_mail = false;
+        std::future::poll_fn(|cx| loop {
+            // System messages first, as on the fast path.
+            if let Poll::Ready(s) = sys_rx.poll_recv(cx) {
+                return Poll::Ready(Event::Sys(s.unwrap_or(SystemMsg::Stop(StopMode::DeadLetter))));
+            }
+            if let Poll::Ready(m) = mailbox.poll_recv(cx) {
+                return Poll::Ready(match m {
+                    Some(m) => Event::Msg(m),
+                    // Unreachable while the context holds our own sender; stop if it happens.
+                    None => Event::Sys(SystemMsg::Stop(StopMode::DeadLetter)),
+                });
+            }
+            let Some(idle) = idle else {
+                return Poll::Pending;
+            };
+            if std::mem::take(&mut saw_mail) {
+                return Poll::Pending;
+            }
+            // On a GPU thread, spin on the mailbox while the thread has nothing else to do.
+            match idle.spin_for_mail(cx.waker(), || !sys_rx.is_empty() || !mailbox.is_empty()) {
+                MailSpin::Arrived => saw_mail = true,
+                MailSpin::Yield => {
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
+                MailSpin::Park => return Poll::Pending,
+            }
+        })
+        .await
     }
 
     /// The actor's life: start, handle messages and system messages, obey directives,

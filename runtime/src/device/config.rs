@@ -80,10 +80,12 @@ pub struct DeviceConfig {
     /// Zero: park at once.
     pub reply_spin: Duration,
     /// How long the device's GPU threads (the context's and each library actor's) spin
-    /// for new work when they run out of it, before they park; on a GPU only (the CPU
-    /// device's threads never spin). A parked thread takes tens of microseconds to wake
-    /// — more when it sat idle through a long GPU operation, and more in a virtual
-    /// machine — and that is added to the next request's round trip. The default, 5 ms,
+    /// for new work after their last work, before they park; on a GPU only (the CPU
+    /// device's threads never spin). The thread's actor spins on its own mailbox, so a
+    /// request reaches it without a trip through the runtime's scheduler (about 0.5 µs
+    /// of the hop in on the H200, BENCHMARKS.md). A parked thread takes tens of
+    /// microseconds to wake — more when it sat idle through a long GPU operation, and
+    /// more in a virtual machine — and that is added to the next request's round trip. The default, 5 ms,
     /// covers the gap between calls of a program that alternates GPU work with a few
     /// milliseconds of its own (on the H200 it took an SGEMM 4096 called that way from
     /// 0.96× to 0.99× of raw cuBLAS, BENCHMARKS.md); it costs a busy core for up to that

@@ -224,22 +224,26 @@ impl Device {
             // tokio's multi-thread runtime an I/O poll, a system call), which would add
             // itself to the reply's latency; the caller's other tasks wait at most one
             // slice.
-            let mut slice_end = std::time::Instant::now();
+            let mut slice = std::time::Duration::ZERO;
             loop {
-                match rx.try_recv() {
-                    Ok(r) => return r,
-                    Err(oneshot::error::TryRecvError::Closed) => return Err(no_reply()),
-                    Err(oneshot::error::TryRecvError::Empty) => {}
+                let mut got = None;
+                crate::dispatcher::spin::spin_until(slice, || {
+                    got = match rx.try_recv() {
+                        Ok(r) => Some(r),
+                        Err(oneshot::error::TryRecvError::Closed) => Some(Err(no_reply())),
+                        Err(oneshot::error::TryRecvError::Empty) => None,
+                    };
+                    got.is_some()
+                });
+                if let Some(r) = got {
+                    return r;
                 }
                 let now = std::time::Instant::now();
-                if now < slice_end {
-                    std::hint::spin_loop();
-                } else if now >= until {
+                if now >= until {
                     break;
-                } else {
-                    tokio::task::yield_now().await;
-                    slice_end = until.min(std::time::Instant::now() + REPLY_SPIN_SLICE);
                 }
+                tokio::task::yield_now().await;
+                slice = (until - now).min(REPLY_SPIN_SLICE);
             }
         }
         let timeout = self.shared.config.request_timeout;
