@@ -6,8 +6,11 @@
 //! left for the last time (the reply sent) — read by a tiny `tracing` subscriber — and
 //! the caller's clock when the reply is in. Raw: the enqueue call, then `synchronize`.
 //! Calls alternate raw / ours; medians of each phase (so they need not add up).
-//! Measured: a 1×1×1 SGEMM (the tiny round trip) and a C2C FFT of 2^16 × 16 points.
+//! Measured: a 1×1×1 SGEMM (the tiny round trip), a C2C FFT of 2^16 × 16 points and an
+//! f32 Cholesky of n = 16 (raw: `potrf`, then `info` copied to pinned memory; each side
+//! restores its matrix, untimed, before every call).
 
+use std::cell::RefCell;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -17,6 +20,7 @@ use atomr_accel_cuda::dtype::{c32, Complex};
 use atomr_accel_cuda::{DeviceConfig, FftShape, Gemm};
 use cudarc::cublas::{CudaBlas, Gemm as _};
 use cudarc::cufft::{sys, CudaFft, FftDirection};
+use cudarc::cusolver::DnHandle;
 use cudarc::driver::CudaStream;
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Metadata, Subscriber};
@@ -30,8 +34,12 @@ mod tiny_gemm;
 #[path = "support/random.rs"]
 mod random;
 
+#[path = "support/raw_solver.rs"]
+mod raw_solver;
+
 use gpu_bench::{median, run_gpu};
 use random::random_f32;
+use raw_solver::{spd, Raw};
 
 /// Calls of each kind measured (after 200 warm-up calls).
 const ITERS: usize = 3000;
@@ -131,20 +139,24 @@ impl Phases {
     }
 
     /// Alternates `ITERS` (+ 200 warm-up) raw calls — `raw_enqueue`, then `synchronize`
-    /// on `stream` — with awaited calls of ours, `ours()`, and prints the medians.
-    async fn measure<Fut: Future<Output = ()>>(
+    /// on `stream` — with awaited calls of ours, `ours()`, and prints the medians. Before
+    /// each call, untimed: `prepare_raw()` (then `synchronize`), `prepare_ours()`.
+    async fn measure<Fut: Future<Output = ()>, Prep: Future<Output = ()>>(
         what: &str,
         stream: &CudaStream,
-        mut raw_enqueue: impl FnMut(),
-        mut ours: impl FnMut() -> Fut,
+        (mut prepare_raw, mut raw_enqueue): (impl FnMut(), impl FnMut()),
+        (mut prepare_ours, mut ours): (impl FnMut() -> Prep, impl FnMut() -> Fut),
     ) {
         let mut p = Phases::default();
         for i in 0..ITERS + 200 {
+            prepare_raw();
+            stream.synchronize().unwrap();
             let t0 = now_ns();
             raw_enqueue();
             let t1 = now_ns();
             stream.synchronize().unwrap();
             let t2 = now_ns();
+            prepare_ours().await;
             reset();
             let s0 = now_ns();
             ours().await;
@@ -180,7 +192,7 @@ impl Phases {
 fn main() {
     tracing::subscriber::set_global_default(HandlerClock).expect("no other subscriber");
     now_ns();
-    run_gpu("phases", DeviceConfig::cuda(0), |dev, _ctx, stream| async move {
+    run_gpu("phases", DeviceConfig::cuda(0), |dev, ctx, stream| async move {
         // 1×1×1 SGEMM.
         {
             let a = dev.upload(vec![1.5f32]).await.unwrap();
@@ -194,8 +206,8 @@ fn main() {
                 "sgemm 1x1x1",
                 &stream,
                 // SAFETY: 1-element buffers for a 1×1×1 GEMM.
-                || unsafe { blas.gemm(cfg, &ra, &ra, &mut rc) }.unwrap(),
-                || async { dev.gemm(g, &a, &a, &c).await.unwrap() },
+                (|| (), || unsafe { blas.gemm(cfg, &ra, &ra, &mut rc) }.unwrap()),
+                (|| async {}, || async { dev.gemm(g, &a, &a, &c).await.unwrap() }),
             )
             .await;
         }
@@ -214,8 +226,46 @@ fn main() {
             Phases::measure(
                 "fft c2c f32 2^16 x 16",
                 &stream,
-                || plan.exec_c2c(&mut rin, &mut rout, FftDirection::Forward).unwrap(),
-                || async { dev.fft_c2c(&a, &b, &shape, false).await.unwrap() },
+                (
+                    || (),
+                    || plan.exec_c2c(&mut rin, &mut rout, FftDirection::Forward).unwrap(),
+                ),
+                (
+                    || async {},
+                    || async { dev.fft_c2c(&a, &b, &shape, false).await.unwrap() },
+                ),
+            )
+            .await;
+        }
+        // Cholesky, f32, n = 16.
+        {
+            let n = 16;
+            let host: Vec<f32> = spd(n).iter().map(|v| *v as f32).collect();
+            let h = DnHandle::new(stream.clone()).unwrap();
+            let pristine_raw = stream.clone_htod(&host).unwrap();
+            let ra = RefCell::new(stream.clone_htod(&host).unwrap());
+            let mut info = stream.alloc_zeros::<i32>(1).unwrap();
+            // SAFETY: pinned memory only ever written by the copy below, never read.
+            let mut info_host = unsafe { ctx.alloc_pinned::<i32>(1) }.unwrap();
+            let mut work = stream
+                .alloc_zeros::<f32>(f32::potrf_lwork(&h, &stream, n, &mut ra.borrow_mut()))
+                .unwrap();
+            let pristine = dev.upload(host.clone()).await.unwrap();
+            let a = dev.upload(host).await.unwrap();
+            Phases::measure(
+                "cholesky f32 n=16",
+                &stream,
+                (
+                    || stream.memcpy_dtod(&pristine_raw, &mut *ra.borrow_mut()).unwrap(),
+                    || {
+                        f32::potrf(&h, &stream, n, &mut ra.borrow_mut(), &mut work, &mut info);
+                        stream.memcpy_dtoh(&info, &mut info_host).unwrap();
+                    },
+                ),
+                (
+                    || async { dev.copy(&pristine, &a).await.unwrap() },
+                    || async { dev.cholesky(&a, n).await.unwrap() },
+                ),
             )
             .await;
         }
