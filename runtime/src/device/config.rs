@@ -71,13 +71,14 @@ pub struct DeviceConfig {
     /// Bytes of free pinned host buffers the device keeps for reuse.
     pub pinned_pool_bytes: u64,
     /// How long a caller's task spins (in busy slices of at most 10 µs, yielding to its
-    /// thread's other tasks between them) for a reply from a GPU before it parks (the CPU device's callers never spin: its work runs on this
-    /// machine's cores). Spinning keeps the caller's thread hot — a thread parked for the
-    /// length of a GPU operation wakes tens of microseconds late — at the price of a busy
-    /// core while it waits, as `cudaStreamSynchronize` does by default. The default, 5
-    /// ms, with [`DeviceConfig::idle_spin`] and the `Spin` completion, brought the tiny
-    /// round trip on the H200 to 21 µs against raw cuBLAS's 20 µs (BENCHMARKS.md).
-    /// Zero: park at once.
+    /// thread's other tasks between them) for a reply from a GPU before it parks (the
+    /// CPU device's callers never spin: its work runs on this machine's cores). Spinning
+    /// keeps the caller's thread hot — a thread parked for the length of a GPU operation
+    /// wakes tens of microseconds late — at the price of a busy core while it waits, as
+    /// `cudaStreamSynchronize` does by default. The default, 5 ms, with
+    /// [`DeviceConfig::idle_spin`] and the `Spin` completion, brought the tiny round trip
+    /// on the H200 to 21 µs against raw cuBLAS's 20 µs (BENCHMARKS.md). Zero: park at
+    /// once.
     pub reply_spin: Duration,
     /// How long the device's GPU threads (the context's and each library actor's) spin
     /// for new work after their last work, before they park; on a GPU only (the CPU
@@ -85,11 +86,11 @@ pub struct DeviceConfig {
     /// request reaches it without a trip through the runtime's scheduler (about 0.5 µs
     /// of the hop in on the H200, BENCHMARKS.md). A parked thread takes tens of
     /// microseconds to wake — more when it sat idle through a long GPU operation, and
-    /// more in a virtual machine — and that is added to the next request's round trip. The default, 5 ms,
-    /// covers the gap between calls of a program that alternates GPU work with a few
-    /// milliseconds of its own (on the H200 it took an SGEMM 4096 called that way from
-    /// 0.96× to 0.99× of raw cuBLAS, BENCHMARKS.md); it costs a busy core for up to that
-    /// long after each burst of requests. Zero: park at once.
+    /// more in a virtual machine — and that is added to the next request's round trip.
+    /// The default, 5 ms, covers the gap between calls of a program that alternates GPU
+    /// work with a few milliseconds of its own (on the H200 it took an SGEMM 4096 called
+    /// that way from 0.96× to 0.99× of raw cuBLAS, BENCHMARKS.md); it costs a busy core
+    /// for up to that long after each burst of requests. Zero: park at once.
     pub idle_spin: Duration,
     /// Kernel disk cache directory (None: `KernelCache::default_dir()`).
     pub kernel_cache_dir: Option<std::path::PathBuf>,
