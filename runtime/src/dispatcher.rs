@@ -88,7 +88,7 @@ impl GpuDispatcher {
         std::thread::Builder::new()
             .name(name.to_string())
             .spawn(move || {
-                let hook_idle = thread_idle.clone();
+                let (hook_idle, unpark_idle) = (thread_idle.clone(), thread_idle.clone());
                 // Timers only, no I/O driver: nothing on a GPU thread does tokio I/O, and
                 // without one a wake-up from another thread is an atomic flag (the I/O
                 // driver's is an eventfd write, then an epoll turn here) — both ends of
@@ -101,6 +101,10 @@ impl GpuDispatcher {
                     .global_queue_interval(1)
                     // Ends early when work arrives or the spin is turned off (a shutdown).
                     .on_thread_park(move || hook_idle.spin_at_park())
+                    // The thread woke for work: the idle spin counts from here at the
+                    // latest (actors and completion waits mark their own ends of work;
+                    // plain tasks spawned on the thread have only this).
+                    .on_thread_unpark(move || unpark_idle.worked())
                     .build();
                 let rt = match rt {
                     Ok(rt) => rt,
@@ -200,6 +204,18 @@ mod tests {
                 7
             );
         });
+    }
+
+    /// A thread that serves plain tasks (no actor marks its work) stays hot after each
+    /// one, also once the spin's length has passed since the thread started.
+    #[test]
+    fn the_idle_spin_counts_from_the_last_task_not_from_the_start() {
+        let d = GpuDispatcher::new("spin-restart-test").unwrap();
+        d.set_idle_spin(Duration::from_secs(2));
+        std::thread::sleep(Duration::from_millis(2500));
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        rt.block_on(Dispatcher::from(d.clone()).spawn(async {})).unwrap();
+        assert!(d.thread.idle.spin_left().is_some(), "the thread spins after the task");
     }
 
     /// Dropping the last handle ends the thread even while it spins for work: the spin

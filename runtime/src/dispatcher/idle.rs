@@ -111,7 +111,7 @@ impl Idle {
     }
 
     /// What is left of the idle spin, if anything.
-    fn spin_left(&self) -> Option<Duration> {
+    pub(crate) fn spin_left(&self) -> Option<Duration> {
         let spin = self.spin_ns.load(Ordering::Relaxed);
         let end = self.last_work_ns.load(Ordering::Relaxed).saturating_add(spin);
         let left = end.saturating_sub(self.now_ns());
@@ -144,8 +144,8 @@ impl Idle {
         };
         if self.waits.load(Ordering::Acquire) > 0 {
             self.waiter.register(waker);
-            // The last wait may have ended between the two loads: spin now, then (one
-            // spurious wake-up at most).
+            // The last wait may have ended between the first load and the registration:
+            // then spin now (its wake-up, if it came, costs one spurious poll at most).
             if self.waits.load(Ordering::Acquire) > 0 {
                 return MailSpin::Park;
             }
