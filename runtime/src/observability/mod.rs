@@ -12,15 +12,20 @@
 //!   device memory, generation, and a latency histogram of the timed operations.
 //! - **Plots**: [`svg_latency_plot`] draws latency distributions as an SVG (the benches
 //!   use it for BENCHMARKS.md).
+//! - **GPU interrupts**: [`gpu_interrupts`] counts the interrupts the GPU driver took,
+//!   which hold a CPU for tens of microseconds in a virtual machine; the runtime's paths
+//!   raise none, and the benches report the count next to their timings.
 //!
 //! Timing costs two event records per operation while the timeline is on, nothing when
 //! it is off (the default).
 
 mod histogram;
+mod interrupts;
 mod svg;
 mod timeline;
 
 pub use histogram::LatencyHistogram;
+pub use interrupts::gpu_interrupts;
 pub use svg::svg_latency_plot;
 pub use timeline::{chrome_trace_json, enable_timeline, take_timeline, timeline_enabled, TimelineEvent};
 pub(crate) use timeline::{cpu_op, gpu_timed, histogram_of};
