@@ -9,15 +9,14 @@ use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::PinnedHostSlice;
-
 use crate::dtype::DTypeBase;
 use crate::error::GpuError;
+use crate::sys::pinned::PinnedMem;
 
 /// The memory behind a [`PinnedBuf`].
 pub(crate) enum HostMem<T> {
     /// Page-locked memory of a CUDA context.
-    Pinned(PinnedHostSlice<T>),
+    Pinned(PinnedMem<T>),
     /// The CPU device's stand-in: ordinary memory.
     Plain(Vec<T>),
 }

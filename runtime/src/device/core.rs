@@ -17,6 +17,7 @@ use crate::host::{HostMem, PinnedBuf, Uploaded};
 use crate::memory::{Advice, Location};
 use crate::module::LaunchLimits;
 use crate::stream::StreamSource;
+use crate::sys::pinned::PinnedMem;
 
 /// The CUDA side of a context.
 pub(crate) struct CudaEngine {
@@ -328,9 +329,7 @@ impl ContextCore {
             }
             None => match &self.engine {
                 Engine::Cpu => HostMem::Plain(vec![T::default(); len]),
-                Engine::Cuda(c) => {
-                    HostMem::Pinned(crate::sys::alloc_pinned_zeroed::<T>(&c.ctx, len).map_err(|e| self.observe(e))?)
-                }
+                Engine::Cuda(c) => HostMem::Pinned(PinnedMem::zeroed(&c.ctx, len).map_err(|e| self.observe(e))?),
             },
         };
         Ok(PinnedBuf::new(mem, pool))
@@ -338,9 +337,12 @@ impl ContextCore {
 
     /// Allocates a device buffer and copies a pinned buffer into it asynchronously; the
     /// pinned buffer comes back with the result once the copy is done.
-    pub(crate) fn upload_pinned<T: DTypeBase>(&mut self, buf: PinnedBuf<T>) -> Result<Deferred<Uploaded<T>>, GpuError> {
+    pub(crate) fn upload_pinned<T: DTypeBase>(
+        &mut self,
+        mut buf: PinnedBuf<T>,
+    ) -> Result<Deferred<Uploaded<T>>, GpuError> {
         let r = self.alloc::<T>(buf.len())?;
-        self.enqueue_pinned_write(&r, &buf)?;
+        self.enqueue_pinned_write(&r, &mut buf)?;
         Ok(self.then((r, buf)))
     }
 
@@ -348,7 +350,7 @@ impl ContextCore {
     pub(crate) fn write_pinned<T: DTypeBase>(
         &mut self,
         dst: &GpuRef<T>,
-        buf: PinnedBuf<T>,
+        mut buf: PinnedBuf<T>,
     ) -> Result<Deferred<PinnedBuf<T>>, GpuError> {
         self.check(dst)?;
         if dst.len() != buf.len() {
@@ -358,16 +360,17 @@ impl ContextCore {
                 dst.len()
             )));
         }
-        self.enqueue_pinned_write(dst, &buf)?;
+        self.enqueue_pinned_write(dst, &mut buf)?;
         Ok(self.then(buf))
     }
 
-    fn enqueue_pinned_write<T: DTypeBase>(&self, dst: &GpuRef<T>, buf: &PinnedBuf<T>) -> Result<(), GpuError> {
+    fn enqueue_pinned_write<T: DTypeBase>(&self, dst: &GpuRef<T>, buf: &mut PinnedBuf<T>) -> Result<(), GpuError> {
         let mut d = dst.lock();
-        match (buf.mem(), &mut *d) {
+        match (buf.mem_mut(), &mut *d) {
             (HostMem::Plain(v), Storage::Cpu(out)) => out.copy_from_slice(v),
             (HostMem::Pinned(p), Storage::Cuda(out)) => {
-                self.cuda()?.stream.memcpy_htod(p, out).map_err(|e| self.observe(e))?;
+                p.copy_to_device(&self.cuda()?.stream, out)
+                    .map_err(|e| self.observe(e))?;
             }
             _ => return Err(GpuError::InvalidArgument("a pinned buffer of another backend".into())),
         }
@@ -394,7 +397,8 @@ impl ContextCore {
             match (&*s, buf.mem_mut()) {
                 (Storage::Cpu(v), HostMem::Plain(dst)) => dst.copy_from_slice(v),
                 (Storage::Cuda(d), HostMem::Pinned(p)) => {
-                    self.cuda()?.stream.memcpy_dtoh(d, p).map_err(|e| self.observe(e))?;
+                    p.copy_from_device(&self.cuda()?.stream, d)
+                        .map_err(|e| self.observe(e))?;
                 }
                 _ => return Err(GpuError::InvalidArgument("a pinned buffer of another backend".into())),
             }

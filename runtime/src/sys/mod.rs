@@ -12,6 +12,7 @@ pub mod cusolver;
 pub(crate) mod graph;
 pub(crate) mod hopper;
 pub(crate) mod managed;
+pub(crate) mod pinned;
 
 /// The callback `cuLaunchHostFunc` runs: takes back the boxed closure and calls it.
 unsafe extern "C" fn host_fn_trampoline(user_data: *mut c_void) {
@@ -234,21 +235,6 @@ cublas_level1!(
     cublasDdot_v2_64,
     cublasDnrm2_v2_64
 );
-
-/// Page-locked host memory of `len` zeroed elements (flags 0: cached, readable at full
-/// speed by the CPU — cudarc's default write-combined memory is slow to read back).
-pub(crate) fn alloc_pinned_zeroed<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
-    ctx: &Arc<cudarc::driver::CudaContext>,
-    len: usize,
-) -> Result<cudarc::driver::PinnedHostSlice<T>, GpuError> {
-    // SAFETY: the allocation is uninitialised; it is zeroed below before anyone reads it.
-    let mut p = unsafe { ctx.alloc_pinned_with_flags::<T>(len, 0) }?;
-    let ptr = p.as_mut_ptr()?;
-    // SAFETY: `ptr` points to `len` elements of `T` just allocated and owned by `p`; an
-    // all-zero bit pattern is a valid `T` (`ValidAsZeroBits`).
-    unsafe { std::ptr::write_bytes(ptr, 0, len) };
-    Ok(p)
-}
 
 /// NVRTC's (major, minor) version.
 pub(crate) fn nvrtc_version() -> Result<(i32, i32), GpuError> {

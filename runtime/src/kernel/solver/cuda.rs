@@ -9,7 +9,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{CudaSlice, CudaStream, PinnedHostSlice};
+use cudarc::driver::{CudaSlice, CudaStream};
 
 use super::{numerical, Op};
 use crate::actor::Deferred;
@@ -21,6 +21,7 @@ use crate::gpu_ref::{GpuRef, Storage};
 use crate::kernel::dsl::prelude::*;
 use crate::module::LaunchConfig;
 use crate::sys::cusolver::Dense;
+use crate::sys::pinned::PinnedMem;
 
 /// Copies the upper triangle of the leading n×n block of `a` (leading dimension `lda`)
 /// into the n×n `r`, zeros below — R out of `geqrf`'s packed output. Written with our
@@ -39,10 +40,11 @@ fn upper_triangle<T: Float>(a: &[T], lda: usize, r: &mut [T], n: usize) {
     }
 }
 
-/// Where one call's `info` goes: written on the device, copied to pinned memory.
+/// Where one call's `info` goes: written on the device, copied to pinned memory (whose
+/// copy the GPU does not signal by interrupt, see `sys::pinned`).
 struct InfoSlot {
     device: CudaSlice<i32>,
-    host: PinnedHostSlice<i32>,
+    host: PinnedMem<i32>,
 }
 
 /// Slots of finished calls, reused (pinning memory costs a driver call).
@@ -90,19 +92,19 @@ impl CudaSolver {
         }
         Ok(InfoSlot {
             device: self.stream.alloc_zeros::<i32>(1)?,
-            host: crate::sys::alloc_pinned_zeroed::<i32>(self.stream.context(), 1)?,
+            host: PinnedMem::zeroed(self.stream.context(), 1)?,
         })
     }
 
     /// Enqueues the copy of `info` to the host, then returns the future that awaits the
     /// stream and classifies `info` for `op`.
     fn finish(&self, shared: &Arc<DeviceShared>, op: Op, mut slot: InfoSlot) -> Result<Deferred<()>, GpuError> {
-        self.stream.memcpy_dtoh(&slot.device, &mut slot.host)?;
+        slot.host.copy_from_device(&self.stream, &slot.device)?;
         let done = self.completer.done(&self.stream);
         let (shared, slots) = (shared.clone(), self.slots.clone());
         Ok(Deferred::later(async move {
             done.await.map_err(|e| shared.observe(e))?;
-            let info = slot.host.as_slice().map_err(|e| shared.observe(e.into()))?[0];
+            let info = slot.host.as_slice().map_err(|e| shared.observe(e))?[0];
             slots.lock().unwrap_or_else(|p| p.into_inner()).push(slot);
             numerical(op, info)
         }))

@@ -1,0 +1,149 @@
+//! `PinnedMem<T>`: page-locked host memory whose copies the GPU does not signal by
+//! interrupt.
+//!
+//! cudarc's `PinnedHostSlice` marks every copy into or out of it with an event created
+//! `CU_EVENT_BLOCKING_SYNC`, and the GPU raises an interrupt each time it reaches such an
+//! event, so that a thread blocked on it can be woken. Nothing in the runtime blocks on
+//! those events: completions spin on events of their own, and by the time a buffer is read
+//! its copy is known done. The interrupts are pure cost, paid by whichever CPU takes the
+//! GPU's interrupts: on the H200 host (a virtual machine) each one held that CPU for
+//! ~28 µs, and a spinning actor or caller that ran there saw its reply that much later —
+//! one interrupt per solver call (its `info` read-back), so every call of a process whose
+//! caller or solver thread sat on that CPU (BENCHMARKS.md, "GPU interrupts").
+//!
+//! This is the same memory (`cuMemHostAlloc`, cached: the CPU reads it at full speed)
+//! with a spin-wait event (`CU_EVENT_DISABLE_TIMING`), which the GPU passes silently. As
+//! with cudarc's type, reading or writing the buffer, and dropping it, first waits for
+//! the last copy enqueued with it.
+
+use std::ffi::c_void;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{
+    result as dresult, CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr,
+    ValidAsZeroBits,
+};
+
+use crate::error::GpuError;
+
+/// `len` elements of `T` in page-locked host memory, with the event that marks the end of
+/// the last copy enqueued with them.
+pub(crate) struct PinnedMem<T> {
+    ptr: NonNull<T>,
+    len: usize,
+    /// Recorded after each copy; never `BLOCKING_SYNC` (see the module's doc).
+    last_copy: CudaEvent,
+}
+
+// SAFETY: `PinnedMem` owns its allocation exclusively, like a `Box<[T]>`; the raw pointer
+// is never shared, and every access goes through `&self` / `&mut self`.
+unsafe impl<T: Send> Send for PinnedMem<T> {}
+// SAFETY: shared access only hands out `&[T]`.
+unsafe impl<T: Sync> Sync for PinnedMem<T> {}
+
+impl<T: DeviceRepr + ValidAsZeroBits> PinnedMem<T> {
+    /// `len` zeroed elements, page-locked in `ctx`.
+    pub(crate) fn zeroed(ctx: &Arc<CudaContext>, len: usize) -> Result<Self, GpuError> {
+        let bytes = len
+            .checked_mul(std::mem::size_of::<T>())
+            .filter(|b| *b <= isize::MAX as usize)
+            .ok_or_else(|| GpuError::InvalidArgument(format!("a pinned buffer of {len} elements overflows")))?;
+        // (Also binds the context to this thread, which the allocation needs.)
+        let last_copy = ctx.new_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING))?;
+        // SAFETY: asks for `bytes` (at least one, so that the pointer is a real
+        // allocation) of page-locked memory in the bound context; flags 0: cached. The
+        // pointer is checked below.
+        let raw = unsafe { dresult::malloc_host(bytes.max(1), 0) }?;
+        let ptr = NonNull::new(raw as *mut T).ok_or(GpuError::OutOfMemory {
+            requested_bytes: bytes as u64,
+        })?;
+        // SAFETY: `ptr` addresses `bytes` writable bytes just allocated and owned here; an
+        // all-zero bit pattern is a valid `T` (`ValidAsZeroBits`). `cuMemHostAlloc`
+        // memory is aligned for any type.
+        unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, len) };
+        Ok(PinnedMem { ptr, len, last_copy })
+    }
+
+    /// Number of elements.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The contents, once the last copy enqueued with the buffer has finished (a spin on
+    /// its event; immediate when the caller already saw the stream pass it).
+    pub(crate) fn as_slice(&self) -> Result<&[T], GpuError> {
+        self.last_copy.synchronize()?;
+        // SAFETY: `len` initialised elements owned by `self` (zeroed at allocation, since
+        // written only by copies of whole `T`s), and no copy is in flight.
+        Ok(unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) })
+    }
+
+    /// The contents for writing, once the last copy enqueued with the buffer has finished.
+    pub(crate) fn as_mut_slice(&mut self) -> Result<&mut [T], GpuError> {
+        self.last_copy.synchronize()?;
+        // SAFETY: as in `as_slice`, and `&mut self` makes this the only reference.
+        Ok(unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) })
+    }
+
+    /// Enqueues on `stream` a copy of `src` (of the same length) into the buffer.
+    pub(crate) fn copy_from_device(&mut self, stream: &CudaStream, src: &CudaSlice<T>) -> Result<(), GpuError> {
+        same_len(src.len(), self.len)?;
+        // A copy still reading the buffer must finish before this one overwrites it.
+        self.last_copy.synchronize()?;
+        let (from, _read) = src.device_ptr(stream);
+        // SAFETY: the buffer holds `len` elements, as many as `src` (checked); it stays
+        // allocated until the copy is done (`Drop` waits for `last_copy`, recorded just
+        // after it), and `&mut self` keeps Rust off it until then (`as_slice` waits too).
+        let dst = unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) };
+        // SAFETY: `from` is `src`'s device address, valid on `stream` (the guard orders
+        // the copy after `src`'s last writer and records the read).
+        unsafe { dresult::memcpy_dtoh_async(dst, from, stream.cu_stream()) }?;
+        self.last_copy.record(stream)?;
+        Ok(())
+    }
+
+    /// Enqueues on `stream` a copy of the buffer into `dst` (of the same length).
+    pub(crate) fn copy_to_device(&mut self, stream: &CudaStream, dst: &mut CudaSlice<T>) -> Result<(), GpuError> {
+        same_len(self.len, dst.len())?;
+        let (to, _write) = dst.device_ptr_mut(stream);
+        // SAFETY: the buffer holds `len` initialised elements, as many as `dst` (checked);
+        // it is neither written nor freed before the copy is done (`as_mut_slice`,
+        // `copy_from_device` and `Drop` wait for `last_copy`, recorded just after it).
+        let src = unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) };
+        // SAFETY: `to` is `dst`'s device address, valid on `stream` (the guard orders the
+        // copy after `dst`'s last user and records the write).
+        unsafe { dresult::memcpy_htod_async(to, src, stream.cu_stream()) }?;
+        self.last_copy.record(stream)?;
+        Ok(())
+    }
+}
+
+fn same_len(src: usize, dst: usize) -> Result<(), GpuError> {
+    if src == dst {
+        return Ok(());
+    }
+    Err(GpuError::InvalidArgument(format!(
+        "a copy of {src} elements into a buffer of {dst}"
+    )))
+}
+
+impl<T> Drop for PinnedMem<T> {
+    fn drop(&mut self) {
+        // Freeing memory a copy still uses would let the GPU write into freed pages: wait
+        // for the last copy first. After a device fault the wait fails at once (the
+        // context's work is over), and the memory is freed all the same.
+        // (The wait also binds the context, which freeing needs.)
+        let _ = self.last_copy.synchronize();
+        // SAFETY: `ptr` came from `cuMemHostAlloc` and is freed exactly once, here, after
+        // the last copy using it.
+        let _ = unsafe { dresult::free_host(self.ptr.as_ptr() as *mut c_void) };
+    }
+}
+
+impl<T> std::fmt::Debug for PinnedMem<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PinnedMem(len {})", self.len)
+    }
+}
