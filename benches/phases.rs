@@ -3,27 +3,25 @@
 //!
 //! Ours: the caller's clock before the call, the actor's `message` span entered (the
 //! handler starts) and left (work enqueued, completion set up), its `completion` span
-//! left for the last time (the reply sent) — read by a tiny `tracing` subscriber — and
+//! left for the last time (the reply sent) — read by `support/handler_clock.rs` — and
 //! the caller's clock when the reply is in. Raw: the enqueue call, then `synchronize`.
 //! Calls alternate raw / ours; medians of each phase (so they need not add up).
 //! Measured: a 1×1×1 SGEMM (the tiny round trip), a C2C FFT of 2^16 × 16 points and an
 //! f32 Cholesky of n = 16 (raw: `potrf`, then `info` copied to pinned memory; each side
-//! restores its matrix, untimed, before every call).
+//! restores its matrix, untimed, before every call). Each row also counts the GPU's
+//! interrupts over its calls (`observability::gpu_interrupts`): neither side should raise
+//! any.
 
 use std::cell::RefCell;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
-use std::time::Instant;
 
 use atomr_accel_cuda::dtype::{c32, Complex};
+use atomr_accel_cuda::observability::gpu_interrupts;
 use atomr_accel_cuda::{DeviceConfig, FftShape, Gemm};
 use cudarc::cublas::{CudaBlas, Gemm as _};
 use cudarc::cufft::{sys, CudaFft, FftDirection};
 use cudarc::cusolver::DnHandle;
-use cudarc::driver::CudaStream;
-use tracing::span::{Attributes, Id, Record};
-use tracing::{Event, Metadata, Subscriber};
+use cudarc::driver::{result, CudaStream, DevicePtr};
 
 #[path = "support/gpu_bench.rs"]
 mod gpu_bench;
@@ -37,71 +35,16 @@ mod random;
 #[path = "support/raw_solver.rs"]
 mod raw_solver;
 
+#[path = "support/handler_clock.rs"]
+mod handler_clock;
+
 use gpu_bench::{median, run_gpu};
+use handler_clock::{now_ns, Call, OursPhases};
 use random::random_f32;
 use raw_solver::{spd, Raw};
 
 /// Calls of each kind measured (after 200 warm-up calls).
 const ITERS: usize = 3000;
-
-/// Nanoseconds since the bench's start.
-fn now_ns() -> u64 {
-    static BASE: OnceLock<Instant> = OnceLock::new();
-    BASE.get_or_init(Instant::now).elapsed().as_nanos() as u64
-}
-
-/// When the call's handler started and ended (the first entry into and exit from its
-/// `message` span: `tracing` enters a span again to drop its future), and when its reply
-/// left (the last exit from its `completion` span). The caller zeroes them per call.
-static HANDLER_IN: AtomicU64 = AtomicU64::new(0);
-static HANDLER_OUT: AtomicU64 = AtomicU64::new(0);
-static REPLIED: AtomicU64 = AtomicU64::new(0);
-
-const MESSAGE: u64 = 1;
-const COMPLETION: u64 = 2;
-
-/// A subscriber that enables the `message` and `completion` spans only and records when
-/// they are entered and left.
-struct HandlerClock;
-
-fn first(slot: &AtomicU64) {
-    let _ = slot.compare_exchange(0, now_ns(), Ordering::AcqRel, Ordering::Acquire);
-}
-
-impl Subscriber for HandlerClock {
-    fn enabled(&self, m: &Metadata<'_>) -> bool {
-        m.is_span() && matches!(m.name(), "message" | "completion")
-    }
-    fn new_span(&self, a: &Attributes<'_>) -> Id {
-        Id::from_u64(if a.metadata().name() == "message" {
-            MESSAGE
-        } else {
-            COMPLETION
-        })
-    }
-    fn record(&self, _: &Id, _: &Record<'_>) {}
-    fn record_follows_from(&self, _: &Id, _: &Id) {}
-    fn event(&self, _: &Event<'_>) {}
-    fn enter(&self, id: &Id) {
-        if id.into_u64() == MESSAGE {
-            first(&HANDLER_IN);
-        }
-    }
-    fn exit(&self, id: &Id) {
-        if id.into_u64() == MESSAGE {
-            first(&HANDLER_OUT);
-        } else {
-            REPLIED.store(now_ns(), Ordering::Release);
-        }
-    }
-}
-
-/// Zeroes the clocks before a call.
-fn reset() {
-    for slot in [&HANDLER_IN, &HANDLER_OUT, &REPLIED] {
-        slot.store(0, Ordering::Release);
-    }
-}
 
 /// Per-call phases in µs.
 #[derive(Default)]
@@ -117,18 +60,12 @@ struct Phases {
 }
 
 impl Phases {
-    fn ours(&mut self, t0: u64, t3: u64) {
-        let (e, l, r) = (
-            HANDLER_IN.load(Ordering::Acquire),
-            HANDLER_OUT.load(Ordering::Acquire),
-            REPLIED.load(Ordering::Acquire),
-        );
-        let us = |a: u64, b: u64| (b as f64 - a as f64) / 1e3;
-        self.to_handler.push(us(t0, e));
-        self.handler.push(us(e, l));
-        self.to_reply.push(us(l, r));
-        self.to_caller.push(us(r, t3));
-        self.total.push(us(t0, t3));
+    fn ours(&mut self, p: OursPhases) {
+        self.to_handler.push(p.to_handler);
+        self.handler.push(p.handler);
+        self.to_reply.push(p.to_reply);
+        self.to_caller.push(p.to_caller);
+        self.total.push(p.total);
     }
 
     fn raw(&mut self, t0: u64, t1: u64, t2: u64) {
@@ -148,6 +85,7 @@ impl Phases {
         (mut prepare_ours, mut ours): (impl FnMut() -> Prep, impl FnMut() -> Fut),
     ) {
         let mut p = Phases::default();
+        let interrupts = gpu_interrupts();
         for i in 0..ITERS + 200 {
             prepare_raw();
             stream.synchronize().unwrap();
@@ -157,19 +95,20 @@ impl Phases {
             stream.synchronize().unwrap();
             let t2 = now_ns();
             prepare_ours().await;
-            reset();
-            let s0 = now_ns();
+            let call = Call::start();
             ours().await;
-            let s3 = now_ns();
+            let phases = call.end();
             if i >= 200 {
                 p.raw(t0, t1, t2);
-                p.ours(s0, s3);
+                p.ours(phases);
             }
         }
-        p.print(what);
+        let interrupts = gpu_interrupts().zip(interrupts).map(|(now, then)| now - then);
+        p.print(what, interrupts);
     }
 
-    fn print(mut self, what: &str) {
+    /// Prints the medians, and the GPU interrupts over the row's calls (both sides).
+    fn print(mut self, what: &str, interrupts: Option<u64>) {
         let (a, b, c, d, t) = (
             median(&mut self.to_handler),
             median(&mut self.handler),
@@ -183,15 +122,15 @@ impl Phases {
             median(&mut self.raw_total),
         );
         println!(
-            "RESULT | phases {what} | ours p50 {t:.2} us: to handler {a:.2}, handler {b:.2}, to reply sent {c:.2}, to caller {d:.2} | raw p50 {r:.2} us = enqueue {e:.2} + sync {s:.2} | ours - raw {:.2} us",
-            t - r
+            "RESULT | phases {what} | ours p50 {t:.2} us: to handler {a:.2}, handler {b:.2}, to reply sent {c:.2}, to caller {d:.2} | raw p50 {r:.2} us = enqueue {e:.2} + sync {s:.2} | ours - raw {:.2} us | GPU interrupts {}",
+            t - r,
+            interrupts.map_or("unknown".to_string(), |n| n.to_string())
         );
     }
 }
 
 fn main() {
-    tracing::subscriber::set_global_default(HandlerClock).expect("no other subscriber");
-    now_ns();
+    handler_clock::install();
     run_gpu("phases", DeviceConfig::cuda(0), |dev, ctx, stream| async move {
         // 1×1×1 SGEMM.
         {
@@ -245,8 +184,12 @@ fn main() {
             let pristine_raw = stream.clone_htod(&host).unwrap();
             let ra = RefCell::new(stream.clone_htod(&host).unwrap());
             let mut info = stream.alloc_zeros::<i32>(1).unwrap();
-            // SAFETY: pinned memory only ever written by the copy below, never read.
-            let mut info_host = unsafe { ctx.alloc_pinned::<i32>(1) }.unwrap();
+            // Page-locked memory straight from the driver: cudarc's `alloc_pinned` would
+            // record a BLOCKING_SYNC event with each copy, and the GPU interrupt that
+            // raises is not part of the baseline (nor of ours, see `sys::pinned`).
+            ctx.bind_to_thread().unwrap();
+            // SAFETY: 4 bytes of page-locked memory, freed below after the last copy.
+            let info_host = unsafe { result::malloc_host(4, 0) }.unwrap() as *mut i32;
             let mut work = stream
                 .alloc_zeros::<f32>(f32::potrf_lwork(&h, &stream, n, &mut ra.borrow_mut()))
                 .unwrap();
@@ -259,7 +202,12 @@ fn main() {
                     || stream.memcpy_dtod(&pristine_raw, &mut *ra.borrow_mut()).unwrap(),
                     || {
                         f32::potrf(&h, &stream, n, &mut ra.borrow_mut(), &mut work, &mut info);
-                        stream.memcpy_dtoh(&info, &mut info_host).unwrap();
+                        let (from, _read) = info.device_ptr(&stream);
+                        // SAFETY: one i32 of page-locked memory, alive until after the
+                        // last synchronize; nothing reads it.
+                        let to = unsafe { std::slice::from_raw_parts_mut(info_host, 1) };
+                        // SAFETY: `from` is `info`'s device address on this stream.
+                        unsafe { result::memcpy_dtoh_async(to, from, stream.cu_stream()) }.unwrap();
                     },
                 ),
                 (
@@ -268,6 +216,9 @@ fn main() {
                 ),
             )
             .await;
+            stream.synchronize().unwrap();
+            // SAFETY: allocated above, no copy in flight (synchronized), freed once.
+            unsafe { result::free_host(info_host as *mut std::ffi::c_void) }.unwrap();
         }
     });
 }
