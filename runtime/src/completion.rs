@@ -36,7 +36,10 @@ use event_pool::{EventPool, PooledEvent};
 /// How completions are observed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum CompletionStrategy {
-    /// `cuLaunchHostFunc` callback, with a periodic fault check.
+    /// `cuLaunchHostFunc` callback, with a periodic fault check. The GPU signals each
+    /// host function by interrupt, which in a virtual machine holds the CPU taking it
+    /// for tens of microseconds (BENCHMARKS.md, "GPU interrupts"); the other strategies
+    /// raise none.
     HostFn,
     /// A poller thread spinning `cuEventQuery`; the waiting actor is free meanwhile.
     Polled,
