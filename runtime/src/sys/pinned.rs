@@ -14,10 +14,12 @@
 //! This is the same memory (`cuMemHostAlloc`, cached: the CPU reads it at full speed)
 //! with a spin-wait event (`CU_EVENT_DISABLE_TIMING`), which the GPU passes silently. As
 //! with cudarc's type, reading or writing the buffer, and dropping it, first waits for
-//! the last copy enqueued with it.
+//! the last copy enqueued with it — only while one may still be running: a wait that saw
+//! it finish is not repeated (each is a driver call on the actor's thread).
 
 use std::ffi::c_void;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use cudarc::driver::sys::CUevent_flags;
@@ -35,6 +37,8 @@ pub(crate) struct PinnedMem<T> {
     len: usize,
     /// Recorded after each copy; never `BLOCKING_SYNC` (see the module's doc).
     last_copy: CudaEvent,
+    /// A copy was enqueued and no wait has seen it finish yet.
+    copying: AtomicBool,
 }
 
 // SAFETY: `PinnedMem` owns its allocation exclusively, like a `Box<[T]>`; the raw pointer
@@ -63,7 +67,12 @@ impl<T: DeviceRepr + ValidAsZeroBits> PinnedMem<T> {
         // all-zero bit pattern is a valid `T` (`ValidAsZeroBits`). `cuMemHostAlloc`
         // memory is aligned for any type.
         unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, len) };
-        Ok(PinnedMem { ptr, len, last_copy })
+        Ok(PinnedMem {
+            ptr,
+            len,
+            last_copy,
+            copying: AtomicBool::new(false),
+        })
     }
 
     /// Number of elements.
@@ -71,10 +80,19 @@ impl<T: DeviceRepr + ValidAsZeroBits> PinnedMem<T> {
         self.len
     }
 
-    /// The contents, once the last copy enqueued with the buffer has finished (a spin on
-    /// its event; immediate when the caller already saw the stream pass it).
+    /// Waits for the last copy enqueued with the buffer, if no wait has seen it finish
+    /// yet (a spin on its event; at once when the stream is known past it).
+    fn settle(&self) -> Result<(), GpuError> {
+        if self.copying.load(Ordering::Acquire) {
+            self.last_copy.synchronize()?;
+            self.copying.store(false, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// The contents, once the last copy enqueued with the buffer has finished.
     pub(crate) fn as_slice(&self) -> Result<&[T], GpuError> {
-        self.last_copy.synchronize()?;
+        self.settle()?;
         // SAFETY: `len` initialised elements owned by `self` (zeroed at allocation, since
         // written only by copies of whole `T`s), and no copy is in flight.
         Ok(unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) })
@@ -82,7 +100,7 @@ impl<T: DeviceRepr + ValidAsZeroBits> PinnedMem<T> {
 
     /// The contents for writing, once the last copy enqueued with the buffer has finished.
     pub(crate) fn as_mut_slice(&mut self) -> Result<&mut [T], GpuError> {
-        self.last_copy.synchronize()?;
+        self.settle()?;
         // SAFETY: as in `as_slice`, and `&mut self` makes this the only reference.
         Ok(unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) })
     }
@@ -91,7 +109,7 @@ impl<T: DeviceRepr + ValidAsZeroBits> PinnedMem<T> {
     pub(crate) fn copy_from_device(&mut self, stream: &CudaStream, src: &CudaSlice<T>) -> Result<(), GpuError> {
         same_len(src.len(), self.len)?;
         // A copy still reading the buffer must finish before this one overwrites it.
-        self.last_copy.synchronize()?;
+        self.settle()?;
         let (from, _read) = src.device_ptr(stream);
         // SAFETY: the buffer holds `len` elements, as many as `src` (checked); it stays
         // allocated until the copy is done (`Drop` waits for `last_copy`, recorded just
@@ -100,6 +118,10 @@ impl<T: DeviceRepr + ValidAsZeroBits> PinnedMem<T> {
         // SAFETY: `from` is `src`'s device address, valid on `stream` (the guard orders
         // the copy after `src`'s last writer and records the read).
         unsafe { dresult::memcpy_dtoh_async(dst, from, stream.cu_stream()) }?;
+        // Set before the record: should the record fail, waits still wait (on the event's
+        // previous record, or on nothing if it never had one — as a failed stream's work
+        // is over).
+        self.copying.store(true, Ordering::Release);
         self.last_copy.record(stream)?;
         Ok(())
     }
@@ -107,6 +129,8 @@ impl<T: DeviceRepr + ValidAsZeroBits> PinnedMem<T> {
     /// Enqueues on `stream` a copy of the buffer into `dst` (of the same length).
     pub(crate) fn copy_to_device(&mut self, stream: &CudaStream, dst: &mut CudaSlice<T>) -> Result<(), GpuError> {
         same_len(self.len, dst.len())?;
+        // Reading while a copy into the buffer may still be writing it would copy a mix.
+        self.settle()?;
         let (to, _write) = dst.device_ptr_mut(stream);
         // SAFETY: the buffer holds `len` initialised elements, as many as `dst` (checked);
         // it is neither written nor freed before the copy is done (`as_mut_slice`,
@@ -115,6 +139,7 @@ impl<T: DeviceRepr + ValidAsZeroBits> PinnedMem<T> {
         // SAFETY: `to` is `dst`'s device address, valid on `stream` (the guard orders the
         // copy after `dst`'s last user and records the write).
         unsafe { dresult::memcpy_htod_async(to, src, stream.cu_stream()) }?;
+        self.copying.store(true, Ordering::Release);
         self.last_copy.record(stream)?;
         Ok(())
     }
@@ -134,7 +159,7 @@ impl<T> Drop for PinnedMem<T> {
         // Freeing memory a copy still uses would let the GPU write into freed pages: wait
         // for the last copy first. After a device fault the wait fails at once (the
         // context's work is over), and the memory is freed all the same.
-        // (The wait also binds the context, which freeing needs.)
+        // (The wait also binds the context, which freeing needs: always made here.)
         let _ = self.last_copy.synchronize();
         // SAFETY: `ptr` came from `cuMemHostAlloc` and is freed exactly once, here, after
         // the last copy using it.
