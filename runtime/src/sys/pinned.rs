@@ -118,12 +118,7 @@ impl<T: DeviceRepr + ValidAsZeroBits> PinnedMem<T> {
         // SAFETY: `from` is `src`'s device address, valid on `stream` (the guard orders
         // the copy after `src`'s last writer and records the read).
         unsafe { dresult::memcpy_dtoh_async(dst, from, stream.cu_stream()) }?;
-        // Set before the record: should the record fail, waits still wait (on the event's
-        // previous record, or on nothing if it never had one — as a failed stream's work
-        // is over).
-        self.copying.store(true, Ordering::Release);
-        self.last_copy.record(stream)?;
-        Ok(())
+        self.mark_copy(stream)
     }
 
     /// Enqueues on `stream` a copy of the buffer into `dst` (of the same length).
@@ -139,8 +134,17 @@ impl<T: DeviceRepr + ValidAsZeroBits> PinnedMem<T> {
         // SAFETY: `to` is `dst`'s device address, valid on `stream` (the guard orders the
         // copy after `dst`'s last user and records the write).
         unsafe { dresult::memcpy_htod_async(to, src, stream.cu_stream()) }?;
+        self.mark_copy(stream)
+    }
+
+    /// Records `last_copy` after the copy just enqueued on `stream`. Should the record
+    /// fail, no later wait would cover that copy: the stream is waited for instead.
+    fn mark_copy(&mut self, stream: &CudaStream) -> Result<(), GpuError> {
+        if let Err(e) = self.last_copy.record(stream) {
+            let _ = stream.synchronize();
+            return Err(e.into());
+        }
         self.copying.store(true, Ordering::Release);
-        self.last_copy.record(stream)?;
         Ok(())
     }
 }
