@@ -29,11 +29,9 @@ mod raw_solver;
 mod handler_clock;
 
 use alternate::{Order, Samples, Side};
-use gpu_bench::median;
-use handler_clock::{Call, OursPhases};
-
-use gpu_bench::run_gpu;
+use gpu_bench::{median, run_gpu};
 use gpu_time::GpuTimes;
+use handler_clock::{Call, OursPhases};
 use raw_solver::{spd, Raw};
 
 async fn measure<T: Raw>(dev: &Device, stream: &std::sync::Arc<CudaStream>, n: usize) {
@@ -99,7 +97,7 @@ async fn measure<T: Raw>(dev: &Device, stream: &std::sync::Arc<CudaStream>, n: u
             let now = handler_clock::switches();
             phases.switches = (now.0 - switches.0, now.1 - switches.1);
             phases.interrupts = gpu_interrupts().zip(interrupts).map(|(now, then)| now - then);
-            if CLOCK.load(std::sync::atomic::Ordering::Relaxed) {
+            if handler_clock::installed() {
                 phases.print(&format!("solver.{op} {} n={n} ({order:?})", T::NAME));
             }
         }
@@ -128,9 +126,6 @@ async fn measure<T: Raw>(dev: &Device, stream: &std::sync::Arc<CudaStream>, n: u
         times.print(&format!("solver.{op} {} n={n}", T::NAME));
     }
 }
-
-/// Whether the handler clock is installed.
-static CLOCK: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Where one row's calls went, warm-up calls included until `print` drops them.
 #[derive(Default)]
@@ -172,11 +167,9 @@ impl RowPhases {
 
 fn main() {
     // `BENCH_PHASES=0`: no subscriber (and no phases), to see that it changes nothing.
-    let clock = std::env::var("BENCH_PHASES").map_or(true, |v| v != "0");
-    if clock {
+    if std::env::var("BENCH_PHASES").map_or(true, |v| v != "0") {
         handler_clock::install();
     }
-    CLOCK.store(clock, std::sync::atomic::Ordering::Relaxed);
     // `BENCH_CALLER_CPU=k`: the calling (main) thread runs on CPU k only (pinned once the
     // device's threads exist, so that they do not inherit it).
     let caller_cpu: Option<usize> = std::env::var("BENCH_CALLER_CPU").ok().and_then(|v| v.parse().ok());

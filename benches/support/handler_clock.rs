@@ -8,7 +8,7 @@
 //! `OursPhases`. Install with `install()` before the device opens.
 #![allow(dead_code)]
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Instant;
 
@@ -29,9 +29,11 @@ pub fn cpu() -> i64 {
 
 /// Context switches of the calling thread so far: (voluntary, involuntary).
 pub fn switches() -> (i64, i64) {
-    // SAFETY: `getrusage` writes one `rusage` we own; RUSAGE_THREAD is Linux's.
+    // SAFETY: `rusage` is plain integers, for which all zeros is a valid value.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) };
+    // SAFETY: `getrusage` writes one `rusage`, which we own; RUSAGE_THREAD is Linux's.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) };
+    assert_eq!(rc, 0, "getrusage(RUSAGE_THREAD)");
     (u.ru_nvcsw, u.ru_nivcsw)
 }
 
@@ -98,8 +100,16 @@ impl Subscriber for HandlerClock {
 /// Installs the subscriber for the whole process (call once, before the device opens).
 pub fn install() {
     tracing::subscriber::set_global_default(HandlerClock).expect("no other subscriber");
+    INSTALLED.store(true, Ordering::Release);
     now_ns();
 }
+
+/// Whether `install` ran: without it every stamp reads zero.
+pub fn installed() -> bool {
+    INSTALLED.load(Ordering::Acquire)
+}
+
+static INSTALLED: AtomicBool = AtomicBool::new(false);
 
 /// One call being timed.
 pub struct Call {
