@@ -4,12 +4,11 @@
 //! (BENCHMARKS.md, "GPU interrupts"). Counted from the nvidia driver's lines of
 //! `/proc/interrupts`, over many calls of each path, with the answers checked too.
 
-#[macro_use]
 mod common;
 
 use atomr_accel_cuda::actor::ActorSystem;
 use atomr_accel_cuda::prelude::*;
-use common::rand_vec;
+use common::{rand_vec, spd};
 
 /// Interrupts the nvidia driver has taken so far (the GPU host lists them).
 fn gpu_interrupts() -> u64 {
@@ -24,19 +23,6 @@ const CALLS: u64 = 200;
 /// a few, one per call is what must not come back.
 const ALLOWED: u64 = CALLS / 10;
 
-/// `n`×`n` symmetric positive definite, column-major: random, diagonally dominant.
-fn spd(n: usize) -> Vec<f32> {
-    let r = rand_vec(n * n);
-    let mut a = vec![0.0f32; n * n];
-    for j in 0..n {
-        for i in 0..n {
-            let v = if i == j { n as f64 } else { r[i.max(j) * n + i.min(j)] };
-            a[i + j * n] = v as f32;
-        }
-    }
-    a
-}
-
 /// Small Cholesky factorizations (each reads LAPACK's `info` back through pinned memory)
 /// and pinned uploads and downloads, awaited one by one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -45,7 +31,7 @@ async fn solver_calls_and_pinned_copies_raise_no_gpu_interrupts() {
     let sys = ActorSystem::new("interrupts");
     let d = Device::open(&sys, DeviceConfig::cuda(0)).await.unwrap();
     let n = 16;
-    let a = spd(n);
+    let a: Vec<f32> = spd(n).iter().map(|v| *v as f32).collect();
     let pristine = d.upload(a.clone()).await.unwrap();
     let m = d.upload(a).await.unwrap();
     // Warm-up (first calls load modules and allocate), then the counted calls.

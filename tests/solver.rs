@@ -8,7 +8,7 @@ mod common;
 
 use atomr_accel_cuda::actor::ActorSystem;
 use atomr_accel_cuda::prelude::*;
-use common::{gemm_ref, rand_vec, rel_err};
+use common::{gemm_ref, rand_vec, rel_err, spd};
 
 on_both! {
     lu_factors_and_solves => lu;
@@ -99,17 +99,6 @@ async fn lu(config: DeviceConfig) {
     lu_typed::<f32>(&d).await;
     lu_typed::<f64>(&d).await;
     sys.shutdown().await;
-}
-
-/// A random symmetric positive definite n×n matrix: B·Bᵀ + n·I.
-fn spd(n: usize) -> Vec<f64> {
-    let b = rand_vec(n * n);
-    let mut a = vec![0.0; n * n];
-    gemm_ref(false, true, n, n, n, 1.0, &b, n, &b, n, 0.0, &mut a, n);
-    for i in 0..n {
-        a[i * n + i] += n as f64;
-    }
-    a
 }
 
 async fn cholesky_typed<T: SolverScalar>(d: &Device) {

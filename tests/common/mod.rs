@@ -55,6 +55,17 @@ pub fn gemm_ref(
     }
 }
 
+/// A random symmetric positive definite n×n matrix: B·Bᵀ + n·I.
+pub fn spd(n: usize) -> Vec<f64> {
+    let b = rand_vec(n * n);
+    let mut a = vec![0.0; n * n];
+    gemm_ref(false, true, n, n, n, 1.0, &b, n, &b, n, 0.0, &mut a, n);
+    for i in 0..n {
+        a[i * n + i] += n as f64;
+    }
+    a
+}
+
 /// Relative error ‖got − want‖₂ / ‖want‖₂.
 pub fn rel_err(got: &[f64], want: &[f64]) -> f64 {
     let num: f64 = got.iter().zip(want).map(|(g, w)| (g - w).powi(2)).sum();
