@@ -17,6 +17,7 @@ on_both! {
     svd_rebuilds_the_matrix => svd;
     eigh_gives_ascending_eigenpairs => eigh;
     numerical_failures_are_typed_errors => numerical;
+    calls_in_flight_report_their_own_info => info_in_flight;
     bad_input_is_a_typed_error => bad_input;
 }
 
@@ -280,6 +281,41 @@ async fn numerical(config: DeviceConfig) {
     // Still serving.
     let good = d.upload(to::<f32>(&spd(n))).await.unwrap();
     d.cholesky(&good, n).await.unwrap();
+    sys.shutdown().await;
+}
+
+/// Many factorizations in flight at once, failing and succeeding in turn: each reply
+/// carries its own call's `info` (the GPU writes each call's verdict into a cell of its
+/// own, reused once that call is answered), never a neighbour's or a stale one.
+async fn info_in_flight(config: DeviceConfig) {
+    let sys = ActorSystem::new("solver-info");
+    let d = Device::open(&sys, config).await.unwrap();
+    let n = 20;
+    for round in 0..3 {
+        let mut calls = Vec::new();
+        for c in 0..16 {
+            // Odd calls: SPD but for a negative diagonal entry at k, so potrf's info is
+            // k + 1 (a different k per call); even calls: SPD, info 0.
+            let k = (c + round * 5) % n;
+            let mut a = spd(n);
+            if c % 2 == 1 {
+                a[k * n + k] = -1e3;
+            }
+            let a = d.upload(to::<f64>(&a)).await.unwrap();
+            let d = d.clone();
+            calls.push(async move { (c, k, d.cholesky(&a, n).await) });
+        }
+        for (c, k, r) in futures::future::join_all(calls).await {
+            match (c % 2, r) {
+                (0, Ok(())) => {}
+                (1, Err(GpuError::Numerical { issue, info, .. })) => {
+                    assert_eq!(issue, NumericalIssue::NotPositiveDefinite);
+                    assert_eq!(info, k as i32 + 1, "call {c} of round {round}");
+                }
+                (_, other) => panic!("call {c} of round {round} gave {other:?}"),
+            }
+        }
+    }
     sys.shutdown().await;
 }
 

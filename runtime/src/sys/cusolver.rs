@@ -6,12 +6,13 @@
 //! touches, querying and allocating the workspace, taking stream-ordered device
 //! addresses — is written once, generically, in [`Dense`].
 //!
-//! Every routine writes LAPACK's `info` into a 1-element device buffer the caller owns and
-//! reads after completion: negative means a bad parameter (a bug here), positive is the
-//! matrix's own verdict (singular, not positive definite, no convergence).
+//! Every routine writes LAPACK's `info` straight into a host-mapped cell the caller owns
+//! ([`MappedCell`]: no copy back) and reads after completion: negative means a bad
+//! parameter (a bug here), positive is the matrix's own verdict (singular, not positive
+//! definite, no convergence).
 
 use std::any::TypeId;
-use std::cell::{RefCell, RefMut};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::{c_int, c_schar};
 use std::sync::Arc;
@@ -21,9 +22,11 @@ use cudarc::cusolver::sys::{
     cusolverStatus_t as Status,
 };
 use cudarc::cusolver::{sys, DnHandle};
+use cudarc::driver::sys::CUdeviceptr;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, ValidAsZeroBits};
 
 use crate::error::{GpuError, Lib};
+use crate::sys::mapped::MappedCell;
 
 /// The entry points of one precision (`S…` for f32, `D…` for f64). The pointers are
 /// cudarc's dynamically loaded wrappers.
@@ -137,9 +140,19 @@ pub(crate) struct Dense {
     stream: Arc<CudaStream>,
     /// One workspace for every routine, grown on demand: reuse is safe because every
     /// routine runs on the one stream, in order.
-    work: RefCell<Option<CudaSlice<u8>>>,
+    work: RefCell<Option<Workspace>>,
     /// Workspace sizes already asked of cuSOLVER, by routine, dtype and dimensions.
     lworks: RefCell<HashMap<LworkKey, c_int>>,
+}
+
+/// The workspace and its device address, taken once: it is only ever used on the handle's
+/// stream, in order, so cudarc's per-use event waits and records (three driver calls per
+/// routine on the actor's thread) would order nothing.
+struct Workspace {
+    /// Owns the memory; its drop frees it on the handle's stream, after every routine
+    /// enqueued before.
+    slice: CudaSlice<u8>,
+    ptr: CUdeviceptr,
 }
 
 /// What a workspace size depends on: the routine, the dtype and the dimensions (the
@@ -163,17 +176,24 @@ impl Dense {
         })
     }
 
-    /// The shared workspace, at least `lwork` elements of `T` (and one byte, so its
-    /// address is valid).
-    fn workspace<T: CusolverFloat>(&self, lwork: c_int) -> Result<RefMut<'_, CudaSlice<u8>>, GpuError> {
+    /// The address of the shared workspace, at least `lwork` elements of `T` (and one
+    /// byte, so that it is a real allocation), for a routine enqueued on the handle's
+    /// stream.
+    fn workspace<T: CusolverFloat>(&self, lwork: c_int) -> Result<CUdeviceptr, GpuError> {
         let bytes = (lwork.max(1) as usize) * std::mem::size_of::<T>();
         let mut w = self.work.borrow_mut();
-        if w.as_ref().is_none_or(|b| b.len() < bytes) {
-            // Drop the old one first (its free is stream-ordered after its users).
-            *w = None;
-            *w = Some(self.stream.alloc_zeros::<u8>(bytes)?);
+        match w.as_ref() {
+            Some(w) if w.slice.len() >= bytes => Ok(w.ptr),
+            _ => {
+                // Drop the old one first (its free is stream-ordered after its users).
+                *w = None;
+                let mut slice = self.stream.alloc_zeros::<u8>(bytes)?;
+                // (The guard records the allocation's zeroing as its last write.)
+                let ptr = slice.device_ptr_mut(&self.stream).0;
+                *w = Some(Workspace { slice, ptr });
+                Ok(ptr)
+            }
         }
-        Ok(RefMut::map(w, |b| b.as_mut().expect("just allocated")))
     }
 
     /// The workspace size (elements of `T`) `routine` needs for `dims`: asked of cuSOLVER
@@ -207,11 +227,10 @@ impl Dense {
         n: usize,
         a: &mut CudaSlice<T>,
         ipiv: &mut CudaSlice<i32>,
-        info: &mut CudaSlice<i32>,
+        info: &mut MappedCell<i32>,
     ) -> Result<(), GpuError> {
         fits(a, n * n, "A")?;
         fits(ipiv, n, "the pivots")?;
-        fits(info, 1, "info")?;
         let ni = int(n, "n")?;
         let s = &self.stream;
         let (pa, _ga) = a.device_ptr_mut(s);
@@ -220,13 +239,13 @@ impl Dense {
             // and the query only reads the sizes.
             unsafe { (T::FNS.getrf_bs)(self.handle.cu(), ni, ni, pa as *mut T, ni, lw) }
         })?;
-        let mut work = self.workspace::<T>(lwork)?;
-        let (pw, _gw) = work.device_ptr_mut(s);
+        let pw = self.workspace::<T>(lwork)?;
         let (pp, _gp) = ipiv.device_ptr_mut(s);
-        let (pi, _gi) = info.device_ptr_mut(s);
+        let pi = info.device_ptr();
         // SAFETY: A holds n·n elements (lda = n), the pivots n, info 1, the workspace
         // lwork; all are device memory of this stream's context, ordered on this stream
-        // by the guards, and outlive the enqueue (the workspace's free is stream-ordered).
+        // by the guards, and outlive the enqueue (the workspace's free is stream-ordered;
+        // the info cell, mapped host memory, waits for its stream before it is freed).
         check(unsafe {
             (T::FNS.getrf)(
                 self.handle.cu(),
@@ -249,18 +268,17 @@ impl Dense {
         lu: &CudaSlice<T>,
         ipiv: &CudaSlice<i32>,
         b: &mut CudaSlice<T>,
-        info: &mut CudaSlice<i32>,
+        info: &mut MappedCell<i32>,
     ) -> Result<(), GpuError> {
         fits(lu, n * n, "the LU factors")?;
         fits(ipiv, n, "the pivots")?;
         fits(b, n * nrhs, "B")?;
-        fits(info, 1, "info")?;
         let (ni, ri) = (int(n, "n")?, int(nrhs, "nrhs")?);
         let s = &self.stream;
         let (pa, _ga) = lu.device_ptr(s);
         let (pp, _gp) = ipiv.device_ptr(s);
         let (pb, _gb) = b.device_ptr_mut(s);
-        let (pi, _gi) = info.device_ptr_mut(s);
+        let pi = info.device_ptr();
         // SAFETY: the factors hold n·n elements, the pivots n, B n·nrhs (ldb = n), info 1
         // (checked); stream-ordered device memory of this context.
         check(unsafe {
@@ -285,10 +303,9 @@ impl Dense {
         &self,
         n: usize,
         a: &mut CudaSlice<T>,
-        info: &mut CudaSlice<i32>,
+        info: &mut MappedCell<i32>,
     ) -> Result<(), GpuError> {
         fits(a, n * n, "A")?;
-        fits(info, 1, "info")?;
         let ni = int(n, "n")?;
         let s = &self.stream;
         let lower = Fill::CUBLAS_FILL_MODE_LOWER;
@@ -297,9 +314,8 @@ impl Dense {
             // SAFETY: live handle; A holds n·n elements; a size query.
             unsafe { (T::FNS.potrf_bs)(self.handle.cu(), lower, ni, pa as *mut T, ni, lw) }
         })?;
-        let mut work = self.workspace::<T>(lwork)?;
-        let (pw, _gw) = work.device_ptr_mut(s);
-        let (pi, _gi) = info.device_ptr_mut(s);
+        let pw = self.workspace::<T>(lwork)?;
+        let pi = info.device_ptr();
         // SAFETY: as for `getrf`: every buffer holds what the routine touches.
         check(unsafe {
             (T::FNS.potrf)(
@@ -322,16 +338,15 @@ impl Dense {
         nrhs: usize,
         l: &CudaSlice<T>,
         b: &mut CudaSlice<T>,
-        info: &mut CudaSlice<i32>,
+        info: &mut MappedCell<i32>,
     ) -> Result<(), GpuError> {
         fits(l, n * n, "the Cholesky factor")?;
         fits(b, n * nrhs, "B")?;
-        fits(info, 1, "info")?;
         let (ni, ri) = (int(n, "n")?, int(nrhs, "nrhs")?);
         let s = &self.stream;
         let (pl, _gl) = l.device_ptr(s);
         let (pb, _gb) = b.device_ptr_mut(s);
-        let (pi, _gi) = info.device_ptr_mut(s);
+        let pi = info.device_ptr();
         // SAFETY: L holds n·n elements, B n·nrhs, info 1 (checked).
         check(unsafe {
             (T::FNS.potrs)(
@@ -356,11 +371,10 @@ impl Dense {
         n: usize,
         a: &mut CudaSlice<T>,
         tau: &mut CudaSlice<T>,
-        info: &mut CudaSlice<i32>,
+        info: &mut MappedCell<i32>,
     ) -> Result<(), GpuError> {
         fits(a, m * n, "A")?;
         fits(tau, n, "tau")?;
-        fits(info, 1, "info")?;
         let (mi, ni) = (int(m, "m")?, int(n, "n")?);
         let s = &self.stream;
         let (pa, _ga) = a.device_ptr_mut(s);
@@ -368,10 +382,9 @@ impl Dense {
             // SAFETY: live handle; A holds m·n elements (lda = m); a size query.
             unsafe { (T::FNS.geqrf_bs)(self.handle.cu(), mi, ni, pa as *mut T, mi, lw) }
         })?;
-        let mut work = self.workspace::<T>(lwork)?;
-        let (pw, _gw) = work.device_ptr_mut(s);
+        let pw = self.workspace::<T>(lwork)?;
         let (pt, _gt) = tau.device_ptr_mut(s);
-        let (pi, _gi) = info.device_ptr_mut(s);
+        let pi = info.device_ptr();
         // SAFETY: A m·n, tau n = min(m, n), workspace lwork, info 1 (checked).
         check(unsafe {
             (T::FNS.geqrf)(
@@ -395,11 +408,10 @@ impl Dense {
         n: usize,
         a: &mut CudaSlice<T>,
         tau: &CudaSlice<T>,
-        info: &mut CudaSlice<i32>,
+        info: &mut MappedCell<i32>,
     ) -> Result<(), GpuError> {
         fits(a, m * n, "A")?;
         fits(tau, n, "tau")?;
-        fits(info, 1, "info")?;
         let (mi, ni) = (int(m, "m")?, int(n, "n")?);
         let s = &self.stream;
         let (pa, _ga) = a.device_ptr_mut(s);
@@ -408,9 +420,8 @@ impl Dense {
             // SAFETY: live handle; A m·n, tau n; a size query.
             unsafe { (T::FNS.orgqr_bs)(self.handle.cu(), mi, ni, ni, pa as *const T, mi, pt as *const T, lw) }
         })?;
-        let mut work = self.workspace::<T>(lwork)?;
-        let (pw, _gw) = work.device_ptr_mut(s);
-        let (pi, _gi) = info.device_ptr_mut(s);
+        let pw = self.workspace::<T>(lwork)?;
+        let pi = info.device_ptr();
         // SAFETY: A m·n, tau n, workspace lwork, info 1 (checked).
         check(unsafe {
             (T::FNS.orgqr)(
@@ -439,28 +450,26 @@ impl Dense {
         s_out: &mut CudaSlice<T>,
         u: &mut CudaSlice<T>,
         vt: &mut CudaSlice<T>,
-        info: &mut CudaSlice<i32>,
+        info: &mut MappedCell<i32>,
     ) -> Result<(), GpuError> {
         fits(a, m * n, "A")?;
         fits(s_out, n, "S")?;
         fits(u, m * n, "U")?;
         fits(vt, n * n, "Vᵀ")?;
-        fits(info, 1, "info")?;
         let (mi, ni) = (int(m, "m")?, int(n, "n")?);
         let s = &self.stream;
         let lwork = self.lwork::<T>("gesvd", [mi, ni], |lw| {
             // SAFETY: live handle; a size query of plain integers.
             unsafe { (T::FNS.gesvd_bs)(self.handle.cu(), mi, ni, lw) }
         })?;
-        let mut work = self.workspace::<T>(lwork)?;
+        let pw = self.workspace::<T>(lwork)?;
         let mut rwork = self.scratch::<T>(n)?;
         let (pa, _ga) = a.device_ptr_mut(s);
         let (ps, _gs) = s_out.device_ptr_mut(s);
         let (pu, _gu) = u.device_ptr_mut(s);
         let (pv, _gv) = vt.device_ptr_mut(s);
-        let (pw, _gw) = work.device_ptr_mut(s);
         let (pr, _gr) = rwork.device_ptr_mut(s);
-        let (pi, _gi) = info.device_ptr_mut(s);
+        let pi = info.device_ptr();
         // SAFETY: A m·n (lda = m), S n, U m·n (ldu = m, jobu 'S' writes n columns), Vᵀ n·n
         // (ldvt = n), workspace lwork, rwork n ≥ min(m, n) − 1 (the unconverged
         // superdiagonal when info > 0), info 1 (checked).
@@ -493,11 +502,10 @@ impl Dense {
         n: usize,
         a: &mut CudaSlice<T>,
         w: &mut CudaSlice<T>,
-        info: &mut CudaSlice<i32>,
+        info: &mut MappedCell<i32>,
     ) -> Result<(), GpuError> {
         fits(a, n * n, "A")?;
         fits(w, n, "W")?;
-        fits(info, 1, "info")?;
         let ni = int(n, "n")?;
         let s = &self.stream;
         let (mode, lower) = (Eig::CUSOLVER_EIG_MODE_VECTOR, Fill::CUBLAS_FILL_MODE_LOWER);
@@ -518,9 +526,8 @@ impl Dense {
                 )
             }
         })?;
-        let mut work = self.workspace::<T>(lwork)?;
-        let (pk, _gk) = work.device_ptr_mut(s);
-        let (pi, _gi) = info.device_ptr_mut(s);
+        let pk = self.workspace::<T>(lwork)?;
+        let pi = info.device_ptr();
         // SAFETY: A n·n, W n, workspace lwork, info 1 (checked).
         check(unsafe {
             (T::FNS.syevd)(

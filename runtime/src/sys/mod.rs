@@ -12,6 +12,7 @@ pub mod cusolver;
 pub(crate) mod graph;
 pub(crate) mod hopper;
 pub(crate) mod managed;
+pub(crate) mod mapped;
 pub(crate) mod pinned;
 
 /// The callback `cuLaunchHostFunc` runs: takes back the boxed closure and calls it.

@@ -1,9 +1,10 @@
 //! The GPU side of the `SolverActor`: cuSOLVER's dense routines on the actor's stream.
 //!
-//! Nothing here waits on the actor's thread: each operation enqueues its routines, then
-//! an asynchronous copy of LAPACK's `info` into pinned host memory, and returns a future
-//! that awaits the stream's completion (off the actor's thread) and reads `info` there —
-//! no extra synchronisation, so later work on the stream never delays the reply.
+//! Nothing here waits on the actor's thread: each operation enqueues its routines, which
+//! write LAPACK's `info` straight into host-mapped memory (`sys::mapped`: no copy back),
+//! and returns a future that awaits the stream's completion (off the actor's thread) and
+//! reads `info` there — no extra synchronisation, so later work on the stream never
+//! delays the reply.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -21,7 +22,7 @@ use crate::gpu_ref::{GpuRef, Storage};
 use crate::kernel::dsl::prelude::*;
 use crate::module::LaunchConfig;
 use crate::sys::cusolver::Dense;
-use crate::sys::pinned::PinnedMem;
+use crate::sys::mapped::MappedCell;
 
 /// Copies the upper triangle of the leading n×n block of `a` (leading dimension `lda`)
 /// into the n×n `r`, zeros below — R out of `geqrf`'s packed output. Written with our
@@ -40,15 +41,8 @@ fn upper_triangle<T: Float>(a: &[T], lda: usize, r: &mut [T], n: usize) {
     }
 }
 
-/// Where one call's `info` goes: written on the device, copied to pinned memory (whose
-/// copy the GPU does not signal by interrupt, see `sys::pinned`).
-struct InfoSlot {
-    device: CudaSlice<i32>,
-    host: PinnedMem<i32>,
-}
-
-/// Slots of finished calls, reused (pinning memory costs a driver call).
-type InfoPool = Arc<Mutex<Vec<InfoSlot>>>;
+/// Cells of finished calls' `info`, reused (mapping memory costs driver calls).
+type InfoPool = Arc<Mutex<Vec<MappedCell<i32>>>>;
 
 /// The cuSOLVER handle of one generation and how its work is waited for.
 pub(super) struct CudaSolver {
@@ -85,26 +79,22 @@ impl CudaSolver {
         &self.stream
     }
 
-    /// A free `info` slot (a new one when all are in flight).
-    fn slot(&self) -> Result<InfoSlot, GpuError> {
+    /// A free `info` cell (a new one when all are in flight).
+    fn slot(&self) -> Result<MappedCell<i32>, GpuError> {
         if let Some(s) = self.slots.lock().unwrap_or_else(|p| p.into_inner()).pop() {
             return Ok(s);
         }
-        Ok(InfoSlot {
-            device: self.stream.alloc_zeros::<i32>(1)?,
-            host: PinnedMem::zeroed(self.stream.context(), 1)?,
-        })
+        MappedCell::zeroed(&self.stream)
     }
 
-    /// Enqueues the copy of `info` to the host, then returns the future that awaits the
-    /// stream and classifies `info` for `op`.
-    fn finish(&self, shared: &Arc<DeviceShared>, op: Op, mut slot: InfoSlot) -> Result<Deferred<()>, GpuError> {
-        slot.host.copy_from_device(&self.stream, &slot.device)?;
+    /// The future that awaits the stream and classifies `info` for `op`.
+    fn finish(&self, shared: &Arc<DeviceShared>, op: Op, mut slot: MappedCell<i32>) -> Result<Deferred<()>, GpuError> {
         let done = self.completer.done(&self.stream);
         let (shared, slots) = (shared.clone(), self.slots.clone());
         Ok(Deferred::later(async move {
             done.await.map_err(|e| shared.observe(e))?;
-            let info = slot.host.as_slice().map_err(|e| shared.observe(e))?[0];
+            // Every routine of the call was enqueued before `done`'s point on the stream.
+            let info = slot.read_completed();
             slots.lock().unwrap_or_else(|p| p.into_inner()).push(slot);
             numerical(op, info)
         }))
@@ -119,7 +109,7 @@ impl CudaSolver {
     ) -> Result<Deferred<()>, GpuError> {
         let mut slot = self.slot()?;
         let (mut sa, mut sp) = (a.lock(), pivots.lock());
-        self.dense.getrf(n, cuda(&mut sa)?, cuda(&mut sp)?, &mut slot.device)?;
+        self.dense.getrf(n, cuda(&mut sa)?, cuda(&mut sp)?, &mut slot)?;
         self.factored.borrow_mut().insert(pivots.id(), n);
         self.finish(shared, Op::LuFactor, slot)
     }
@@ -140,14 +130,8 @@ impl CudaSolver {
         }
         let mut slot = self.slot()?;
         let (mut sl, mut sp, mut sb) = (lu.lock(), pivots.lock(), b.lock());
-        self.dense.getrs(
-            n,
-            nrhs,
-            cuda(&mut sl)?,
-            cuda(&mut sp)?,
-            cuda(&mut sb)?,
-            &mut slot.device,
-        )?;
+        self.dense
+            .getrs(n, nrhs, cuda(&mut sl)?, cuda(&mut sp)?, cuda(&mut sb)?, &mut slot)?;
         self.finish(shared, Op::LuSolve, slot)
     }
 
@@ -158,7 +142,7 @@ impl CudaSolver {
         n: usize,
     ) -> Result<Deferred<()>, GpuError> {
         let mut slot = self.slot()?;
-        self.dense.potrf(n, cuda(&mut a.lock())?, &mut slot.device)?;
+        self.dense.potrf(n, cuda(&mut a.lock())?, &mut slot)?;
         self.finish(shared, Op::Cholesky, slot)
     }
 
@@ -171,8 +155,7 @@ impl CudaSolver {
     ) -> Result<Deferred<()>, GpuError> {
         let mut slot = self.slot()?;
         let (mut sl, mut sb) = (l.lock(), b.lock());
-        self.dense
-            .potrs(n, nrhs, cuda(&mut sl)?, cuda(&mut sb)?, &mut slot.device)?;
+        self.dense.potrs(n, nrhs, cuda(&mut sl)?, cuda(&mut sb)?, &mut slot)?;
         self.finish(shared, Op::CholeskySolve, slot)
     }
 
@@ -191,11 +174,11 @@ impl CudaSolver {
             let qv = cuda(&mut sq)?;
             self.stream
                 .memcpy_dtod(&cuda(&mut sa)?.slice(..m * n), &mut qv.slice_mut(..m * n))?;
-            self.dense.geqrf(m, n, qv, &mut tau, &mut slot.device)?;
+            self.dense.geqrf(m, n, qv, &mut tau, &mut slot)?;
         }
         let mut r = r.clone();
         upper_triangle::launch_on::<T>(&self.stream, LaunchConfig::for_elements(n * n, 256), q, m, &mut r, n)?;
-        self.dense.orgqr(m, n, cuda(&mut q.lock())?, &tau, &mut slot.device)?;
+        self.dense.orgqr(m, n, cuda(&mut q.lock())?, &tau, &mut slot)?;
         self.finish(shared, Op::Qr, slot)
     }
 
@@ -218,7 +201,7 @@ impl CudaSolver {
             cuda(&mut ss)?,
             cuda(&mut su)?,
             cuda(&mut sv)?,
-            &mut slot.device,
+            &mut slot,
         )?;
         self.finish(shared, Op::Svd, slot)
     }
@@ -232,7 +215,7 @@ impl CudaSolver {
     ) -> Result<Deferred<()>, GpuError> {
         let mut slot = self.slot()?;
         let (mut sa, mut sw) = (a.lock(), w.lock());
-        self.dense.syevd(n, cuda(&mut sa)?, cuda(&mut sw)?, &mut slot.device)?;
+        self.dense.syevd(n, cuda(&mut sa)?, cuda(&mut sw)?, &mut slot)?;
         self.finish(shared, Op::Eigh, slot)
     }
 }

@@ -1,0 +1,114 @@
+//! `MappedCell<T>`: one value in page-locked host memory that GPU work writes directly.
+//!
+//! A library routine that reports a verdict through a device pointer (cuSOLVER's `info`)
+//! would otherwise write device memory that then has to be copied back: a driver call and
+//! a cudarc event record and wait on the actor's thread, and a copy the GPU runs after the
+//! routine, before the work counts as complete — a few µs on every call, which a small
+//! factorization notices (BENCHMARKS.md, "info written to mapped memory"). Page-locked
+//! memory allocated `CU_MEMHOSTALLOC_DEVICEMAP` has a device address through which a
+//! kernel writes it over the bus; once the stream's work is known complete (its
+//! completion awaited), the write is visible to the host and is read from here.
+//!
+//! The cell cannot see that completion itself: [`MappedCell::device_ptr`] marks it
+//! written-to, [`MappedCell::read_completed`] is for callers that awaited the stream, and
+//! dropping a cell whose writer was never awaited (a reply abandoned mid-flight) waits for
+//! the stream first, so that the GPU never writes a page the host has freed.
+
+use std::ffi::c_void;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use cudarc::driver::sys::{cuMemHostGetDevicePointer_v2, CUdeviceptr, CU_MEMHOSTALLOC_DEVICEMAP};
+use cudarc::driver::{result as dresult, CudaStream, DeviceRepr, ValidAsZeroBits};
+
+use crate::error::GpuError;
+
+/// One `T` in mapped page-locked memory, written by work on one stream.
+pub(crate) struct MappedCell<T> {
+    host: NonNull<T>,
+    /// The same memory as the device addresses it.
+    device: CUdeviceptr,
+    /// The stream whose work writes the cell.
+    stream: Arc<CudaStream>,
+    /// Work that may write the cell was enqueued and not yet awaited.
+    pending: bool,
+}
+
+// SAFETY: the cell owns its allocation exclusively, like a `Box<T>`; the host pointer is
+// never shared, and every access goes through `&mut self`.
+unsafe impl<T: Send> Send for MappedCell<T> {}
+
+impl<T: DeviceRepr + ValidAsZeroBits + Copy> MappedCell<T> {
+    /// A zeroed cell for work on `stream`.
+    pub(crate) fn zeroed(stream: &Arc<CudaStream>) -> Result<Self, GpuError> {
+        let bytes = std::mem::size_of::<T>().max(1);
+        // Allocation and mapping need the stream's context bound to this thread.
+        stream.context().bind_to_thread()?;
+        // SAFETY: asks for `bytes` of page-locked memory in the bound context, mapped into
+        // the device's address space (DEVICEMAP), cached (the host reads it). The pointer
+        // is checked below.
+        let raw = unsafe { dresult::malloc_host(bytes, CU_MEMHOSTALLOC_DEVICEMAP) }?;
+        let host = NonNull::new(raw as *mut T).ok_or(GpuError::OutOfMemory {
+            requested_bytes: bytes as u64,
+        })?;
+        let mut device: CUdeviceptr = 0;
+        // SAFETY: `raw` is a live DEVICEMAP allocation of this context; the driver writes
+        // the device address into `device` (flags must be 0).
+        let mapped = unsafe { cuMemHostGetDevicePointer_v2(&mut device, raw, 0) }.result();
+        if let Err(e) = mapped {
+            // SAFETY: allocated above by `cuMemHostAlloc`, not shared, no GPU work uses it.
+            let _ = unsafe { dresult::free_host(raw) };
+            return Err(e.into());
+        }
+        // SAFETY: `host` addresses `size_of::<T>()` writable bytes owned here; an all-zero
+        // bit pattern is a valid `T` (`ValidAsZeroBits`); `cuMemHostAlloc` memory is
+        // aligned for any type.
+        unsafe { std::ptr::write_bytes(host.as_ptr(), 0, 1) };
+        Ok(MappedCell {
+            host,
+            device,
+            stream: stream.clone(),
+            pending: false,
+        })
+    }
+
+    /// The device address, for a routine about to be enqueued on the cell's stream; the
+    /// cell counts as written-to until [`MappedCell::read_completed`].
+    pub(crate) fn device_ptr(&mut self) -> CUdeviceptr {
+        self.pending = true;
+        self.device
+    }
+
+    /// The value, for a caller that has awaited the completion of everything enqueued on
+    /// the cell's stream since the last [`MappedCell::device_ptr`]: the GPU's write is
+    /// visible to the host once that work is complete.
+    pub(crate) fn read_completed(&mut self) -> T {
+        self.pending = false;
+        // SAFETY: `host` is a live, aligned, initialised `T` owned by the cell; the GPU
+        // wrote it behind the compiler's back, hence the volatile read.
+        unsafe { std::ptr::read_volatile(self.host.as_ptr()) }
+    }
+}
+
+impl<T> Drop for MappedCell<T> {
+    fn drop(&mut self) {
+        // Work that may still write the cell must finish before its pages are freed (a
+        // write to freed mapped memory is a device fault). After a fault the wait fails at
+        // once and the memory is freed all the same. Either way the context is bound,
+        // which freeing needs.
+        if self.pending {
+            let _ = self.stream.synchronize();
+        } else {
+            let _ = self.stream.context().bind_to_thread();
+        }
+        // SAFETY: `host` came from `cuMemHostAlloc` and is freed exactly once, here, with
+        // no work that writes it left on its stream.
+        let _ = unsafe { dresult::free_host(self.host.as_ptr() as *mut c_void) };
+    }
+}
+
+impl<T> std::fmt::Debug for MappedCell<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "MappedCell(pending {})", self.pending)
+    }
+}
