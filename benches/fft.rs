@@ -1,13 +1,18 @@
 //! C2C FFTs (f32, forward, out of place) through the device's `FftActor` vs raw cudarc
 //! cuFFT (plan made once, exec + sync) on the same random data in the same process, in
 //! both orders of `support/alternate.rs`, and with 16 transforms in flight. Shapes: a
-//! large 1-D batch, a small 1-D batch and a 2-D transform.
+//! large 1-D batch, a small 1-D batch and a 2-D transform. The device replays repeated
+//! transforms as CUDA graphs (`DeviceConfig::fft_graphs`; `BENCH_FFT_GRAPHS=0` turns it
+//! off), so each shape also prints raw cudarc with the transform captured into a graph
+//! by hand — what a raw user would have to write to get the same.
 
 use std::time::Instant;
 
 use atomr_accel_cuda::dtype::{c32, Complex};
 use atomr_accel_cuda::{DeviceConfig, FftShape};
 use cudarc::cufft::{sys, CudaFft, FftDirection};
+use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+use cudarc::driver::{DevicePtr, DevicePtrMut};
 
 #[path = "support/gpu_bench.rs"]
 mod gpu_bench;
@@ -71,6 +76,40 @@ fn main() {
                     r / x
                 );
             }
+            // Raw cudarc replaying its own capture (the addresses are taken outside the
+            // capture: cudarc's stream-order waits may not be captured).
+            let graph = {
+                let (pi, _ri) = rin.device_ptr(&stream);
+                let (po, _ro) = rout.device_ptr_mut(&stream);
+                stream
+                    .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+                    .unwrap();
+                // SAFETY: both buffers hold the plan's `points` complex values.
+                unsafe { cudarc::cufft::result::exec_c2c(plan.handle(), pi as *mut _, po as *mut _, -1) }.unwrap();
+                let g = stream.end_capture(CUgraphInstantiate_flags(0)).unwrap().unwrap();
+                g.upload().unwrap();
+                g
+            };
+            let mut samples = Samples::new(1);
+            for side in [Side::Raw, Side::Ours].into_iter().chain(Order::PerCall.schedule(30)) {
+                let t = Instant::now();
+                match side {
+                    Side::Raw => {
+                        graph.launch().unwrap();
+                        stream.synchronize().unwrap();
+                    }
+                    Side::Ours => dev.fft_c2c(&a, &b, &shape, false).await.unwrap(),
+                }
+                samples.record(side, t.elapsed().as_secs_f64());
+            }
+            let (r, x) = samples.medians();
+            println!(
+                "RESULT | fft.c2c f32 {dims:?} x {batch} vs a raw graph | actor {:.3} ms, raw cudarc graph replay {:.3} ms, ratio {:.3}",
+                x * 1e3,
+                r * 1e3,
+                r / x
+            );
+            drop(graph);
             // GPU time of one transform on each path, median of 5.
             let mut times = GpuTimes::new(&ctx);
             for _ in 0..5 {

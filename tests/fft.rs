@@ -6,12 +6,13 @@ mod common;
 
 use atomr_accel_cuda::actor::ActorSystem;
 use atomr_accel_cuda::dtype::{Complex, DType, DTypeBase, FftScalar};
-use atomr_accel_cuda::{Device, DeviceConfig, FftShape, GpuError};
+use atomr_accel_cuda::{Device, DeviceConfig, FftShape, GpuError, GpuRef};
 use common::{rand_vec, rel_err};
 
 on_both! {
     transforms_match_a_direct_dft => transforms;
     bad_shapes_are_typed_errors => bad_shapes;
+    transforms_repeated_on_the_same_buffers_stay_right => repeated;
 }
 
 fn unravel(mut flat: usize, dims: &[usize]) -> Vec<usize> {
@@ -147,6 +148,64 @@ async fn transforms(config: DeviceConfig) {
     ] {
         check::<f32>(&dev, dims, batch, 2e-5).await;
         check::<f64>(&dev, dims, batch, 1e-12).await;
+    }
+}
+
+/// Fresh data through `input` → `output` (forward), then `output` in place (inverse),
+/// each checked against the direct DFT.
+async fn forward_and_back(dev: &Device, input: &GpuRef<Complex<f32>>, output: &GpuRef<Complex<f32>>, shape: &FftShape) {
+    let n = shape.points();
+    let x: Vec<(f64, f64)> = rand_vec(2 * n * shape.batch).chunks(2).map(|p| (p[0], p[1])).collect();
+    let x = pairs::<f32>(&cplx::<f32>(&x));
+    dev.write(input, cplx::<f32>(&x)).await.unwrap();
+    dev.fft_c2c(input, output, shape, false).await.unwrap();
+    let got = pairs(&dev.download(output).await.unwrap());
+    let want: Vec<(f64, f64)> = x.chunks(n).flat_map(|b| dft(b, &shape.dims, -1.0)).collect();
+    let e = rel_err(&flat(&got), &flat(&want));
+    assert!(e < 2e-5, "forward: {e}");
+    dev.fft_c2c(output, output, shape, true).await.unwrap();
+    let back = pairs(&dev.download(output).await.unwrap());
+    let scaled: Vec<(f64, f64)> = x.iter().map(|(a, b)| (a * n as f64, b * n as f64)).collect();
+    let e = rel_err(&flat(&back), &flat(&scaled));
+    assert!(e < 2e-5, "inverse: {e}");
+}
+
+/// The same transforms again and again on the same buffers, with fresh data each time —
+/// on a GPU they are replayed as captured graphs from their second run — across more
+/// buffer pairs than a plan keeps graphs for (so graphs are evicted and captured again),
+/// and with graphs off: every result is the DFT of the data written last.
+async fn repeated(config: DeviceConfig) {
+    for graphs in [true, false] {
+        let sys = ActorSystem::new("fft-repeat");
+        let mut config = config.clone();
+        config.fft_graphs = graphs;
+        let dev = Device::open(&sys, config).await.unwrap();
+        let shape = FftShape::new(&[32, 6], 3);
+        let len = shape.points() * shape.batch;
+        let mut buffers = Vec::new();
+        for _ in 0..12 {
+            buffers.push((
+                dev.alloc::<Complex<f32>>(len).await.unwrap(),
+                dev.alloc::<Complex<f32>>(len).await.unwrap(),
+            ));
+        }
+        // Three pairs, four times each: captured on the second run, replayed after.
+        for _ in 0..4 {
+            for (i, o) in &buffers[..3] {
+                forward_and_back(&dev, i, o, &shape).await;
+            }
+        }
+        // Every pair twice in a row: twelve captures, more than a plan keeps.
+        for (i, o) in &buffers {
+            forward_and_back(&dev, i, o, &shape).await;
+            forward_and_back(&dev, i, o, &shape).await;
+        }
+        // The first pairs once more, after their graphs were evicted.
+        for (i, o) in &buffers[..3] {
+            forward_and_back(&dev, i, o, &shape).await;
+            forward_and_back(&dev, i, o, &shape).await;
+        }
+        sys.shutdown().await;
     }
 }
 

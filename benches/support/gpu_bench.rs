@@ -28,7 +28,7 @@ pub async fn open_gpu(bench: &str, config: DeviceConfig) -> Option<(ActorSystem,
 
 /// `config` with the overrides a bench run may set in its environment:
 /// `BENCH_IDLE_SPIN_US` and `BENCH_REPLY_SPIN_US` (`DeviceConfig::idle_spin` and
-/// `reply_spin`, in µs).
+/// `reply_spin`, in µs), `BENCH_FFT_GRAPHS=0` (`DeviceConfig::fft_graphs` off).
 pub fn with_env_overrides(mut config: DeviceConfig) -> DeviceConfig {
     let us = |var: &str| {
         std::env::var(var)
@@ -41,6 +41,9 @@ pub fn with_env_overrides(mut config: DeviceConfig) -> DeviceConfig {
     }
     if let Some(d) = us("BENCH_REPLY_SPIN_US") {
         config.reply_spin = d;
+    }
+    if std::env::var("BENCH_FFT_GRAPHS").is_ok_and(|v| v == "0") {
+        config.fft_graphs = false;
     }
     config
 }

@@ -92,6 +92,13 @@ pub struct DeviceConfig {
     /// that way from 0.96× to 0.99× of raw cuBLAS, BENCHMARKS.md); it costs a busy core
     /// for up to that long after each burst of requests. Zero: park at once.
     pub idle_spin: Duration,
+    /// Replay cuFFT transforms repeated on the same buffers as CUDA graphs (captured on
+    /// their second run). cuFFT's own enqueue costs ~7–10 µs of host time per call, which
+    /// a small transform waits for; a graph launch costs a few µs (an awaited 2^16 × 16
+    /// C2C on the H200: 20 → 17 µs, BENCHMARKS.md). Only with
+    /// [`StreamStrategy::PerActor`], where the FFT actor's stream is its own (a capture
+    /// would take in other actors' work on a shared stream). Default: on.
+    pub fft_graphs: bool,
     /// Kernel disk cache directory (None: `KernelCache::default_dir()`).
     pub kernel_cache_dir: Option<std::path::PathBuf>,
     /// Diagnostics and test hook: the inner tier waits this long before building its
@@ -120,6 +127,7 @@ impl Default for DeviceConfig {
             kernel_cache_dir: None,
             reply_spin: Duration::from_millis(5),
             idle_spin: Duration::from_millis(5),
+            fft_graphs: true,
             isolation: None,
         }
     }

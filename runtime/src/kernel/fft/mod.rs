@@ -1,5 +1,6 @@
 //! `FftActor`: batched 1-, 2- and 3-D FFTs (C2C, R2C, C2R; f32 and f64) — cuFFT on the
-//! GPU with a plan cache, `rustfft` on the CPU device.
+//! GPU with a plan cache, transforms repeated on the same buffers replayed as CUDA graphs
+//! (`replay`), `rustfft` on the CPU device.
 //!
 //! Conventions follow cuFFT (and FFTW): dimensions are row-major (the last varies
 //! fastest), transforms are unnormalised (an inverse after a forward transform multiplies
@@ -25,6 +26,11 @@ use crate::error::GpuError;
 use crate::gpu_ref::{GpuRef, Storage};
 use crate::kernel::seed::LibrarySeed;
 use crate::observability::{cpu_op, gpu_timed};
+use crate::stream::StreamStrategy;
+
+mod replay;
+
+use replay::Replays;
 
 /// The shape of a batch of transforms.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -112,12 +118,23 @@ impl Kind {
 
 type PlanKey = (u8, TypeId, FftShape);
 
+/// A cuFFT plan and its transforms captured as graphs (dropped first: a graph uses the
+/// plan's work area).
+struct Planned {
+    replays: Replays,
+    plan: CudaFft,
+}
+
 enum FftEngine {
     Cpu(Box<FftPlanner<f64>>),
     Cuda {
         stream: Arc<CudaStream>,
         completer: Completer,
-        plans: HashMap<PlanKey, CudaFft>,
+        plans: HashMap<PlanKey, Planned>,
+        /// Repeated transforms are replayed as graphs: `DeviceConfig::fft_graphs`, and
+        /// the stream is this actor's alone (a capture would take in other actors'
+        /// work enqueued on a shared stream meanwhile).
+        replay: bool,
     },
 }
 
@@ -135,6 +152,7 @@ fn build(seed: &LibrarySeed) -> Result<FftCore, GpuError> {
             stream,
             completer,
             plans: HashMap::new(),
+            replay: seed.shared.config.fft_graphs && seed.shared.config.streams == StreamStrategy::PerActor,
         },
     };
     Ok(FftCore {
@@ -278,6 +296,7 @@ impl FftCore {
                 stream,
                 completer,
                 plans,
+                replay,
             } => {
                 let key: PlanKey = (kind.plan_type(), TypeId::of::<T>(), shape.clone());
                 if !plans.contains_key(&key) {
@@ -300,13 +319,29 @@ impl FftCore {
                         stream.clone(),
                     )
                     .map_err(|e| self.shared.observe(fft_error(e)))?;
-                    plans.insert(key.clone(), plan);
+                    plans.insert(
+                        key.clone(),
+                        Planned {
+                            replays: Replays::default(),
+                            plan,
+                        },
+                    );
                 }
-                let plan = &plans[&key];
+                let Planned { replays, plan } = plans.get_mut(&key).expect("inserted above");
+                let replay = *replay;
                 let code = match kind {
                     Kind::C2c { inverse } => inverse as u8,
                     Kind::R2c => 2,
                     Kind::C2r => 3,
+                };
+                // The transform of `ip` into `op`: its graph when one was captured.
+                let mut enqueue = |ip: u64, op: u64| {
+                    let exec = || T::exec(plan, code, ip, op);
+                    if replay {
+                        replays.run(stream, (code, ip, op), exec)
+                    } else {
+                        exec()
+                    }
                 };
                 let device = self.shared.config.device_id;
                 let r = gpu_timed(stream, device, "fft", kind.name(), || {
@@ -316,14 +351,15 @@ impl FftCore {
                             return Err(GpuError::InvalidArgument("a CPU buffer on a GPU".into()));
                         };
                         let (p, _rec) = s.device_ptr_mut(stream);
-                        T::exec(plan, code, p, p)
+                        enqueue(p, p)
                     } else {
                         let gi = input.lock();
                         let mut go = output.lock();
                         match (&*gi, &mut *go) {
                             (Storage::Cuda(i), Storage::Cuda(o)) => {
                                 if kind == Kind::C2r {
-                                    // cuFFT's C2R overwrites its input: transform a copy.
+                                    // cuFFT's C2R overwrites its input: transform a copy
+                                    // (a fresh address each call: never replayed).
                                     let mut scratch = stream.clone_dtod(i).map_err(GpuError::from)?;
                                     let (ip, _ri) = scratch.device_ptr_mut(stream);
                                     let (op, _ro) = o.device_ptr_mut(stream);
@@ -335,7 +371,7 @@ impl FftCore {
                                 } else {
                                     let (ip, _ri) = i.device_ptr(stream);
                                     let (op, _ro) = o.device_ptr_mut(stream);
-                                    T::exec(plan, code, ip, op)
+                                    enqueue(ip, op)
                                 }
                             }
                             _ => Err(GpuError::InvalidArgument("a CPU buffer on a GPU".into())),
