@@ -12,7 +12,9 @@
 //! The cell cannot see that completion itself: [`MappedCell::device_ptr`] marks it
 //! written-to, [`MappedCell::read_completed`] is for callers that awaited the stream, and
 //! dropping a cell whose writer was never awaited (a reply abandoned mid-flight) waits for
-//! the stream first, so that the GPU never writes a page the host has freed.
+//! the stream first, so that the GPU never writes a page the host has freed; a caller
+//! whose wait failed leaks the cell instead ([`MappedCell::leak`]), so that a stuck
+//! stream cannot hold its thread.
 
 use std::ffi::c_void;
 use std::ptr::NonNull;
@@ -77,6 +79,14 @@ impl<T: DeviceRepr + ValidAsZeroBits + Copy> MappedCell<T> {
     pub(crate) fn device_ptr(&mut self) -> CUdeviceptr {
         self.pending = true;
         self.device
+    }
+
+    /// Gives the cell up without waiting, for a caller whose wait for the stream failed
+    /// (a timeout: the GPU may still write the cell, and a wait in `Drop` could last as
+    /// long as the stuck work). The page stays allocated for the life of the process:
+    /// a few bytes, on a path that already failed.
+    pub(crate) fn leak(self) {
+        std::mem::forget(self);
     }
 
     /// The value, for a caller that has awaited the completion of everything enqueued on

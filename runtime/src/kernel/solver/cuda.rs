@@ -92,7 +92,11 @@ impl CudaSolver {
         let done = self.completer.done(&self.stream);
         let (shared, slots) = (shared.clone(), self.slots.clone());
         Ok(Deferred::later(async move {
-            done.await.map_err(|e| shared.observe(e))?;
+            if let Err(e) = done.await {
+                // The GPU may still write the cell (a timeout): never wait for it here.
+                slot.leak();
+                return Err(shared.observe(e));
+            }
             // Every routine of the call was enqueued before `done`'s point on the stream.
             let info = slot.read_completed();
             slots.lock().unwrap_or_else(|p| p.into_inner()).push(slot);
