@@ -26,7 +26,7 @@ mod random;
 #[path = "support/gpu_time.rs"]
 mod gpu_time;
 
-use alternate::{Order, Samples, Side};
+use alternate::{measure, Order};
 use gpu_bench::{median, run_gpu};
 use gpu_time::GpuTimes;
 use random::random_f32;
@@ -56,19 +56,17 @@ fn main() {
             let b = dev.alloc::<c32>(points).await.unwrap();
             let shape = FftShape::new(dims, batch);
             for order in Order::ALL {
-                let mut samples = Samples::new(1);
-                for side in [Side::Raw, Side::Ours].into_iter().chain(order.schedule(30)) {
-                    let t = Instant::now();
-                    match side {
-                        Side::Raw => {
-                            plan.exec_c2c(&mut rin, &mut rout, FftDirection::Forward).unwrap();
-                            stream.synchronize().unwrap();
-                        }
-                        Side::Ours => dev.fft_c2c(&a, &b, &shape, false).await.unwrap(),
-                    }
-                    samples.record(side, t.elapsed().as_secs_f64());
-                }
-                let (r, x) = samples.medians();
+                let (r, x) = measure(
+                    order,
+                    1,
+                    30,
+                    || {
+                        plan.exec_c2c(&mut rin, &mut rout, FftDirection::Forward).unwrap();
+                        stream.synchronize().unwrap();
+                    },
+                    || async { dev.fft_c2c(&a, &b, &shape, false).await.unwrap() },
+                )
+                .await;
                 println!(
                     "RESULT | fft.c2c f32 {dims:?} x {batch} ({order:?}) | actor {:.3} ms, raw cudarc {:.3} ms, ratio {:.3}",
                     x * 1e3,
@@ -90,19 +88,17 @@ fn main() {
                 g.upload().unwrap();
                 g
             };
-            let mut samples = Samples::new(1);
-            for side in [Side::Raw, Side::Ours].into_iter().chain(Order::PerCall.schedule(30)) {
-                let t = Instant::now();
-                match side {
-                    Side::Raw => {
-                        graph.launch().unwrap();
-                        stream.synchronize().unwrap();
-                    }
-                    Side::Ours => dev.fft_c2c(&a, &b, &shape, false).await.unwrap(),
-                }
-                samples.record(side, t.elapsed().as_secs_f64());
-            }
-            let (r, x) = samples.medians();
+            let (r, x) = measure(
+                Order::PerCall,
+                1,
+                30,
+                || {
+                    graph.launch().unwrap();
+                    stream.synchronize().unwrap();
+                },
+                || async { dev.fft_c2c(&a, &b, &shape, false).await.unwrap() },
+            )
+            .await;
             println!(
                 "RESULT | fft.c2c f32 {dims:?} x {batch} vs a raw graph | actor {:.3} ms, raw cudarc graph replay {:.3} ms, ratio {:.3}",
                 x * 1e3,

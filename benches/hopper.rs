@@ -7,7 +7,6 @@
 //! ms) and 2^16 (the per-call floor). Needs compute capability 9.0+.
 
 use std::ffi::c_void;
-use std::time::Instant;
 
 use atomr_accel_cuda::hopper::LaunchSpec;
 use atomr_accel_cuda::module::{KernelArgs, KernelSource};
@@ -25,7 +24,7 @@ mod alternate;
 #[path = "support/random.rs"]
 mod random;
 
-use alternate::{Order, Samples, Side};
+use alternate::{measure, Order};
 use gpu_bench::run_gpu;
 use random::random_f32;
 
@@ -163,19 +162,17 @@ fn main() {
             assert!((raw_sum - want).abs() < 1e-4 * scale, "raw {raw_sum} vs {want}");
             assert!((ours_sum - want).abs() < 1e-4 * scale, "ours {ours_sum} vs {want}");
             for order in Order::ALL {
-                let mut samples = Samples::new(1);
-                for side in [Side::Raw, Side::Ours].into_iter().chain(order.schedule(30)) {
-                    let t = Instant::now();
-                    match side {
-                        Side::Raw => {
-                            raw_launch(&mut out_raw);
-                            stream.synchronize().unwrap();
-                        }
-                        Side::Ours => ours_launch().await,
-                    }
-                    samples.record(side, t.elapsed().as_secs_f64());
-                }
-                let (r, o) = samples.medians();
+                let (r, o) = measure(
+                    order,
+                    1,
+                    30,
+                    || {
+                        raw_launch(&mut out_raw);
+                        stream.synchronize().unwrap();
+                    },
+                    ours_launch,
+                )
+                .await;
                 println!(
                     "RESULT | hopper.cluster_sum n=2^{} ({blocks} blocks in clusters of {CLUSTER}) ({order:?}) | actor {:.3} ms, raw cudarc {:.3} ms, ratio {:.3}",
                     n.trailing_zeros(),

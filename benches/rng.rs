@@ -2,8 +2,6 @@
 //! in the same process, in both orders of `support/alternate.rs`, plus the GPU time of
 //! one fill on each path (events; ours from the timeline). Target ≥ 0.95× raw throughput.
 
-use std::time::Instant;
-
 use atomr_accel_cuda::DeviceConfig;
 use cudarc::curand::CudaRng;
 
@@ -18,7 +16,7 @@ mod alternate;
 #[path = "support/gpu_time.rs"]
 mod gpu_time;
 
-use alternate::{Order, Samples, Side};
+use alternate::{measure, Order};
 use gpu_bench::run_gpu;
 use gpu_time::GpuTimes;
 
@@ -43,20 +41,17 @@ fn main() {
                 }
             };
             for order in Order::ALL {
-                let mut samples = Samples::new(3);
-                let warmup = [Side::Raw, Side::Ours].repeat(3);
-                for side in warmup.into_iter().chain(order.schedule(20)) {
-                    let t = Instant::now();
-                    match side {
-                        Side::Raw => {
-                            raw_fill();
-                            stream.synchronize().unwrap();
-                        }
-                        Side::Ours => ours().await,
-                    }
-                    samples.record(side, t.elapsed().as_secs_f64());
-                }
-                let (r, a) = samples.medians();
+                let (r, a) = measure(
+                    order,
+                    3,
+                    20,
+                    || {
+                        raw_fill();
+                        stream.synchronize().unwrap();
+                    },
+                    ours,
+                )
+                .await;
                 println!(
                     "RESULT | rng.{name} 64M f32 ({order:?}) | actor {:.1} Gsamples/s, raw cudarc {:.1} Gsamples/s, ratio {:.3}",
                     N as f64 / a / 1e9,

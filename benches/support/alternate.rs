@@ -82,3 +82,26 @@ impl Samples {
         (median(&mut self.raw), median(&mut self.ours))
     }
 }
+
+/// Times `calls` awaited calls of each path in `order`, after `warmup` unmeasured calls
+/// of each (alternating): `raw` runs one raw call to completion, `ours` returns the
+/// future of one of ours. The median seconds of (raw, ours).
+pub async fn measure<F: std::future::Future<Output = ()>>(
+    order: Order,
+    warmup: usize,
+    calls: usize,
+    mut raw: impl FnMut(),
+    mut ours: impl FnMut() -> F,
+) -> (f64, f64) {
+    let mut samples = Samples::new(warmup);
+    let first = [Side::Raw, Side::Ours].repeat(warmup);
+    for side in first.into_iter().chain(order.schedule(calls)) {
+        let t = std::time::Instant::now();
+        match side {
+            Side::Raw => raw(),
+            Side::Ours => ours().await,
+        }
+        samples.record(side, t.elapsed().as_secs_f64());
+    }
+    samples.medians()
+}
