@@ -24,6 +24,7 @@ use cudarc::driver::sys::{cuMemHostGetDevicePointer_v2, CUdeviceptr, CU_MEMHOSTA
 use cudarc::driver::{result as dresult, CudaStream, DeviceRepr, ValidAsZeroBits};
 
 use crate::error::GpuError;
+use crate::sys::pinned::alloc_host_zeroed;
 
 /// One `T` in mapped page-locked memory, written by work on one stream.
 pub(crate) struct MappedCell<T> {
@@ -43,29 +44,19 @@ unsafe impl<T: Send> Send for MappedCell<T> {}
 impl<T: DeviceRepr + ValidAsZeroBits + Copy> MappedCell<T> {
     /// A zeroed cell for work on `stream`.
     pub(crate) fn zeroed(stream: &Arc<CudaStream>) -> Result<Self, GpuError> {
-        let bytes = std::mem::size_of::<T>().max(1);
         // Allocation and mapping need the stream's context bound to this thread.
         stream.context().bind_to_thread()?;
-        // SAFETY: asks for `bytes` of page-locked memory in the bound context, mapped into
-        // the device's address space (DEVICEMAP), cached (the host reads it). The pointer
-        // is checked below.
-        let raw = unsafe { dresult::malloc_host(bytes, CU_MEMHOSTALLOC_DEVICEMAP) }?;
-        let host = NonNull::new(raw as *mut T).ok_or(GpuError::OutOfMemory {
-            requested_bytes: bytes as u64,
-        })?;
+        // Mapped into the device's address space (DEVICEMAP), cached (the host reads it).
+        let host = alloc_host_zeroed::<T>(1, CU_MEMHOSTALLOC_DEVICEMAP)?;
         let mut device: CUdeviceptr = 0;
-        // SAFETY: `raw` is a live DEVICEMAP allocation of this context; the driver writes
+        // SAFETY: `host` is a live DEVICEMAP allocation of this context; the driver writes
         // the device address into `device` (flags must be 0).
-        let mapped = unsafe { cuMemHostGetDevicePointer_v2(&mut device, raw, 0) }.result();
+        let mapped = unsafe { cuMemHostGetDevicePointer_v2(&mut device, host.as_ptr() as *mut c_void, 0) }.result();
         if let Err(e) = mapped {
             // SAFETY: allocated above by `cuMemHostAlloc`, not shared, no GPU work uses it.
-            let _ = unsafe { dresult::free_host(raw) };
+            let _ = unsafe { dresult::free_host(host.as_ptr() as *mut c_void) };
             return Err(e.into());
         }
-        // SAFETY: `host` addresses `size_of::<T>()` writable bytes owned here; an all-zero
-        // bit pattern is a valid `T` (`ValidAsZeroBits`); `cuMemHostAlloc` memory is
-        // aligned for any type.
-        unsafe { std::ptr::write_bytes(host.as_ptr(), 0, 1) };
         Ok(MappedCell {
             host,
             device,

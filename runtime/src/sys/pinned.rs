@@ -8,8 +8,9 @@
 //! its copy is known done. The interrupts are pure cost, paid by whichever CPU takes the
 //! GPU's interrupts: on the H200 host (a virtual machine) each one held that CPU for
 //! ~28 µs, and a spinning actor or caller that ran there saw its reply that much later —
-//! one interrupt per solver call (its `info` read-back), so every call of a process whose
-//! caller or solver thread sat on that CPU (BENCHMARKS.md, "GPU interrupts").
+//! one interrupt per solver call (its `info` read-back, before `sys::mapped`), so every
+//! call of a process whose caller or solver thread sat on that CPU (BENCHMARKS.md, "GPU
+//! interrupts").
 //!
 //! This is the same memory (`cuMemHostAlloc`, cached: the CPU reads it at full speed)
 //! with a spin-wait event (`CU_EVENT_DISABLE_TIMING`), which the GPU passes silently. As
@@ -22,7 +23,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::sys::CUevent_flags::CU_EVENT_DISABLE_TIMING;
 use cudarc::driver::{
     result as dresult, CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr,
     ValidAsZeroBits,
@@ -50,23 +51,9 @@ unsafe impl<T: Sync> Sync for PinnedMem<T> {}
 impl<T: DeviceRepr + ValidAsZeroBits> PinnedMem<T> {
     /// `len` zeroed elements, page-locked in `ctx`.
     pub(crate) fn zeroed(ctx: &Arc<CudaContext>, len: usize) -> Result<Self, GpuError> {
-        let bytes = len
-            .checked_mul(std::mem::size_of::<T>())
-            .filter(|b| *b <= isize::MAX as usize)
-            .ok_or_else(|| GpuError::InvalidArgument(format!("a pinned buffer of {len} elements overflows")))?;
         // (Also binds the context to this thread, which the allocation needs.)
-        let last_copy = ctx.new_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING))?;
-        // SAFETY: asks for `bytes` (at least one, so that the pointer is a real
-        // allocation) of page-locked memory in the bound context; flags 0: cached. The
-        // pointer is checked below.
-        let raw = unsafe { dresult::malloc_host(bytes.max(1), 0) }?;
-        let ptr = NonNull::new(raw as *mut T).ok_or(GpuError::OutOfMemory {
-            requested_bytes: bytes as u64,
-        })?;
-        // SAFETY: `ptr` addresses `bytes` writable bytes just allocated and owned here; an
-        // all-zero bit pattern is a valid `T` (`ValidAsZeroBits`). `cuMemHostAlloc`
-        // memory is aligned for any type.
-        unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, len) };
+        let last_copy = ctx.new_event(Some(CU_EVENT_DISABLE_TIMING))?;
+        let ptr = alloc_host_zeroed::<T>(len, 0)?;
         Ok(PinnedMem {
             ptr,
             len,
@@ -147,6 +134,28 @@ impl<T: DeviceRepr + ValidAsZeroBits> PinnedMem<T> {
         self.copying.store(true, Ordering::Release);
         Ok(())
     }
+}
+
+/// `len` zeroed elements of `T` in page-locked memory of the context bound to this
+/// thread, allocated with `cuMemHostAlloc` `flags` (0: cached; `DEVICEMAP`: also mapped
+/// into the device); freed with `cuMemFreeHost`. Shared by [`PinnedMem`] and
+/// `sys::mapped::MappedCell`.
+pub(crate) fn alloc_host_zeroed<T: ValidAsZeroBits>(len: usize, flags: u32) -> Result<NonNull<T>, GpuError> {
+    let bytes = len
+        .checked_mul(std::mem::size_of::<T>())
+        .filter(|b| *b <= isize::MAX as usize)
+        .ok_or_else(|| GpuError::InvalidArgument(format!("a pinned buffer of {len} elements overflows")))?;
+    // SAFETY: asks for `bytes` (at least one, so that the pointer is a real allocation)
+    // of page-locked memory in the bound context. The pointer is checked below.
+    let raw = unsafe { dresult::malloc_host(bytes.max(1), flags) }?;
+    let ptr = NonNull::new(raw as *mut T).ok_or(GpuError::OutOfMemory {
+        requested_bytes: bytes as u64,
+    })?;
+    // SAFETY: `ptr` addresses `bytes` writable bytes just allocated and owned by the
+    // caller; an all-zero bit pattern is a valid `T` (`ValidAsZeroBits`). `cuMemHostAlloc`
+    // memory is aligned for any type.
+    unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, len) };
+    Ok(ptr)
 }
 
 fn same_len(src: usize, dst: usize) -> Result<(), GpuError> {
