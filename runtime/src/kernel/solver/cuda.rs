@@ -88,10 +88,10 @@ impl CudaSolver {
     }
 
     /// The future that awaits the stream and classifies `info` for `op`.
-    fn finish(&self, shared: &Arc<DeviceShared>, op: Op, mut slot: MappedCell<i32>) -> Result<Deferred<()>, GpuError> {
+    fn finish(&self, shared: &Arc<DeviceShared>, op: Op, mut slot: MappedCell<i32>) -> Deferred<()> {
         let done = self.completer.done(&self.stream);
         let (shared, slots) = (shared.clone(), self.slots.clone());
-        Ok(Deferred::later(async move {
+        Deferred::later(async move {
             if let Err(e) = done.await {
                 // The GPU may still write the cell (a timeout): never wait for it here.
                 slot.leak();
@@ -101,7 +101,7 @@ impl CudaSolver {
             let info = slot.read_completed();
             slots.lock().unwrap_or_else(|p| p.into_inner()).push(slot);
             numerical(op, info)
-        }))
+        })
     }
 
     pub(super) fn lu_factor<T: SolverFloat>(
@@ -115,7 +115,7 @@ impl CudaSolver {
         let (mut sa, mut sp) = (a.lock(), pivots.lock());
         self.dense.getrf(n, cuda(&mut sa)?, cuda(&mut sp)?, &mut slot)?;
         self.factored.borrow_mut().insert(pivots.id(), n);
-        self.finish(shared, Op::LuFactor, slot)
+        Ok(self.finish(shared, Op::LuFactor, slot))
     }
 
     pub(super) fn lu_solve<T: SolverFloat>(
@@ -136,7 +136,7 @@ impl CudaSolver {
         let (mut sl, mut sp, mut sb) = (lu.lock(), pivots.lock(), b.lock());
         self.dense
             .getrs(n, nrhs, cuda(&mut sl)?, cuda(&mut sp)?, cuda(&mut sb)?, &mut slot)?;
-        self.finish(shared, Op::LuSolve, slot)
+        Ok(self.finish(shared, Op::LuSolve, slot))
     }
 
     pub(super) fn cholesky<T: SolverFloat>(
@@ -147,7 +147,7 @@ impl CudaSolver {
     ) -> Result<Deferred<()>, GpuError> {
         let mut slot = self.slot()?;
         self.dense.potrf(n, cuda(&mut a.lock())?, &mut slot)?;
-        self.finish(shared, Op::Cholesky, slot)
+        Ok(self.finish(shared, Op::Cholesky, slot))
     }
 
     pub(super) fn cholesky_solve<T: SolverFloat>(
@@ -160,7 +160,7 @@ impl CudaSolver {
         let mut slot = self.slot()?;
         let (mut sl, mut sb) = (l.lock(), b.lock());
         self.dense.potrs(n, nrhs, cuda(&mut sl)?, cuda(&mut sb)?, &mut slot)?;
-        self.finish(shared, Op::CholeskySolve, slot)
+        Ok(self.finish(shared, Op::CholeskySolve, slot))
     }
 
     /// Q into `q` (a copy of `a`, factored in place), R extracted between `geqrf` and
@@ -183,7 +183,7 @@ impl CudaSolver {
         let mut r = r.clone();
         upper_triangle::launch_on::<T>(&self.stream, LaunchConfig::for_elements(n * n, 256), q, m, &mut r, n)?;
         self.dense.orgqr(m, n, cuda(&mut q.lock())?, &tau, &mut slot)?;
-        self.finish(shared, Op::Qr, slot)
+        Ok(self.finish(shared, Op::Qr, slot))
     }
 
     /// The SVD of a scratch copy of `a` (gesvd destroys its input).
@@ -207,7 +207,7 @@ impl CudaSolver {
             cuda(&mut sv)?,
             &mut slot,
         )?;
-        self.finish(shared, Op::Svd, slot)
+        Ok(self.finish(shared, Op::Svd, slot))
     }
 
     pub(super) fn eigh<T: SolverFloat>(
@@ -220,6 +220,6 @@ impl CudaSolver {
         let mut slot = self.slot()?;
         let (mut sa, mut sw) = (a.lock(), w.lock());
         self.dense.syevd(n, cuda(&mut sa)?, cuda(&mut sw)?, &mut slot)?;
-        self.finish(shared, Op::Eigh, slot)
+        Ok(self.finish(shared, Op::Eigh, slot))
     }
 }
