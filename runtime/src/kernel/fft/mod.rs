@@ -131,8 +131,8 @@ enum FftEngine {
         stream: Arc<CudaStream>,
         completer: Completer,
         plans: HashMap<PlanKey, Planned>,
-        /// Repeated transforms are replayed as graphs: `DeviceConfig::fft_graphs`, and
-        /// the stream is this actor's alone (a capture would take in other actors'
+        /// New plans replay repeated transforms as graphs: `DeviceConfig::fft_graphs`,
+        /// and the stream is this actor's alone (a capture would take in other actors'
         /// work enqueued on a shared stream meanwhile).
         replay: bool,
     },
@@ -322,27 +322,20 @@ impl FftCore {
                     plans.insert(
                         key.clone(),
                         Planned {
-                            replays: Replays::default(),
+                            replays: Replays::new(*replay),
                             plan,
                         },
                     );
                 }
                 let Planned { replays, plan } = plans.get_mut(&key).expect("inserted above");
-                let replay = *replay;
                 let code = match kind {
                     Kind::C2c { inverse } => inverse as u8,
                     Kind::R2c => 2,
                     Kind::C2r => 3,
                 };
                 // The transform of `ip` into `op`: its graph when one was captured.
-                let mut enqueue = |ip: u64, op: u64| {
-                    let exec = || T::exec(plan, code, ip, op);
-                    if replay {
-                        replays.run(stream, (code, ip, op), exec)
-                    } else {
-                        exec()
-                    }
-                };
+                let mut enqueue =
+                    |ip: u64, op: u64| replays.run(stream, (code, ip, op), || T::exec(plan, code, ip, op));
                 let device = self.shared.config.device_id;
                 let r = gpu_timed(stream, device, "fft", kind.name(), || {
                     if in_place {

@@ -40,15 +40,24 @@ struct Replay {
 }
 
 /// The captured transforms of one plan.
-#[derive(Default)]
 pub(super) struct Replays {
     entries: Vec<Replay>,
     calls: u64,
-    /// Capture failed once for this plan: run every transform directly.
-    refused: bool,
+    /// Run every transform directly: graphs are off for this plan's device, or a capture
+    /// failed once.
+    direct: bool,
 }
 
 impl Replays {
+    /// The replays of a new plan; `enabled: false` runs every transform directly.
+    pub(super) fn new(enabled: bool) -> Self {
+        Replays {
+            entries: Vec::new(),
+            calls: 0,
+            direct: !enabled,
+        }
+    }
+
     /// Runs the transform `key` on `stream` — its graph when captured, else `exec`
     /// (which enqueues the transform on `stream`), capturing it on its second use.
     /// The buffers' stream-order waits must already be enqueued, and their records
@@ -59,7 +68,7 @@ impl Replays {
         key: ReplayKey,
         exec: impl Fn() -> Result<(), GpuError>,
     ) -> Result<(), GpuError> {
-        if self.refused {
+        if self.direct {
             return exec();
         }
         self.calls += 1;
@@ -81,7 +90,7 @@ impl Replays {
             }
             Err(e) => {
                 tracing::debug!(error = %e, "cuFFT transform not captured; running it directly from now on");
-                self.refused = true;
+                self.direct = true;
                 self.entries.clear();
                 exec()
             }
@@ -130,7 +139,7 @@ mod tests {
 
     #[test]
     fn eviction_drops_the_least_recently_used_pair() {
-        let mut r = Replays::default();
+        let mut r = Replays::new(true);
         for k in 0..REPLAYS_PER_PLAN as u64 {
             r.calls += 1;
             r.remember((0, k, k));
