@@ -101,8 +101,7 @@ async fn measure<T: Raw>(dev: &Device, stream: &std::sync::Arc<CudaStream>, n: u
                 phases.print(&format!("solver.{op} {} n={n} ({order:?})", T::NAME));
             }
         }
-        // Where the difference goes: GPU time of the routine on each path (ours also
-        // spans the 4-byte `info` copy), median of 5.
+        // Where the difference goes: GPU time of the routine on each path, median of 5.
         let mut times = GpuTimes::new(stream.context());
         for _ in 0..5 {
             stream.memcpy_dtod(&pristine_raw, &mut ra).unwrap();

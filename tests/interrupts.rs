@@ -23,8 +23,8 @@ const CALLS: u64 = 200;
 /// a few, one per call is what must not come back.
 const ALLOWED: u64 = CALLS / 10;
 
-/// Small Cholesky factorizations (each reads LAPACK's `info` back through pinned memory)
-/// and pinned uploads and downloads, awaited one by one.
+/// Small Cholesky factorizations (each reads LAPACK's `info` from host memory the GPU
+/// wrote) and pinned uploads and downloads, awaited one by one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a CUDA GPU"]
 async fn solver_calls_and_pinned_copies_raise_no_gpu_interrupts() {
