@@ -5,7 +5,8 @@
 mod common;
 
 use atomr_accel_cuda::actor::ActorSystem;
-use atomr_accel_cuda::dtype::{Complex, DType, DTypeBase, FftScalar};
+use atomr_accel_cuda::device::{DType, FftScalar};
+use atomr_accel_cuda::dtype::{Complex, DTypeBase};
 use atomr_accel_cuda::{Device, DeviceConfig, FftShape, GpuError, GpuRef};
 use common::{rand_vec, rel_err};
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use atomr_accel_cuda::actor::{ActorSystem, Context};
-use atomr_accel_cuda::dtype::Blas1Scalar;
+use atomr_accel_cuda::device::Blas1Scalar;
 use atomr_accel_cuda::{gpu_actor, Device, DeviceConfig, GpuError, GpuRef};
 use common::rand_vec;
 

@@ -6,7 +6,7 @@ mod common;
 
 use atomr_accel_cuda::actor::ActorSystem;
 use atomr_accel_cuda::device::BackendKind;
-use atomr_accel_cuda::dtype::RandomScalar;
+use atomr_accel_cuda::device::RandomScalar;
 use atomr_accel_cuda::{Device, DeviceConfig, GpuError};
 
 on_both! {

@@ -4,7 +4,7 @@
 
 use std::ffi::c_int;
 
-use atomr_accel_cuda::dtype::SolverScalar;
+use atomr_accel_cuda::device::SolverScalar;
 use cudarc::cusolver::{sys, DnHandle};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
 

@@ -4,9 +4,7 @@
 //! ([`BlasBase`], [`FloatDType`]) let the compiler reject, say, an `i8` GEMM before it
 //! reaches cuBLAS.
 
-use cudarc::cublas::result::CublasError;
-use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
-use cudarc::driver::{DevicePtr, DevicePtrMut, DeviceRepr, ValidAsZeroBits};
+use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
 use half::{bf16, f16};
 
 /// The kind of an element type, for errors and dispatch.
@@ -101,6 +99,13 @@ impl<T> Complex<T> {
     }
 }
 
+// SAFETY: `Complex<T>` is `#[repr(C)]` with two fields of one plain float type (f32 or
+// f64, the only `ComplexPart`s), so it has the layout of `cufftComplex` /
+// `cufftDoubleComplex` and may be copied to the device bit for bit.
+unsafe impl<T: ComplexPart> DeviceRepr for Complex<T> {}
+// SAFETY: all-zero bits are 0 + 0i for both float types.
+unsafe impl<T: ComplexPart> ValidAsZeroBits for Complex<T> {}
+
 /// Single-precision complex (`cufftComplex`).
 #[allow(non_camel_case_types)]
 pub type c32 = Complex<f32>;
@@ -151,33 +156,13 @@ impl FloatDType for f64 {}
 /// Dtypes cuBLAS multiplies (GEMM). f16 and bf16 accumulate in f32, as cuBLAS's
 /// `cublasGemmEx` does with `CUBLAS_COMPUTE_32F`; [`BlasBase::Acc`] names that type so
 /// the CPU device computes the same way.
-pub trait BlasBase: FloatDType {
+pub trait BlasBase: FloatDType + crate::sys::CublasGemm {
     /// The accumulation type (f32 for f16/bf16/f32, f64 for f64).
     type Acc: DTypeBase + num_traits::Float + 'static;
     /// Widens to the accumulation type.
     fn to_acc(self) -> Self::Acc;
     /// Rounds from the accumulation type.
     fn from_acc(v: Self::Acc) -> Self;
-
-    /// One cuBLAS GEMM of this dtype (cudarc's `Gemm` impl for it).
-    #[doc(hidden)]
-    fn cuda_gemm<A: DevicePtr<Self>, B: DevicePtr<Self>, C: DevicePtrMut<Self>>(
-        blas: &CudaBlas,
-        cfg: GemmConfig<Self>,
-        a: &A,
-        b: &B,
-        c: &mut C,
-    ) -> Result<(), CublasError>;
-
-    /// One cuBLAS strided-batched GEMM of this dtype.
-    #[doc(hidden)]
-    fn cuda_gemm_batched<A: DevicePtr<Self>, B: DevicePtr<Self>, C: DevicePtrMut<Self>>(
-        blas: &CudaBlas,
-        cfg: StridedBatchedConfig<Self>,
-        a: &A,
-        b: &B,
-        c: &mut C,
-    ) -> Result<(), CublasError>;
 }
 
 macro_rules! blas_scalar {
@@ -186,16 +171,6 @@ macro_rules! blas_scalar {
             type Acc = $acc;
             fn to_acc(self) -> $acc { DTypeBase::to_f64(self) as $acc }
             fn from_acc(v: $acc) -> Self { <$t as DTypeBase>::from_f64(v as f64) }
-            fn cuda_gemm<A: DevicePtr<Self>, B: DevicePtr<Self>, C: DevicePtrMut<Self>>(blas: &CudaBlas, cfg: GemmConfig<Self>, a: &A, b: &B, c: &mut C) -> Result<(), CublasError> {
-                // SAFETY: callers (`BlasCore::gemm`, a graph's capture) validated shapes,
-                // leading dimensions and buffer lengths against `cfg`, so cuBLAS reads and
-                // writes only inside the three slices.
-                unsafe { Gemm::gemm(blas, cfg, a, b, c) }
-            }
-            fn cuda_gemm_batched<A: DevicePtr<Self>, B: DevicePtr<Self>, C: DevicePtrMut<Self>>(blas: &CudaBlas, cfg: StridedBatchedConfig<Self>, a: &A, b: &B, c: &mut C) -> Result<(), CublasError> {
-                // SAFETY: as above, including every matrix of the batch.
-                unsafe { Gemm::gemm_strided_batched(blas, cfg, a, b, c) }
-            }
         }
     )*};
 }
@@ -222,91 +197,15 @@ mod tests {
     }
 }
 
-/// Declares a public bound that names a base trait plus the generated message mappings of
-/// the runtime's own actors, implemented for the listed types (explicit impls rather than
-/// a blanket one, so a wrong type gets this trait's message instead of one about an
-/// internal trait).
-macro_rules! bound_alias {
-    ($(#[$doc:meta])* $name:ident ($msg:literal) for [$($t:ty),+]: $($bound:path),+) => {
-        $(#[$doc])*
-        #[diagnostic::on_unimplemented(message = $msg)]
-        pub trait $name: $($bound +)+ {}
-        $(impl $name for $t {})+
-    };
-}
-
-use crate::device::context_actor::{
-    ContextActorAdviseDType, ContextActorAllocDType, ContextActorAllocManagedDType, ContextActorCopyDType,
-    ContextActorDownloadDType, ContextActorDownloadPinnedDType, ContextActorPinnedDType, ContextActorPrefetchDType,
-    ContextActorUploadDType, ContextActorUploadPinnedDType, ContextActorWriteDType, ContextActorWritePinnedDType,
-};
 /// Float types the RNG fills (f32, f64): the bound of the `RngActor`'s handlers.
 pub trait RngFloat: DTypeBase + crate::sys::CurandFloat {}
 impl RngFloat for f32 {}
 impl RngFloat for f64 {}
 
-use crate::kernel::blas::{
-    BlasActorAxpyDType, BlasActorDotDType, BlasActorGemmDType, BlasActorGemvDType, BlasActorNrm2DType,
-    BlasActorScalDType,
-};
 /// Float types cuFFT transforms (f32, f64): the bound of the `FftActor`'s handlers.
 pub trait FftFloat: ComplexPart + crate::sys::CufftFloat {}
 impl FftFloat for f32 {}
 impl FftFloat for f64 {}
-
-/// Float types of the dense solvers (f32, f64): the bound of the `SolverActor`'s
-/// handlers (cuSOLVER's entry points, and the `#[kernel]` that extracts QR's R).
-pub trait SolverFloat: crate::kernel::dsl::Float + crate::sys::cusolver::CusolverFloat {}
-impl SolverFloat for f32 {}
-impl SolverFloat for f64 {}
-
-use crate::kernel::fft::{FftActorC2cDType, FftActorC2rDType, FftActorR2cDType};
-use crate::kernel::rng::{RngActorLogNormalDType, RngActorNormalDType, RngActorUniformDType};
-use crate::kernel::solver::{
-    SolverActorCholeskyDType, SolverActorCholeskySolveDType, SolverActorEighDType, SolverActorLuFactorDType,
-    SolverActorLuSolveDType, SolverActorQrDType, SolverActorSvdDType,
-};
-
-bound_alias!(
-    /// Every element type a device buffer can hold: f16, bf16, f32, f64, i8–i64, u8–u64,
-    /// and the complex c32, c64.
-    /// The bound of the `Device` API (a [`DTypeBase`] plus the device actors' message
-    /// mappings, which `#[gpu_actor]` generates).
-    DType("`{Self}` is not an element type: buffers hold f16, bf16, f32, f64, i8–i64, u8–u64, c32 or c64") for [f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, c32, c64]: DTypeBase, ContextActorAllocDType, ContextActorUploadDType, ContextActorWriteDType,
-        ContextActorDownloadDType, ContextActorCopyDType, ContextActorPinnedDType, ContextActorUploadPinnedDType,
-        ContextActorWritePinnedDType, ContextActorDownloadPinnedDType, ContextActorAllocManagedDType,
-        ContextActorPrefetchDType, ContextActorAdviseDType
-);
-
-bound_alias!(
-    /// Element types the device multiplies (GEMM): f16, bf16, f32, f64.
-    BlasScalar("`{Self}` is not a GEMM dtype: GEMM takes f16, bf16, f32 or f64") for [f16, bf16, f32, f64]: DType, BlasBase, BlasActorGemmDType
-);
-
-bound_alias!(
-    /// Element types of the level-1/2 BLAS calls (GEMV, AXPY, SCAL, DOT, NRM2): f32, f64.
-    Blas1Scalar("`{Self}` is not a level-1/2 BLAS dtype: GEMV, AXPY, SCAL, DOT and NRM2 take f32 or f64") for [f32, f64]: BlasScalar, Blas1Base, BlasActorGemvDType, BlasActorAxpyDType, BlasActorScalDType,
-        BlasActorDotDType, BlasActorNrm2DType
-);
-
-bound_alias!(
-    /// Element types the RNG fills with uniform, normal and log-normal numbers: f32, f64.
-    RandomScalar("`{Self}` is not an RNG dtype: the generator fills f32 or f64 (u32 for Poisson)") for [f32, f64]:
-        DType, RngFloat, RngActorUniformDType, RngActorNormalDType, RngActorLogNormalDType
-);
-
-bound_alias!(
-    /// Float types of the dense solvers (LU, Cholesky, QR, SVD, symmetric eigen): f32, f64.
-    SolverScalar("`{Self}` is not a solver dtype: the dense factorizations take f32 or f64") for [f32, f64]:
-        DType, SolverFloat, SolverActorLuFactorDType, SolverActorLuSolveDType, SolverActorCholeskyDType,
-        SolverActorCholeskySolveDType, SolverActorQrDType, SolverActorSvdDType, SolverActorEighDType
-);
-
-bound_alias!(
-    /// Float types of the FFT: f32 (with c32) and f64 (with c64).
-    FftScalar("`{Self}` is not an FFT dtype: transforms take f32/c32 or f64/c64") for [f32, f64]:
-        DType, FftFloat, FftActorC2cDType, FftActorR2cDType, FftActorC2rDType
-);
 
 /// How many elements of `T` `bytes` bytes hold, or an `InvalidArgument` naming `what`
 /// when they are not a whole number of them — bytes that arrive untyped (a journal, an

@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
+use crate::device::DType;
 use crate::device::Device;
-use crate::dtype::DType;
 use crate::error::GpuError;
 use crate::gpu_ref::GpuRef;
 

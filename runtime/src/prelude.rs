@@ -5,10 +5,9 @@ pub use crate::actor::{
 };
 pub use crate::device::Svd;
 pub use crate::device::{BackendChoice, BackendKind, Device, DeviceConfig};
+pub use crate::device::{Blas1Scalar, BlasScalar, DType, FftScalar, RandomScalar, SolverScalar};
 pub use crate::dispatcher::{Dispatcher, GpuDispatcher};
-pub use crate::dtype::{
-    c32, c64, Blas1Scalar, BlasScalar, Complex, DType, FftScalar, FloatDType, RandomScalar, SolverScalar,
-};
+pub use crate::dtype::{c32, c64, Complex, FloatDType};
 pub use crate::error::{GpuError, NumericalIssue};
 pub use crate::event::GpuEvent;
 pub use crate::gpu_ref::GpuRef;

@@ -26,7 +26,8 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
 use crate::device::Device;
-use crate::dtype::{c32, c64, BlasScalar, DType, DTypeBase, RandomScalar};
+use crate::device::{BlasScalar, DType, RandomScalar};
+use crate::dtype::{c32, c64, DTypeBase};
 use crate::error::GpuError;
 use crate::gpu_ref::GpuRef;
 use crate::kernel::blas::{Batch, Gemm};

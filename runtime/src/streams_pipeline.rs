@@ -4,7 +4,7 @@
 
 use futures::{Stream, StreamExt};
 
-use crate::dtype::DType;
+use crate::device::DType;
 use crate::error::GpuError;
 use crate::pipeline::Pipeline;
 

@@ -1,8 +1,8 @@
 //! The managed-memory part of the `Device` client (see `crate::memory`).
 
+use super::bounds::DType;
 use super::context_actor::{ContextActorAdviseDType, ContextActorAllocManagedDType, ContextActorPrefetchDType};
 use super::Device;
-use crate::dtype::DType;
 use crate::error::GpuError;
 use crate::gpu_ref::GpuRef;
 use crate::memory::{Advice, Location};

@@ -6,6 +6,7 @@
 //! (bounded: `Backpressure` beyond `queue_capacity`); once the device is lost every
 //! request fails at once with `DeviceLost`.
 
+mod bounds;
 pub mod config;
 #[doc(hidden)]
 pub mod context_actor;
@@ -22,6 +23,7 @@ use std::sync::Arc;
 
 use tokio::sync::{oneshot, watch};
 
+pub use self::bounds::{Blas1Scalar, BlasScalar, DType, FftScalar, RandomScalar, SolverScalar};
 pub use self::config::{BackendChoice, DeviceConfig, Libraries};
 pub use self::solver_api::Svd;
 pub use self::state::{BackendKind, DeviceInfo, DeviceState, Status};
@@ -30,7 +32,7 @@ use self::context_actor::*;
 use self::device_actor::{DeviceActor, DeviceActorMsg, Routable, Routed};
 use self::state::{DeviceShared, Inner};
 use crate::actor::{ActorRef, ActorSystem, Reply};
-use crate::dtype::{Blas1Scalar, BlasScalar, Complex, DType, FftScalar, RandomScalar};
+use crate::dtype::Complex;
 use crate::error::GpuError;
 use crate::event::{EventActorMsg, GpuEvent};
 use crate::gpu_ref::GpuRef;

@@ -5,8 +5,8 @@
 //! The `*_into` forms write into buffers the caller owns (for loops that factor many
 //! matrices of one shape); the others allocate their outputs.
 
+use super::bounds::SolverScalar;
 use super::Device;
-use crate::dtype::SolverScalar;
 use crate::error::GpuError;
 use crate::gpu_ref::GpuRef;
 use crate::kernel::solver::*;

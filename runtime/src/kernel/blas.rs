@@ -307,7 +307,7 @@ pub(crate) fn enqueue_gemm<T: BlasBase, A: DevicePtr<T>, B: DevicePtr<T>, C: Dev
         ldc: g.ldc as i32,
     };
     if batch.count == 1 {
-        T::cuda_gemm(blas, cfg, a, b, c)
+        <T as crate::sys::CublasGemm>::gemm(blas, cfg, a, b, c)
     } else {
         let cfg = StridedBatchedConfig {
             gemm: cfg,
@@ -316,7 +316,7 @@ pub(crate) fn enqueue_gemm<T: BlasBase, A: DevicePtr<T>, B: DevicePtr<T>, C: Dev
             stride_b: batch.stride_b as i64,
             stride_c: batch.stride_c as i64,
         };
-        T::cuda_gemm_batched(blas, cfg, a, b, c)
+        <T as crate::sys::CublasGemm>::gemm_batched(blas, cfg, a, b, c)
     }
 }
 

@@ -1,4 +1,4 @@
-use atomr_accel_cuda::dtype::BlasScalar;
+use atomr_accel_cuda::device::BlasScalar;
 use atomr_accel_cuda::gpu_actor;
 
 struct A;

@@ -1,4 +1,4 @@
-use atomr_accel_cuda::dtype::DType;
+use atomr_accel_cuda::device::DType;
 use atomr_accel_cuda::gpu_actor;
 
 struct A;

@@ -1,5 +1,5 @@
 // Three mistakes, three errors in one build.
-use atomr_accel_cuda::dtype::DType;
+use atomr_accel_cuda::device::DType;
 use atomr_accel_cuda::gpu_actor;
 
 struct A;

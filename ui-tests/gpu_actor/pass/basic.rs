@@ -2,7 +2,7 @@
 use std::time::Duration;
 
 use atomr_accel_cuda::actor::{ActorSystem, Context};
-use atomr_accel_cuda::dtype::DType;
+use atomr_accel_cuda::device::DType;
 use atomr_accel_cuda::{gpu_actor, GpuError};
 
 struct Counter {

@@ -12,11 +12,11 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaSlice, CudaStream};
 
+use super::SolverFloat;
 use super::{numerical, Op};
 use crate::actor::Deferred;
 use crate::completion::Completer;
 use crate::device::state::DeviceShared;
-use crate::dtype::SolverFloat;
 use crate::error::GpuError;
 use crate::gpu_ref::{GpuRef, Storage};
 use crate::kernel::dsl::prelude::*;

@@ -24,11 +24,17 @@ use atomr_accel_cuda_macros::gpu_actor;
 
 use crate::actor::{Context, Deferred};
 use crate::device::state::DeviceShared;
-use crate::dtype::{DTypeBase, SolverFloat};
+use crate::dtype::DTypeBase;
 use crate::error::{GpuError, Lib, NumericalIssue};
 use crate::gpu_ref::{GpuRef, Storage};
 use crate::kernel::seed::LibrarySeed;
 use crate::observability::{cpu_op, gpu_timed};
+
+/// Float types of the dense solvers (f32, f64): the bound of the `SolverActor`'s
+/// handlers (cuSOLVER's entry points, and the `#[kernel]` that extracts QR's R).
+pub trait SolverFloat: crate::kernel::dsl::Float + crate::sys::cusolver::CusolverFloat {}
+impl SolverFloat for f32 {}
+impl SolverFloat for f64 {}
 
 /// The routines, for messages and for classifying `info`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
