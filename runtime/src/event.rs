@@ -17,7 +17,7 @@ use atomr_accel_cuda_macros::gpu_actor;
 use cudarc::driver::{sys::CUevent_flags, CudaEvent, CudaStream};
 
 use crate::actor::{Context, Deferred};
-use crate::device::state::DeviceShared;
+use crate::backend::state::DeviceShared;
 use crate::error::GpuError;
 use crate::kernel::seed::{CudaSeed, LibrarySeed};
 use crate::module::KernelArgs;

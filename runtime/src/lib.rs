@@ -6,6 +6,7 @@
 #![warn(missing_docs)]
 
 pub mod actor;
+pub mod backend;
 pub mod completion;
 pub mod device;
 pub mod dispatcher;

@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use atomr_accel_cuda_macros::gpu_actor;
 
-use super::core::ContextCore;
-use super::state::{DeviceShared, Inner, InnerRefs, Status};
+use super::route::{Inner, InnerRefs};
 use crate::actor::{Context, Deferred, Failure};
+use crate::backend::engine::ContextCore;
+use crate::backend::state::{DeviceShared, RouteSlot, Status};
 use crate::dispatcher::{Dispatcher, GpuDispatcher};
 use crate::dtype::DTypeBase;
 use crate::error::GpuError;
@@ -57,10 +58,10 @@ impl ContextActor {
     /// The idle spin of the device's GPU threads with `engine`: the configured one on a
     /// GPU; none on the CPU device, whose threads do the work themselves and have no GPU
     /// to wait for.
-    fn idle_spin(&self, engine: &crate::device::core::Engine) -> std::time::Duration {
+    fn idle_spin(&self, engine: &crate::backend::engine::Engine) -> std::time::Duration {
         match engine {
-            crate::device::core::Engine::Cuda(_) => self.shared.config.idle_spin,
-            crate::device::core::Engine::Cpu => std::time::Duration::ZERO,
+            crate::backend::engine::Engine::Cuda(_) => self.shared.config.idle_spin,
+            crate::backend::engine::Engine::Cpu => std::time::Duration::ZERO,
         }
     }
 
@@ -148,7 +149,7 @@ impl ContextActor {
             s.generation = generation;
             s.status = Status::Ready;
             s.info = Some(info);
-            s.inner = Some(Inner::Local(Arc::new(InnerRefs {
+            s.inner = Some(RouteSlot::new(Inner::Local(InnerRefs {
                 ctx: me,
                 blas,
                 rng,

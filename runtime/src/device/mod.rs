@@ -7,31 +7,30 @@
 //! request fails at once with `DeviceLost`.
 
 mod bounds;
-pub mod config;
 #[doc(hidden)]
 pub mod context_actor;
-pub(crate) mod core;
 #[doc(hidden)]
 pub mod device_actor;
 mod graph_api;
 mod memory_api;
 mod observability_api;
+pub(crate) mod route;
 mod solver_api;
-pub mod state;
 
 use std::sync::Arc;
 
 use tokio::sync::{oneshot, watch};
 
 pub use self::bounds::{Blas1Scalar, BlasScalar, DType, FftScalar, RandomScalar, SolverScalar};
-pub use self::config::{BackendChoice, DeviceConfig, Libraries};
 pub use self::solver_api::Svd;
-pub use self::state::{BackendKind, DeviceInfo, DeviceState, Status};
+pub use crate::backend::config::{BackendChoice, DeviceConfig, IsolationConfig, Libraries};
+pub use crate::backend::state::{BackendKind, DeviceInfo, DeviceState, Status};
 
 use self::context_actor::*;
-use self::device_actor::{DeviceActor, DeviceActorMsg, Routable, Routed};
-use self::state::{DeviceShared, Inner};
+use self::device_actor::{DeviceActor, DeviceActorMsg};
+use self::route::{Inner, Routable, Routed};
 use crate::actor::{ActorRef, ActorSystem, Reply};
+use crate::backend::state::DeviceShared;
 use crate::dtype::Complex;
 use crate::error::GpuError;
 use crate::event::{EventActorMsg, GpuEvent};
@@ -188,7 +187,7 @@ impl Device {
             // Straight to the inner actor (or the isolated device's worker) — for every
             // library: the FFT, RNG, solver and graph actors used to go through the
             // `DeviceActor`, an extra ask of ~25 µs and more per call (BENCHMARKS.md).
-            Some(inner) => routed.send_to(&inner).await,
+            Some(inner) => routed.send_to(inner.get()).await,
             None => {
                 let timeout = self.shared.config.request_timeout;
                 self.outer
@@ -211,7 +210,7 @@ impl Device {
         // caller would take from it.
         let on_gpu = matches!(
             self.shared.state.borrow().info.as_ref().map(|i| i.backend),
-            Some(crate::device::state::BackendKind::Cuda)
+            Some(crate::backend::state::BackendKind::Cuda)
         );
         let spin = if on_gpu {
             self.shared.config.reply_spin
@@ -624,7 +623,7 @@ impl Device {
     /// The process id of an isolated device's current worker; `None` for an in-process
     /// device, or while the worker (re)starts.
     pub fn worker_pid(&self) -> Option<u32> {
-        match &self.state.borrow().inner {
+        match self.state.borrow().inner.as_ref().map(|r| r.get::<Inner>()) {
             Some(Inner::Worker(link)) => Some(link.pid()),
             _ => None,
         }
@@ -632,7 +631,7 @@ impl Device {
 
     /// Requests an isolated device's worker has not answered yet (0 in-process).
     pub fn worker_pending(&self) -> usize {
-        match &self.state.borrow().inner {
+        match self.state.borrow().inner.as_ref().map(|r| r.get::<Inner>()) {
             Some(Inner::Worker(link)) => link.pending(),
             _ => 0,
         }
@@ -642,7 +641,7 @@ impl Device {
     /// would; the device respawns it. `Unsupported` for an in-process device.
     #[doc(hidden)]
     pub fn kill_worker(&self) -> Result<(), GpuError> {
-        match &self.state.borrow().inner {
+        match self.state.borrow().inner.as_ref().map(|r| r.get::<Inner>()) {
             Some(Inner::Worker(link)) => link.kill(),
             Some(Inner::Local(_)) => Err(GpuError::Unsupported("kill_worker on an in-process device".into())),
             None => Err(GpuError::Unsupported(

@@ -17,8 +17,8 @@ use super::arena::{io_error, Arena, Lease};
 use super::frame::{self, Kind};
 use super::wire::{ClientCtx, Reader, ReplySlot, Side, Wire, Writer};
 use super::{IsolationConfig, WORKER_ENV, WORKER_FDS};
-use crate::device::device_actor::Routed;
-use crate::device::state::{DeviceInfo, DeviceShared, Status};
+use crate::backend::state::{DeviceInfo, DeviceShared, Status};
+use crate::device::route::Routed;
 use crate::error::GpuError;
 
 /// Tells the supervisor that the worker is gone, and why.

@@ -15,8 +15,8 @@ use super::frame::{self, Kind};
 use super::wire::{Reader, Side, Wire, WorkerCtx, Writer};
 use super::{WORKER_ENV, WORKER_FDS};
 use crate::actor::ActorSystem;
-use crate::device::device_actor::Routed;
-use crate::device::state::Status;
+use crate::backend::state::Status;
+use crate::device::route::Routed;
 use crate::device::{Device, DeviceConfig};
 use crate::error::GpuError;
 

@@ -8,7 +8,8 @@ use atomr_accel_cuda_macros::gpu_actor;
 
 use super::link::LinkShared;
 use crate::actor::{Context, Failure};
-use crate::device::state::{DeviceShared, Inner, Status};
+use crate::backend::state::{DeviceShared, RouteSlot, Status};
+use crate::device::route::Inner;
 use crate::error::GpuError;
 
 /// Owns one worker process at a time; each (re)start spawns a new one in a new
@@ -67,7 +68,7 @@ impl WorkerActor {
             s.generation = generation;
             s.status = Status::Ready;
             s.info = Some(info);
-            s.inner = Some(Inner::Worker(link));
+            s.inner = Some(RouteSlot::new(Inner::Worker(link)));
         });
         Ok(())
     }

@@ -9,8 +9,8 @@ use futures::future::BoxFuture;
 
 use crate::actor::Context;
 use crate::actor::Deferred;
+use crate::backend::state::DeviceShared;
 use crate::completion::Completer;
-use crate::device::state::DeviceShared;
 use crate::dtype::{Blas1Base, BlasBase, DTypeBase};
 use crate::error::GpuError;
 use crate::gpu_ref::{GpuRef, Storage};

@@ -13,8 +13,8 @@ use cudarc::driver::{CudaFunction, CudaModule, CudaStream};
 use cudarc::nvrtc::Ptx;
 
 use crate::actor::{Context, Deferred};
+use crate::backend::state::DeviceShared;
 use crate::completion::Completer;
-use crate::device::state::DeviceShared;
 use crate::error::GpuError;
 use crate::kernel::dsl::launch::KernelCall;
 use crate::kernel::seed::{CudaSeed, LibrarySeed};

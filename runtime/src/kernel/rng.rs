@@ -14,8 +14,8 @@ use rand_chacha::ChaCha12Rng;
 use rand_distr::{Distribution, LogNormal, Normal, Poisson, StandardUniform};
 
 use crate::actor::{Context, Deferred};
+use crate::backend::state::DeviceShared;
 use crate::completion::Completer;
-use crate::device::state::DeviceShared;
 use crate::dtype::RngFloat;
 use crate::error::GpuError;
 use crate::gpu_ref::{GpuRef, Storage};

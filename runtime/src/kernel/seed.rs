@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaStream};
 
+use crate::backend::engine::Engine;
+use crate::backend::state::DeviceShared;
 use crate::completion::Completer;
-use crate::device::core::Engine;
-use crate::device::state::DeviceShared;
 use crate::error::GpuError;
 use crate::module::LaunchLimits;
 use crate::stream::StreamSource;

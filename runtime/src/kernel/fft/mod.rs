@@ -19,8 +19,8 @@ use rustfft::num_complex::Complex64;
 use rustfft::FftPlanner;
 
 use crate::actor::{Context, Deferred};
+use crate::backend::state::DeviceShared;
 use crate::completion::Completer;
-use crate::device::state::DeviceShared;
 use crate::dtype::{Complex, DTypeBase, FftFloat};
 use crate::error::GpuError;
 use crate::gpu_ref::{GpuRef, Storage};

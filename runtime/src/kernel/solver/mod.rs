@@ -23,7 +23,7 @@ use std::sync::Arc;
 use atomr_accel_cuda_macros::gpu_actor;
 
 use crate::actor::{Context, Deferred};
-use crate::device::state::DeviceShared;
+use crate::backend::state::DeviceShared;
 use crate::dtype::DTypeBase;
 use crate::error::{GpuError, Lib, NumericalIssue};
 use crate::gpu_ref::{GpuRef, Storage};

@@ -1,9 +1,9 @@
 //! `DeviceConfig`: which device, which backend, and how its actors behave.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::completion::CompletionStrategy;
-pub use crate::isolation::IsolationConfig;
 use crate::stream::StreamStrategy;
 
 /// Which backend runs a device.
@@ -188,5 +188,38 @@ impl DeviceConfig {
     pub fn with_queue_capacity(mut self, n: usize) -> Self {
         self.queue_capacity = n;
         self
+    }
+}
+
+/// How an isolated device runs its worker.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct IsolationConfig {
+    /// The worker executable; `None`: this executable (`std::env::current_exe`).
+    pub program: Option<PathBuf>,
+    /// Arguments for the worker executable.
+    pub args: Vec<String>,
+    /// Restarts allowed within `restart_window` before the device is given up as
+    /// `DeviceLost` (stops a crash loop).
+    pub max_restarts: u32,
+    /// See `max_restarts`.
+    pub restart_window: Duration,
+    /// How long a worker may take to open its device (CUDA, cuBLAS: ~1–1.5 s on the
+    /// H200).
+    pub start_timeout: Duration,
+    /// Size of each of the two shared-memory arenas (sparse: only touched pages use
+    /// memory). Transfers that do not fit go through the socket, more slowly.
+    pub arena_bytes: usize,
+}
+
+impl Default for IsolationConfig {
+    fn default() -> Self {
+        IsolationConfig {
+            program: None,
+            args: vec![],
+            max_restarts: 20,
+            restart_window: Duration::from_secs(60),
+            start_timeout: Duration::from_secs(60),
+            arena_bytes: 2 << 30,
+        }
     }
 }

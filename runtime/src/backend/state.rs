@@ -6,12 +6,8 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use super::config::DeviceConfig;
-use super::context_actor::ContextActorRef;
 use crate::error::GpuError;
 use crate::host::PinnedPool;
-use crate::kernel::blas::BlasActorRef;
-use crate::kernel::fft::FftActorRef;
-use crate::kernel::rng::RngActorRef;
 
 /// Where a device is in its life.
 #[derive(Debug, Clone)]
@@ -53,29 +49,24 @@ impl DeviceInfo {
     }
 }
 
-/// The addresses of the current inner tier.
+/// Where a ready device's requests go — the device tier's route to its inner actors or
+/// to an isolated device's worker — held type-erased, so that this floor names no actor.
+/// Cloned on every request: one reference count.
 #[derive(Clone)]
-pub(crate) struct InnerRefs {
-    pub(crate) ctx: ContextActorRef,
-    pub(crate) blas: Option<BlasActorRef>,
-    pub(crate) rng: Option<RngActorRef>,
-    pub(crate) fft: Option<FftActorRef>,
-    pub(crate) solver: Option<crate::kernel::solver::SolverActorRef>,
-    pub(crate) kernel: crate::kernel::kernel_actor::KernelActorRef,
-    pub(crate) module: crate::kernel::module_actor::ModuleActorRef,
-    pub(crate) event: crate::event::EventActorRef,
-    pub(crate) graph: crate::graph::GraphActorRef,
-}
+pub(crate) struct RouteSlot(Arc<dyn std::any::Any + Send + Sync>);
 
-/// Where requests go while a device is ready.
-#[derive(Clone)]
-pub(crate) enum Inner {
-    /// The inner actors, in this process. Shared rather than boxed: every request
-    /// clones its route, and that clone should be one reference count, not an
-    /// allocation and nine.
-    Local(Arc<InnerRefs>),
-    /// An isolated device's worker process.
-    Worker(Arc<crate::isolation::link::LinkShared>),
+impl RouteSlot {
+    /// Holds `route`.
+    pub(crate) fn new<R: std::any::Any + Send + Sync>(route: R) -> Self {
+        RouteSlot(Arc::new(route))
+    }
+
+    /// The route, as the type the device tier stored.
+    pub(crate) fn get<R: std::any::Any>(&self) -> &R {
+        self.0
+            .downcast_ref()
+            .expect("only the device tier sets a route, always of its one type")
+    }
 }
 
 /// A snapshot of a device's state.
@@ -88,7 +79,8 @@ pub struct DeviceState {
     pub status: Status,
     /// Known once the inner tier has started.
     pub info: Option<DeviceInfo>,
-    pub(crate) inner: Option<Inner>,
+    /// Set while the device is ready.
+    pub(crate) inner: Option<RouteSlot>,
 }
 
 /// State shared by a device's client handle and its two tiers.
