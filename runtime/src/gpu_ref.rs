@@ -32,7 +32,7 @@ pub(crate) struct Buffer<T> {
     managed: bool,
     /// A buffer of an isolated device: the memory is in the worker process, this is its
     /// id there (the `Storage` is empty).
-    remote: Option<crate::isolation::RemoteBuf>,
+    remote: Option<crate::wire::RemoteBuf>,
 }
 
 impl<T> Drop for Buffer<T> {
@@ -105,19 +105,14 @@ impl<T: DTypeBase> GpuRef<T> {
     }
 
     /// A handle to a buffer of an isolated device's worker.
-    pub(crate) fn new_remote(
-        device_id: usize,
-        generation: u64,
-        len: usize,
-        remote: crate::isolation::RemoteBuf,
-    ) -> Self {
+    pub(crate) fn new_remote(device_id: usize, generation: u64, len: usize, remote: crate::wire::RemoteBuf) -> Self {
         let mut r = GpuRef::new(device_id, generation, len, Storage::Cpu(Vec::new()), None);
         Arc::get_mut(&mut r.buf).expect("just created").remote = Some(remote);
         r
     }
 
     /// The worker-side identity of an isolated device's buffer.
-    pub(crate) fn remote(&self) -> Option<&crate::isolation::RemoteBuf> {
+    pub(crate) fn remote(&self) -> Option<&crate::wire::RemoteBuf> {
         self.buf.remote.as_ref()
     }
 

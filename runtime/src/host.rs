@@ -84,6 +84,24 @@ pub struct PinnedBuf<T: DTypeBase> {
     pool: Arc<PinnedPool>,
 }
 
+/// Host buffers of the worker's pinned pool: they live in the worker process.
+fn pinned_unsupported() -> GpuError {
+    GpuError::Unsupported(
+        "pinned host buffers on an isolated device (they would live in the worker process): use upload / download, \
+         which move data through shared memory"
+            .into(),
+    )
+}
+
+impl<T: DTypeBase> crate::wire::Wire for PinnedBuf<T> {
+    fn put(&self, _: &mut crate::wire::Writer<'_>) -> Result<(), GpuError> {
+        Err(pinned_unsupported())
+    }
+    fn take(_: &mut crate::wire::Reader<'_>) -> Result<Self, GpuError> {
+        Err(pinned_unsupported())
+    }
+}
+
 impl<T: DTypeBase> std::fmt::Debug for PinnedBuf<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "PinnedBuf<{}>(len {})", T::NAME, self.len())

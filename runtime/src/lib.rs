@@ -31,6 +31,7 @@ pub mod stream;
 pub mod streams_pipeline;
 #[doc(hidden)]
 pub mod sys;
+pub mod wire;
 
 pub use completion::CompletionStrategy;
 pub use device::{Device, DeviceConfig};

@@ -107,6 +107,12 @@ pub struct LaunchConfig {
     pub shared_mem_bytes: u32,
 }
 
+crate::wire::wire_struct!(LaunchConfig {
+    grid,
+    block,
+    shared_mem_bytes
+});
+
 impl LaunchConfig {
     /// A 1-D launch covering `n` elements with `threads` per block.
     pub fn for_elements(n: usize, threads: u32) -> Self {
@@ -296,7 +302,7 @@ pub(crate) trait BufferArg: Send {
     fn id(&self) -> u64;
     fn lock(&self) -> Box<dyn HeldArg + '_>;
     /// Writes the buffer for a launch on an isolated device's worker.
-    fn put_wire(&self, w: &mut crate::isolation::wire::Writer<'_>) -> Result<(), GpuError>;
+    fn put_wire(&self, w: &mut crate::wire::Writer<'_>) -> Result<(), GpuError>;
 }
 
 /// A locked argument, ready to push onto a launch.
@@ -335,13 +341,13 @@ impl<T: DTypeBase> BufferArg for BufItem<T> {
     fn id(&self) -> u64 {
         self.r.id()
     }
-    fn put_wire(&self, w: &mut crate::isolation::wire::Writer<'_>) -> Result<(), GpuError> {
+    fn put_wire(&self, w: &mut crate::wire::Writer<'_>) -> Result<(), GpuError> {
         if !self.param {
             return Err(GpuError::Unsupported(
                 "buffers reached through a TMA descriptor on an isolated device".into(),
             ));
         }
-        crate::isolation::handles::put_buffer_arg(&self.r, w)
+        crate::wire::put_buffer_arg(&self.r, w)
     }
     fn lock(&self) -> Box<dyn HeldArg + '_> {
         Box::new(HeldBuf {
@@ -543,12 +549,12 @@ impl KernelArgs {
     }
 
     /// Writes the arguments for a launch on an isolated device's worker.
-    pub(crate) fn put_wire(&self, w: &mut crate::isolation::wire::Writer<'_>) -> Result<(), GpuError> {
+    pub(crate) fn put_wire(&self, w: &mut crate::wire::Writer<'_>) -> Result<(), GpuError> {
         w.put_u64(self.items.len() as u64);
         for a in &self.items {
             match a {
                 Arg::Buffer(b) => b.put_wire(w)?,
-                Arg::Scalar(s) => crate::isolation::handles::put_scalar_arg(&s.bytes()?, w),
+                Arg::Scalar(s) => crate::wire::put_scalar_arg(&s.bytes()?, w),
             }
         }
         Ok(())

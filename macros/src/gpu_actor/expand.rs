@@ -510,7 +510,7 @@ fn wire_impl(def: &ActorDef, krate: &syn::Path) -> TokenStream {
         return quote!();
     }
     let (msg, _) = names(def);
-    let w = quote!(#krate::isolation::wire);
+    let w = quote!(#krate::wire);
     let mut encode_arms = vec![];
     let mut decode_arms = vec![];
     let mut tag = 0u16;

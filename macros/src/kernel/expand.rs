@@ -240,7 +240,7 @@ pub(crate) fn expand(def: &KernelDef<'_>) -> TokenStream {
             #[doc(hidden)]
             pub fn call_from_wire<#(#gen_params),*>(
                 cfg: #krate::module::LaunchConfig,
-                wire: &mut #krate::isolation::WireArgs<'_>,
+                wire: &mut #krate::wire::WireArgs<'_>,
             ) -> ::std::result::Result<#dsl::KernelCall, #krate::GpuError> {
                 #(#wire_reads)*
                 ::std::result::Result::Ok(call #turbofish(cfg, #(#wire_args),*))

@@ -17,7 +17,6 @@ use crate::event::{EventActor, EventActorRef};
 use crate::gpu_ref::GpuRef;
 use crate::graph::{GraphActor, GraphActorRef};
 use crate::host::{PinnedBuf, Uploaded};
-use crate::isolation::HostData;
 use crate::kernel::blas::{BlasActor, BlasActorRef};
 use crate::kernel::fft::{FftActor, FftActorRef};
 use crate::kernel::kernel_actor::{KernelActor, KernelActorRef};
@@ -26,6 +25,7 @@ use crate::kernel::rng::{RngActor, RngActorRef};
 use crate::kernel::seed::LibrarySeed;
 use crate::kernel::solver::{SolverActor, SolverActorRef};
 use crate::memory::{Advice, Location};
+use crate::wire::HostData;
 
 /// The inner tier of one device.
 pub struct ContextActor {

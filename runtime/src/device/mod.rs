@@ -36,7 +36,6 @@ use crate::error::GpuError;
 use crate::event::{EventActorMsg, GpuEvent};
 use crate::gpu_ref::GpuRef;
 use crate::host::{PinnedBuf, Uploaded};
-use crate::isolation::HostData;
 use crate::kernel::blas::*;
 use crate::kernel::blas::{Batch, Gemm, Gemv};
 use crate::kernel::dsl::KernelCall;
@@ -45,6 +44,7 @@ use crate::kernel::kernel_actor::KernelActorMsg;
 use crate::kernel::module_actor::ModuleActorMsg;
 use crate::kernel::rng::*;
 use crate::module::{KernelArgs, KernelSource, LaunchConfig, ModuleImage, ModuleRef};
+use crate::wire::HostData;
 
 /// The longest busy stretch of a caller's reply spin between two yields
 /// ([`DeviceConfig::reply_spin`]): long enough that a reply arriving within it is seen at

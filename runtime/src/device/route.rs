@@ -7,13 +7,13 @@ use std::sync::Arc;
 use crate::error::GpuError;
 use crate::event::{EventActorMsg, EventActorRef};
 use crate::graph::{GraphActorMsg, GraphActorRef};
-use crate::isolation::wire::{Reader, ReplySlot, ReplyWait, WireMessage, Writer};
 use crate::kernel::blas::{BlasActorMsg, BlasActorRef};
 use crate::kernel::fft::{FftActorMsg, FftActorRef};
 use crate::kernel::kernel_actor::{KernelActorMsg, KernelActorRef};
 use crate::kernel::module_actor::{ModuleActorMsg, ModuleActorRef};
 use crate::kernel::rng::{RngActorMsg, RngActorRef};
 use crate::kernel::solver::{SolverActorMsg, SolverActorRef};
+use crate::wire::{Reader, ReplySlot, ReplyWait, WireMessage, Writer};
 
 use super::context_actor::{ContextActorMsg, ContextActorRef};
 

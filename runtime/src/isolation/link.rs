@@ -13,13 +13,13 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-use super::arena::{io_error, Arena, Lease};
-use super::frame::{self, Kind};
-use super::wire::{ClientCtx, Reader, ReplySlot, Side, Wire, Writer};
 use super::{IsolationConfig, WORKER_ENV, WORKER_FDS};
 use crate::backend::state::{DeviceInfo, DeviceShared, Status};
 use crate::device::route::Routed;
 use crate::error::GpuError;
+use crate::wire::arena::{io_error, Arena, Lease};
+use crate::wire::frame::{self, Kind};
+use crate::wire::{BufferOwner, ClientCtx, Reader, ReplySlot, Side, Wire, Writer};
 
 /// Tells the supervisor that the worker is gone, and why.
 pub(crate) type OnDeath = Box<dyn FnOnce(GpuError) + Send>;
@@ -76,7 +76,7 @@ impl LinkShared {
         drop(theirs);
         let pid = child.id();
         let reader = ours.try_clone().map_err(|e| io_error("socket clone", e))?;
-        let link = Arc::new_cyclic(|weak| LinkShared {
+        let link = Arc::new_cyclic(|weak: &std::sync::Weak<LinkShared>| LinkShared {
             ctx: ClientCtx {
                 device_id: config.device_id,
                 instance,
@@ -173,13 +173,6 @@ impl LinkShared {
             if let Some(p) = self.lock_requests().pending.remove(&id) {
                 p.slot.answer(Err(e), &|_| {});
             }
-        }
-    }
-
-    /// The last user handle to worker buffer `id` was dropped.
-    pub(crate) fn free(&self, id: u64) {
-        if self.lock_requests().dead.is_none() {
-            let _ = self.send_frame(Kind::Free, id, &[]);
         }
     }
 
@@ -368,4 +361,15 @@ fn spawn_child(iso: &IsolationConfig, spec: &str, fds: [i32; 3]) -> Result<Child
     }
     cmd.spawn()
         .map_err(|e| io_error(&format!("starting the worker {}", program.display()), e))
+}
+
+/// Buffers of this worker held in the user process.
+impl BufferOwner for LinkShared {
+    /// The last user handle to worker buffer `id` was dropped: tell the worker, unless
+    /// it is gone (its buffers went with it).
+    fn free(&self, id: u64) {
+        if self.lock_requests().dead.is_none() {
+            let _ = self.send_frame(Kind::Free, id, &[]);
+        }
+    }
 }

@@ -21,19 +21,11 @@
 //! child at fixed descriptors; nothing listens on a path or a port. A frame that does
 //! not decode is an error for its request, never a crash of either side.
 
-pub(crate) mod arena;
-mod frame;
-pub(crate) mod handles;
-mod host_data;
 pub(crate) mod link;
-pub mod wire;
 mod worker;
 pub(crate) mod worker_actor;
 
 pub use crate::backend::config::IsolationConfig;
-pub(crate) use handles::RemoteBuf;
-pub use handles::WireArgs;
-pub use host_data::HostData;
 pub use worker::enter_worker_if_requested;
 pub(crate) use worker::refuse_unentered_worker;
 

@@ -10,15 +10,15 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::arena::Arena;
-use super::frame::{self, Kind};
-use super::wire::{Reader, Side, Wire, WorkerCtx, Writer};
 use super::{WORKER_ENV, WORKER_FDS};
 use crate::actor::ActorSystem;
 use crate::backend::state::Status;
 use crate::device::route::Routed;
 use crate::device::{Device, DeviceConfig};
 use crate::error::GpuError;
+use crate::wire::arena::Arena;
+use crate::wire::frame::{self, Kind};
+use crate::wire::{Reader, Side, Wire, WorkerCtx, Writer};
 
 /// Exit status of a worker after a sticky fault.
 const FAULT_EXIT: i32 = 70;

@@ -44,6 +44,8 @@ pub struct Gemm<T> {
     pub ldc: usize,
 }
 
+crate::wire::wire_struct!(Gemm<T: crate::dtype::FloatDType> { transa, transb, m, n, k, alpha, beta, lda, ldb, ldc });
+
 impl<T: BlasBase> Gemm<T> {
     /// `C = A·B` with tight leading dimensions.
     pub fn new(m: usize, n: usize, k: usize) -> Self {
@@ -117,6 +119,13 @@ pub struct Batch {
     pub stride_c: usize,
 }
 
+crate::wire::wire_struct!(Batch {
+    count,
+    stride_a,
+    stride_b,
+    stride_c
+});
+
 impl Batch {
     /// A single GEMM (no batch).
     pub const fn one() -> Self {
@@ -145,6 +154,8 @@ pub struct Gemv<T> {
     /// Leading dimension of A.
     pub lda: usize,
 }
+
+crate::wire::wire_struct!(Gemv<T: crate::dtype::FloatDType> { trans, m, n, alpha, beta, lda });
 
 impl<T: BlasBase> Gemv<T> {
     /// `y = A·x` with a tight leading dimension.

@@ -15,6 +15,7 @@ pub mod scalar;
 pub mod slices;
 pub mod source;
 pub mod stream_launch;
+mod wire;
 
 pub use launch::{KernelArg, KernelCall};
 pub use registry::{precompile_all, registered, KernelRegistration, PrecompileSummary};

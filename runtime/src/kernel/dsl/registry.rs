@@ -23,7 +23,7 @@ pub struct KernelInstance {
     pub source: fn() -> String,
     /// Rebuilds a launch of it from the wire (in an isolated device's worker).
     pub from_wire:
-        fn(crate::module::LaunchConfig, &mut crate::isolation::WireArgs<'_>) -> Result<super::KernelCall, GpuError>,
+        fn(crate::module::LaunchConfig, &mut crate::wire::WireArgs<'_>) -> Result<super::KernelCall, GpuError>,
 }
 
 /// A kernel: registered by `#[kernel]` for every kernel in the program.

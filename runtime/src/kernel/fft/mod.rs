@@ -41,6 +41,8 @@ pub struct FftShape {
     pub batch: usize,
 }
 
+crate::wire::wire_struct!(FftShape { dims, batch });
+
 impl FftShape {
     /// A batch of `batch` transforms of shape `dims`.
     pub fn new(dims: &[usize], batch: usize) -> Self {

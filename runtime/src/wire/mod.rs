@@ -1,5 +1,7 @@
 //! The wire format of isolated devices: how a request to an inner actor, and its reply,
-//! cross between the user process and its GPU worker.
+//! cross between the user process and its GPU worker — frames, shared-memory arenas,
+//! element data and remote buffer ids. Shared vocabulary: it names no actor; each type
+//! that crosses implements [`Wire`] where it is defined.
 //!
 //! `#[gpu_actor(wire)]` generates [`WireMessage`] for an actor's message enum: a tag per
 //! variant, then each field through [`Wire`]. The reply channel does not cross: the
@@ -16,7 +18,18 @@ use std::sync::{Arc, Mutex, Weak};
 use futures::future::BoxFuture;
 use tokio::sync::oneshot;
 
-use super::arena::{Arena, Lease};
+pub(crate) mod arena;
+pub(crate) mod frame;
+mod host_data;
+mod launch_args;
+mod remote;
+
+pub use self::host_data::HostData;
+pub use self::launch_args::WireArgs;
+pub(crate) use self::launch_args::{put_buffer_arg, put_scalar_arg, take_launch_args};
+pub(crate) use self::remote::{BufferOwner, RemoteBuf};
+
+use self::arena::{Arena, Lease};
 use crate::actor::Reply;
 use crate::dtype::DTypeBase;
 use crate::error::GpuError;
@@ -32,7 +45,7 @@ pub(crate) struct ClientCtx {
     /// ordinal and a generation number).
     pub(crate) instance: u64,
     pub(crate) generation: u64,
-    pub(crate) link: Weak<super::link::LinkShared>,
+    pub(crate) link: Weak<dyn remote::BufferOwner>,
     pub(crate) requests: Arc<Arena>,
     pub(crate) replies: Arc<Arena>,
 }
@@ -276,6 +289,51 @@ impl<T: DTypeBase> Wire for Vec<T> {
     }
 }
 
+impl<A: Wire, B: Wire, C: Wire> Wire for (A, B, C) {
+    fn put(&self, w: &mut Writer<'_>) -> Result<(), GpuError> {
+        self.0.put(w)?;
+        self.1.put(w)?;
+        self.2.put(w)
+    }
+    fn take(r: &mut Reader<'_>) -> Result<Self, GpuError> {
+        Ok((A::take(r)?, B::take(r)?, C::take(r)?))
+    }
+}
+
+impl<T: Wire> Wire for Option<T> {
+    fn put(&self, w: &mut Writer<'_>) -> Result<(), GpuError> {
+        match self {
+            None => {
+                w.put_u8(0);
+                Ok(())
+            }
+            Some(v) => {
+                w.put_u8(1);
+                v.put(w)
+            }
+        }
+    }
+    fn take(r: &mut Reader<'_>) -> Result<Self, GpuError> {
+        Ok(match r.take_u8()? {
+            0 => None,
+            _ => Some(T::take(r)?),
+        })
+    }
+}
+
+impl Wire for Vec<usize> {
+    fn put(&self, w: &mut Writer<'_>) -> Result<(), GpuError> {
+        w.put_u64(self.len() as u64);
+        self.iter().try_for_each(|v| v.put(w))
+    }
+    fn take(r: &mut Reader<'_>) -> Result<Self, GpuError> {
+        let n = r.take_usize()?;
+        // Each element takes 8 bytes: a count beyond the payload fails at its first read
+        // instead of reserving memory for it.
+        (0..n).map(|_| usize::take(r)).collect()
+    }
+}
+
 /// Where bulk bytes written by [`Writer::put_bulk`] are.
 pub(crate) enum Bulk<'a> {
     Inline(&'a [u8]),
@@ -394,13 +452,13 @@ impl<R: Wire> Wire for Result<R, GpuError> {
 /// Implements [`Wire`] for a plain struct field by field (all fields `Wire`).
 macro_rules! wire_struct {
     ($ty:ident $(<$g:ident: $b:path>)? { $($f:ident),* $(,)? }) => {
-        impl$(<$g: $b>)? $crate::isolation::wire::Wire for $ty$(<$g>)? {
-            fn put(&self, w: &mut $crate::isolation::wire::Writer<'_>) -> Result<(), $crate::GpuError> {
-                $( $crate::isolation::wire::Wire::put(&self.$f, w)?; )*
+        impl$(<$g: $b>)? $crate::wire::Wire for $ty$(<$g>)? {
+            fn put(&self, w: &mut $crate::wire::Writer<'_>) -> Result<(), $crate::GpuError> {
+                $( $crate::wire::Wire::put(&self.$f, w)?; )*
                 Ok(())
             }
-            fn take(r: &mut $crate::isolation::wire::Reader<'_>) -> Result<Self, $crate::GpuError> {
-                Ok($ty { $( $f: $crate::isolation::wire::Wire::take(r)?, )* })
+            fn take(r: &mut $crate::wire::Reader<'_>) -> Result<Self, $crate::GpuError> {
+                Ok($ty { $( $f: $crate::wire::Wire::take(r)?, )* })
             }
         }
     };
@@ -410,15 +468,15 @@ pub(crate) use wire_struct;
 /// Implements [`Wire`] for a field-less enum by variant index.
 macro_rules! wire_enum {
     ($ty:ty { $($v:path),* $(,)? }) => {
-        impl $crate::isolation::wire::Wire for $ty {
-            fn put(&self, w: &mut $crate::isolation::wire::Writer<'_>) -> Result<(), $crate::GpuError> {
+        impl $crate::wire::Wire for $ty {
+            fn put(&self, w: &mut $crate::wire::Writer<'_>) -> Result<(), $crate::GpuError> {
                 let all = [$($v),*];
                 let i = all.iter().position(|v| v == self).expect("every variant is listed");
-                $crate::isolation::wire::Wire::put(&(i as u64), w)
+                $crate::wire::Wire::put(&(i as u64), w)
             }
-            fn take(r: &mut $crate::isolation::wire::Reader<'_>) -> Result<Self, $crate::GpuError> {
+            fn take(r: &mut $crate::wire::Reader<'_>) -> Result<Self, $crate::GpuError> {
                 let all = [$($v),*];
-                let i: u64 = $crate::isolation::wire::Wire::take(r)?;
+                let i: u64 = $crate::wire::Wire::take(r)?;
                 all.get(i as usize).copied().ok_or_else(|| {
                     $crate::GpuError::InvalidArgument(format!("{i} is not a {}", stringify!($ty)))
                 })

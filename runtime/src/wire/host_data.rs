@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::arena::Arena;
-use super::wire::{Bulk, Reader, Wire, Writer};
+use super::{Bulk, Reader, Wire, Writer};
 use crate::dtype::DTypeBase;
 use crate::error::GpuError;
 
@@ -50,7 +50,7 @@ impl<T: DTypeBase> std::ops::Deref for HostData<T> {
 
 impl<T: DTypeBase> Wire for HostData<T> {
     fn put(&self, w: &mut Writer<'_>) -> Result<(), GpuError> {
-        w.put_bulk(super::wire::as_bytes(self));
+        w.put_bulk(super::as_bytes(self));
         Ok(())
     }
 

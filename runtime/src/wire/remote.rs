@@ -1,0 +1,121 @@
+//! How buffers cross to a GPU worker: a `GpuRef` crosses as the worker's buffer id. The
+//! worker keeps the buffer in its table while the user process holds a handle (a
+//! [`RemoteBuf`]), and frees it when the last handle is dropped.
+
+use std::sync::Weak;
+
+use super::{Reader, Side, Wire, WorkerCtx, Writer};
+use crate::dtype::DTypeBase;
+use crate::error::GpuError;
+use crate::gpu_ref::GpuRef;
+
+/// What frees a worker's buffer when the user process drops its last handle: the link
+/// to that worker (in the device tier, which this floor does not name).
+pub(crate) trait BufferOwner: Send + Sync {
+    /// The user process holds no handle to buffer `id` any more.
+    fn free(&self, id: u64);
+}
+
+/// The user-process side of an isolated device's buffer: its id in the worker. Dropping
+/// it (with the last `GpuRef` clone) frees the worker's buffer.
+pub(crate) struct RemoteBuf {
+    pub(crate) id: u64,
+    pub(crate) instance: u64,
+    pub(crate) link: Weak<dyn BufferOwner>,
+}
+
+impl Drop for RemoteBuf {
+    fn drop(&mut self) {
+        if let Some(link) = self.link.upgrade() {
+            link.free(self.id);
+        }
+    }
+}
+
+impl WorkerCtx {
+    /// Holds one more user handle to `r`.
+    pub(crate) fn export<T: DTypeBase>(&self, r: &GpuRef<T>) {
+        let mut m = self.buffers.lock().unwrap_or_else(|p| p.into_inner());
+        m.entry(r.id()).or_insert_with(|| (Box::new(r.clone()), 0)).1 += 1;
+    }
+
+    /// The user process dropped a handle to buffer `id`.
+    pub(crate) fn release(&self, id: u64) {
+        let mut m = self.buffers.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(e) = m.get_mut(&id) {
+            e.1 -= 1;
+            if e.1 == 0 {
+                m.remove(&id);
+            }
+        }
+    }
+
+    pub(crate) fn lookup<T: DTypeBase>(&self, id: u64) -> Result<GpuRef<T>, GpuError> {
+        let m = self.buffers.lock().unwrap_or_else(|p| p.into_inner());
+        let (any, _) = m.get(&id).ok_or_else(|| {
+            GpuError::InvalidArgument(format!("no buffer #{id} in the worker (freed, or never handed out)"))
+        })?;
+        any.downcast_ref::<GpuRef<T>>()
+            .cloned()
+            .ok_or_else(|| GpuError::InvalidArgument(format!("worker buffer #{id} is not a {} buffer", T::NAME)))
+    }
+}
+
+impl<T: DTypeBase> Wire for GpuRef<T> {
+    fn put(&self, w: &mut Writer<'_>) -> Result<(), GpuError> {
+        match w.side {
+            Side::Client(c) => {
+                let Some(remote) = self.remote() else {
+                    return Err(GpuError::InvalidArgument(format!(
+                        "buffer #{} belongs to an in-process device, not to isolated device {}",
+                        self.id(),
+                        c.device_id
+                    )));
+                };
+                if remote.instance != c.instance {
+                    return Err(GpuError::InvalidArgument(format!(
+                        "buffer #{} lives on another device (device {}), not on this isolated device {}",
+                        self.id(),
+                        self.device_id(),
+                        c.device_id
+                    )));
+                }
+                if self.generation() != c.generation {
+                    return Err(GpuError::Stale {
+                        buffer_generation: self.generation(),
+                        device_generation: c.generation,
+                    });
+                }
+                let id = remote.id;
+                w.keep.push(Box::new(self.clone()));
+                w.put_u64(id);
+            }
+            Side::Worker(wc) => {
+                wc.export(self);
+                w.put_u64(self.id());
+                w.put_u64(self.len() as u64);
+            }
+        }
+        Ok(())
+    }
+
+    fn take(r: &mut Reader<'_>) -> Result<Self, GpuError> {
+        let id = r.take_u64()?;
+        match r.side {
+            Side::Worker(wc) => wc.lookup(id),
+            Side::Client(c) => {
+                let len = r.take_usize()?;
+                Ok(GpuRef::new_remote(
+                    c.device_id,
+                    c.generation,
+                    len,
+                    RemoteBuf {
+                        id,
+                        instance: c.instance,
+                        link: c.link.clone(),
+                    },
+                ))
+            }
+        }
+    }
+}
