@@ -19,8 +19,8 @@ use cudarc::driver::{sys::CUevent_flags, CudaEvent, CudaStream};
 use crate::actor::{Context, Deferred};
 use crate::backend::state::DeviceShared;
 use crate::error::GpuError;
-use crate::kernel::seed::{CudaSeed, LibrarySeed};
-use crate::module::KernelArgs;
+use crate::launch::KernelArgs;
+use crate::library::seed::{CudaSeed, LibrarySeed};
 
 static NEXT_EVENT: AtomicU64 = AtomicU64::new(1);
 
@@ -121,7 +121,7 @@ impl EventCore {
                 Ok(())
             }
             (EventEngine::Cuda { stream, .. }, Mark::Cuda(ev, recorded)) => {
-                crate::module::wait_for_writes(stream, after)?;
+                crate::launch::wait_for_writes(stream, after)?;
                 ev.record(stream).map_err(|err| self.shared.observe(err.into()))?;
                 recorded.store(true, Ordering::Release);
                 Ok(())

@@ -10,6 +10,29 @@ use crate::error::GpuError;
 
 static NEXT_BUFFER: AtomicU64 = AtomicU64::new(1);
 
+/// What frees a worker's buffer when the user process drops its last handle: the link
+/// to that worker (in the device tier, which this floor does not name).
+pub(crate) trait BufferOwner: Send + Sync {
+    /// The user process holds no handle to buffer `id` any more.
+    fn free(&self, id: u64);
+}
+
+/// The user-process side of an isolated device's buffer: its id in the worker. Dropping
+/// it (with the last `GpuRef` clone) frees the worker's buffer.
+pub(crate) struct RemoteBuf {
+    pub(crate) id: u64,
+    pub(crate) instance: u64,
+    pub(crate) link: std::sync::Weak<dyn BufferOwner>,
+}
+
+impl Drop for RemoteBuf {
+    fn drop(&mut self) {
+        if let Some(link) = self.link.upgrade() {
+            link.free(self.id);
+        }
+    }
+}
+
 /// Where a buffer's elements live.
 pub(crate) enum Storage<T> {
     /// Host memory of the CPU device.
@@ -32,7 +55,7 @@ pub(crate) struct Buffer<T> {
     managed: bool,
     /// A buffer of an isolated device: the memory is in the worker process, this is its
     /// id there (the `Storage` is empty).
-    remote: Option<crate::wire::RemoteBuf>,
+    remote: Option<RemoteBuf>,
 }
 
 impl<T> Drop for Buffer<T> {
@@ -105,14 +128,14 @@ impl<T: DTypeBase> GpuRef<T> {
     }
 
     /// A handle to a buffer of an isolated device's worker.
-    pub(crate) fn new_remote(device_id: usize, generation: u64, len: usize, remote: crate::wire::RemoteBuf) -> Self {
+    pub(crate) fn new_remote(device_id: usize, generation: u64, len: usize, remote: RemoteBuf) -> Self {
         let mut r = GpuRef::new(device_id, generation, len, Storage::Cpu(Vec::new()), None);
         Arc::get_mut(&mut r.buf).expect("just created").remote = Some(remote);
         r
     }
 
     /// The worker-side identity of an isolated device's buffer.
-    pub(crate) fn remote(&self) -> Option<&crate::wire::RemoteBuf> {
+    pub(crate) fn remote(&self) -> Option<&RemoteBuf> {
         self.buf.remote.as_ref()
     }
 

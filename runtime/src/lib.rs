@@ -19,6 +19,8 @@ pub mod hopper;
 pub mod host;
 pub mod isolation;
 pub mod kernel;
+pub mod launch;
+pub mod library;
 pub mod memory;
 pub mod module;
 pub mod nvrtc_cache;
@@ -26,6 +28,7 @@ pub mod observability;
 pub mod pipeline;
 pub mod placement;
 pub mod prelude;
+pub(crate) mod process_role;
 pub mod replay;
 pub mod stream;
 pub mod streams_pipeline;
@@ -34,13 +37,14 @@ pub mod sys;
 pub mod wire;
 
 pub use completion::CompletionStrategy;
+pub use device::{precompile_all, PrecompileSummary};
 pub use device::{Device, DeviceConfig};
 pub use error::{GpuError, Lib, NumericalIssue};
 pub use gpu_ref::GpuRef;
 pub use host::PinnedBuf;
-pub use kernel::blas::{Batch, Gemm, Gemv};
-pub use kernel::dsl::{precompile_all, Float, Int, KernelArg, KernelScalar, PrecompileSummary};
-pub use kernel::fft::FftShape;
+pub use kernel::dsl::{Float, Int, KernelArg, KernelScalar};
+pub use library::blas::{Batch, Gemm, Gemv};
+pub use library::fft::FftShape;
 pub use stream::StreamStrategy;
 
 /// Re-exports the generated code of `#[gpu_actor]` names, so users need not depend on

@@ -23,8 +23,6 @@ pub enum Location {
     Host,
 }
 
-crate::wire::wire_enum!(Location { Location::Device, Location::Host });
-
 /// Usage hints for managed memory (`cuMemAdvise`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Advice {
@@ -36,35 +34,4 @@ pub enum Advice {
     /// This location will access the memory: map it there to avoid faults (`true`), or
     /// undo that (`false`).
     AccessedBy(Location, bool),
-}
-
-impl crate::wire::Wire for Advice {
-    fn put(&self, w: &mut crate::wire::Writer<'_>) -> Result<(), crate::error::GpuError> {
-        match self {
-            Advice::ReadMostly(on) => {
-                w.put_u8(0);
-                on.put(w)
-            }
-            Advice::PreferredLocation(l) => {
-                w.put_u8(1);
-                l.put(w)
-            }
-            Advice::AccessedBy(l, on) => {
-                w.put_u8(2);
-                l.put(w)?;
-                on.put(w)
-            }
-        }
-    }
-    fn take(r: &mut crate::wire::Reader<'_>) -> Result<Self, crate::error::GpuError> {
-        Ok(match r.take_u8()? {
-            0 => Advice::ReadMostly(<bool as crate::wire::Wire>::take(r)?),
-            1 => Advice::PreferredLocation(<Option<Location> as crate::wire::Wire>::take(r)?),
-            2 => Advice::AccessedBy(
-                <Location as crate::wire::Wire>::take(r)?,
-                <bool as crate::wire::Wire>::take(r)?,
-            ),
-            t => return Err(crate::error::GpuError::InvalidArgument(format!("{t} is not an Advice"))),
-        })
-    }
 }

@@ -3,6 +3,7 @@
 pub use crate::actor::{
     Actor, ActorRef, ActorSystem, Context, Directive, Failure, Props, Reply, StopMode, SupervisorStrategy, Terminated,
 };
+pub use crate::device::precompile_all;
 pub use crate::device::Svd;
 pub use crate::device::{BackendChoice, BackendKind, Device, DeviceConfig};
 pub use crate::device::{Blas1Scalar, BlasScalar, DType, FftScalar, RandomScalar, SolverScalar};
@@ -12,11 +13,11 @@ pub use crate::error::{GpuError, NumericalIssue};
 pub use crate::event::GpuEvent;
 pub use crate::gpu_ref::GpuRef;
 pub use crate::graph::{GraphBuilder, GraphRef};
-pub use crate::kernel::blas::{Batch, Gemm, Gemv};
-pub use crate::kernel::dsl::{precompile_all, Float, Int, KernelArg, KernelScalar};
-pub use crate::kernel::fft::FftShape;
+pub use crate::kernel::dsl::{Float, Int, KernelArg, KernelScalar};
+pub use crate::launch::LaunchConfig;
+pub use crate::library::blas::{Batch, Gemm, Gemv};
+pub use crate::library::fft::FftShape;
 pub use crate::memory::{Advice, Location};
-pub use crate::module::LaunchConfig;
 pub use crate::pipeline::Pipeline;
 pub use crate::placement::{PlacementActor, PlacementActorRef, PlacementPolicy};
 pub use half::{bf16, f16};

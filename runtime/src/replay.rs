@@ -30,7 +30,7 @@ use crate::device::{BlasScalar, DType, RandomScalar};
 use crate::dtype::{c32, c64, DTypeBase};
 use crate::error::GpuError;
 use crate::gpu_ref::GpuRef;
-use crate::kernel::blas::{Batch, Gemm};
+use crate::library::blas::{Batch, Gemm};
 use half::{bf16, f16};
 
 /// The journal's format name, on its first line.

@@ -224,10 +224,10 @@ pub(crate) fn expand(def: &KernelDef<'_>) -> TokenStream {
 
             #[doc = #call_doc]
             pub fn call<#(#gen_params),*>(
-                cfg: #krate::module::LaunchConfig,
+                cfg: #krate::launch::LaunchConfig,
                 #(#launch_params),*
             ) -> #dsl::KernelCall {
-                let args = #krate::module::KernelArgs::new() #(#push_args)*;
+                let args = #krate::launch::KernelArgs::new() #(#push_args)*;
                 let emulate: #dsl::launch::Emulation = ::std::boxed::Box::new(move |bufs: &#dsl::launch::HostBufs| {
                     #(#bind_bufs)*
                     #dsl::grid::run_grid(NAME, &cfg, COOPERATIVE, ::std::sync::Arc::new(move || body #turbofish(#(#arg_names),*)))
@@ -239,7 +239,7 @@ pub(crate) fn expand(def: &KernelDef<'_>) -> TokenStream {
             /// executable): each argument read back with its type.
             #[doc(hidden)]
             pub fn call_from_wire<#(#gen_params),*>(
-                cfg: #krate::module::LaunchConfig,
+                cfg: #krate::launch::LaunchConfig,
                 wire: &mut #krate::wire::WireArgs<'_>,
             ) -> ::std::result::Result<#dsl::KernelCall, #krate::GpuError> {
                 #(#wire_reads)*
@@ -251,7 +251,7 @@ pub(crate) fn expand(def: &KernelDef<'_>) -> TokenStream {
             /// it has finished.
             pub async fn launch<#(#gen_params),*>(
                 device: &#krate::Device,
-                cfg: #krate::module::LaunchConfig,
+                cfg: #krate::launch::LaunchConfig,
                 #(#launch_params),*
             ) -> ::std::result::Result<(), #krate::GpuError> {
                 device.launch_kernel(call #turbofish(cfg, #(#arg_names),*)).await
@@ -261,7 +261,7 @@ pub(crate) fn expand(def: &KernelDef<'_>) -> TokenStream {
             /// kernel actor (see `KernelCall::enqueue_on`); returns once enqueued.
             pub fn launch_on<#(#gen_params),*>(
                 stream: &::std::sync::Arc<#krate::__private::cudarc::driver::CudaStream>,
-                cfg: #krate::module::LaunchConfig,
+                cfg: #krate::launch::LaunchConfig,
                 #(#launch_params),*
             ) -> ::std::result::Result<(), #krate::GpuError> {
                 call #turbofish(cfg, #(#arg_names),*).enqueue_on(stream)

@@ -56,7 +56,7 @@ impl ActorSystem {
 
     /// A system whose guardian supervises top-level actors with `strategy`.
     pub fn with_guardian_strategy(name: &str, strategy: SupervisorStrategy) -> ActorSystem {
-        crate::isolation::refuse_unentered_worker();
+        crate::process_role::refuse_unentered_worker();
         let handle = Handle::current();
         let top = Arc::new(Mutex::new(Children::new(strategy)));
         let (guardian, rx) = mpsc::unbounded_channel();

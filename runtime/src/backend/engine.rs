@@ -14,8 +14,8 @@ use crate::dtype::DTypeBase;
 use crate::error::GpuError;
 use crate::gpu_ref::{GpuRef, Storage};
 use crate::host::{HostMem, PinnedBuf, Uploaded};
+use crate::launch::LaunchLimits;
 use crate::memory::{Advice, Location};
-use crate::module::LaunchLimits;
 use crate::stream::StreamSource;
 use crate::sys::pinned::PinnedMem;
 

@@ -5,7 +5,7 @@
 
 use crate::dtype::{c32, c64};
 use crate::dtype::{Blas1Base, BlasBase, DTypeBase, FftFloat, RngFloat};
-use crate::kernel::solver::SolverFloat;
+use crate::library::solver::SolverFloat;
 use half::{bf16, f16};
 
 /// Declares a public bound that names a base trait plus the generated message mappings of
@@ -26,13 +26,13 @@ use crate::device::context_actor::{
     ContextActorDownloadDType, ContextActorDownloadPinnedDType, ContextActorPinnedDType, ContextActorPrefetchDType,
     ContextActorUploadDType, ContextActorUploadPinnedDType, ContextActorWriteDType, ContextActorWritePinnedDType,
 };
-use crate::kernel::blas::{
+use crate::library::blas::{
     BlasActorAxpyDType, BlasActorDotDType, BlasActorGemmDType, BlasActorGemvDType, BlasActorNrm2DType,
     BlasActorScalDType,
 };
-use crate::kernel::fft::{FftActorC2cDType, FftActorC2rDType, FftActorR2cDType};
-use crate::kernel::rng::{RngActorLogNormalDType, RngActorNormalDType, RngActorUniformDType};
-use crate::kernel::solver::{
+use crate::library::fft::{FftActorC2cDType, FftActorC2rDType, FftActorR2cDType};
+use crate::library::rng::{RngActorLogNormalDType, RngActorNormalDType, RngActorUniformDType};
+use crate::library::solver::{
     SolverActorCholeskyDType, SolverActorCholeskySolveDType, SolverActorEighDType, SolverActorLuFactorDType,
     SolverActorLuSolveDType, SolverActorQrDType, SolverActorSvdDType,
 };

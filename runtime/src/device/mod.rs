@@ -14,6 +14,7 @@ pub mod device_actor;
 mod graph_api;
 mod memory_api;
 mod observability_api;
+mod precompile;
 pub(crate) mod route;
 mod solver_api;
 
@@ -22,6 +23,7 @@ use std::sync::Arc;
 use tokio::sync::{oneshot, watch};
 
 pub use self::bounds::{Blas1Scalar, BlasScalar, DType, FftScalar, RandomScalar, SolverScalar};
+pub use self::precompile::{precompile_all, PrecompileSummary};
 pub use self::solver_api::Svd;
 pub use crate::backend::config::{BackendChoice, DeviceConfig, IsolationConfig, Libraries};
 pub use crate::backend::state::{BackendKind, DeviceInfo, DeviceState, Status};
@@ -36,14 +38,15 @@ use crate::error::GpuError;
 use crate::event::{EventActorMsg, GpuEvent};
 use crate::gpu_ref::GpuRef;
 use crate::host::{PinnedBuf, Uploaded};
-use crate::kernel::blas::*;
-use crate::kernel::blas::{Batch, Gemm, Gemv};
 use crate::kernel::dsl::KernelCall;
-use crate::kernel::fft::*;
-use crate::kernel::kernel_actor::KernelActorMsg;
-use crate::kernel::module_actor::ModuleActorMsg;
-use crate::kernel::rng::*;
-use crate::module::{KernelArgs, KernelSource, LaunchConfig, ModuleImage, ModuleRef};
+use crate::launch::{KernelArgs, LaunchConfig};
+use crate::library::blas::*;
+use crate::library::blas::{Batch, Gemm, Gemv};
+use crate::library::fft::*;
+use crate::library::kernels::KernelActorMsg;
+use crate::library::modules::ModuleActorMsg;
+use crate::library::rng::*;
+use crate::module::{KernelSource, ModuleImage, ModuleRef};
 use crate::wire::HostData;
 
 /// The longest busy stretch of a caller's reply spin between two yields

@@ -7,12 +7,12 @@ use std::sync::Arc;
 use crate::error::GpuError;
 use crate::event::{EventActorMsg, EventActorRef};
 use crate::graph::{GraphActorMsg, GraphActorRef};
-use crate::kernel::blas::{BlasActorMsg, BlasActorRef};
-use crate::kernel::fft::{FftActorMsg, FftActorRef};
-use crate::kernel::kernel_actor::{KernelActorMsg, KernelActorRef};
-use crate::kernel::module_actor::{ModuleActorMsg, ModuleActorRef};
-use crate::kernel::rng::{RngActorMsg, RngActorRef};
-use crate::kernel::solver::{SolverActorMsg, SolverActorRef};
+use crate::library::blas::{BlasActorMsg, BlasActorRef};
+use crate::library::fft::{FftActorMsg, FftActorRef};
+use crate::library::kernels::{KernelActorMsg, KernelActorRef};
+use crate::library::modules::{ModuleActorMsg, ModuleActorRef};
+use crate::library::rng::{RngActorMsg, RngActorRef};
+use crate::library::solver::{SolverActorMsg, SolverActorRef};
 use crate::wire::{Reader, ReplySlot, ReplyWait, WireMessage, Writer};
 
 use super::context_actor::{ContextActorMsg, ContextActorRef};

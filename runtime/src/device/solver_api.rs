@@ -9,7 +9,7 @@ use super::bounds::SolverScalar;
 use super::Device;
 use crate::error::GpuError;
 use crate::gpu_ref::GpuRef;
-use crate::kernel::solver::*;
+use crate::library::solver::*;
 
 /// The outputs of a thin SVD `A = U·diag(S)·Vᵀ` of an m×n matrix (m ≥ n).
 #[derive(Debug, Clone)]

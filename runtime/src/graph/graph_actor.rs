@@ -16,8 +16,8 @@ use crate::actor::{Context, Deferred};
 use crate::backend::state::DeviceShared;
 use crate::completion::Completer;
 use crate::error::GpuError;
-use crate::kernel::seed::LibrarySeed;
-use crate::module::{order_on, KernelArgs};
+use crate::launch::{order_on, KernelArgs};
+use crate::library::seed::LibrarySeed;
 use crate::observability::{cpu_op, gpu_timed};
 use crate::sys::graph::{set_cublas_workspace, GraphExec};
 

@@ -33,8 +33,8 @@ pub use graph_actor::{GraphActor, GraphActorMsg, GraphActorRef};
 
 use crate::dtype::{BlasBase, DTypeBase};
 use crate::gpu_ref::GpuRef;
-use crate::kernel::blas::{Batch, Gemm};
 use crate::kernel::dsl::KernelCall;
+use crate::library::blas::{Batch, Gemm};
 use node::{CopyNode, GemmNode, GraphNode, KernelNode};
 
 /// The operations of a graph, in order. Nothing is checked until

@@ -13,9 +13,9 @@ use super::raw::RawDevice;
 use crate::dtype::{BlasBase, DTypeBase};
 use crate::error::GpuError;
 use crate::gpu_ref::{GpuRef, Storage};
-use crate::kernel::blas::{cpu_gemm, enqueue_gemm, validate as validate_gemm, Batch, Gemm};
 use crate::kernel::dsl::KernelCall;
-use crate::module::{with_host_buffers, Arg, KernelArgs};
+use crate::launch::{with_host_buffers, Arg, KernelArgs};
+use crate::library::blas::{cpu_gemm, enqueue_gemm, validate as validate_gemm, Batch, Gemm};
 
 /// What a node captures with: the capturing stream, the graph's cuBLAS handle, and the
 /// address of every buffer (by id), resolved before the capture began.

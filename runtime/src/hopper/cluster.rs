@@ -4,7 +4,7 @@
 use cudarc::driver::{CudaFunction, CudaStream};
 
 use crate::error::GpuError;
-use crate::module::{lock_args, KernelArgs, LaunchConfig, LaunchLimits};
+use crate::launch::{lock_args, KernelArgs, LaunchConfig, LaunchLimits};
 use crate::sys::hopper::{launch_cluster, ClusterDims};
 
 /// The most blocks per cluster every cluster-capable GPU accepts. Larger clusters need

@@ -7,7 +7,7 @@ use cudarc::driver::DevicePtr;
 use crate::dtype::{DTypeBase, DTypeKind};
 use crate::error::GpuError;
 use crate::gpu_ref::{GpuRef, Storage};
-use crate::module::KernelArgs;
+use crate::launch::KernelArgs;
 use crate::sys::hopper::{encode_tiled, TensorMapBits, TiledEncoding};
 
 /// How a box is laid out in shared memory (bank-conflict avoidance); the innermost box

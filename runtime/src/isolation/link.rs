@@ -17,9 +17,10 @@ use super::{IsolationConfig, WORKER_ENV, WORKER_FDS};
 use crate::backend::state::{DeviceInfo, DeviceShared, Status};
 use crate::device::route::Routed;
 use crate::error::GpuError;
+use crate::gpu_ref::BufferOwner;
 use crate::wire::arena::{io_error, Arena, Lease};
 use crate::wire::frame::{self, Kind};
-use crate::wire::{BufferOwner, ClientCtx, Reader, ReplySlot, Side, Wire, Writer};
+use crate::wire::{ClientCtx, Reader, ReplySlot, Side, Wire, Writer};
 
 /// Tells the supervisor that the worker is gone, and why.
 pub(crate) type OnDeath = Box<dyn FnOnce(GpuError) + Send>;
@@ -213,7 +214,7 @@ impl LinkShared {
             }
         };
         let (status, code) = self.reap();
-        let not_entered = (ready.is_some() && code == Some(super::worker::NOT_ENTERED_EXIT)).then(|| {
+        let not_entered = (ready.is_some() && code == Some(crate::process_role::NOT_ENTERED_EXIT)).then(|| {
             GpuError::Unsupported(
                 "the worker program did not enter worker mode: put #[gpu_main] on `main`, or call \
                  isolation::enter_worker_if_requested() first in it (or name a worker program in IsolationConfig)"

@@ -27,11 +27,8 @@ pub(crate) mod worker_actor;
 
 pub use crate::backend::config::IsolationConfig;
 pub use worker::enter_worker_if_requested;
-pub(crate) use worker::refuse_unentered_worker;
 
-/// The environment variable that starts a process in worker mode (its value: the
-/// device's configuration, as JSON).
-pub const WORKER_ENV: &str = "ATOMR_ACCEL_WORKER";
+pub use crate::process_role::WORKER_ENV;
 
 /// Descriptors the worker inherits: the socket, the request arena, the reply arena.
 const WORKER_FDS: [i32; 3] = [3, 4, 5];

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::os::fd::FromRawFd;
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -23,25 +23,6 @@ use crate::wire::{Reader, Side, Wire, WorkerCtx, Writer};
 /// Exit status of a worker after a sticky fault.
 const FAULT_EXIT: i32 = 70;
 
-/// Exit status of a process started as a worker whose `main` did not enter worker mode.
-pub(crate) const NOT_ENTERED_EXIT: i32 = 3;
-
-/// Set once this process serves as a worker.
-static IN_WORKER: AtomicBool = AtomicBool::new(false);
-
-/// Ends a process started as a worker whose `main` went on as the program instead of
-/// serving (no `#[gpu_main]`): called when it builds its first `ActorSystem`, so the
-/// program's own work stops there and the device reports why.
-pub(crate) fn refuse_unentered_worker() {
-    if std::env::var_os(WORKER_ENV).is_some() && !IN_WORKER.load(Ordering::SeqCst) {
-        eprintln!(
-            "atomr-accel-cuda: this process was started as an isolated device's worker, but `main` did not enter \
-             worker mode: put #[gpu_main] on `main`, or call isolation::enter_worker_if_requested() first in it"
-        );
-        std::process::exit(NOT_ENTERED_EXIT);
-    }
-}
-
 /// Runs this process as an isolated device's GPU worker if it was started as one, and
 /// never returns then; returns at once otherwise. Call it first thing in `main` (or put
 /// `#[gpu_main]` on `main`) in every program that opens isolated devices: the worker is
@@ -50,7 +31,7 @@ pub fn enter_worker_if_requested() {
     let Some(spec) = std::env::var_os(WORKER_ENV) else {
         return;
     };
-    IN_WORKER.store(true, Ordering::SeqCst);
+    crate::process_role::enter_worker_mode();
     let code = match spec.to_str().map(serde_json::from_str::<DeviceConfig>) {
         // On a thread of its own: `main` may already be inside a tokio runtime
         // (`#[tokio::main]`), and the worker builds its own.

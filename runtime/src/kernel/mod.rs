@@ -1,11 +1,6 @@
-//! Library actors of a device: each owns one CUDA library handle (or its CPU
-//! equivalent) and the stream it enqueues on.
+//! `#[kernel]`: the runtime side of the kernel DSL — its scalar types and intrinsics,
+//! the CPU device's emulated grid, launches and the registry of every kernel of the
+//! program. The device's `KernelActor` that runs launches is a library actor
+//! (`library::kernels`).
 
-pub mod blas;
 pub mod dsl;
-pub mod fft;
-pub mod kernel_actor;
-pub mod module_actor;
-pub mod rng;
-pub(crate) mod seed;
-pub mod solver;

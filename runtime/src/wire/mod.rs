@@ -27,7 +27,7 @@ mod remote;
 pub use self::host_data::HostData;
 pub use self::launch_args::WireArgs;
 pub(crate) use self::launch_args::{put_buffer_arg, put_scalar_arg, take_launch_args};
-pub(crate) use self::remote::{BufferOwner, RemoteBuf};
+use crate::gpu_ref::BufferOwner;
 
 use self::arena::{Arena, Lease};
 use crate::actor::Reply;
@@ -45,7 +45,7 @@ pub(crate) struct ClientCtx {
     /// ordinal and a generation number).
     pub(crate) instance: u64,
     pub(crate) generation: u64,
-    pub(crate) link: Weak<dyn remote::BufferOwner>,
+    pub(crate) link: Weak<dyn BufferOwner>,
     pub(crate) requests: Arc<Arena>,
     pub(crate) replies: Arc<Arena>,
 }
@@ -484,7 +484,6 @@ macro_rules! wire_enum {
         }
     };
 }
-pub(crate) use wire_enum;
 
 /// Where the answer to one encoded request goes: decodes it and answers the asker.
 pub struct ReplySlot(Option<Answer>);
@@ -558,4 +557,36 @@ pub trait WireMessage: Sized + Send + 'static {
     fn encode(self, w: &mut Writer<'_>) -> Option<ReplySlot>;
     /// Reads a message, with a fresh reply channel whose answer `ReplyWait` encodes.
     fn decode(r: &mut Reader<'_>) -> Result<(Self, ReplyWait), GpuError>;
+}
+
+wire_enum!(crate::memory::Location { crate::memory::Location::Device, crate::memory::Location::Host });
+
+impl Wire for crate::memory::Advice {
+    fn put(&self, w: &mut Writer<'_>) -> Result<(), GpuError> {
+        match self {
+            crate::memory::Advice::ReadMostly(on) => {
+                w.put_u8(0);
+                on.put(w)
+            }
+            crate::memory::Advice::PreferredLocation(l) => {
+                w.put_u8(1);
+                l.put(w)
+            }
+            crate::memory::Advice::AccessedBy(l, on) => {
+                w.put_u8(2);
+                l.put(w)?;
+                on.put(w)
+            }
+        }
+    }
+    fn take(r: &mut Reader<'_>) -> Result<Self, GpuError> {
+        Ok(match r.take_u8()? {
+            0 => crate::memory::Advice::ReadMostly(<bool as Wire>::take(r)?),
+            1 => crate::memory::Advice::PreferredLocation(<Option<crate::memory::Location> as Wire>::take(r)?),
+            2 => {
+                crate::memory::Advice::AccessedBy(<crate::memory::Location as Wire>::take(r)?, <bool as Wire>::take(r)?)
+            }
+            t => return Err(GpuError::InvalidArgument(format!("{t} is not an Advice"))),
+        })
+    }
 }

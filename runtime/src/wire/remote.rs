@@ -2,35 +2,10 @@
 //! worker keeps the buffer in its table while the user process holds a handle (a
 //! [`RemoteBuf`]), and frees it when the last handle is dropped.
 
-use std::sync::Weak;
-
 use super::{Reader, Side, Wire, WorkerCtx, Writer};
 use crate::dtype::DTypeBase;
 use crate::error::GpuError;
-use crate::gpu_ref::GpuRef;
-
-/// What frees a worker's buffer when the user process drops its last handle: the link
-/// to that worker (in the device tier, which this floor does not name).
-pub(crate) trait BufferOwner: Send + Sync {
-    /// The user process holds no handle to buffer `id` any more.
-    fn free(&self, id: u64);
-}
-
-/// The user-process side of an isolated device's buffer: its id in the worker. Dropping
-/// it (with the last `GpuRef` clone) frees the worker's buffer.
-pub(crate) struct RemoteBuf {
-    pub(crate) id: u64,
-    pub(crate) instance: u64,
-    pub(crate) link: Weak<dyn BufferOwner>,
-}
-
-impl Drop for RemoteBuf {
-    fn drop(&mut self) {
-        if let Some(link) = self.link.upgrade() {
-            link.free(self.id);
-        }
-    }
-}
+use crate::gpu_ref::{GpuRef, RemoteBuf};
 
 impl WorkerCtx {
     /// Holds one more user handle to `r`.

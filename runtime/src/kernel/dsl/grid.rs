@@ -26,7 +26,7 @@ use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
 use crate::error::GpuError;
-use crate::module::LaunchConfig;
+use crate::launch::LaunchConfig;
 
 /// Static shared memory a block may use, as on the GPU (48 KiB).
 pub(crate) const SHARED_LIMIT: usize = 48 * 1024;
@@ -36,7 +36,7 @@ const THREAD_STACK: usize = 256 * 1024;
 
 /// The limits the emulation enforces, CUDA's own, so a launch that fails on the GPU
 /// fails on the CPU device too.
-pub(crate) const LIMITS: crate::module::LaunchLimits = crate::module::LaunchLimits {
+pub(crate) const LIMITS: crate::launch::LaunchLimits = crate::launch::LaunchLimits {
     max_threads_per_block: 1024,
     max_block: (1024, 1024, 64),
     max_grid: (i32::MAX as u32, 65535, 65535),

@@ -4,7 +4,7 @@
 //! [`source`]), its body as Rust (run by the CPU device's [`grid`] executor over
 //! [`slices`] handles, with the [`intrinsics`] reading the emulated thread's position),
 //! a typed launcher (a [`launch::KernelCall`] to the device's `KernelActor`) and an
-//! [`registry`] entry for [`registry::precompile_all`].
+//! [`registry`] entry for `precompile_all`.
 
 pub mod atomics;
 pub mod grid;
@@ -18,7 +18,7 @@ pub mod stream_launch;
 mod wire;
 
 pub use launch::{KernelArg, KernelCall};
-pub use registry::{precompile_all, registered, KernelRegistration, PrecompileSummary};
+pub use registry::{registered, KernelRegistration};
 pub use scalar::{Arith, Float, Int, KernelScalar};
 
 /// What a kernel body sees: the intrinsics, the `Float`/`Int` bounds and the buffer

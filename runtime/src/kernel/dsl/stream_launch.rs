@@ -17,7 +17,7 @@ use cudarc::nvrtc::Ptx;
 
 use super::launch::KernelCall;
 use crate::error::GpuError;
-use crate::module::LaunchLimits;
+use crate::launch::LaunchLimits;
 
 /// What a context has loaded for direct launches.
 struct ContextKernels {
@@ -45,7 +45,7 @@ impl KernelCall {
         // SAFETY: the call was built by a `#[kernel]` launcher, whose signature generated
         // both this argument list and the kernel's parameter list; buffers are distinct
         // and the launch dimensions fit the device (checked by `function_for`).
-        unsafe { crate::module::enqueue(stream, &f, self.cfg, &self.args) }
+        unsafe { crate::launch::enqueue(stream, &f, self.cfg, &self.args) }
     }
 
     /// This instantiation's function in `stream`'s context — compiled (or read from the

@@ -7,7 +7,7 @@ use std::any::TypeId;
 use super::registry::{registered, KernelInstance};
 use super::KernelCall;
 use crate::error::GpuError;
-use crate::module::LaunchConfig;
+use crate::launch::LaunchConfig;
 use crate::wire::{take_launch_args, Reader, Wire, Writer};
 
 /// The registered kernel instance a launch or preload names: (kernel name, dtypes).

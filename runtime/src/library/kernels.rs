@@ -17,8 +17,8 @@ use crate::backend::state::DeviceShared;
 use crate::completion::Completer;
 use crate::error::GpuError;
 use crate::kernel::dsl::launch::KernelCall;
-use crate::kernel::seed::{CudaSeed, LibrarySeed};
-use crate::module::with_host_buffers;
+use crate::launch::with_host_buffers;
+use crate::library::seed::{CudaSeed, LibrarySeed};
 use crate::observability::{cpu_op, gpu_timed};
 
 /// A loaded instantiation.
@@ -118,7 +118,7 @@ impl KernelCore {
                 // parameter list (checked at compile time); arguments were validated and
                 // the launch dimensions checked against the device above.
                 gpu_timed(stream, device, "kernel", call.name, || unsafe {
-                    crate::module::enqueue(stream, &f, call.cfg, &call.args)
+                    crate::launch::enqueue(stream, &f, call.cfg, &call.args)
                 })
                 .map_err(|e| self.shared.observe(e))?;
                 Ok(self.shared.deferred(completer.done(stream)))

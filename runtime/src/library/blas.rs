@@ -14,7 +14,7 @@ use crate::completion::Completer;
 use crate::dtype::{Blas1Base, BlasBase, DTypeBase};
 use crate::error::GpuError;
 use crate::gpu_ref::{GpuRef, Storage};
-use crate::kernel::seed::LibrarySeed;
+use crate::library::seed::LibrarySeed;
 use crate::observability::{cpu_op, gpu_timed};
 use atomr_accel_cuda_macros::gpu_actor;
 

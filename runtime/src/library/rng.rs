@@ -19,7 +19,7 @@ use crate::completion::Completer;
 use crate::dtype::RngFloat;
 use crate::error::GpuError;
 use crate::gpu_ref::{GpuRef, Storage};
-use crate::kernel::seed::LibrarySeed;
+use crate::library::seed::LibrarySeed;
 use crate::observability::{cpu_op, gpu_timed};
 use crate::sys::{CurandGen, Draw};
 

@@ -20,7 +20,7 @@ use crate::completion::Completer;
 use crate::error::GpuError;
 use crate::gpu_ref::{GpuRef, Storage};
 use crate::kernel::dsl::prelude::*;
-use crate::module::LaunchConfig;
+use crate::launch::LaunchConfig;
 use crate::sys::cusolver::Dense;
 use crate::sys::mapped::MappedCell;
 

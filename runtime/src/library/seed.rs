@@ -9,7 +9,7 @@ use crate::backend::engine::Engine;
 use crate::backend::state::DeviceShared;
 use crate::completion::Completer;
 use crate::error::GpuError;
-use crate::module::LaunchLimits;
+use crate::launch::LaunchLimits;
 use crate::stream::StreamSource;
 
 /// The CUDA side of a seed.

@@ -17,8 +17,9 @@ use crate::backend::state::DeviceShared;
 use crate::completion::Completer;
 use crate::error::GpuError;
 use crate::hopper::{enqueue_cluster, LaunchSpec};
-use crate::kernel::seed::{CudaSeed, LibrarySeed};
-use crate::module::{KernelArgs, KernelSource, LaunchConfig, ModuleImage, ModuleRef};
+use crate::launch::{KernelArgs, LaunchConfig};
+use crate::library::seed::{CudaSeed, LibrarySeed};
+use crate::module::{KernelSource, ModuleImage, ModuleRef};
 use crate::nvrtc_cache::{compile_cached, KernelKey};
 use crate::observability::gpu_timed;
 
@@ -199,7 +200,7 @@ impl ModuleCore {
         // SAFETY: the caller guarantees the arguments match the kernel's parameters;
         // they were validated and the launch dimensions checked above.
         let r = gpu_timed(stream, device_id, "module", kernel, || match cluster {
-            None => unsafe { crate::module::enqueue(stream, f, cfg, &args) },
+            None => unsafe { crate::launch::enqueue(stream, f, cfg, &args) },
             // SAFETY: as above; the cluster shape was validated too.
             Some(c) => unsafe { enqueue_cluster(stream, f, &LaunchSpec::new(cfg, c), &args) },
         });

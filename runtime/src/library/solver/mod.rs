@@ -27,7 +27,7 @@ use crate::backend::state::DeviceShared;
 use crate::dtype::DTypeBase;
 use crate::error::{GpuError, Lib, NumericalIssue};
 use crate::gpu_ref::{GpuRef, Storage};
-use crate::kernel::seed::LibrarySeed;
+use crate::library::seed::LibrarySeed;
 use crate::observability::{cpu_op, gpu_timed};
 
 /// Float types of the dense solvers (f32, f64): the bound of the `SolverActor`'s

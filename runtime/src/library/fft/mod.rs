@@ -24,7 +24,7 @@ use crate::completion::Completer;
 use crate::dtype::{Complex, DTypeBase, FftFloat};
 use crate::error::GpuError;
 use crate::gpu_ref::{GpuRef, Storage};
-use crate::kernel::seed::LibrarySeed;
+use crate::library::seed::LibrarySeed;
 use crate::observability::{cpu_op, gpu_timed};
 use crate::stream::StreamStrategy;
 

@@ -1,0 +1,587 @@
+//! What a kernel launch is made of, whoever launches it (a raw module, a `#[kernel]`,
+//! a graph, a cluster launch): its grid, the device's launch limits, and typed
+//! arguments — buffers checked (generation, device, aliasing) and ordered against
+//! their last writers, scalars copied — and the one `unsafe` enqueue.
+
+use std::any::TypeId;
+use std::sync::MutexGuard;
+
+use cudarc::driver::{DeviceRepr, LaunchArgs, PushKernelArg, SyncOnDrop};
+
+use crate::dtype::DTypeBase;
+use crate::error::GpuError;
+use crate::gpu_ref::{GpuRef, Storage};
+use crate::kernel::dsl::slices::{GlobalSlice, GlobalSliceMut};
+
+/// A plain struct a kernel takes by value: `#[derive(KernelArg)]` implements it for a
+/// `#[repr(C)]` struct of kernel scalars, so the struct has one layout in Rust and in
+/// the generated CUDA C++.
+pub trait KernelArg: DeviceRepr + Copy + Send + Sync + 'static {
+    /// The CUDA C++ declaration (`struct Params { float scale; unsigned int n; };`).
+    fn cuda_decl() -> String;
+    /// Writes the value's fields at their offsets into `out` (`size_of::<Self>()`
+    /// bytes), padding zeroed: its bytes for an isolated device's worker, without
+    /// reading uninitialised padding.
+    fn write_bytes(&self, out: &mut [u8]);
+}
+
+/// The buffers of an emulated launch, in the kernel's buffer-parameter order. They stay
+/// locked (no other request can touch them) while the emulation runs.
+#[derive(Debug)]
+pub struct HostBufs {
+    pub(crate) bufs: Vec<RawBuf>,
+}
+
+impl HostBufs {
+    fn get<T: 'static>(&self, i: usize, writes: bool) -> Result<RawBuf, GpuError> {
+        let b = self
+            .bufs
+            .get(i)
+            .ok_or_else(|| GpuError::InvalidArgument(format!("kernel buffer #{i} is missing")))?;
+        if b.type_id != TypeId::of::<T>() || (writes && !b.writes) {
+            return Err(GpuError::InvalidArgument(format!(
+                "kernel buffer #{i} is a {}{} buffer, not the {}{} one the kernel takes",
+                if b.writes { "written " } else { "" },
+                b.type_name,
+                if writes { "written " } else { "" },
+                std::any::type_name::<T>()
+            )));
+        }
+        Ok(*b)
+    }
+
+    /// Buffer `i` as a read-only kernel slice. Used by generated code.
+    #[doc(hidden)]
+    pub fn read<T: 'static>(&self, i: usize) -> Result<GlobalSlice<T>, GpuError> {
+        let b = self.get::<T>(i, false)?;
+        // SAFETY: the buffer holds `len` elements of `T` (type checked above) and stays
+        // locked, unmoved, until the emulation returns.
+        Ok(unsafe { GlobalSlice::from_raw(b.ptr as *const T, b.len) })
+    }
+
+    /// Buffer `i` as a writable kernel slice. Used by generated code.
+    #[doc(hidden)]
+    pub fn write<T: 'static>(&self, i: usize) -> Result<GlobalSliceMut<T>, GpuError> {
+        let b = self.get::<T>(i, true)?;
+        // SAFETY: as in `read`; the launch passed each buffer once (KernelArgs rejects
+        // duplicates), so no other handle aliases it.
+        Ok(unsafe { GlobalSliceMut::from_raw(b.ptr as *mut T, b.len) })
+    }
+}
+
+/// A locked host buffer of a launch on the CPU device.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RawBuf {
+    pub(crate) ptr: *mut u8,
+    pub(crate) len: usize,
+    pub(crate) type_id: TypeId,
+    pub(crate) type_name: &'static str,
+    pub(crate) writes: bool,
+}
+
+/// Grid, block and dynamic shared memory of a launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaunchConfig {
+    /// Blocks per grid (x, y, z).
+    pub grid: (u32, u32, u32),
+    /// Threads per block (x, y, z).
+    pub block: (u32, u32, u32),
+    /// Dynamic shared memory per block, in bytes.
+    pub shared_mem_bytes: u32,
+}
+
+crate::wire::wire_struct!(LaunchConfig {
+    grid,
+    block,
+    shared_mem_bytes
+});
+
+impl LaunchConfig {
+    /// A 1-D launch covering `n` elements with `threads` per block.
+    pub fn for_elements(n: usize, threads: u32) -> Self {
+        let blocks = n.div_ceil(threads.max(1) as usize).max(1);
+        LaunchConfig {
+            grid: (blocks.min(u32::MAX as usize) as u32, 1, 1),
+            block: (threads, 1, 1),
+            shared_mem_bytes: 0,
+        }
+    }
+}
+
+/// The device's launch limits, checked before every launch.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LaunchLimits {
+    pub(crate) max_threads_per_block: u32,
+    pub(crate) max_block: (u32, u32, u32),
+    pub(crate) max_grid: (u32, u32, u32),
+    pub(crate) max_shared_mem: u32,
+    /// Thread-block clusters (compute capability 9.0+).
+    pub(crate) cluster_launch: bool,
+}
+
+impl LaunchLimits {
+    /// The limits of the device behind `ctx`.
+    pub(crate) fn of(ctx: &cudarc::driver::CudaContext) -> Result<LaunchLimits, GpuError> {
+        use cudarc::driver::sys::CUdevice_attribute as A;
+        let attr = |a| ctx.attribute(a).map(|v| v as u32);
+        Ok(LaunchLimits {
+            max_threads_per_block: attr(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
+            max_block: (
+                attr(A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)?,
+                attr(A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y)?,
+                attr(A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)?,
+            ),
+            max_grid: (
+                attr(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)?,
+                attr(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?,
+                attr(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
+            ),
+            max_shared_mem: attr(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?,
+            cluster_launch: attr(A::CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH)? != 0,
+        })
+    }
+}
+
+impl LaunchConfig {
+    pub(crate) fn validate(&self, l: &LaunchLimits) -> Result<(), GpuError> {
+        let bad = |m: String| Err(GpuError::InvalidArgument(m));
+        let (g, b) = (self.grid, self.block);
+        if [g.0, g.1, g.2, b.0, b.1, b.2].contains(&0) {
+            return bad(format!("launch dimensions must be positive: grid {g:?}, block {b:?}"));
+        }
+        let threads = b.0 as u64 * b.1 as u64 * b.2 as u64;
+        if threads > l.max_threads_per_block as u64 {
+            return bad(format!(
+                "{threads} threads per block exceed the device's {}",
+                l.max_threads_per_block
+            ));
+        }
+        if b.0 > l.max_block.0 || b.1 > l.max_block.1 || b.2 > l.max_block.2 {
+            return bad(format!("block {b:?} exceeds the device's maximum {:?}", l.max_block));
+        }
+        if g.0 > l.max_grid.0 || g.1 > l.max_grid.1 || g.2 > l.max_grid.2 {
+            return bad(format!("grid {g:?} exceeds the device's maximum {:?}", l.max_grid));
+        }
+        if self.shared_mem_bytes > l.max_shared_mem {
+            return bad(format!(
+                "{} bytes of shared memory exceed the device's {}",
+                self.shared_mem_bytes, l.max_shared_mem
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Enqueues `f` with `args` on `stream`: each buffer is locked, ordered after its last
+/// writer on another stream and recorded as read or written by this launch.
+///
+/// # Safety
+/// `args` must match `f`'s parameter list in number, order and type, and have been
+/// validated (`KernelArgs::validate`) and `cfg` checked against the device's limits.
+pub(crate) unsafe fn enqueue(
+    stream: &cudarc::driver::CudaStream,
+    f: &cudarc::driver::CudaFunction,
+    cfg: LaunchConfig,
+    args: &KernelArgs,
+) -> Result<(), GpuError> {
+    let mut held = lock_args(args);
+    let mut b = stream.launch_builder(f);
+    // Buffers reached other than through a parameter (a TMA descriptor's tensor) are
+    // ordered by guards held across the launch: taken now (after their last writer),
+    // dropped after the enqueue (recording this launch as their user).
+    let mut ordered = Vec::new();
+    for slot in held.iter_mut() {
+        match slot {
+            Ok(h) => {
+                if h.is_param() {
+                    h.push(&mut b)?
+                } else {
+                    ordered.push(h.address(stream)?.1)
+                }
+            }
+            Err(s) => s.push(&mut b),
+        }
+    }
+    let lc = cudarc::driver::LaunchConfig {
+        grid_dim: cfg.grid,
+        block_dim: cfg.block,
+        shared_mem_bytes: cfg.shared_mem_bytes,
+    };
+    // SAFETY: the caller guarantees the arguments match the kernel's parameters, were
+    // validated (device, generation, no aliasing) and that `cfg` fits the device.
+    unsafe { b.launch(lc) }?;
+    drop(ordered);
+    Ok(())
+}
+
+/// Every argument in order: buffers locked (`Ok`), scalars as they are (`Err`).
+#[allow(clippy::type_complexity)]
+pub(crate) fn lock_args(args: &KernelArgs) -> Vec<Result<Box<dyn HeldArg + '_>, &dyn ScalarArg>> {
+    args.items
+        .iter()
+        .map(|a| match a {
+            Arg::Buffer(b) => Ok(b.lock()),
+            Arg::Scalar(s) => Err(&**s),
+        })
+        .collect()
+}
+
+/// Orders every buffer of `args` at the current end of `stream`, one buffer at a time:
+/// `stream` waits for the buffer's last writer (and, written buffers, its readers), and
+/// the buffer is recorded as used there, so later users on other streams wait for what
+/// `stream` has enqueued so far. Returns each buffer's device address by buffer id.
+///
+/// Graphs use it around a capture and around replays, where cudarc's own tracking
+/// cannot run (an event recorded inside a capture is unusable outside it).
+pub(crate) fn order_on(
+    args: &[&KernelArgs],
+    stream: &cudarc::driver::CudaStream,
+) -> Result<std::collections::HashMap<u64, u64>, GpuError> {
+    let mut addresses = std::collections::HashMap::new();
+    for a in args.iter().flat_map(|a| a.items.iter()) {
+        if let Arg::Buffer(b) = a {
+            if addresses.contains_key(&b.id()) {
+                continue;
+            }
+            let mut held = b.lock();
+            let (address, _recorded_on_drop) = held.address(stream)?;
+            addresses.insert(b.id(), address);
+        }
+    }
+    Ok(addresses)
+}
+
+/// Makes `stream` wait for the last write of every buffer in `args`.
+pub(crate) fn wait_for_writes(stream: &cudarc::driver::CudaStream, args: &KernelArgs) -> Result<(), GpuError> {
+    for a in &args.items {
+        if let Arg::Buffer(b) = a {
+            b.lock().wait_on(stream)?;
+        }
+    }
+    Ok(())
+}
+
+/// Locks the buffers of an emulated launch and hands their host memory to `run`, in
+/// buffer-parameter order; the locks are held until `run` returns.
+pub(crate) fn with_host_buffers<R>(
+    args: &KernelArgs,
+    run: impl FnOnce(HostBufs) -> Result<R, GpuError>,
+) -> Result<R, GpuError> {
+    let mut held: Vec<Box<dyn HeldArg + '_>> = args
+        .items
+        .iter()
+        .filter_map(|a| match a {
+            Arg::Buffer(b) => Some(b.lock()),
+            Arg::Scalar(_) => None,
+        })
+        .collect();
+    let bufs = held.iter_mut().map(|h| h.host()).collect::<Result<Vec<_>, _>>()?;
+    run(HostBufs { bufs })
+}
+
+/// A buffer argument, type-erased so one launch can mix dtypes.
+pub(crate) trait BufferArg: Send {
+    fn validate(&self, device_id: usize, generation: u64) -> Result<(), GpuError>;
+    fn id(&self) -> u64;
+    fn lock(&self) -> Box<dyn HeldArg + '_>;
+    /// Writes the buffer for a launch on an isolated device's worker.
+    fn put_wire(&self, w: &mut crate::wire::Writer<'_>) -> Result<(), GpuError>;
+}
+
+/// A locked argument, ready to push onto a launch.
+pub(crate) trait HeldArg {
+    fn push<'b>(&'b mut self, b: &mut LaunchArgs<'b>) -> Result<(), GpuError>;
+    /// False for a buffer the kernel reaches through something else (a TMA descriptor):
+    /// ordered and kept alive, but not a parameter.
+    fn is_param(&self) -> bool;
+    /// The device address for a launch on `stream`, ordered after the buffer's last
+    /// writer (and, for a written buffer, its readers); the guard records the launch as
+    /// the buffer's reader or writer when dropped after the enqueue.
+    fn address<'b>(&'b mut self, stream: &'b cudarc::driver::CudaStream) -> Result<(u64, SyncOnDrop<'b>), GpuError>;
+    /// The host memory behind a CPU-device buffer, for an emulated launch.
+    fn host(&mut self) -> Result<RawBuf, GpuError>;
+    /// Makes `stream` wait for the buffer's last write (a read access in cudarc's
+    /// ordering).
+    fn wait_on(&mut self, stream: &cudarc::driver::CudaStream) -> Result<(), GpuError>;
+}
+
+struct BufItem<T: DTypeBase> {
+    r: GpuRef<T>,
+    writes: bool,
+    param: bool,
+}
+
+struct HeldBuf<'a, T> {
+    guard: MutexGuard<'a, Storage<T>>,
+    writes: bool,
+    param: bool,
+}
+
+impl<T: DTypeBase> BufferArg for BufItem<T> {
+    fn validate(&self, device_id: usize, generation: u64) -> Result<(), GpuError> {
+        self.r.validate(device_id, generation)
+    }
+    fn id(&self) -> u64 {
+        self.r.id()
+    }
+    fn put_wire(&self, w: &mut crate::wire::Writer<'_>) -> Result<(), GpuError> {
+        if !self.param {
+            return Err(GpuError::Unsupported(
+                "buffers reached through a TMA descriptor on an isolated device".into(),
+            ));
+        }
+        crate::wire::put_buffer_arg(&self.r, w)
+    }
+    fn lock(&self) -> Box<dyn HeldArg + '_> {
+        Box::new(HeldBuf {
+            guard: self.r.lock(),
+            writes: self.writes,
+            param: self.param,
+        })
+    }
+}
+
+impl<T: DTypeBase> HeldArg for HeldBuf<'_, T> {
+    fn push<'b>(&'b mut self, b: &mut LaunchArgs<'b>) -> Result<(), GpuError> {
+        // cudarc orders the launch after the buffer's last writer and records this launch
+        // as its reader (or writer).
+        let writes = self.writes;
+        match &mut *self.guard {
+            Storage::Cuda(s) => {
+                if writes {
+                    b.arg(s);
+                } else {
+                    b.arg(&*s);
+                }
+                Ok(())
+            }
+            Storage::Cpu(_) => Err(GpuError::InvalidArgument("a CPU-device buffer in a CUDA launch".into())),
+        }
+    }
+
+    fn is_param(&self) -> bool {
+        self.param
+    }
+
+    fn address<'b>(&'b mut self, stream: &'b cudarc::driver::CudaStream) -> Result<(u64, SyncOnDrop<'b>), GpuError> {
+        use cudarc::driver::{DevicePtr, DevicePtrMut};
+        let writes = self.writes;
+        let Storage::Cuda(s) = &mut *self.guard else {
+            return Err(GpuError::InvalidArgument("a CPU-device buffer in a CUDA launch".into()));
+        };
+        Ok(if writes {
+            s.device_ptr_mut(stream)
+        } else {
+            s.device_ptr(stream)
+        })
+    }
+
+    fn wait_on(&mut self, stream: &cudarc::driver::CudaStream) -> Result<(), GpuError> {
+        use cudarc::driver::DevicePtr;
+        match &*self.guard {
+            Storage::Cuda(s) => {
+                // Taking the pointer for `stream` queues the wait; the guard records the
+                // read when dropped here.
+                let _ = s.device_ptr(stream);
+                Ok(())
+            }
+            Storage::Cpu(_) => Err(GpuError::InvalidArgument("a CPU-device buffer on a CUDA stream".into())),
+        }
+    }
+
+    fn host(&mut self) -> Result<RawBuf, GpuError> {
+        match &mut *self.guard {
+            Storage::Cpu(v) => Ok(RawBuf {
+                ptr: v.as_mut_ptr() as *mut u8,
+                len: v.len(),
+                type_id: std::any::TypeId::of::<T>(),
+                type_name: T::NAME,
+                writes: self.writes,
+            }),
+            Storage::Cuda(_) => Err(GpuError::InvalidArgument("a CUDA buffer in an emulated launch".into())),
+        }
+    }
+}
+
+/// A scalar argument.
+pub(crate) trait ScalarArg: Send {
+    fn push<'b>(&'b self, b: &mut LaunchArgs<'b>);
+    /// The address of the value, as the driver's `kernelParams` entries take it.
+    fn as_param(&self) -> *mut std::ffi::c_void;
+    /// The value's bytes, for a launch on an isolated device's worker.
+    fn bytes(&self) -> Result<Vec<u8>, GpuError>;
+}
+
+struct ScalarItem<T>(T);
+
+impl<T: DeviceRepr + Send> ScalarArg for ScalarItem<T> {
+    fn push<'b>(&'b self, b: &mut LaunchArgs<'b>) {
+        b.arg(&self.0);
+    }
+
+    fn as_param(&self) -> *mut std::ffi::c_void {
+        &self.0 as *const T as *mut std::ffi::c_void
+    }
+
+    fn bytes(&self) -> Result<Vec<u8>, GpuError> {
+        Err(GpuError::Unsupported(format!(
+            "a raw `{}` scalar on an isolated device: only #[kernel] launches cross",
+            std::any::type_name::<T>()
+        )))
+    }
+}
+
+/// A scalar parameter of a `#[kernel]` launch: a primitive number or `bool`.
+struct DTypeItem<T>(T);
+
+impl<T: crate::kernel::dsl::KernelScalar + DeviceRepr + Copy + Send> ScalarArg for DTypeItem<T> {
+    fn push<'b>(&'b self, b: &mut LaunchArgs<'b>) {
+        b.arg(&self.0);
+    }
+
+    fn as_param(&self) -> *mut std::ffi::c_void {
+        &self.0 as *const T as *mut std::ffi::c_void
+    }
+
+    fn bytes(&self) -> Result<Vec<u8>, GpuError> {
+        let mut out = vec![0u8; std::mem::size_of::<T>()];
+        // SAFETY: kernel scalars are primitive numbers and `bool` (the `KernelScalar`
+        // list): no padding, every byte initialised; `out` is exactly their size.
+        unsafe { std::ptr::copy_nonoverlapping(&self.0 as *const T as *const u8, out.as_mut_ptr(), out.len()) };
+        Ok(out)
+    }
+}
+
+/// A `#[derive(KernelArg)]` struct of a `#[kernel]` launch.
+struct StructItem<S>(S);
+
+impl<S: KernelArg> ScalarArg for StructItem<S> {
+    fn push<'b>(&'b self, b: &mut LaunchArgs<'b>) {
+        b.arg(&self.0);
+    }
+
+    fn as_param(&self) -> *mut std::ffi::c_void {
+        &self.0 as *const S as *mut std::ffi::c_void
+    }
+
+    fn bytes(&self) -> Result<Vec<u8>, GpuError> {
+        let mut out = vec![0u8; std::mem::size_of::<S>()];
+        self.0.write_bytes(&mut out);
+        Ok(out)
+    }
+}
+
+pub(crate) enum Arg {
+    Buffer(Box<dyn BufferArg>),
+    Scalar(Box<dyn ScalarArg>),
+}
+
+/// The arguments of a launch, in the kernel's parameter order.
+#[derive(Default)]
+pub struct KernelArgs {
+    pub(crate) items: Vec<Arg>,
+}
+
+impl std::fmt::Debug for KernelArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "KernelArgs({} args)", self.items.len())
+    }
+}
+
+impl KernelArgs {
+    /// No arguments yet.
+    pub fn new() -> Self {
+        KernelArgs::default()
+    }
+
+    /// A buffer the kernel reads (`const T*`).
+    pub fn buf<T: DTypeBase>(mut self, r: &GpuRef<T>) -> Self {
+        self.items.push(Arg::Buffer(Box::new(BufItem {
+            r: r.clone(),
+            writes: false,
+            param: true,
+        })));
+        self
+    }
+
+    /// A buffer the kernel writes (`T*`).
+    pub fn buf_mut<T: DTypeBase>(mut self, r: &GpuRef<T>) -> Self {
+        self.items.push(Arg::Buffer(Box::new(BufItem {
+            r: r.clone(),
+            writes: true,
+            param: true,
+        })));
+        self
+    }
+
+    /// A buffer the kernel reaches without a parameter of its own (through a TMA
+    /// descriptor): validated, kept alive and stream-ordered as written, not passed.
+    pub(crate) fn reached<T: DTypeBase>(mut self, r: &GpuRef<T>) -> Self {
+        self.items.push(Arg::Buffer(Box::new(BufItem {
+            r: r.clone(),
+            writes: true,
+            param: false,
+        })));
+        self
+    }
+
+    /// A scalar passed by value.
+    pub fn scalar<T: DeviceRepr + Send + 'static>(mut self, v: T) -> Self {
+        self.items.push(Arg::Scalar(Box::new(ScalarItem(v))));
+        self
+    }
+
+    /// Writes the arguments for a launch on an isolated device's worker.
+    pub(crate) fn put_wire(&self, w: &mut crate::wire::Writer<'_>) -> Result<(), GpuError> {
+        w.put_u64(self.items.len() as u64);
+        for a in &self.items {
+            match a {
+                Arg::Buffer(b) => b.put_wire(w)?,
+                Arg::Scalar(s) => crate::wire::put_scalar_arg(&s.bytes()?, w),
+            }
+        }
+        Ok(())
+    }
+
+    /// A dtype scalar of a `#[kernel]` launch. Used by generated code.
+    #[doc(hidden)]
+    pub fn dtype<T: crate::kernel::dsl::KernelScalar + DeviceRepr + Copy + Send + 'static>(mut self, v: T) -> Self {
+        self.items.push(Arg::Scalar(Box::new(DTypeItem(v))));
+        self
+    }
+
+    /// A `#[derive(KernelArg)]` struct of a `#[kernel]` launch. Used by generated code.
+    #[doc(hidden)]
+    pub fn kernel_arg<S: KernelArg>(mut self, v: S) -> Self {
+        self.items.push(Arg::Scalar(Box::new(StructItem(v))));
+        self
+    }
+
+    /// Checks every buffer against the device and rejects a buffer passed twice (one
+    /// launch locks each buffer once).
+    pub(crate) fn validate(&self, device_id: usize, generation: u64) -> Result<(), GpuError> {
+        for a in &self.items {
+            if let Arg::Buffer(b) = a {
+                b.validate(device_id, generation)?;
+            }
+        }
+        self.check_distinct()
+    }
+
+    /// Rejects a buffer passed twice (one launch locks each buffer once).
+    pub(crate) fn check_distinct(&self) -> Result<(), GpuError> {
+        let mut ids = vec![];
+        for a in &self.items {
+            if let Arg::Buffer(b) = a {
+                if ids.contains(&b.id()) {
+                    return Err(GpuError::InvalidArgument(format!(
+                        "buffer #{} is passed twice to one launch; pass it once",
+                        b.id()
+                    )));
+                }
+                ids.push(b.id());
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,12 @@
+//! Library actors of a device: each owns one CUDA library handle (or its CPU
+//! equivalent) and the stream it enqueues on, and is written with `#[gpu_actor]`. They
+//! build on the shared floor (`backend`, `gpu_ref`, `completion`, `wire`) and are named
+//! only by the device tier above them.
+
+pub mod blas;
+pub mod fft;
+pub mod kernels;
+pub mod modules;
+pub mod rng;
+pub(crate) mod seed;
+pub mod solver;
