@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use atomr_accel_cuda::module::KernelSource;
 use atomr_accel_cuda::nvrtc_cache::KernelCache;
+use atomr_accel_cuda::testing::TestHooks;
 use atomr_accel_cuda::DeviceConfig;
 
 fn source(i: usize) -> String {

@@ -6,3 +6,12 @@
 
 pub use atomr_accel_cuda_macros::{gpu_actor, gpu_main, handler, kernel, post_stop, pre_restart, pre_start, KernelArg};
 pub use atomr_accel_cuda_runtime::*;
+
+/// The names most programs need, in one `use`: the runtime's prelude and the macros
+/// (`#[gpu_actor]`, `#[kernel]`, `#[derive(KernelArg)]`, …).
+pub mod prelude {
+    pub use atomr_accel_cuda_macros::{
+        gpu_actor, gpu_main, handler, kernel, post_stop, pre_restart, pre_start, KernelArg,
+    };
+    pub use atomr_accel_cuda_runtime::prelude::*;
+}

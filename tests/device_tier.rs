@@ -9,6 +9,7 @@ use std::time::Duration;
 use atomr_accel_cuda::actor::ActorSystem;
 use atomr_accel_cuda::device::{BackendKind, DeviceConfig, Status};
 use atomr_accel_cuda::device::{Blas1Scalar, BlasScalar, DType};
+use atomr_accel_cuda::testing::TestHooks;
 use atomr_accel_cuda::{Batch, CompletionStrategy, Device, Gemm, Gemv, GpuError};
 use common::{gemm_ref, rand_vec, rel_err};
 use half::{bf16, f16};

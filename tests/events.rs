@@ -6,6 +6,7 @@ mod common;
 
 use atomr_accel_cuda::kernel;
 use atomr_accel_cuda::prelude::*;
+use atomr_accel_cuda::testing::TestHooks;
 
 /// `iters` dependent multiply-adds per element.
 #[kernel]

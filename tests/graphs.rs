@@ -7,6 +7,7 @@ mod common;
 use atomr_accel_cuda::actor::ActorSystem;
 use atomr_accel_cuda::kernel;
 use atomr_accel_cuda::prelude::*;
+use atomr_accel_cuda::testing::TestHooks;
 use common::{gemm_ref, rand_vec, rel_err};
 
 /// y = max(y, 0).

@@ -17,6 +17,7 @@ use atomr_accel_cuda::device::Status;
 use atomr_accel_cuda::isolation::IsolationConfig;
 use atomr_accel_cuda::kernel::dsl::prelude::*;
 use atomr_accel_cuda::module::{KernelSource, LaunchConfig};
+use atomr_accel_cuda::testing::TestHooks;
 use atomr_accel_cuda::{gpu_main, kernel, Device, DeviceConfig, FftShape, Gemm, GpuError, GpuRef, KernelArg};
 use common::{check_sgemm, gemm_ref, rand_vec, rel_err};
 

@@ -6,6 +6,7 @@ mod common;
 
 use atomr_accel_cuda::kernel::dsl::prelude::{AtomicAdd, ShuffleBits};
 use atomr_accel_cuda::prelude::*;
+use atomr_accel_cuda::testing::TestHooks;
 use atomr_accel_cuda::{kernel, KernelArg};
 use common::{rand_vec, rel_err};
 

@@ -4,6 +4,7 @@ mod common;
 
 use atomr_accel_cuda::actor::ActorSystem;
 use atomr_accel_cuda::module::{KernelArgs, KernelSource, LaunchConfig, ModuleImage};
+use atomr_accel_cuda::testing::TestHooks;
 use atomr_accel_cuda::{Device, DeviceConfig, GpuError, Lib};
 use common::{rand_vec, rel_err};
 

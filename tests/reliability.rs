@@ -17,6 +17,7 @@ use atomr_accel_cuda::device::Status;
 use atomr_accel_cuda::dtype::Complex;
 use atomr_accel_cuda::kernel::dsl::prelude::*;
 use atomr_accel_cuda::module::LaunchConfig;
+use atomr_accel_cuda::testing::TestHooks;
 use atomr_accel_cuda::{kernel, Device, DeviceConfig, FftShape, Gemm, Gemv, GpuError};
 use common::{check_sgemm, rand_vec};
 

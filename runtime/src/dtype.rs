@@ -183,20 +183,6 @@ pub trait Blas1Base: BlasBase<Acc = Self> + num_traits::Float + crate::sys::Cubl
 impl Blas1Base for f32 {}
 impl Blas1Base for f64 {}
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_and_round_trips() {
-        assert_eq!(<bf16 as DTypeBase>::NAME, "bf16");
-        assert_eq!(<u64 as DTypeBase>::KIND, DTypeKind::UInt);
-        assert_eq!(<f16 as DTypeBase>::from_f64(1.5).to_f64(), 1.5);
-        assert_eq!(<i8 as DTypeBase>::from_f64(-3.0), -3i8);
-        assert_eq!(f16::from_f64(2.0).to_acc(), 2.0f32);
-    }
-}
-
 /// Float types the RNG fills (f32, f64): the bound of the `RngActor`'s handlers.
 pub trait RngFloat: DTypeBase + crate::sys::CurandFloat {}
 impl RngFloat for f32 {}
@@ -219,4 +205,18 @@ pub(crate) fn whole_elements<T: DTypeBase>(bytes: usize, what: &str) -> Result<u
         )));
     }
     Ok(bytes / size)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_round_trips() {
+        assert_eq!(<bf16 as DTypeBase>::NAME, "bf16");
+        assert_eq!(<u64 as DTypeBase>::KIND, DTypeKind::UInt);
+        assert_eq!(<f16 as DTypeBase>::from_f64(1.5).to_f64(), 1.5);
+        assert_eq!(<i8 as DTypeBase>::from_f64(-3.0), -3i8);
+        assert_eq!(f16::from_f64(2.0).to_acc(), 2.0f32);
+    }
 }

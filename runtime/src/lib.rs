@@ -47,6 +47,12 @@ pub use library::blas::{Batch, Gemm, Gemv};
 pub use library::fft::FftShape;
 pub use stream::StreamStrategy;
 
+/// Hooks for tests and fault drills (a forced context rebuild, killing an isolated
+/// device's worker): import [`testing::TestHooks`] to use them on a `Device`.
+pub mod testing {
+    pub use crate::device::test_hooks::TestHooks;
+}
+
 /// Re-exports the generated code of `#[gpu_actor]` names, so users need not depend on
 /// these crates themselves. Not a public API.
 #[doc(hidden)]

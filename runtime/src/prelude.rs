@@ -5,7 +5,7 @@ pub use crate::actor::{
 };
 pub use crate::device::precompile_all;
 pub use crate::device::Svd;
-pub use crate::device::{BackendChoice, BackendKind, Device, DeviceConfig};
+pub use crate::device::{BackendChoice, BackendKind, Device, DeviceConfig, Libraries};
 pub use crate::device::{Blas1Scalar, BlasScalar, DType, FftScalar, RandomScalar, SolverScalar};
 pub use crate::dispatcher::{Dispatcher, GpuDispatcher};
 pub use crate::dtype::{c32, c64, Complex, FloatDType};
@@ -20,4 +20,5 @@ pub use crate::library::fft::FftShape;
 pub use crate::memory::{Advice, Location};
 pub use crate::pipeline::Pipeline;
 pub use crate::placement::{PlacementActor, PlacementActorRef, PlacementPolicy};
+pub use crate::replay::{replay, Recorder, ReplayReport};
 pub use half::{bf16, f16};

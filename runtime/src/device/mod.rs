@@ -7,16 +7,15 @@
 //! request fails at once with `DeviceLost`.
 
 mod bounds;
-#[doc(hidden)]
-pub mod context_actor;
-#[doc(hidden)]
-pub mod device_actor;
+pub(crate) mod context_actor;
+pub(crate) mod device_actor;
 mod graph_api;
 mod memory_api;
 mod observability_api;
 mod precompile;
 pub(crate) mod route;
 mod solver_api;
+pub(crate) mod test_hooks;
 
 use std::sync::Arc;
 
@@ -38,6 +37,7 @@ use crate::error::GpuError;
 use crate::event::{EventActorMsg, GpuEvent};
 use crate::gpu_ref::GpuRef;
 use crate::host::{PinnedBuf, Uploaded};
+use crate::kernel::dsl::registry::KernelInstance;
 use crate::kernel::dsl::KernelCall;
 use crate::launch::{KernelArgs, LaunchConfig};
 use crate::library::blas::*;
@@ -404,16 +404,12 @@ impl Device {
         self.call(|reply| KernelActorMsg::Launch { call, reply }).await
     }
 
-    /// Compiles (or loads from the disk cache) one kernel instantiation into the kernel
-    /// actor without launching it; `true` if no NVRTC run was needed. Used by
-    /// `precompile_all`.
-    pub async fn preload_kernel(
-        &self,
-        id: std::any::TypeId,
-        name: &'static str,
-        source: String,
-    ) -> Result<bool, GpuError> {
-        let name = name.to_string();
+    /// Compiles (or loads from the disk cache) one registered kernel instantiation (an
+    /// entry of `kernel::dsl::registered()`) into the device without launching it, so
+    /// its first launch waits for no compile; `true` if no NVRTC run was needed.
+    /// [`precompile_all`] does this for every registered kernel.
+    pub async fn preload(&self, instance: &'static KernelInstance) -> Result<bool, GpuError> {
+        let (id, name, source) = ((instance.id)(), instance.entry.to_string(), (instance.source)());
         self.call(|reply| KernelActorMsg::Preload {
             id,
             name,
@@ -601,21 +597,6 @@ impl Device {
             .await
     }
 
-    /// Test hook: makes the inner tier fail and be rebuilt by its supervisor (a new
-    /// generation: every older `GpuRef` becomes `Stale`). Resolves once the new
-    /// generation is ready.
-    pub async fn rebuild(&self) -> Result<u64, GpuError> {
-        let before = self.state().generation;
-        let timeout = self.shared.config.request_timeout;
-        self.outer
-            .ask_try(|reply| DeviceActorMsg::Rebuild { reply }, timeout)
-            .await?;
-        let s = self
-            .wait_state(|s| s.generation > before && matches!(s.status, Status::Ready))
-            .await?;
-        Ok(s.generation)
-    }
-
     /// Hands a request to the device as `call` does, without waiting for its reply
     /// (which goes to the request's own channel). An isolated device's worker serves
     /// decoded requests through this.
@@ -637,19 +618,6 @@ impl Device {
         match self.state.borrow().inner.as_ref().map(|r| r.get::<Inner>()) {
             Some(Inner::Worker(link)) => link.pending(),
             _ => 0,
-        }
-    }
-
-    /// Test hook: kills an isolated device's worker process (`SIGKILL`), as a crash
-    /// would; the device respawns it. `Unsupported` for an in-process device.
-    #[doc(hidden)]
-    pub fn kill_worker(&self) -> Result<(), GpuError> {
-        match self.state.borrow().inner.as_ref().map(|r| r.get::<Inner>()) {
-            Some(Inner::Worker(link)) => link.kill(),
-            Some(Inner::Local(_)) => Err(GpuError::Unsupported("kill_worker on an in-process device".into())),
-            None => Err(GpuError::Unsupported(
-                "kill_worker while the device is not ready".into(),
-            )),
         }
     }
 

@@ -142,7 +142,7 @@ pub async fn precompile_all(device: &Device) -> Result<PrecompileSummary, GpuErr
                 continue;
             }
         }
-        if let Err(e) = device.preload_kernel((inst.id)(), inst.entry, (inst.source)()).await {
+        if let Err(e) = device.preload(inst).await {
             summary.failed.push((name.clone(), e));
         }
     }

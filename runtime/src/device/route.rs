@@ -32,6 +32,9 @@ pub(crate) struct InnerRefs {
 }
 
 /// Where requests go while a device is ready.
+// Built once per generation and held behind the `RouteSlot`'s `Arc`, never moved per
+// request: boxing the larger variant would only add an indirection to every request.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone)]
 pub(crate) enum Inner {
     /// The inner actors, in this process (the `RouteSlot` that holds the route shares

@@ -4,10 +4,10 @@
 //! FFI. Each dtype contributes only a table of its entry points ([`LapackFns`], filled by
 //! `cusolver_float!`); the logic — checking that every slice holds what the routine
 //! touches, querying and allocating the workspace, taking stream-ordered device
-//! addresses — is written once, generically, in [`Dense`].
+//! addresses — is written once, generically, in `Dense`.
 //!
 //! Every routine writes LAPACK's `info` straight into a host-mapped cell the caller owns
-//! ([`MappedCell`]: no copy back) and reads after completion: negative means a bad
+//! (`MappedCell`: no copy back) and reads after completion: negative means a bad
 //! parameter (a bug here), positive is the matrix's own verdict (singular, not positive
 //! definite, no convergence).
 

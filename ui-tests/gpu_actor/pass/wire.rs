@@ -1,6 +1,6 @@
 //! `#[gpu_actor(wire)]`: the message enum gets an encoding for isolated devices' workers.
 use atomr_accel_cuda::gpu_actor;
-use atomr_accel_cuda::isolation::wire::WireMessage;
+use atomr_accel_cuda::wire::WireMessage;
 
 struct Counter {
     n: u64,
