@@ -36,7 +36,7 @@ fn subst(ty: &Type, generic: Option<&(Ident, Vec<syn::TypeParamBound>)>, dtype: 
 }
 
 /// The reply payload type (`T` of `Result<T, GpuError>`).
-fn payload(h: &Handler) -> Type {
+pub(crate) fn payload(h: &Handler) -> Type {
     match &h.ret {
         Ret::Unit => syn::parse_quote!(()),
         Ret::Plain(t) | Ret::Result(t) => t.clone(),
@@ -53,7 +53,7 @@ fn instances(h: &Handler) -> Vec<Option<&Type>> {
     }
 }
 
-fn names(def: &ActorDef) -> (Ident, Ident) {
+pub(crate) fn names(def: &ActorDef) -> (Ident, Ident) {
     (format_ident!("{}Msg", def.name), format_ident!("{}Ref", def.name))
 }
 
@@ -333,7 +333,7 @@ fn dtype_trait(def: &ActorDef, h: &Handler, krate: &syn::Path) -> TokenStream {
     }
 }
 
-fn dtype_trait_name(def: &ActorDef, h: &Handler) -> Ident {
+pub(crate) fn dtype_trait_name(def: &ActorDef, h: &Handler) -> Ident {
     format_ident!("{}{}DType", def.name, h.variant(None))
 }
 
@@ -601,11 +601,15 @@ pub(crate) fn expand(def: &ActorDef) -> TokenStream {
     let props = props(def, &krate);
     let sends = send_checks(def);
     let wire = wire_impl(def, &krate);
+    let set_traits = super::device::set_traits(def);
+    let device = super::device::device_methods(def, &krate);
     quote! {
         #item
         #msg
         #wire
         #(#traits)*
+        #set_traits
+        #device
         #actor
         #client
         #props

@@ -1,5 +1,6 @@
 //! `#[gpu_actor]`: parse → validate → expand.
 
+mod device;
 mod expand;
 mod options;
 mod parse;

@@ -4,11 +4,12 @@ use std::time::Duration;
 
 use proc_macro2::{Span, TokenStream};
 use syn::meta::ParseNestedMeta;
+use syn::spanned::Spanned;
 use syn::{Ident, LitInt, LitStr};
 
 use crate::errors::Errors;
 
-const KEYS: &str = "`crate`, `supervision`, `dispatcher`, `mailbox`, `ask_timeout`, `wire`";
+const KEYS: &str = "`crate`, `supervision`, `dispatcher`, `mailbox`, `ask_timeout`, `wire`, `device`";
 const SUPERVISION_KEYS: &str = "`restart_on`, `resume_on`, `max_restarts`, `within`";
 
 /// Parsed options.
@@ -25,6 +26,18 @@ pub(crate) struct Options {
     pub(crate) has_supervision: bool,
     /// `wire`: the messages can cross to an isolated device's worker process.
     pub(crate) wire: bool,
+    /// `device(set = Bound, …)`: a library actor of the runtime whose `#[handler(device)]`
+    /// methods become `Device` methods; each named dtype set maps to the public bound
+    /// those methods take (and which gets the set's generated mapping trait).
+    pub(crate) device: Option<DeviceOption>,
+}
+
+/// `device(blas1 = Blas1Scalar, …)` of a library actor.
+pub(crate) struct DeviceOption {
+    /// Where the key was written.
+    pub(crate) span: Span,
+    /// Named dtype set (`blas1`) → the public bound of the `Device` methods over it.
+    pub(crate) bounds: Vec<(Ident, syn::Path)>,
 }
 
 /// Error tags a decider can match (the `GpuError` variants).
@@ -161,6 +174,25 @@ pub(crate) fn parse(args: TokenStream, errors: &mut Errors) -> Options {
                 return skip_value(&meta);
             }
             o.wire = true;
+        } else if meta.path.is_ident("device") {
+            let mut bounds = vec![];
+            if meta.input.peek(syn::token::Paren) {
+                meta.parse_nested_meta(|sub| {
+                    let Some(set) = sub.path.get_ident().cloned() else {
+                        pending.at(
+                            &sub.path,
+                            "expected a dtype set name, e.g. `device(blas1 = Blas1Scalar)`",
+                        );
+                        return skip_value(&sub);
+                    };
+                    bounds.push((set, sub.value()?.parse()?));
+                    Ok(())
+                })?;
+            }
+            o.device = Some(DeviceOption {
+                span: meta.path.span(),
+                bounds,
+            });
         } else if meta.path.is_ident("ask_timeout") {
             let lit: LitStr = meta.value()?.parse()?;
             match parse_duration(&lit) {

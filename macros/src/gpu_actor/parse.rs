@@ -36,6 +36,12 @@ pub(crate) struct Handler {
     pub(crate) generic: Option<(Ident, Vec<TypeParamBound>)>,
     /// The concrete dtypes of a generic handler, as written.
     pub(crate) dtypes: Vec<Type>,
+    /// The dtype set names as written (`dtypes(blas1)` → `[blas1]`), empty when the
+    /// dtypes are listed one by one.
+    pub(crate) dtype_sets: Vec<Ident>,
+    /// `#[handler(device)]`: the name of the `Device` method this handler becomes, and
+    /// where `device` was written (what errors about it point at).
+    pub(crate) device: Option<(Ident, Span)>,
     /// Where to point errors about the handler as a whole.
     pub(crate) span: Span,
 }
@@ -165,22 +171,35 @@ fn parse_plain_ret(ret: &ReturnType) -> Ret {
     }
 }
 
-/// Parses `#[handler(...)]`'s arguments: `tell`, `dtypes(...)`.
+/// Whether `id` names a dtype set of [`expand_set`].
+fn is_set_name(id: Option<&Ident>) -> bool {
+    id.is_some_and(|i| SETS.iter().any(|(n, _)| i == n))
+}
+
 /// Named dtype sets: `all` (every real element type), `float` (f16, bf16, f32, f64),
-/// `blas1` (f32, f64), `int` (signed and unsigned integers), `complex` (c32, c64). Other
-/// types stay as written.
+/// `blas1` (f32, f64), `int` (signed and unsigned integers), `complex` (c32, c64). The
+/// one list of them: the runtime's public bounds name the mapping traits generated per
+/// set (`device(blas1 = Blas1Scalar)`).
+const SETS: &[(&str, &[&str])] = &[
+    (
+        "all",
+        &[
+            "f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
+        ],
+    ),
+    ("float", &["f16", "bf16", "f32", "f64"]),
+    ("blas1", &["f32", "f64"]),
+    ("int", &["i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"]),
+    ("complex", &["c32", "c64"]),
+];
+
+/// Parses `#[handler(...)]`'s arguments: `tell`, `dtypes(...)`, `device`.
+/// A named dtype set ([`SETS`]) as its dtypes; other types stay as written.
 fn expand_set(t: Type, krate: &syn::Path) -> Vec<Type> {
     let Type::Path(p) = &t else { return vec![t] };
     let Some(id) = p.path.get_ident() else { return vec![t] };
-    let names: &[&str] = match id.to_string().as_str() {
-        "all" => &[
-            "f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
-        ],
-        "float" => &["f16", "bf16", "f32", "f64"],
-        "blas1" => &["f32", "f64"],
-        "int" => &["i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"],
-        "complex" => &["c32", "c64"],
-        _ => return vec![t],
+    let Some((_, names)) = SETS.iter().find(|(n, _)| id == n) else {
+        return vec![t];
     };
     let span = id.span();
     names
@@ -199,13 +218,29 @@ fn expand_set(t: Type, krate: &syn::Path) -> Vec<Type> {
         .collect()
 }
 
-fn parse_handler_attr(attr: &Attribute, krate: &syn::Path, errors: &mut Errors) -> (bool, Vec<Type>, Option<Span>) {
-    let mut tell = false;
-    let mut dtypes = vec![];
-    let mut dtypes_span = None;
+/// What `#[handler(...)]` says.
+#[derive(Default)]
+struct HandlerAttr {
+    tell: bool,
+    dtypes: Vec<Type>,
+    dtypes_span: Option<Span>,
+    /// Named sets among the dtypes, when every entry is one.
+    sets: Vec<Ident>,
+    device: Option<(Ident, Span)>,
+}
+
+fn parse_handler_attr(attr: &Attribute, method: &Ident, krate: &syn::Path, errors: &mut Errors) -> HandlerAttr {
+    let mut a = HandlerAttr::default();
     if matches!(attr.meta, syn::Meta::Path(_)) {
-        return (tell, dtypes, dtypes_span);
+        return a;
     }
+    let HandlerAttr {
+        tell,
+        dtypes,
+        dtypes_span,
+        sets,
+        device,
+    } = &mut a;
     let mut seen: Vec<String> = vec![];
     let r = attr.parse_nested_meta(|meta| {
         let key = meta.path.get_ident().map(|i| i.to_string()).unwrap_or_default();
@@ -214,16 +249,42 @@ fn parse_handler_attr(attr: &Attribute, krate: &syn::Path, errors: &mut Errors) 
         }
         seen.push(key);
         if meta.path.is_ident("tell") {
-            tell = true;
+            *tell = true;
+        } else if meta.path.is_ident("device") {
+            let mut name = method.clone();
+            if meta.input.peek(syn::token::Paren) {
+                meta.parse_nested_meta(|sub| {
+                    if sub.path.is_ident("name") {
+                        name = sub.value()?.parse()?;
+                    } else {
+                        errors.at(&sub.path, "unknown `device` key; expected `name = method_name`");
+                        if sub.input.peek(syn::Token![=]) {
+                            let _: syn::Expr = sub.value()?.parse()?;
+                        }
+                    }
+                    Ok(())
+                })?;
+            }
+            *device = Some((name, meta.path.span()));
         } else if meta.path.is_ident("dtypes") {
-            dtypes_span = Some(meta.path.span());
+            *dtypes_span = Some(meta.path.span());
             let content;
             syn::parenthesized!(content in meta.input);
-            dtypes = content
+            let written: Vec<Type> = content
                 .parse_terminated(Type::parse, syn::Token![,])?
                 .into_iter()
-                .flat_map(|t| expand_set(t, krate))
                 .collect();
+            let named: Vec<Ident> = written
+                .iter()
+                .filter_map(|t| match t {
+                    Type::Path(p) if is_set_name(p.path.get_ident()) => p.path.get_ident().cloned(),
+                    _ => None,
+                })
+                .collect();
+            if named.len() == written.len() {
+                *sets = named;
+            }
+            *dtypes = written.into_iter().flat_map(|t| expand_set(t, krate)).collect();
             if dtypes.is_empty() {
                 errors.at(
                     &meta.path,
@@ -231,7 +292,10 @@ fn parse_handler_attr(attr: &Attribute, krate: &syn::Path, errors: &mut Errors) 
                 );
             }
         } else {
-            errors.at(&meta.path, "unknown #[handler] key; expected `tell` or `dtypes(...)`");
+            errors.at(
+                &meta.path,
+                "unknown #[handler] key; expected `tell`, `dtypes(...)` or `device`",
+            );
             if meta.input.peek(syn::token::Paren) {
                 let _content;
                 syn::parenthesized!(_content in meta.input);
@@ -242,13 +306,19 @@ fn parse_handler_attr(attr: &Attribute, krate: &syn::Path, errors: &mut Errors) 
     if let Err(e) = r {
         errors.push(e);
     }
-    (tell, dtypes, dtypes_span)
+    a
 }
 
 use syn::parse::Parse;
 
 fn parse_handler(f: &ImplItemFn, attr: &Attribute, krate: &syn::Path, errors: &mut Errors) -> Option<Handler> {
-    let (tell, dtypes, dtypes_span) = parse_handler_attr(attr, krate, errors);
+    let HandlerAttr {
+        tell,
+        dtypes,
+        dtypes_span,
+        sets: dtype_sets,
+        device,
+    } = parse_handler_attr(attr, &f.sig.ident, krate, errors);
     let sig = &f.sig;
     let mut ok = true;
     match sig.inputs.first() {
@@ -387,6 +457,8 @@ fn parse_handler(f: &ImplItemFn, attr: &Attribute, krate: &syn::Path, errors: &m
         tell,
         generic,
         dtypes,
+        dtype_sets,
+        device,
         span: sig.ident.span(),
     })
 }

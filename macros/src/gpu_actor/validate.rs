@@ -60,4 +60,57 @@ pub(crate) fn validate(def: &ActorDef, errors: &mut Errors) {
             format!("`{tag}` is in both `restart_on` and `resume_on`; keep it in one"),
         ));
     }
+    validate_device(def, errors);
+}
+
+/// `device`: only the runtime's own actors extend `Device`; every device handler answers,
+/// and a generic one runs over a named dtype set that `device(...)` gives a bound for.
+fn validate_device(def: &ActorDef, errors: &mut Errors) {
+    if let Some(opt) = &def.options.device {
+        if !def.options.krate.as_ref().is_some_and(|k| k.is_ident("crate")) {
+            errors.push(syn::Error::new(
+                opt.span,
+                "`device` adds this actor's handlers to the runtime's `Device`, which only the runtime's own library \
+                 actors (`crate = crate`) can do; call your actor through its generated `<Name>Ref` client instead",
+            ));
+        }
+    }
+    for h in &def.handlers {
+        let Some((_, at)) = &h.device else { continue };
+        let Some(opt) = &def.options.device else {
+            errors.push(syn::Error::new(
+                *at,
+                format!(
+                    "`{}` is marked `device` but the actor has no `device(...)` option: add `device(...)` to #[gpu_actor]",
+                    h.method
+                ),
+            ));
+            continue;
+        };
+        if h.tell {
+            errors.push(syn::Error::new(
+                *at,
+                "a `device` handler answers its caller (a `Device` method awaits the reply): drop `tell`",
+            ));
+        }
+        if h.generic.is_some() {
+            let listed = h.dtype_sets.len() == 1 && opt.bounds.iter().any(|(s, _)| *s == h.dtype_sets[0]);
+            if !listed {
+                let sets: Vec<String> = opt.bounds.iter().map(|(s, _)| s.to_string()).collect();
+                errors.push(syn::Error::new(
+                    *at,
+                    format!(
+                        "the `Device` method of `{}` needs its dtypes written as one named set with a public bound in \
+                         `device(...)` (here: {}), e.g. `dtypes(blas1)` with `device(blas1 = Blas1Scalar)`",
+                        h.method,
+                        if sets.is_empty() {
+                            "none".to_string()
+                        } else {
+                            sets.join(", ")
+                        }
+                    ),
+                ));
+            }
+        }
+    }
 }

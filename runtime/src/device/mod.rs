@@ -40,12 +40,10 @@ use crate::host::{PinnedBuf, Uploaded};
 use crate::kernel::dsl::registry::KernelInstance;
 use crate::kernel::dsl::KernelCall;
 use crate::launch::{KernelArgs, LaunchConfig};
-use crate::library::blas::*;
-use crate::library::blas::{Batch, Gemm, Gemv};
+use crate::library::blas::{Batch, Gemm};
 use crate::library::fft::*;
 use crate::library::kernels::KernelActorMsg;
 use crate::library::modules::ModuleActorMsg;
-use crate::library::rng::*;
 use crate::module::{KernelSource, ModuleImage, ModuleRef};
 use crate::wire::HostData;
 
@@ -160,7 +158,7 @@ impl Device {
 
     /// Sends a request to the inner actor it is for (the short path when ready, through
     /// the `DeviceActor` otherwise) and awaits its reply.
-    async fn call<M: Routable, R: Send + 'static>(
+    pub(crate) async fn call<M: Routable, R: Send + 'static>(
         &self,
         make: impl FnOnce(Reply<Result<R, GpuError>>) -> M,
     ) -> Result<R, GpuError> {
@@ -470,93 +468,6 @@ impl Device {
         c: &GpuRef<T>,
     ) -> Result<(), GpuError> {
         self.gemm_strided_batched(g, Batch::one(), a, b, c).await
-    }
-
-    /// `batch.count` GEMMs over strided matrices in one cuBLAS call.
-    pub async fn gemm_strided_batched<T: BlasScalar>(
-        &self,
-        g: Gemm<T>,
-        batch: Batch,
-        a: &GpuRef<T>,
-        b: &GpuRef<T>,
-        c: &GpuRef<T>,
-    ) -> Result<(), GpuError> {
-        let (a, b, c) = (a.clone(), b.clone(), c.clone());
-        self.call(|reply| <T as BlasActorGemmDType>::__into_msg(g, batch, a, b, c, reply))
-            .await
-    }
-
-    /// `y = alpha·op(A)·x + beta·y` (f32, f64).
-    pub async fn gemv<T: Blas1Scalar>(
-        &self,
-        g: Gemv<T>,
-        a: &GpuRef<T>,
-        x: &GpuRef<T>,
-        y: &GpuRef<T>,
-    ) -> Result<(), GpuError> {
-        let (a, x, y) = (a.clone(), x.clone(), y.clone());
-        self.call(|reply| <T as BlasActorGemvDType>::__into_msg(g, a, x, y, reply))
-            .await
-    }
-
-    /// `y += alpha·x` over equal-length vectors (f32, f64).
-    pub async fn axpy<T: Blas1Scalar>(&self, alpha: T, x: &GpuRef<T>, y: &GpuRef<T>) -> Result<(), GpuError> {
-        let (x, y) = (x.clone(), y.clone());
-        self.call(|reply| <T as BlasActorAxpyDType>::__into_msg(alpha, x, y, reply))
-            .await
-    }
-
-    /// `x *= alpha` (f32, f64).
-    pub async fn scal<T: Blas1Scalar>(&self, alpha: T, x: &GpuRef<T>) -> Result<(), GpuError> {
-        let x = x.clone();
-        self.call(|reply| <T as BlasActorScalDType>::__into_msg(alpha, x, reply))
-            .await
-    }
-
-    /// The dot product of equal-length vectors (f32, f64); computed on the device.
-    pub async fn dot<T: Blas1Scalar>(&self, x: &GpuRef<T>, y: &GpuRef<T>) -> Result<T, GpuError> {
-        let (x, y) = (x.clone(), y.clone());
-        self.call(|reply| <T as BlasActorDotDType>::__into_msg(x, y, reply))
-            .await
-    }
-
-    /// The Euclidean norm (f32, f64); computed on the device.
-    pub async fn nrm2<T: Blas1Scalar>(&self, x: &GpuRef<T>) -> Result<T, GpuError> {
-        let x = x.clone();
-        self.call(|reply| <T as BlasActorNrm2DType>::__into_msg(x, reply)).await
-    }
-
-    /// Restarts the device's random sequence from `seed`: the same seed gives the same
-    /// numbers again (per backend: cuRAND on a GPU, ChaCha12 on the CPU device).
-    pub async fn seed_rng(&self, seed: u64) -> Result<(), GpuError> {
-        self.call(|reply| RngActorMsg::Reseed { seed, reply }).await
-    }
-
-    /// Fills `dst` with uniform numbers in (0, 1].
-    pub async fn fill_uniform<T: RandomScalar>(&self, dst: &GpuRef<T>) -> Result<(), GpuError> {
-        let dst = dst.clone();
-        self.call(|reply| <T as RngActorUniformDType>::__into_msg(dst, reply))
-            .await
-    }
-
-    /// Fills `dst` with Normal(mean, std) numbers.
-    pub async fn fill_normal<T: RandomScalar>(&self, dst: &GpuRef<T>, mean: T, std: T) -> Result<(), GpuError> {
-        let dst = dst.clone();
-        self.call(|reply| <T as RngActorNormalDType>::__into_msg(dst, mean, std, reply))
-            .await
-    }
-
-    /// Fills `dst` with exp(Normal(mean, std)) numbers.
-    pub async fn fill_log_normal<T: RandomScalar>(&self, dst: &GpuRef<T>, mean: T, std: T) -> Result<(), GpuError> {
-        let dst = dst.clone();
-        self.call(|reply| <T as RngActorLogNormalDType>::__into_msg(dst, mean, std, reply))
-            .await
-    }
-
-    /// Fills `dst` with Poisson(lambda) counts.
-    pub async fn fill_poisson(&self, dst: &GpuRef<u32>, lambda: f64) -> Result<(), GpuError> {
-        let dst = dst.clone();
-        self.call(|reply| RngActorMsg::Poisson { dst, lambda, reply }).await
     }
 
     /// Complex-to-complex FFT of `shape` (forward, or inverse and unnormalised); in place

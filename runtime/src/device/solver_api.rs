@@ -9,7 +9,7 @@ use super::bounds::SolverScalar;
 use super::Device;
 use crate::error::GpuError;
 use crate::gpu_ref::GpuRef;
-use crate::library::solver::*;
+use crate::library::solver::SolverActorSvdDType;
 
 /// The outputs of a thin SVD `A = U·diag(S)·Vᵀ` of an m×n matrix (m ≥ n).
 #[derive(Debug, Clone)]
@@ -40,57 +40,6 @@ impl Device {
         Ok(pivots)
     }
 
-    /// [`Device::lu_factor`] with the caller's pivot buffer (n elements).
-    pub async fn lu_factor_into<T: SolverScalar>(
-        &self,
-        a: &GpuRef<T>,
-        pivots: &GpuRef<i32>,
-        n: usize,
-    ) -> Result<(), GpuError> {
-        let (a, pivots) = (a.clone(), pivots.clone());
-        self.call(|reply| <T as SolverActorLuFactorDType>::__into_msg(a, pivots, n, reply))
-            .await
-    }
-
-    /// Solves `A·X = B` from [`Device::lu_factor`]'s factors and pivots; `b` (n×nrhs)
-    /// becomes X. Pivots out of range are an `InvalidArgument` (on a GPU, pivots that an
-    /// order-n `lu_factor` of this device did not write: cuSOLVER trusts them).
-    pub async fn lu_solve<T: SolverScalar>(
-        &self,
-        lu: &GpuRef<T>,
-        pivots: &GpuRef<i32>,
-        b: &GpuRef<T>,
-        n: usize,
-        nrhs: usize,
-    ) -> Result<(), GpuError> {
-        let (lu, pivots, b) = (lu.clone(), pivots.clone(), b.clone());
-        self.call(|reply| <T as SolverActorLuSolveDType>::__into_msg(lu, pivots, b, n, nrhs, reply))
-            .await
-    }
-
-    /// Cholesky `A = L·Lᵀ` of the symmetric positive definite n×n `a`, read from and
-    /// written to its lower triangle (the strict upper triangle is not touched). Not
-    /// positive definite is `GpuError::Numerical` (`NotPositiveDefinite`, with the order
-    /// of the first failing leading minor).
-    pub async fn cholesky<T: SolverScalar>(&self, a: &GpuRef<T>, n: usize) -> Result<(), GpuError> {
-        let a = a.clone();
-        self.call(|reply| <T as SolverActorCholeskyDType>::__into_msg(a, n, reply))
-            .await
-    }
-
-    /// Solves `A·X = B` from [`Device::cholesky`]'s L; `b` (n×nrhs) becomes X.
-    pub async fn cholesky_solve<T: SolverScalar>(
-        &self,
-        l: &GpuRef<T>,
-        b: &GpuRef<T>,
-        n: usize,
-        nrhs: usize,
-    ) -> Result<(), GpuError> {
-        let (l, b) = (l.clone(), b.clone());
-        self.call(|reply| <T as SolverActorCholeskySolveDType>::__into_msg(l, b, n, nrhs, reply))
-            .await
-    }
-
     /// Thin QR of the m×n `a` (m ≥ n; left intact): returns Q (m×n, orthonormal
     /// columns) and R (n×n, upper triangular).
     pub async fn qr<T: SolverScalar>(
@@ -103,20 +52,6 @@ impl Device {
         let r = self.alloc::<T>(elements(n, n)?).await?;
         self.qr_into(a, &q, &r, m, n).await?;
         Ok((q, r))
-    }
-
-    /// [`Device::qr`] into the caller's Q (m×n) and R (n×n).
-    pub async fn qr_into<T: SolverScalar>(
-        &self,
-        a: &GpuRef<T>,
-        q: &GpuRef<T>,
-        r: &GpuRef<T>,
-        m: usize,
-        n: usize,
-    ) -> Result<(), GpuError> {
-        let (a, q, r) = (a.clone(), q.clone(), r.clone());
-        self.call(|reply| <T as SolverActorQrDType>::__into_msg(a, q, r, m, n, reply))
-            .await
     }
 
     /// Thin SVD of the m×n `a` (m ≥ n; left intact). No convergence is
@@ -149,9 +84,7 @@ impl Device {
     /// eigenvalue k).
     pub async fn eigh<T: SolverScalar>(&self, a: &GpuRef<T>, n: usize) -> Result<GpuRef<T>, GpuError> {
         let w = self.alloc::<T>(elements(n, 1)?).await?;
-        let (a2, w2) = (a.clone(), w.clone());
-        self.call(|reply| <T as SolverActorEighDType>::__into_msg(a2, w2, n, reply))
-            .await?;
+        self.eigh_into(a, &w, n).await?;
         Ok(w)
     }
 }

@@ -709,7 +709,7 @@ impl BlasActor {
     }
 }
 
-#[gpu_actor(crate = crate, wire)]
+#[gpu_actor(crate = crate, wire, device(float = crate::device::BlasScalar, blas1 = crate::device::Blas1Scalar))]
 impl BlasActor {
     /// Creates the cuBLAS handle on the actor's own stream.
     #[pre_start]
@@ -718,8 +718,9 @@ impl BlasActor {
         Ok(())
     }
 
-    /// `C = alpha·op(A)·op(B) + beta·C`, `batch.count` times over strided matrices.
-    #[handler(dtypes(float))]
+    /// `batch.count` GEMMs over strided matrices in one cuBLAS call:
+    /// `C = alpha·op(A)·op(B) + beta·C` for each.
+    #[handler(dtypes(float), device(name = gemm_strided_batched))]
     fn gemm<T: BlasBase>(
         &mut self,
         g: Gemm<T>,
@@ -731,8 +732,8 @@ impl BlasActor {
         self.core()?.gemm(g, batch, &a, &b, &c)
     }
 
-    /// `y = alpha·op(A)·x + beta·y`.
-    #[handler(dtypes(blas1))]
+    /// `y = alpha·op(A)·x + beta·y` (f32, f64).
+    #[handler(dtypes(blas1), device)]
     fn gemv<T: Blas1Base>(
         &mut self,
         g: Gemv<T>,
@@ -743,26 +744,26 @@ impl BlasActor {
         self.core()?.gemv(g, &a, &x, &y)
     }
 
-    /// `y += alpha·x`.
-    #[handler(dtypes(blas1))]
+    /// `y += alpha·x` over equal-length vectors (f32, f64).
+    #[handler(dtypes(blas1), device)]
     fn axpy<T: Blas1Base>(&mut self, alpha: T, x: GpuRef<T>, y: GpuRef<T>) -> Result<Deferred<()>, GpuError> {
         self.core()?.axpy(alpha, &x, &y)
     }
 
-    /// `x *= alpha`.
-    #[handler(dtypes(blas1))]
+    /// `x *= alpha` (f32, f64).
+    #[handler(dtypes(blas1), device)]
     fn scal<T: Blas1Base>(&mut self, alpha: T, x: GpuRef<T>) -> Result<Deferred<()>, GpuError> {
         self.core()?.scal(alpha, &x)
     }
 
-    /// `x · y`.
-    #[handler(dtypes(blas1))]
+    /// The dot product of equal-length vectors (f32, f64); computed on the device.
+    #[handler(dtypes(blas1), device)]
     fn dot<T: Blas1Base>(&mut self, x: GpuRef<T>, y: GpuRef<T>) -> Result<Deferred<T>, GpuError> {
         self.core()?.dot(&x, &y)
     }
 
-    /// `‖x‖₂`.
-    #[handler(dtypes(blas1))]
+    /// The Euclidean norm (f32, f64); computed on the device.
+    #[handler(dtypes(blas1), device)]
     fn nrm2<T: Blas1Base>(&mut self, x: GpuRef<T>) -> Result<Deferred<T>, GpuError> {
         self.core()?.nrm2(&x)
     }

@@ -182,7 +182,7 @@ impl RngActor {
     }
 }
 
-#[gpu_actor(crate = crate, wire)]
+#[gpu_actor(crate = crate, wire, device(blas1 = crate::device::RandomScalar))]
 impl RngActor {
     /// Creates the generator on the actor's own stream, seeded with [`DEFAULT_SEED`].
     #[pre_start]
@@ -191,32 +191,33 @@ impl RngActor {
         Ok(())
     }
 
-    /// Restarts the sequence of `seed`.
-    #[handler]
+    /// Restarts the device's random sequence from `seed`: the same seed gives the same
+    /// numbers again (per backend: cuRAND on a GPU, ChaCha12 on the CPU device).
+    #[handler(device(name = seed_rng))]
     fn reseed(&mut self, seed: u64) -> Result<(), GpuError> {
         self.core()?.reseed(seed)
     }
 
-    /// Uniform in (0, 1].
-    #[handler(dtypes(blas1))]
+    /// Fills `dst` with uniform numbers in (0, 1].
+    #[handler(dtypes(blas1), device(name = fill_uniform))]
     fn uniform<T: RngFloat>(&mut self, dst: GpuRef<T>) -> Result<Deferred<()>, GpuError> {
         self.core()?.fill(&dst, Draw::Uniform)
     }
 
-    /// Normal(mean, std).
-    #[handler(dtypes(blas1))]
+    /// Fills `dst` with Normal(mean, std) numbers.
+    #[handler(dtypes(blas1), device(name = fill_normal))]
     fn normal<T: RngFloat>(&mut self, dst: GpuRef<T>, mean: T, std: T) -> Result<Deferred<()>, GpuError> {
         self.core()?.fill(&dst, Draw::Normal { mean, std })
     }
 
-    /// exp(Normal(mean, std)).
-    #[handler(dtypes(blas1))]
+    /// Fills `dst` with exp(Normal(mean, std)) numbers.
+    #[handler(dtypes(blas1), device(name = fill_log_normal))]
     fn log_normal<T: RngFloat>(&mut self, dst: GpuRef<T>, mean: T, std: T) -> Result<Deferred<()>, GpuError> {
         self.core()?.fill(&dst, Draw::LogNormal { mean, std })
     }
 
-    /// Poisson(lambda) counts.
-    #[handler]
+    /// Fills `dst` with Poisson(lambda) counts.
+    #[handler(device(name = fill_poisson))]
     fn poisson(&mut self, dst: GpuRef<u32>, lambda: f64) -> Result<Deferred<()>, GpuError> {
         self.core()?.poisson(&dst, lambda)
     }

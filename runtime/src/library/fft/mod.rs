@@ -412,7 +412,7 @@ impl FftActor {
     }
 }
 
-#[gpu_actor(crate = crate, wire)]
+#[gpu_actor(crate = crate, wire, device)]
 impl FftActor {
     /// Prepares the plan cache on the actor's own stream.
     #[pre_start]

@@ -392,7 +392,7 @@ impl SolverActor {
     }
 }
 
-#[gpu_actor(crate = crate, wire)]
+#[gpu_actor(crate = crate, wire, device(blas1 = crate::device::SolverScalar))]
 impl SolverActor {
     /// Creates the cuSOLVER handle on the actor's own stream.
     #[pre_start]
@@ -401,9 +401,10 @@ impl SolverActor {
         Ok(())
     }
 
-    /// LU with partial pivoting of the n×n `a`, in place; `pivots` (n) gets LAPACK's
-    /// 1-based row swaps. A zero pivot is `Numerical { issue: Singular, .. }`.
-    #[handler(dtypes(blas1))]
+    /// [`Device::lu_factor`](crate::Device::lu_factor) with the caller's pivot buffer (n
+    /// elements): LU with partial pivoting of the n×n `a`, in place; `pivots` gets
+    /// LAPACK's 1-based row swaps. A zero pivot is `Numerical { issue: Singular, .. }`.
+    #[handler(dtypes(blas1), device(name = lu_factor_into))]
     fn lu_factor<T: SolverFloat>(
         &mut self,
         a: GpuRef<T>,
@@ -413,8 +414,10 @@ impl SolverActor {
         self.core()?.lu_factor(&a, &pivots, n)
     }
 
-    /// Solves `A·X = B` from `lu_factor`'s output; `b` (n×nrhs) becomes X.
-    #[handler(dtypes(blas1))]
+    /// Solves `A·X = B` from `lu_factor`'s factors and pivots; `b` (n×nrhs) becomes X.
+    /// Pivots out of range are an `InvalidArgument` (on a GPU, pivots that an order-n
+    /// `lu_factor` of this device did not write: cuSOLVER trusts them).
+    #[handler(dtypes(blas1), device)]
     fn lu_solve<T: SolverFloat>(
         &mut self,
         lu: GpuRef<T>,
@@ -426,15 +429,17 @@ impl SolverActor {
         self.core()?.lu_solve(&lu, &pivots, &b, (n, nrhs))
     }
 
-    /// Cholesky `A = L·Lᵀ` of the symmetric n×n `a` (its lower triangle), in place.
-    /// Not positive definite is `Numerical { issue: NotPositiveDefinite, .. }`.
-    #[handler(dtypes(blas1))]
+    /// Cholesky `A = L·Lᵀ` of the symmetric positive definite n×n `a`, read from and
+    /// written to its lower triangle (the strict upper triangle is not touched). Not
+    /// positive definite is `GpuError::Numerical` (`NotPositiveDefinite`, with the order
+    /// of the first failing leading minor).
+    #[handler(dtypes(blas1), device)]
     fn cholesky<T: SolverFloat>(&mut self, a: GpuRef<T>, n: usize) -> Result<Deferred<()>, GpuError> {
         self.core()?.cholesky(&a, n)
     }
 
     /// Solves `A·X = B` from `cholesky`'s L; `b` (n×nrhs) becomes X.
-    #[handler(dtypes(blas1))]
+    #[handler(dtypes(blas1), device)]
     fn cholesky_solve<T: SolverFloat>(
         &mut self,
         l: GpuRef<T>,
@@ -445,9 +450,10 @@ impl SolverActor {
         self.core()?.cholesky_solve(&l, &b, (n, nrhs))
     }
 
-    /// Thin QR of the m×n `a` (m ≥ n, left intact): `q` (m×n, orthonormal columns) and
-    /// `r` (n×n, upper triangular).
-    #[handler(dtypes(blas1))]
+    /// [`Device::qr`](crate::Device::qr) into the caller's buffers: thin QR of the m×n
+    /// `a` (m ≥ n, left intact) into `q` (m×n, orthonormal columns) and `r` (n×n, upper
+    /// triangular).
+    #[handler(dtypes(blas1), device(name = qr_into))]
     fn qr<T: SolverFloat>(
         &mut self,
         a: GpuRef<T>,
@@ -475,9 +481,10 @@ impl SolverActor {
         self.core()?.svd((&a, &u, &s, &vt), (m, n))
     }
 
-    /// Eigen-decomposition of the symmetric n×n `a` (its lower triangle): eigenvalues
+    /// [`Device::eigh`](crate::Device::eigh) into the caller's `w` (n elements):
+    /// eigen-decomposition of the symmetric n×n `a` (its lower triangle), eigenvalues
     /// ascending into `w`, orthonormal eigenvectors into the columns of `a`.
-    #[handler(dtypes(blas1))]
+    #[handler(dtypes(blas1), device(name = eigh_into))]
     fn eigh<T: SolverFloat>(&mut self, a: GpuRef<T>, w: GpuRef<T>, n: usize) -> Result<Deferred<()>, GpuError> {
         self.core()?.eigh(&a, &w, n)
     }
