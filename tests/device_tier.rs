@@ -26,6 +26,7 @@ on_both! {
     every_completion_strategy_reports_results => completion_strategies;
     gemv_axpy_dot_nrm2_scal_match_f64_reference => level1_and_gemv;
     pinned_buffers_round_trip_and_return_to_the_pool => pinned_round_trips;
+    iamax_finds_the_first_element_of_largest_magnitude => iamax_matches_reference;
 }
 
 async fn open(config: DeviceConfig) -> (ActorSystem, Device) {
@@ -537,6 +538,34 @@ async fn level1_and_gemv(config: DeviceConfig) {
     let (_sys, dev) = open(config).await;
     check_level1::<f32>(&dev, 1e-5).await;
     check_level1::<f64>(&dev, 1e-12).await;
+}
+
+/// `iamax` through a generic `Blas1Scalar` caller: random data with a planted
+/// largest-magnitude negative element, a tie (the first wins, as in cuBLAS), and
+/// odd lengths, each checked against a float64 scan.
+async fn check_iamax<T: Blas1Scalar>(dev: &Device) {
+    for n in [1usize, 7, 1000, 4097] {
+        let mut x = rand_vec(n);
+        let planted = (n * 3) / 5;
+        x[planted] = -3.5;
+        if n > 2 {
+            x[n - 1] = 3.5; // same magnitude, later: not the answer
+        }
+        let x = back(&to::<T>(&x));
+        let want = x
+            .iter()
+            .enumerate()
+            .fold(0, |best, (i, v)| if v.abs() > x[best].abs() { i } else { best });
+        let g = dev.upload(to::<T>(&x)).await.unwrap();
+        assert_eq!(dev.iamax(&g).await.unwrap(), want, "{} iamax over {n}", T::NAME);
+        assert_eq!(want, planted);
+    }
+}
+
+async fn iamax_matches_reference(config: DeviceConfig) {
+    let (_sys, dev) = open(config).await;
+    check_iamax::<f32>(&dev).await;
+    check_iamax::<f64>(&dev).await;
 }
 
 async fn pinned_round_trip<T: DType>(dev: &Device, n: usize) {

@@ -145,6 +145,10 @@ fn round_trip(config: DeviceConfig) -> Pin<Box<dyn Future<Output = ()> + Send>> 
         );
         let (nrm, dot) = (dev.nrm2(&s).await.unwrap(), dev.dot(&s, &s).await.unwrap());
         assert!((nrm - 8.0).abs() < 1e-5 && (dot - 64.0).abs() < 1e-4);
+        // An operation added as one handler crosses too (its message is generated).
+        let mut w: Vec<f64> = rand_vec(301);
+        w[117] = -9.0;
+        assert_eq!(dev.iamax(&dev.upload(w).await.unwrap()).await.unwrap(), 117);
         dev.stop().await;
     })
 }

@@ -600,8 +600,46 @@ impl BlasCore {
         }
     }
 
+    /// The 0-based index of the first element of largest magnitude (cuBLAS's
+    /// `i?amax`, whose 1-based answer is shifted here).
+    pub(crate) fn iamax<T: Blas1Base>(&mut self, x: &GpuRef<T>) -> Result<Deferred<usize>, GpuError> {
+        self.check(x)?;
+        // Buffers are never empty (a zero-length allocation is refused), so there is
+        // always an answer.
+        let sx = x.lock();
+        match (&self.engine, &*sx) {
+            (BlasEngine::Cpu, Storage::Cpu(xv)) => {
+                // The first index of the largest |x|, as cuBLAS picks it.
+                let mut best = 0;
+                for (i, v) in xv.iter().enumerate() {
+                    if v.abs() > xv[best].abs() {
+                        best = i;
+                    }
+                }
+                Ok(Deferred::Now(best))
+            }
+            (
+                BlasEngine::Cuda {
+                    blas,
+                    stream,
+                    completer,
+                },
+                Storage::Cuda(xv),
+            ) => {
+                let mut out = stream
+                    .alloc_zeros::<i64>(1)
+                    .map_err(|e| self.shared.observe(e.into()))?;
+                T::iamax(blas, stream, xv, &mut out).map_err(|e| self.library_failure(stream, e))?;
+                Ok(self
+                    .scalar_result(completer.done(stream), stream.clone(), out)
+                    .map(|one_based| (one_based - 1) as usize))
+            }
+            _ => Err(invalid("a buffer of another backend".into())),
+        }
+    }
+
     /// Waits for `done`, then reads the 1-element device result.
-    fn scalar_result<T: Blas1Base>(
+    fn scalar_result<T: cudarc::driver::DeviceRepr + Copy + Send + 'static>(
         &self,
         done: BoxFuture<'static, Result<(), GpuError>>,
         stream: Arc<CudaStream>,
@@ -766,5 +804,12 @@ impl BlasActor {
     #[handler(dtypes(blas1), device)]
     fn nrm2<T: Blas1Base>(&mut self, x: GpuRef<T>) -> Result<Deferred<T>, GpuError> {
         self.core()?.nrm2(&x)
+    }
+
+    /// The index (0-based) of the first element of largest magnitude (f32, f64);
+    /// computed on the device.
+    #[handler(dtypes(blas1), device)]
+    fn iamax<T: Blas1Base>(&mut self, x: GpuRef<T>) -> Result<Deferred<usize>, GpuError> {
+        self.core()?.iamax(&x)
     }
 }

@@ -85,6 +85,14 @@ pub trait CublasLevel1: cudarc::driver::DeviceRepr + Sized {
         x: &cudarc::driver::CudaSlice<Self>,
         out: &mut cudarc::driver::CudaSlice<Self>,
     ) -> Result<(), GpuError>;
+    /// `out[0]` = the 1-based index of the first element of largest `|x|`, written on
+    /// the device (device pointer mode).
+    fn iamax(
+        blas: &cudarc::cublas::CudaBlas,
+        stream: &CudaStream,
+        x: &cudarc::driver::CudaSlice<Self>,
+        out: &mut cudarc::driver::CudaSlice<i64>,
+    ) -> Result<(), GpuError>;
     /// `y = alpha·op(A)·x + beta·y` (cudarc's `Gemv`); shapes checked by the caller.
     fn gemv(
         blas: &cudarc::cublas::CudaBlas,
@@ -109,7 +117,7 @@ fn with_device_pointers(
 }
 
 macro_rules! cublas_level1 {
-    ($t:ty, $axpy:ident, $scal:ident, $dot:ident, $nrm2:ident) => {
+    ($t:ty, $axpy:ident, $scal:ident, $dot:ident, $nrm2:ident, $iamax:ident) => {
         impl CublasLevel1 for $t {
             fn axpy(
                 blas: &cudarc::cublas::CudaBlas,
@@ -198,6 +206,26 @@ macro_rules! cublas_level1 {
                 })
             }
 
+            fn iamax(
+                blas: &cudarc::cublas::CudaBlas,
+                stream: &CudaStream,
+                x: &cudarc::driver::CudaSlice<$t>,
+                out: &mut cudarc::driver::CudaSlice<i64>,
+            ) -> Result<(), GpuError> {
+                use cudarc::driver::{DevicePtr, DevicePtrMut};
+                assert!(!out.is_empty());
+                let n = x.len() as i64;
+                let (xp, _rx) = x.device_ptr(stream);
+                let (op, _ro) = out.device_ptr_mut(stream);
+                with_device_pointers(blas, || {
+                    // SAFETY: an `n`-element input and a 1-element 64-bit device result on
+                    // the handle's stream, in device pointer mode.
+                    unsafe { cudarc::cublas::sys::$iamax(*blas.handle(), n, xp as *const $t, 1, op as *mut i64) }
+                        .result()?;
+                    Ok(())
+                })
+            }
+
             fn gemv(
                 blas: &cudarc::cublas::CudaBlas,
                 cfg: cudarc::cublas::GemvConfig<$t>,
@@ -219,12 +247,14 @@ cublas_level1!(
     cublasSaxpy_v2_64,
     cublasSscal_v2_64,
     cublasSdot_v2_64,
-    cublasSnrm2_v2_64
+    cublasSnrm2_v2_64,
+    cublasIsamax_v2_64
 );
 cublas_level1!(
     f64,
     cublasDaxpy_v2_64,
     cublasDscal_v2_64,
     cublasDdot_v2_64,
-    cublasDnrm2_v2_64
+    cublasDnrm2_v2_64,
+    cublasIdamax_v2_64
 );
