@@ -78,8 +78,9 @@ pub(crate) fn device_methods(def: &ActorDef, krate: &syn::Path) -> TokenStream {
         let (name, _) = h.device.as_ref()?;
         let docs = &h.docs;
         let p = payload(h);
+        let borrowed = |n: &Ident, t: &Type| is_gpu_ref(t) || h.borrow.contains(n);
         let decls = h.args.iter().map(|(n, t)| {
-            if is_gpu_ref(t) {
+            if borrowed(n, t) {
                 quote!(#n: &#t)
             } else {
                 quote!(#n: #t)
@@ -88,7 +89,7 @@ pub(crate) fn device_methods(def: &ActorDef, krate: &syn::Path) -> TokenStream {
         let clones = h
             .args
             .iter()
-            .filter(|(_, t)| is_gpu_ref(t))
+            .filter(|(n, t)| borrowed(n, t))
             .map(|(n, _)| quote!(let #n = ::core::clone::Clone::clone(#n);));
         let fields: Vec<&Ident> = h.args.iter().map(|(n, _)| n).collect();
         let span = name.span();

@@ -42,6 +42,9 @@ pub(crate) struct Handler {
     /// `#[handler(device)]`: the name of the `Device` method this handler becomes, and
     /// where `device` was written (what errors about it point at).
     pub(crate) device: Option<(Ident, Span)>,
+    /// `device(borrow(shape))`: parameters (besides `GpuRef`s) the `Device` method
+    /// takes by reference and clones.
+    pub(crate) borrow: Vec<Ident>,
     /// Where to point errors about the handler as a whole.
     pub(crate) span: Span,
 }
@@ -177,8 +180,8 @@ fn is_set_name(id: Option<&Ident>) -> bool {
 }
 
 /// Named dtype sets: `all` (every real element type), `float` (f16, bf16, f32, f64),
-/// `blas1` (f32, f64), `int` (signed and unsigned integers), `complex` (c32, c64). The
-/// one list of them: the runtime's public bounds name the mapping traits generated per
+/// `blas1` (f32, f64), `int` (signed and unsigned integers), `complex` (c32, c64), `any`
+/// (every element type: `all` and `complex`). The one list of them: the runtime's public bounds name the mapping traits generated per
 /// set (`device(blas1 = Blas1Scalar)`).
 const SETS: &[(&str, &[&str])] = &[
     (
@@ -191,6 +194,12 @@ const SETS: &[(&str, &[&str])] = &[
     ("blas1", &["f32", "f64"]),
     ("int", &["i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"]),
     ("complex", &["c32", "c64"]),
+    (
+        "any",
+        &[
+            "f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "c32", "c64",
+        ],
+    ),
 ];
 
 /// Parses `#[handler(...)]`'s arguments: `tell`, `dtypes(...)`, `device`.
@@ -227,6 +236,7 @@ struct HandlerAttr {
     /// Named sets among the dtypes, when every entry is one.
     sets: Vec<Ident>,
     device: Option<(Ident, Span)>,
+    borrow: Vec<Ident>,
 }
 
 fn parse_handler_attr(attr: &Attribute, method: &Ident, krate: &syn::Path, errors: &mut Errors) -> HandlerAttr {
@@ -240,6 +250,7 @@ fn parse_handler_attr(attr: &Attribute, method: &Ident, krate: &syn::Path, error
         dtypes_span,
         sets,
         device,
+        borrow,
     } = &mut a;
     let mut seen: Vec<String> = vec![];
     let r = attr.parse_nested_meta(|meta| {
@@ -256,8 +267,15 @@ fn parse_handler_attr(attr: &Attribute, method: &Ident, krate: &syn::Path, error
                 meta.parse_nested_meta(|sub| {
                     if sub.path.is_ident("name") {
                         name = sub.value()?.parse()?;
+                    } else if sub.path.is_ident("borrow") {
+                        let content;
+                        syn::parenthesized!(content in sub.input);
+                        borrow.extend(content.parse_terminated(Ident::parse, syn::Token![,])?);
                     } else {
-                        errors.at(&sub.path, "unknown `device` key; expected `name = method_name`");
+                        errors.at(
+                            &sub.path,
+                            "unknown `device` key; expected `name = method_name` or `borrow(param, …)`",
+                        );
                         if sub.input.peek(syn::Token![=]) {
                             let _: syn::Expr = sub.value()?.parse()?;
                         }
@@ -318,6 +336,7 @@ fn parse_handler(f: &ImplItemFn, attr: &Attribute, krate: &syn::Path, errors: &m
         dtypes_span,
         sets: dtype_sets,
         device,
+        borrow,
     } = parse_handler_attr(attr, &f.sig.ident, krate, errors);
     let sig = &f.sig;
     let mut ok = true;
@@ -459,6 +478,7 @@ fn parse_handler(f: &ImplItemFn, attr: &Attribute, krate: &syn::Path, errors: &m
         dtypes,
         dtype_sets,
         device,
+        borrow,
         span: sig.ident.span(),
     })
 }

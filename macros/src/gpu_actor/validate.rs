@@ -87,6 +87,15 @@ fn validate_device(def: &ActorDef, errors: &mut Errors) {
             ));
             continue;
         };
+        for b in h.borrow.iter().filter(|b| !h.args.iter().any(|(n, _)| n == *b)) {
+            errors.push(syn::Error::new(
+                b.span(),
+                format!(
+                    "`{b}` is not a parameter of `{}`: `borrow(...)` names parameters",
+                    h.method
+                ),
+            ));
+        }
         if h.tell {
             errors.push(syn::Error::new(
                 *at,

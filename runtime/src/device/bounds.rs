@@ -5,7 +5,7 @@
 //! They live in the device tier, above the actors they name, so the element types below
 //! stay free of actors.
 
-use super::context_actor::ContextActorAllComplex;
+use super::context_actor::ContextActorAny;
 use crate::dtype::{c32, c64};
 use crate::dtype::{Blas1Base, BlasBase, DTypeBase, FftFloat, RngFloat};
 use crate::library::blas::{BlasActorBlas1, BlasActorFloat};
@@ -32,7 +32,7 @@ bound_alias!(
     /// and the complex c32, c64.
     /// The bound of the `Device` API (a [`DTypeBase`] plus the device actors' message
     /// mappings, which `#[gpu_actor]` generates).
-    DType("`{Self}` is not an element type: buffers hold f16, bf16, f32, f64, i8–i64, u8–u64, c32 or c64") for [f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, c32, c64]: DTypeBase, ContextActorAllComplex
+    DType("`{Self}` is not an element type: buffers hold f16, bf16, f32, f64, i8–i64, u8–u64, c32 or c64") for [f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, c32, c64]: DTypeBase, ContextActorAny
 );
 
 bound_alias!(

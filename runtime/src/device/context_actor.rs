@@ -79,7 +79,7 @@ impl ContextActor {
     }
 }
 
-#[gpu_actor(crate = crate, wire, device)]
+#[gpu_actor(crate = crate, wire, device(any = crate::device::DType))]
 impl ContextActor {
     /// Builds the context, bumps the generation, starts the library actors and
     /// publishes the device as ready.
@@ -176,69 +176,74 @@ impl ContextActor {
         Ok(())
     }
 
-    /// Allocates `len` zeroed elements.
-    #[handler(dtypes(all, complex))]
+    /// Allocates `len` zeroed elements of `T`.
+    #[handler(dtypes(any), device)]
     fn alloc<T: DTypeBase>(&mut self, len: usize) -> Result<GpuRef<T>, GpuError> {
         self.core()?.alloc::<T>(len)
     }
 
-    /// Allocates `len` zeroed elements of managed (unified) memory.
-    #[handler(dtypes(all, complex))]
+    /// Allocates `len` zeroed elements of managed (unified) memory: a `GpuRef` every
+    /// device operation takes, that the host also reads and writes in place
+    /// (`GpuRef::with_host`). An ordinary buffer on the CPU device.
+    #[handler(dtypes(any), device)]
     fn alloc_managed<T: DTypeBase>(&mut self, len: usize) -> Result<GpuRef<T>, GpuError> {
         self.core()?.alloc_managed::<T>(len)
     }
 
-    /// Prefetches a managed buffer to `to`.
-    #[handler(dtypes(all, complex))]
+    /// Moves a managed buffer's pages to `to` ahead of use, after its last writer;
+    /// resolves when they are there. `InvalidArgument` for a buffer that is not managed;
+    /// nothing to do on the CPU device.
+    #[handler(dtypes(any), device)]
     fn prefetch<T: DTypeBase>(&mut self, buffer: GpuRef<T>, to: Location) -> Result<Deferred<()>, GpuError> {
         self.core()?.prefetch(&buffer, to)
     }
 
-    /// Applies a usage hint to a managed buffer.
-    #[handler(dtypes(all, complex))]
+    /// Tells the driver how a managed buffer is used. `InvalidArgument` for a buffer that
+    /// is not managed; nothing to do on the CPU device.
+    #[handler(dtypes(any), device)]
     fn advise<T: DTypeBase>(&mut self, buffer: GpuRef<T>, advice: Advice) -> Result<(), GpuError> {
         self.core()?.advise(&buffer, advice)
     }
 
     /// Allocates a buffer holding `data`.
-    #[handler(dtypes(all, complex))]
+    #[handler(dtypes(any))]
     fn upload<T: DTypeBase>(&mut self, data: HostData<T>) -> Result<Deferred<GpuRef<T>>, GpuError> {
         self.core()?.upload(&data)
     }
 
     /// Overwrites `dst` with `data`.
-    #[handler(dtypes(all, complex))]
+    #[handler(dtypes(any))]
     fn write<T: DTypeBase>(&mut self, dst: GpuRef<T>, data: HostData<T>) -> Result<Deferred<()>, GpuError> {
         self.core()?.write(&dst, &data)
     }
 
-    /// Copies `src` to the host.
-    #[handler(dtypes(all, complex))]
+    /// Copies a buffer to the host (device → host).
+    #[handler(dtypes(any), device)]
     fn download<T: DTypeBase>(&mut self, src: GpuRef<T>) -> Result<Deferred<Vec<T>>, GpuError> {
         self.core()?.download(&src)
     }
 
-    /// Copies `src` into `dst` on the device.
-    #[handler(dtypes(all, complex))]
+    /// Copies `src` into `dst` on the device (equal lengths).
+    #[handler(dtypes(any), device)]
     fn copy<T: DTypeBase>(&mut self, src: GpuRef<T>, dst: GpuRef<T>) -> Result<Deferred<()>, GpuError> {
         self.core()?.copy(&src, &dst)
     }
 
     /// A pinned host buffer from the pool: zero-filled, or (`zeroed == false`) with the
     /// contents of its last use, for a caller that overwrites it at once.
-    #[handler(dtypes(all, complex))]
+    #[handler(dtypes(any))]
     fn pinned<T: DTypeBase>(&mut self, len: usize, zeroed: bool) -> Result<PinnedBuf<T>, GpuError> {
         self.core()?.pinned::<T>(len, zeroed)
     }
 
     /// Uploads a pinned buffer into a new device buffer.
-    #[handler(dtypes(all, complex))]
+    #[handler(dtypes(any))]
     fn upload_pinned<T: DTypeBase>(&mut self, buf: PinnedBuf<T>) -> Result<Deferred<Uploaded<T>>, GpuError> {
         self.core()?.upload_pinned(buf)
     }
 
     /// Copies a pinned buffer into `dst`.
-    #[handler(dtypes(all, complex))]
+    #[handler(dtypes(any))]
     fn write_pinned<T: DTypeBase>(
         &mut self,
         dst: GpuRef<T>,
@@ -248,7 +253,7 @@ impl ContextActor {
     }
 
     /// Copies `src` into a pinned buffer.
-    #[handler(dtypes(all, complex))]
+    #[handler(dtypes(any))]
     fn download_pinned<T: DTypeBase>(
         &mut self,
         src: GpuRef<T>,
@@ -257,8 +262,8 @@ impl ContextActor {
         self.core()?.download_pinned(&src, buf)
     }
 
-    /// Free and total memory in bytes.
-    #[handler]
+    /// Free and total memory of the device, in bytes.
+    #[handler(device)]
     fn memory(&mut self) -> Result<(u64, u64), GpuError> {
         self.core()?.memory()
     }

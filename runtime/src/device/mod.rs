@@ -10,7 +10,6 @@ mod bounds;
 pub(crate) mod context_actor;
 pub(crate) mod device_actor;
 mod graph_api;
-mod memory_api;
 mod observability_api;
 mod precompile;
 pub(crate) mod route;
@@ -32,7 +31,6 @@ use self::device_actor::{DeviceActor, DeviceActorMsg};
 use self::route::{Inner, Routable, Routed};
 use crate::actor::{ActorRef, ActorSystem, Reply};
 use crate::backend::state::DeviceShared;
-use crate::dtype::Complex;
 use crate::error::GpuError;
 use crate::event::{EventActorMsg, GpuEvent};
 use crate::gpu_ref::GpuRef;
@@ -41,7 +39,6 @@ use crate::kernel::dsl::registry::KernelInstance;
 use crate::kernel::dsl::KernelCall;
 use crate::launch::{KernelArgs, LaunchConfig};
 use crate::library::blas::{Batch, Gemm};
-use crate::library::fft::*;
 use crate::library::kernels::KernelActorMsg;
 use crate::library::modules::ModuleActorMsg;
 use crate::module::{KernelSource, ModuleImage, ModuleRef};
@@ -256,12 +253,6 @@ impl Device {
         }
     }
 
-    /// Allocates `len` zeroed elements of `T`.
-    pub async fn alloc<T: DType>(&self, len: usize) -> Result<GpuRef<T>, GpuError> {
-        self.call(|reply| <T as ContextActorAllocDType>::__into_msg(len, reply))
-            .await
-    }
-
     /// Allocates a buffer holding a copy of `data` (host → device).
     pub async fn upload<T: DType>(&self, data: impl Into<Vec<T>>) -> Result<GpuRef<T>, GpuError> {
         let data = HostData::from(data.into());
@@ -273,20 +264,6 @@ impl Device {
     pub async fn write<T: DType>(&self, dst: &GpuRef<T>, data: impl Into<Vec<T>>) -> Result<(), GpuError> {
         let (dst, data) = (dst.clone(), HostData::from(data.into()));
         self.call(|reply| <T as ContextActorWriteDType>::__into_msg(dst, data, reply))
-            .await
-    }
-
-    /// Copies a buffer to the host (device → host).
-    pub async fn download<T: DType>(&self, src: &GpuRef<T>) -> Result<Vec<T>, GpuError> {
-        let src = src.clone();
-        self.call(|reply| <T as ContextActorDownloadDType>::__into_msg(src, reply))
-            .await
-    }
-
-    /// Copies `src` into `dst` on the device (equal lengths).
-    pub async fn copy<T: DType>(&self, src: &GpuRef<T>, dst: &GpuRef<T>) -> Result<(), GpuError> {
-        let (src, dst) = (src.clone(), dst.clone());
-        self.call(|reply| <T as ContextActorCopyDType>::__into_msg(src, dst, reply))
             .await
     }
 
@@ -453,11 +430,6 @@ impl Device {
         self.shared.pinned.cached_bytes()
     }
 
-    /// Free and total memory of the device, in bytes.
-    pub async fn memory(&self) -> Result<(u64, u64), GpuError> {
-        self.call(|reply| ContextActorMsg::Memory { reply }).await
-    }
-
     /// `C = alpha·op(A)·op(B) + beta·C` through the device's `BlasActor`; resolves when
     /// the GPU has finished.
     pub async fn gemm<T: BlasScalar>(
@@ -468,44 +440,6 @@ impl Device {
         c: &GpuRef<T>,
     ) -> Result<(), GpuError> {
         self.gemm_strided_batched(g, Batch::one(), a, b, c).await
-    }
-
-    /// Complex-to-complex FFT of `shape` (forward, or inverse and unnormalised); in place
-    /// when `input` and `output` are the same buffer.
-    pub async fn fft_c2c<T: FftScalar>(
-        &self,
-        input: &GpuRef<Complex<T>>,
-        output: &GpuRef<Complex<T>>,
-        shape: &FftShape,
-        inverse: bool,
-    ) -> Result<(), GpuError> {
-        let (input, output, shape) = (input.clone(), output.clone(), shape.clone());
-        self.call(|reply| <T as FftActorC2cDType>::__into_msg(input, output, shape, inverse, reply))
-            .await
-    }
-
-    /// Real-to-complex FFT of `shape`; `output` holds the half spectrum.
-    pub async fn fft_r2c<T: FftScalar>(
-        &self,
-        input: &GpuRef<T>,
-        output: &GpuRef<Complex<T>>,
-        shape: &FftShape,
-    ) -> Result<(), GpuError> {
-        let (input, output, shape) = (input.clone(), output.clone(), shape.clone());
-        self.call(|reply| <T as FftActorR2cDType>::__into_msg(input, output, shape, reply))
-            .await
-    }
-
-    /// Complex-to-real (inverse, unnormalised) FFT of `shape` from a half spectrum.
-    pub async fn fft_c2r<T: FftScalar>(
-        &self,
-        input: &GpuRef<Complex<T>>,
-        output: &GpuRef<T>,
-        shape: &FftShape,
-    ) -> Result<(), GpuError> {
-        let (input, output, shape) = (input.clone(), output.clone(), shape.clone());
-        self.call(|reply| <T as FftActorC2rDType>::__into_msg(input, output, shape, reply))
-            .await
     }
 
     /// Hands a request to the device as `call` does, without waiting for its reply

@@ -17,18 +17,128 @@ use crate::wire::{Reader, ReplySlot, ReplyWait, WireMessage, Writer};
 
 use super::context_actor::{ContextActorMsg, ContextActorRef};
 
-/// The addresses of the current inner tier.
-#[derive(Clone)]
-pub(crate) struct InnerRefs {
-    pub(crate) ctx: ContextActorRef,
-    pub(crate) blas: Option<BlasActorRef>,
-    pub(crate) rng: Option<RngActorRef>,
-    pub(crate) fft: Option<FftActorRef>,
-    pub(crate) solver: Option<SolverActorRef>,
-    pub(crate) kernel: KernelActorRef,
-    pub(crate) module: ModuleActorRef,
-    pub(crate) event: EventActorRef,
-    pub(crate) graph: GraphActorRef,
+/// Declares the inner actors of a device once — variant, message and client types, the
+/// field of [`InnerRefs`] that holds its address, whether a `DeviceConfig` may leave it
+/// out (`optional`, with its name for the error), and whether its messages cross to an
+/// isolated device's worker (`wire(tag)`) or stay in-process (`local("what")`) — and
+/// writes from that table [`InnerRefs`], [`Routed`], its `fail`, `encode`, `decode` and
+/// local delivery, and the [`Routable`] impls. Adding an actor is one row; adding an
+/// operation to an actor touches none.
+macro_rules! inner_actors {
+    ($(
+        $(#[$doc:meta])*
+        $variant:ident($msg:ty, $client:ty) at $field:ident, $presence:ident $(($lib:literal))?, $cross:ident($how:tt);
+    )*) => {
+        /// The addresses of the current inner tier.
+        #[derive(Clone)]
+        pub(crate) struct InnerRefs {
+            $(pub(crate) $field: inner_actors!(@field $presence, $client),)*
+        }
+
+        /// A request addressed to one of the inner actors.
+        pub enum Routed {
+            $($(#[$doc])* $variant($msg),)*
+        }
+
+        impl Routed {
+            /// Answers the request's asker with `e` instead of delivering it.
+            pub(crate) fn fail(self, e: GpuError) {
+                match self {
+                    $(Routed::$variant(m) => {
+                        m.fail(e);
+                    })*
+                }
+            }
+
+            /// Writes the request for an isolated device's worker; `None` when it cannot
+            /// cross (its asker has been answered with why).
+            pub(crate) fn encode(self, w: &mut Writer<'_>) -> Option<ReplySlot> {
+                match self {
+                    $(Routed::$variant(m) => inner_actors!(@encode $cross($how), m, w),)*
+                }
+            }
+
+            /// Reads a request written by [`Routed::encode`] (in the worker).
+            pub(crate) fn decode(r: &mut Reader<'_>) -> Result<(Routed, ReplyWait), GpuError> {
+                fn wrap<M: WireMessage>(r: &mut Reader<'_>, f: fn(M) -> Routed) -> Result<(Routed, ReplyWait), GpuError> {
+                    M::decode(r).map(|(m, w)| (f(m), w))
+                }
+                let tag = r.take_tag()?;
+                $(inner_actors!(@decode $cross($how), tag, r, $variant);)*
+                Err(GpuError::InvalidArgument(format!("unknown actor tag {tag}")))
+            }
+
+            /// Sends the request to the inner actor it is for. A library the device was
+            /// configured without answers `Unsupported`; a send to a stopped actor drops
+            /// the message, whose reply then tells its asker.
+            async fn send_local(self, inner: &InnerRefs) -> Result<(), GpuError> {
+                match self {
+                    $(Routed::$variant(m) => inner_actors!(@send $presence $(($lib))?, m, inner.$field),)*
+                }
+            }
+        }
+
+        $(impl Routable for $msg {
+            fn route(self) -> Routed {
+                Routed::$variant(self)
+            }
+        })*
+    };
+    (@field required, $client:ty) => { $client };
+    (@field optional, $client:ty) => { Option<$client> };
+    (@encode wire($tag:literal), $m:ident, $w:ident) => {{
+        $w.put_tag($tag);
+        $m.encode($w)
+    }};
+    (@encode local($what:literal), $m:ident, $w:ident) => {{
+        $m.fail(GpuError::Unsupported(format!(
+            "{} on an isolated device (README: isolated devices); open the device in-process for them",
+            $what
+        )));
+        None
+    }};
+    (@decode wire($tag:literal), $t:ident, $r:ident, $variant:ident) => {
+        if $t == $tag {
+            return wrap($r, Routed::$variant);
+        }
+    };
+    (@decode local($what:literal), $t:ident, $r:ident, $variant:ident) => {};
+    (@send required, $m:ident, $at:expr) => {
+        $at.actor_ref().send($m).await
+    };
+    (@send optional($lib:literal), $m:ident, $at:expr) => {
+        match &$at {
+            Some(a) => a.actor_ref().send($m).await,
+            None => {
+                $m.fail(GpuError::Unsupported(format!(
+                    "{} is disabled in this DeviceConfig (libraries)",
+                    $lib
+                )));
+                Ok(())
+            }
+        }
+    };
+}
+
+inner_actors! {
+    /// For the context actor.
+    Ctx(ContextActorMsg, ContextActorRef) at ctx, required, wire(0);
+    /// For the BLAS actor.
+    Blas(BlasActorMsg, BlasActorRef) at blas, optional("BLAS"), wire(1);
+    /// For the RNG actor.
+    Rng(RngActorMsg, RngActorRef) at rng, optional("RNG"), wire(2);
+    /// For the FFT actor.
+    Fft(FftActorMsg, FftActorRef) at fft, optional("FFT"), wire(3);
+    /// For the solver actor.
+    Solver(SolverActorMsg, SolverActorRef) at solver, optional("the solver"), wire(4);
+    /// For the kernel actor.
+    Kernel(KernelActorMsg, KernelActorRef) at kernel, required, wire(5);
+    /// For the module actor.
+    Module(ModuleActorMsg, ModuleActorRef) at module, required, local("raw CUDA modules");
+    /// For the event actor.
+    Event(EventActorMsg, EventActorRef) at event, required, local("events");
+    /// For the graph actor.
+    Graph(GraphActorMsg, GraphActorRef) at graph, required, local("CUDA graphs");
 }
 
 /// Where requests go while a device is ready.
@@ -44,44 +154,7 @@ pub(crate) enum Inner {
     Worker(Arc<crate::isolation::link::LinkShared>),
 }
 
-/// A request addressed to one of the inner actors.
-pub enum Routed {
-    /// For the context actor.
-    Ctx(ContextActorMsg),
-    /// For the BLAS actor.
-    Blas(BlasActorMsg),
-    /// For the RNG actor.
-    Rng(RngActorMsg),
-    /// For the FFT actor.
-    Fft(FftActorMsg),
-    /// For the solver actor.
-    Solver(SolverActorMsg),
-    /// For the kernel actor.
-    Kernel(KernelActorMsg),
-    /// For the module actor.
-    Module(ModuleActorMsg),
-    /// For the event actor.
-    Event(EventActorMsg),
-    /// For the graph actor.
-    Graph(GraphActorMsg),
-}
-
 impl Routed {
-    /// Answers the request's asker with `e` instead of delivering it.
-    pub(crate) fn fail(self, e: GpuError) {
-        match self {
-            Routed::Ctx(m) => m.fail(e),
-            Routed::Blas(m) => m.fail(e),
-            Routed::Rng(m) => m.fail(e),
-            Routed::Fft(m) => m.fail(e),
-            Routed::Solver(m) => m.fail(e),
-            Routed::Kernel(m) => m.fail(e),
-            Routed::Module(m) => m.fail(e),
-            Routed::Event(m) => m.fail(e),
-            Routed::Graph(m) => m.fail(e),
-        };
-    }
-
     /// Sends the request to the inner tier: its actor in this process, or an isolated
     /// device's worker.
     pub(crate) async fn send_to(self, inner: &Inner) -> Result<(), GpuError> {
@@ -93,158 +166,10 @@ impl Routed {
             }
         }
     }
-
-    /// Writes the request for an isolated device's worker; `None` when it cannot cross
-    /// (its asker has been answered with why).
-    pub(crate) fn encode(self, w: &mut Writer<'_>) -> Option<ReplySlot> {
-        let local_only = |what: &str| {
-            GpuError::Unsupported(format!(
-                "{what} on an isolated device (README: isolated devices); open the device in-process for them"
-            ))
-        };
-        macro_rules! tagged {
-            ($tag:expr, $m:expr) => {{
-                w.put_tag($tag);
-                $m.encode(w)
-            }};
-        }
-        match self {
-            Routed::Ctx(m) => tagged!(0, m),
-            Routed::Blas(m) => tagged!(1, m),
-            Routed::Rng(m) => tagged!(2, m),
-            Routed::Fft(m) => tagged!(3, m),
-            Routed::Solver(m) => tagged!(4, m),
-            Routed::Kernel(m) => tagged!(5, m),
-            Routed::Module(m) => {
-                m.fail(local_only("raw CUDA modules"));
-                None
-            }
-            Routed::Event(m) => {
-                m.fail(local_only("events"));
-                None
-            }
-            Routed::Graph(m) => {
-                m.fail(local_only("CUDA graphs"));
-                None
-            }
-        }
-    }
-
-    /// Reads a request written by [`Routed::encode`] (in the worker).
-    pub(crate) fn decode(r: &mut Reader<'_>) -> Result<(Routed, ReplyWait), GpuError> {
-        fn wrap<M: WireMessage>(r: &mut Reader<'_>, f: fn(M) -> Routed) -> Result<(Routed, ReplyWait), GpuError> {
-            M::decode(r).map(|(m, w)| (f(m), w))
-        }
-        match r.take_tag()? {
-            0 => wrap(r, Routed::Ctx),
-            1 => wrap(r, Routed::Blas),
-            2 => wrap(r, Routed::Rng),
-            3 => wrap(r, Routed::Fft),
-            4 => wrap(r, Routed::Solver),
-            5 => wrap(r, Routed::Kernel),
-            t => Err(GpuError::InvalidArgument(format!("unknown actor tag {t}"))),
-        }
-    }
-
-    /// Sends the request to the inner actor it is for. A library the device was
-    /// configured without answers `Unsupported`; a send to a stopped actor drops the
-    /// message, whose reply then tells its asker.
-    async fn send_local(self, inner: &InnerRefs) -> Result<(), GpuError> {
-        let disabled = |lib: &str| GpuError::Unsupported(format!("{lib} is disabled in this DeviceConfig (libraries)"));
-        match self {
-            Routed::Ctx(m) => inner.ctx.actor_ref().send(m).await,
-            Routed::Kernel(m) => inner.kernel.actor_ref().send(m).await,
-            Routed::Module(m) => inner.module.actor_ref().send(m).await,
-            Routed::Event(m) => inner.event.actor_ref().send(m).await,
-            Routed::Graph(m) => inner.graph.actor_ref().send(m).await,
-            Routed::Blas(m) => match &inner.blas {
-                Some(b) => b.actor_ref().send(m).await,
-                None => {
-                    m.fail(disabled("BLAS"));
-                    Ok(())
-                }
-            },
-            Routed::Rng(m) => match &inner.rng {
-                Some(r) => r.actor_ref().send(m).await,
-                None => {
-                    m.fail(disabled("RNG"));
-                    Ok(())
-                }
-            },
-            Routed::Fft(m) => match &inner.fft {
-                Some(f) => f.actor_ref().send(m).await,
-                None => {
-                    m.fail(disabled("FFT"));
-                    Ok(())
-                }
-            },
-            Routed::Solver(m) => match &inner.solver {
-                Some(s) => s.actor_ref().send(m).await,
-                None => {
-                    m.fail(disabled("the solver"));
-                    Ok(())
-                }
-            },
-        }
-    }
 }
 
 /// Messages of the inner actors that the device knows how to route.
 pub trait Routable: Send + 'static {
     /// Wraps the message for routing.
     fn route(self) -> Routed;
-}
-
-impl Routable for ContextActorMsg {
-    fn route(self) -> Routed {
-        Routed::Ctx(self)
-    }
-}
-
-impl Routable for BlasActorMsg {
-    fn route(self) -> Routed {
-        Routed::Blas(self)
-    }
-}
-
-impl Routable for RngActorMsg {
-    fn route(self) -> Routed {
-        Routed::Rng(self)
-    }
-}
-
-impl Routable for FftActorMsg {
-    fn route(self) -> Routed {
-        Routed::Fft(self)
-    }
-}
-
-impl Routable for SolverActorMsg {
-    fn route(self) -> Routed {
-        Routed::Solver(self)
-    }
-}
-
-impl Routable for KernelActorMsg {
-    fn route(self) -> Routed {
-        Routed::Kernel(self)
-    }
-}
-
-impl Routable for ModuleActorMsg {
-    fn route(self) -> Routed {
-        Routed::Module(self)
-    }
-}
-
-impl Routable for GraphActorMsg {
-    fn route(self) -> Routed {
-        Routed::Graph(self)
-    }
-}
-
-impl Routable for EventActorMsg {
-    fn route(self) -> Routed {
-        Routed::Event(self)
-    }
 }

@@ -412,7 +412,7 @@ impl FftActor {
     }
 }
 
-#[gpu_actor(crate = crate, wire, device)]
+#[gpu_actor(crate = crate, wire, device(blas1 = crate::device::FftScalar))]
 impl FftActor {
     /// Prepares the plan cache on the actor's own stream.
     #[pre_start]
@@ -421,9 +421,9 @@ impl FftActor {
         Ok(())
     }
 
-    /// Complex-to-complex, forward (`inverse = false`, e^{-2πi…}) or inverse; in place
-    /// when `input` and `output` are the same buffer.
-    #[handler(dtypes(blas1))]
+    /// Complex-to-complex FFT of `shape`: forward (`inverse = false`, e^{-2πi…}), or
+    /// inverse and unnormalised; in place when `input` and `output` are the same buffer.
+    #[handler(dtypes(blas1), device(name = fft_c2c, borrow(shape)))]
     fn c2c<T: FftFloat>(
         &mut self,
         input: GpuRef<Complex<T>>,
@@ -435,8 +435,9 @@ impl FftActor {
             .transform::<_, _, T>(Kind::C2c { inverse }, &shape, &input, &output, c::<T>, z::<T>)
     }
 
-    /// Real-to-complex (forward), keeping `last/2 + 1` points of the last dimension.
-    #[handler(dtypes(blas1))]
+    /// Real-to-complex FFT of `shape` (forward): `output` holds the half spectrum,
+    /// `last/2 + 1` points of the last dimension.
+    #[handler(dtypes(blas1), device(name = fft_r2c, borrow(shape)))]
     fn r2c<T: FftFloat>(
         &mut self,
         input: GpuRef<T>,
@@ -453,8 +454,9 @@ impl FftActor {
         )
     }
 
-    /// Complex-to-real (inverse) from a half spectrum; the input is left intact.
-    #[handler(dtypes(blas1))]
+    /// Complex-to-real (inverse, unnormalised) FFT of `shape` from a half spectrum; the
+    /// input is left intact.
+    #[handler(dtypes(blas1), device(name = fft_c2r, borrow(shape)))]
     fn c2r<T: FftFloat>(
         &mut self,
         input: GpuRef<Complex<T>>,
