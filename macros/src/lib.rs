@@ -14,6 +14,7 @@
 //! keeps working.
 
 mod crate_path;
+mod error_tags;
 mod errors;
 mod gpu_actor;
 mod gpu_main;
@@ -58,6 +59,14 @@ pub fn gpu_main(args: TokenStream, input: TokenStream) -> TokenStream {
 }
 
 /// Lets a `#[repr(C)]` struct of kernel scalars be passed by value to a `#[kernel]`.
+/// Generates `GpuError::tag()` and `GpuError::TAGS` from the runtime's error enum and
+/// checks its variants against the tags `#[gpu_actor]` accepts. For the runtime only.
+#[doc(hidden)]
+#[proc_macro_derive(GpuErrorTags)]
+pub fn derive_gpu_error_tags(input: TokenStream) -> TokenStream {
+    error_tags::derive(input.into()).into()
+}
+
 #[proc_macro_derive(KernelArg)]
 pub fn derive_kernel_arg(input: TokenStream) -> TokenStream {
     kernel_arg::derive(input.into()).into()

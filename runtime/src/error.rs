@@ -66,7 +66,15 @@ impl std::fmt::Display for NumericalIssue {
 ///
 /// Variants carry owned strings rather than source errors so the type stays `Clone` and
 /// `Send` and can cross actor (and later process) boundaries unchanged.
-#[derive(Debug, Clone, PartialEq, thiserror::Error, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    PartialEq,
+    thiserror::Error,
+    serde::Serialize,
+    serde::Deserialize,
+    atomr_accel_cuda_macros::GpuErrorTags,
+)]
 pub enum GpuError {
     /// A sticky CUDA error (illegal address, trap, …) killed the context: nothing on this
     /// device works again in this process (see DESIGN.md). Carries the CUDA code.
@@ -159,31 +167,6 @@ pub enum GpuError {
 }
 
 impl GpuError {
-    /// The tag that starts this error's `Display` text (`"ContextPoisoned"`, `"Stale"`, …).
-    ///
-    /// Panics that carry a tagged string (`panic!("ContextPoisoned: …")`) are classified
-    /// by the same tags; see [`GpuError::from_tagged`].
-    pub fn tag(&self) -> &'static str {
-        match self {
-            GpuError::ContextPoisoned { .. } => "ContextPoisoned",
-            GpuError::DeviceLost(_) => "DeviceLost",
-            GpuError::OutOfMemory { .. } => "OutOfMemory",
-            GpuError::Stale { .. } => "Stale",
-            GpuError::InvalidArgument(_) => "InvalidArgument",
-            GpuError::Library { .. } => "Library",
-            GpuError::Unsupported(_) => "Unsupported",
-            GpuError::KernelFault(_) => "KernelFault",
-            GpuError::Numerical { .. } => "Numerical",
-            GpuError::Backpressure { .. } => "Backpressure",
-            GpuError::Timeout(_) => "Timeout",
-            GpuError::Stopped(_) => "Stopped",
-            GpuError::MailboxFull(_) => "MailboxFull",
-            GpuError::NoReply(_) => "NoReply",
-            GpuError::NameTaken(_) => "NameTaken",
-            GpuError::Other(_) => "Other",
-        }
-    }
-
     /// Classifies a tagged panic message such as `"ContextPoisoned: illegal address"`.
     ///
     /// Code that cannot return an error (a callback, a `Drop`) panics with a tagged string;
@@ -294,5 +277,18 @@ mod tests {
         let e = GpuError::from_tagged("DeviceLost: gone").unwrap();
         assert_eq!(e, GpuError::DeviceLost("gone".into()));
         assert!(GpuError::from_tagged("no tag here").is_none());
+        // tag() and TAGS come from the enum (derive GpuErrorTags), which is checked at
+        // compile time against the tags #[gpu_actor] supervision accepts.
+        let numerical = GpuError::Numerical {
+            op: "lu_factor".into(),
+            issue: NumericalIssue::Singular,
+            info: 3,
+        };
+        assert_eq!(numerical.tag(), "Numerical");
+        assert_eq!(GpuError::KernelFault("x".into()).tag(), "KernelFault");
+        assert_eq!(GpuError::TAGS.len(), 16);
+        assert!(GpuError::TAGS
+            .iter()
+            .all(|t| GpuError::from_tagged(&format!("{t}: x")).is_none_or(|e| e.tag() == *t)));
     }
 }

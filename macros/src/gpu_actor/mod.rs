@@ -3,6 +3,8 @@
 mod device;
 mod expand;
 mod options;
+
+pub(crate) use options::ERROR_TAGS;
 mod parse;
 mod validate;
 

@@ -40,7 +40,9 @@ pub(crate) struct DeviceOption {
     pub(crate) bounds: Vec<(Ident, syn::Path)>,
 }
 
-/// Error tags a decider can match (the `GpuError` variants).
+/// Error tags a decider can match: the `GpuError` variants, in their order. The one
+/// list: `#[derive(GpuErrorTags)]` on `GpuError` checks the enum against it at compile
+/// time and generates `GpuError::tag()` from the enum.
 pub(crate) const ERROR_TAGS: &[&str] = &[
     "ContextPoisoned",
     "DeviceLost",
@@ -48,6 +50,8 @@ pub(crate) const ERROR_TAGS: &[&str] = &[
     "Stale",
     "InvalidArgument",
     "Library",
+    "Numerical",
+    "KernelFault",
     "Unsupported",
     "Backpressure",
     "Timeout",
