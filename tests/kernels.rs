@@ -361,6 +361,16 @@ async fn bad_launches(config: DeviceConfig) {
     };
     let e = saxpy::launch::<f32>(&d, zero, 1.0, &x, &mut y).await.unwrap_err();
     assert!(matches!(e, GpuError::InvalidArgument(_)), "{e}");
+    // One buffer as both parameters (a clone of the handle is the same buffer): the
+    // error names the kernel's parameters.
+    let mut alias = x.clone();
+    let e = saxpy::launch::<f32>(&d, LaunchConfig::for_elements(64, 64), 1.0, &x, &mut alias)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, GpuError::InvalidArgument(s) if s.starts_with("`x` and `y` are the same buffer")),
+        "{e}"
+    );
     // A buffer of a rebuilt generation.
     let old = d.upload(vec![1.0f32; 8]).await.unwrap();
     d.rebuild().await.unwrap();

@@ -186,6 +186,22 @@ impl GpuError {
         })
     }
 
+    /// The `DeviceLost` a request to `device` gets once the device is lost because of
+    /// `cause`: the cause in its own words, without a second `DeviceLost:` prefix when
+    /// the cause is itself a loss ("device 0 is lost: the device was stopped").
+    pub fn lost(device: usize, cause: &GpuError) -> GpuError {
+        GpuError::DeviceLost(format!("device {device} is lost: {}", cause.as_cause()))
+    }
+
+    /// This error as the cause of a loss: a loss's own words (no second `DeviceLost:`),
+    /// any other error with its tag.
+    pub(crate) fn as_cause(&self) -> String {
+        match self {
+            GpuError::DeviceLost(m) => m.clone(),
+            other => other.to_string(),
+        }
+    }
+
     /// True for errors after which the device cannot be used again in this process.
     pub fn is_sticky(&self) -> bool {
         matches!(self, GpuError::ContextPoisoned { .. } | GpuError::DeviceLost(_))

@@ -480,6 +480,9 @@ pub(crate) enum Arg {
 #[derive(Default)]
 pub struct KernelArgs {
     pub(crate) items: Vec<Arg>,
+    /// The user's names of arguments (item index, name), for errors: a `#[kernel]`
+    /// launcher names every parameter; hand-built arguments are named by position.
+    names: Vec<(usize, &'static str)>,
 }
 
 impl std::fmt::Debug for KernelArgs {
@@ -523,6 +526,23 @@ impl KernelArgs {
             param: false,
         })));
         self
+    }
+
+    /// Names the argument added last (the kernel's parameter name), so errors about it
+    /// say which one the caller meant.
+    pub fn named(mut self, name: &'static str) -> Self {
+        if let Some(i) = self.items.len().checked_sub(1) {
+            self.names.push((i, name));
+        }
+        self
+    }
+
+    /// How errors call item `i`: its name, or its position (1-based).
+    fn describe(&self, i: usize) -> String {
+        match self.names.iter().find(|(at, _)| *at == i) {
+            Some((_, name)) => format!("`{name}`"),
+            None => format!("argument {}", i + 1),
+        }
     }
 
     /// A scalar passed by value.
@@ -570,16 +590,18 @@ impl KernelArgs {
 
     /// Rejects a buffer passed twice (one launch locks each buffer once).
     pub(crate) fn check_distinct(&self) -> Result<(), GpuError> {
-        let mut ids = vec![];
-        for a in &self.items {
+        let mut seen: Vec<(u64, usize)> = vec![];
+        for (i, a) in self.items.iter().enumerate() {
             if let Arg::Buffer(b) = a {
-                if ids.contains(&b.id()) {
+                if let Some((_, first)) = seen.iter().find(|(id, _)| *id == b.id()) {
                     return Err(GpuError::InvalidArgument(format!(
-                        "buffer #{} is passed twice to one launch; pass it once",
-                        b.id()
+                        "{} and {} are the same buffer: one launch takes each buffer once (a kernel must not \
+                         read and write it through two pointers); pass it once, or copy it first",
+                        self.describe(*first),
+                        self.describe(i)
                     )));
                 }
-                ids.push(b.id());
+                seen.push((b.id(), i));
             }
         }
         Ok(())

@@ -135,14 +135,14 @@ pub(crate) fn expand(def: &KernelDef<'_>) -> TokenStream {
                 if *mutable {
                     body_params.push(quote!(mut #n: #dsl::slices::GlobalSliceMut<#elem>));
                     launch_params.push(quote!(#n: &mut #krate::gpu_ref::GpuRef<#elem>));
-                    push_args.push(quote!(.buf_mut(#n).dtype(#n.len() as u64)));
+                    push_args.push(quote!(.buf_mut(#n).named(stringify!(#n)).dtype(#n.len() as u64)));
                     bind_bufs.push(quote!(let #n = bufs.write::<#elem>(#i)?;));
                     wire_reads.push(quote!(let mut #n = wire.buffer::<#elem>()?; wire.skip()?;));
                     wire_args.push(quote!(&mut #n));
                 } else {
                     body_params.push(quote!(#n: #dsl::slices::GlobalSlice<#elem>));
                     launch_params.push(quote!(#n: &#krate::gpu_ref::GpuRef<#elem>));
-                    push_args.push(quote!(.buf(#n).dtype(#n.len() as u64)));
+                    push_args.push(quote!(.buf(#n).named(stringify!(#n)).dtype(#n.len() as u64)));
                     bind_bufs.push(quote!(let #n = bufs.read::<#elem>(#i)?;));
                     wire_reads.push(quote!(let #n = wire.buffer::<#elem>()?; wire.skip()?;));
                     wire_args.push(quote!(&#n));

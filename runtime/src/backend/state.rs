@@ -182,10 +182,7 @@ impl DeviceShared {
     /// An actor's core, unless the device is lost or the core never started.
     pub(crate) fn usable<'a, C>(&self, core: &'a mut Option<C>, what: &str) -> Result<&'a mut C, GpuError> {
         if let Some(e) = self.lost() {
-            return Err(GpuError::DeviceLost(format!(
-                "device {} is lost: {e}",
-                self.config.device_id
-            )));
+            return Err(GpuError::lost(self.config.device_id, &e));
         }
         core.as_mut().ok_or_else(|| {
             GpuError::DeviceLost(format!(
@@ -215,7 +212,7 @@ impl DeviceShared {
             return e;
         }
         match self.lost() {
-            Some(cause) => GpuError::DeviceLost(format!("{e}; the device is lost: {cause}")),
+            Some(cause) => GpuError::DeviceLost(format!("{e}; the device is lost: {}", cause.as_cause())),
             None => e,
         }
     }

@@ -68,10 +68,7 @@ impl ContextActor {
     /// The core, unless the device is lost or the core never started.
     fn core(&mut self) -> Result<&mut ContextCore, GpuError> {
         if let Some(e) = self.shared.lost() {
-            return Err(GpuError::DeviceLost(format!(
-                "device {} is lost: {e}",
-                self.shared.config.device_id
-            )));
+            return Err(GpuError::lost(self.shared.config.device_id, &e));
         }
         self.core
             .as_mut()

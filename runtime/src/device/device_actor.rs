@@ -69,7 +69,7 @@ impl DeviceActor {
     async fn deliver(&mut self, routed: Routed) {
         let inner = self.shared.state.borrow().inner.clone();
         match (self.shared.lost(), inner) {
-            (Some(e), _) => routed.fail(GpuError::DeviceLost(e.to_string())),
+            (Some(e), _) => routed.fail(GpuError::lost(self.shared.config.device_id, &e)),
             (None, Some(inner)) => {
                 let _ = routed.send_to(inner.get()).await;
             }

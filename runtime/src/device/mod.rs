@@ -175,7 +175,7 @@ impl Device {
         let inner = {
             let s = self.state.borrow();
             if let Status::Lost(e) = &s.status {
-                let e = GpuError::DeviceLost(format!("device {} is lost: {e}", self.id()));
+                let e = GpuError::lost(self.id(), e);
                 routed.fail(e.clone());
                 return Err(e);
             }
@@ -199,7 +199,7 @@ impl Device {
         let no_reply = || {
             self.shared
                 .lost()
-                .map(|e| GpuError::DeviceLost(e.to_string()))
+                .map(|e| GpuError::lost(self.id(), &e))
                 .unwrap_or_else(|| GpuError::NoReply(self.outer.path().to_string()))
         };
         // Spin (yielding to other tasks) before parking: a thread parked for the length
