@@ -19,7 +19,7 @@ impl ScaledGemm {
     #[handler(dtypes(f32, f64))]
     async fn multiply<T: BlasScalar>(&mut self, n: usize, scale: T, a: Vec<T>, b: Vec<T>) -> Result<Vec<T>, GpuError> {
         if a.len() != n * n || b.len() != n * n {
-            return Err(GpuError::InvalidArgument(format!("expected two {n}x{n} matrices")));
+            return Err(GpuError::invalid(format!("expected two {n}x{n} matrices")));
         }
         let (ga, gb) = (self.device.upload(a).await?, self.device.upload(b).await?);
         let gc = self.device.alloc::<T>(n * n).await?;

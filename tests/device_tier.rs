@@ -27,6 +27,7 @@ on_both! {
     gemv_axpy_dot_nrm2_scal_match_f64_reference => level1_and_gemv;
     pinned_buffers_round_trip_and_return_to_the_pool => pinned_round_trips;
     iamax_finds_the_first_element_of_largest_magnitude => iamax_matches_reference;
+    bad_requests_name_the_argument_and_what_was_expected => structured_errors;
 }
 
 async fn open(config: DeviceConfig) -> (ActorSystem, Device) {
@@ -568,6 +569,37 @@ async fn iamax_matches_reference(config: DeviceConfig) {
     let (_sys, dev) = open(config).await;
     check_iamax::<f32>(&dev).await;
     check_iamax::<f64>(&dev).await;
+}
+
+/// The common bad requests carry which argument is at fault and expected vs got, beside
+/// the message (`GpuError::InvalidArgument(Invalid { .. })`).
+async fn structured_errors(config: DeviceConfig) {
+    let (_sys, dev) = open(config).await;
+    let x = dev.upload(vec![1.0f32; 8]).await.unwrap();
+    let field = |e: GpuError| match e {
+        GpuError::InvalidArgument(i) => (i.arg.clone(), i.expected.clone(), i.got.clone(), i.message),
+        other => panic!("expected InvalidArgument, got {other}"),
+    };
+    let (arg, expected, got, message) = field(dev.write(&x, vec![0.0f32; 7]).await.unwrap_err());
+    assert_eq!(
+        (arg.as_deref(), expected.as_deref(), got.as_deref()),
+        (Some("data"), Some("8 elements"), Some("7 elements"))
+    );
+    assert_eq!(message, "write of 7 elements into a buffer of 8");
+    let short = dev.alloc::<f32>(3).await.unwrap();
+    let (arg, expected, got, _) = field(dev.copy(&x, &short).await.unwrap_err());
+    assert_eq!(
+        (arg.as_deref(), expected.as_deref(), got.as_deref()),
+        (Some("dst"), Some("8 elements"), Some("3 elements"))
+    );
+    let (arg, _, got, _) = field(
+        dev.gemm(atomr_accel_cuda::Gemm::<f32>::new(4, 4, 2), &x, &x, &short)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((arg.as_deref(), got.as_deref()), (Some("c"), Some("3 elements")));
+    let (arg, ..) = field(dev.axpy(1.0f32, &x, &short).await.unwrap_err());
+    assert_eq!(arg.as_deref(), Some("y"));
 }
 
 async fn pinned_round_trip<T: DType>(dev: &Device, n: usize) {

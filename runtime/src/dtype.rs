@@ -199,7 +199,7 @@ impl FftFloat for f64 {}
 pub(crate) fn whole_elements<T: DTypeBase>(bytes: usize, what: &str) -> Result<usize, crate::error::GpuError> {
     let size = std::mem::size_of::<T>();
     if bytes % size != 0 {
-        return Err(crate::error::GpuError::InvalidArgument(format!(
+        return Err(crate::error::GpuError::invalid(format!(
             "{what}: {bytes} bytes are not a whole number of {} elements",
             T::NAME
         )));

@@ -6,6 +6,7 @@
 //! supervisor's decider can classify any failure. The type is `Clone` because one fault
 //! (a poisoned context, say) is fanned out to every pending asker.
 
+pub use crate::invalid::Invalid;
 use std::time::Duration;
 
 /// Which CUDA library (or layer) produced a [`GpuError::Library`].
@@ -104,9 +105,10 @@ pub enum GpuError {
         /// The device's current generation.
         device_generation: u64,
     },
-    /// Bad input: a shape, length, dtype or device that does not fit the request.
+    /// Bad input: a shape, length, dtype or device that does not fit the request — with
+    /// the argument at fault and expected vs got where known ([`Invalid`]).
     #[error("InvalidArgument: {0}")]
-    InvalidArgument(String),
+    InvalidArgument(Invalid),
     /// A CUDA library returned a non-success status that is not one of the classified
     /// cases above.
     #[error("{lib} error {code}: {msg}")]
@@ -179,11 +181,17 @@ impl GpuError {
             "ContextPoisoned" => GpuError::ContextPoisoned { code: 0, msg: rest },
             "DeviceLost" => GpuError::DeviceLost(rest),
             "OutOfMemory" => GpuError::OutOfMemory { requested_bytes: 0 },
-            "InvalidArgument" => GpuError::InvalidArgument(rest),
+            "InvalidArgument" => GpuError::invalid(rest),
             "Unsupported" => GpuError::Unsupported(rest),
             "KernelFault" => GpuError::KernelFault(rest),
             _ => return None,
         })
+    }
+
+    /// A bad request explained in words (`GpuError::InvalidArgument`); use
+    /// [`Invalid`]'s builders for the argument at fault and expected vs got.
+    pub fn invalid(message: impl Into<String>) -> GpuError {
+        GpuError::InvalidArgument(Invalid::new(message))
     }
 
     /// The `DeviceLost` a request to `device` gets once the device is lost because of

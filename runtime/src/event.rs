@@ -59,7 +59,7 @@ impl GpuEvent {
     }
 
     fn not_recorded(&self) -> GpuError {
-        GpuError::InvalidArgument(format!("{self:?} was never recorded; record it first"))
+        GpuError::invalid(format!("{self:?} was never recorded; record it first"))
     }
 }
 
@@ -82,7 +82,7 @@ impl EventCore {
     fn check(&self, e: &GpuEvent) -> Result<(), GpuError> {
         let device_id = self.shared.config.device_id;
         if e.device_id != device_id {
-            return Err(GpuError::InvalidArgument(format!("{e:?} used on device {device_id}")));
+            return Err(GpuError::invalid(format!("{e:?} used on device {device_id}")));
         }
         if e.generation != self.generation {
             return Err(GpuError::Stale {
@@ -126,7 +126,7 @@ impl EventCore {
                 recorded.store(true, Ordering::Release);
                 Ok(())
             }
-            _ => Err(GpuError::InvalidArgument("an event of another backend".into())),
+            _ => Err(GpuError::invalid("an event of another backend")),
         }
     }
 
@@ -185,13 +185,13 @@ impl EventCore {
                 // Not yet complete is CUDA_ERROR_NOT_READY: not a fault, say what to do.
                 let e = GpuError::from(err);
                 match e {
-                    GpuError::Library { code: 600, .. } => GpuError::InvalidArgument(
-                        "the events have not completed yet; wait for the end event first".into(),
-                    ),
+                    GpuError::Library { code: 600, .. } => {
+                        GpuError::invalid("the events have not completed yet; wait for the end event first")
+                    }
                     other => self.shared.observe(other),
                 }
             }),
-            _ => Err(GpuError::InvalidArgument("events of another backend".into())),
+            _ => Err(GpuError::invalid("events of another backend")),
         }
     }
 }

@@ -162,7 +162,7 @@ impl<T: DTypeBase> GpuRef<T> {
     /// As [`GpuRef::with_host`], with write access; later GPU work sees the writes.
     pub fn with_host_mut<R>(&self, f: impl FnOnce(&mut [T]) -> R) -> Result<R, GpuError> {
         if self.buf.remote.is_some() {
-            return Err(GpuError::InvalidArgument(format!(
+            return Err(GpuError::invalid(format!(
                 "buffer #{} is in an isolated device's worker process: download it",
                 self.buf.id
             )));
@@ -185,7 +185,7 @@ impl<T: DTypeBase> GpuRef<T> {
                 // the storage lock is held, and every GPU use takes it to enqueue.
                 Ok(f(unsafe { crate::sys::managed::host_view(ptr, self.buf.len) }))
             }
-            Storage::Cuda(_) => Err(GpuError::InvalidArgument(format!(
+            Storage::Cuda(_) => Err(GpuError::invalid(format!(
                 "buffer #{} is device memory, not host-accessible: download it, or allocate with alloc_managed",
                 self.buf.id
             ))),
@@ -230,13 +230,13 @@ impl<T: DTypeBase> GpuRef<T> {
     /// Checks the buffer against the device it is about to be used on.
     pub(crate) fn validate(&self, device_id: usize, generation: u64) -> Result<(), GpuError> {
         if self.buf.remote.is_some() {
-            return Err(GpuError::InvalidArgument(format!(
+            return Err(GpuError::invalid(format!(
                 "buffer #{} belongs to an isolated device (its memory is in a worker process), not to in-process device {device_id}",
                 self.buf.id
             )));
         }
         if self.buf.device_id != device_id {
-            return Err(GpuError::InvalidArgument(format!(
+            return Err(GpuError::invalid(format!(
                 "buffer #{} lives on device {}, not on device {device_id}",
                 self.buf.id, self.buf.device_id
             )));

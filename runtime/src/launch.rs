@@ -9,7 +9,7 @@ use std::sync::MutexGuard;
 use cudarc::driver::{DeviceRepr, LaunchArgs, PushKernelArg, SyncOnDrop};
 
 use crate::dtype::DTypeBase;
-use crate::error::GpuError;
+use crate::error::{GpuError, Invalid};
 use crate::gpu_ref::{GpuRef, Storage};
 use crate::kernel::dsl::slices::{GlobalSlice, GlobalSliceMut};
 
@@ -37,9 +37,9 @@ impl HostBufs {
         let b = self
             .bufs
             .get(i)
-            .ok_or_else(|| GpuError::InvalidArgument(format!("kernel buffer #{i} is missing")))?;
+            .ok_or_else(|| GpuError::invalid(format!("kernel buffer #{i} is missing")))?;
         if b.type_id != TypeId::of::<T>() || (writes && !b.writes) {
-            return Err(GpuError::InvalidArgument(format!(
+            return Err(GpuError::invalid(format!(
                 "kernel buffer #{i} is a {}{} buffer, not the {}{} one the kernel takes",
                 if b.writes { "written " } else { "" },
                 b.type_name,
@@ -144,7 +144,7 @@ impl LaunchLimits {
 
 impl LaunchConfig {
     pub(crate) fn validate(&self, l: &LaunchLimits) -> Result<(), GpuError> {
-        let bad = |m: String| Err(GpuError::InvalidArgument(m));
+        let bad = |m: String| Err(GpuError::invalid(m));
         let (g, b) = (self.grid, self.block);
         if [g.0, g.1, g.2, b.0, b.1, b.2].contains(&0) {
             return bad(format!("launch dimensions must be positive: grid {g:?}, block {b:?}"));
@@ -355,7 +355,7 @@ impl<T: DTypeBase> HeldArg for HeldBuf<'_, T> {
                 }
                 Ok(())
             }
-            Storage::Cpu(_) => Err(GpuError::InvalidArgument("a CPU-device buffer in a CUDA launch".into())),
+            Storage::Cpu(_) => Err(GpuError::invalid("a CPU-device buffer in a CUDA launch")),
         }
     }
 
@@ -367,7 +367,7 @@ impl<T: DTypeBase> HeldArg for HeldBuf<'_, T> {
         use cudarc::driver::{DevicePtr, DevicePtrMut};
         let writes = self.writes;
         let Storage::Cuda(s) = &mut *self.guard else {
-            return Err(GpuError::InvalidArgument("a CPU-device buffer in a CUDA launch".into()));
+            return Err(GpuError::invalid("a CPU-device buffer in a CUDA launch"));
         };
         Ok(if writes {
             s.device_ptr_mut(stream)
@@ -385,7 +385,7 @@ impl<T: DTypeBase> HeldArg for HeldBuf<'_, T> {
                 let _ = s.device_ptr(stream);
                 Ok(())
             }
-            Storage::Cpu(_) => Err(GpuError::InvalidArgument("a CPU-device buffer on a CUDA stream".into())),
+            Storage::Cpu(_) => Err(GpuError::invalid("a CPU-device buffer on a CUDA stream")),
         }
     }
 
@@ -398,7 +398,7 @@ impl<T: DTypeBase> HeldArg for HeldBuf<'_, T> {
                 type_name: T::NAME,
                 writes: self.writes,
             }),
-            Storage::Cuda(_) => Err(GpuError::InvalidArgument("a CUDA buffer in an emulated launch".into())),
+            Storage::Cuda(_) => Err(GpuError::invalid("a CUDA buffer in an emulated launch")),
         }
     }
 }
@@ -594,12 +594,15 @@ impl KernelArgs {
         for (i, a) in self.items.iter().enumerate() {
             if let Arg::Buffer(b) = a {
                 if let Some((_, first)) = seen.iter().find(|(id, _)| *id == b.id()) {
-                    return Err(GpuError::InvalidArgument(format!(
-                        "{} and {} are the same buffer: one launch takes each buffer once (a kernel must not \
+                    let at = self.describe(i);
+                    let message = format!(
+                        "{} and {at} are the same buffer: one launch takes each buffer once (a kernel must not \
                          read and write it through two pointers); pass it once, or copy it first",
                         self.describe(*first),
-                        self.describe(i)
-                    )));
+                    );
+                    return Err(GpuError::InvalidArgument(
+                        Invalid::new(message).arg(at.trim_matches('`').to_string()),
+                    ));
                 }
                 seen.push((b.id(), i));
             }

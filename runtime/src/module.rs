@@ -51,13 +51,13 @@ impl ModuleImage {
     pub fn read(path: impl AsRef<std::path::Path>) -> Result<ModuleImage, GpuError> {
         let path = path.as_ref();
         let bytes = std::fs::read(path)
-            .map_err(|e| GpuError::InvalidArgument(format!("cannot read module image {}: {e}", path.display())))?;
+            .map_err(|e| GpuError::invalid(format!("cannot read module image {}: {e}", path.display())))?;
         if bytes.starts_with(b"\x7fELF") {
             return Ok(ModuleImage::Cubin(bytes));
         }
         match String::from_utf8(bytes) {
             Ok(text) if text.contains(".version") && text.contains(".target") => Ok(ModuleImage::Ptx(text)),
-            _ => Err(GpuError::InvalidArgument(format!(
+            _ => Err(GpuError::invalid(format!(
                 "{} is neither a CUBIN (ELF) nor PTX (text with .version and .target)",
                 path.display()
             ))),

@@ -48,8 +48,8 @@ impl<T: DType, U: DType> Pipeline<T, U> {
         Fut: Future<Output = Result<GpuRef<U>, GpuError>> + Send + 'static,
     {
         if depth == 0 {
-            return Err(GpuError::InvalidArgument(
-                "a pipeline needs at least one batch in flight (depth >= 1)".into(),
+            return Err(GpuError::invalid(
+                "a pipeline needs at least one batch in flight (depth >= 1)",
             ));
         }
         Ok(Pipeline {

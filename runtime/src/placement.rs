@@ -76,7 +76,7 @@ impl PlacementActor {
     async fn choose(&mut self) -> Result<Device, GpuError> {
         let n = self.devices.len();
         if n == 0 {
-            return Err(GpuError::InvalidArgument("a placement over no devices".into()));
+            return Err(GpuError::invalid("a placement over no devices"));
         }
         let usable: Vec<usize> = (0..n).filter(|&i| self.usable(i)).collect();
         if usable.is_empty() {

@@ -124,7 +124,7 @@ fn encode<T: DTypeBase>(v: &[T]) -> String {
 fn decode<T: DTypeBase>(s: &str) -> Result<Vec<T>, GpuError> {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(s)
-        .map_err(|e| GpuError::InvalidArgument(format!("journal: bad data: {e}")))?;
+        .map_err(|e| GpuError::invalid(format!("journal: bad data: {e}")))?;
     crate::dtype::whole_elements::<T>(bytes.len(), "journal")?;
     Ok(bytes.chunks_exact(std::mem::size_of::<T>()).map(T::read_le).collect())
 }
@@ -195,7 +195,7 @@ impl Recorder {
             .get(&r.id())
             .copied()
             .ok_or_else(|| {
-                GpuError::InvalidArgument(format!(
+                GpuError::invalid(format!(
                     "buffer #{} was not created through this recorder, so the journal cannot name it",
                     r.id()
                 ))
@@ -375,7 +375,7 @@ type Buffers = HashMap<u64, Box<dyn Any + Send + Sync>>;
 fn buffer<T: DTypeBase>(bufs: &Buffers, id: u64, line: usize) -> Result<&GpuRef<T>, GpuError> {
     bufs.get(&id)
         .and_then(|b| b.downcast_ref::<GpuRef<T>>())
-        .ok_or_else(|| GpuError::InvalidArgument(format!("journal line {line}: no {} buffer {id}", T::NAME)))
+        .ok_or_else(|| GpuError::invalid(format!("journal line {line}: no {} buffer {id}", T::NAME)))
 }
 
 /// Runs `$body` with `$T` bound to the dtype named `$name`, among `[$t, …]`.
@@ -386,7 +386,7 @@ macro_rules! with_dtype {
                 type $T = $t;
                 $body
             })*
-            other => Err(GpuError::InvalidArgument(format!(
+            other => Err(GpuError::invalid(format!(
                 "journal line {}: dtype `{other}` is not one this operation takes",
                 $line
             ))),
@@ -411,12 +411,12 @@ pub async fn replay(path: impl AsRef<Path>, device: &Device) -> Result<ReplayRep
             continue;
         }
         let entry: Entry =
-            serde_json::from_str(&line).map_err(|e| GpuError::InvalidArgument(format!("journal line {n}: {e}")))?;
+            serde_json::from_str(&line).map_err(|e| GpuError::invalid(format!("journal line {n}: {e}")))?;
         if n == 1 {
             match &entry {
                 Entry::Begin { format, version: 1, .. } if format == FORMAT => continue,
                 _ => {
-                    return Err(GpuError::InvalidArgument(format!(
+                    return Err(GpuError::invalid(format!(
                         "not a version-1 {FORMAT} (first line: {line})"
                     )))
                 }
@@ -442,7 +442,7 @@ async fn step(device: &Device, bufs: &mut Buffers, entry: Entry, n: usize) -> Re
         };
     }
     match entry {
-        Entry::Begin { .. } => Err(GpuError::InvalidArgument(format!("journal line {n}: a second begin"))),
+        Entry::Begin { .. } => Err(GpuError::invalid(format!("journal line {n}: a second begin"))),
         Entry::Alloc { id, dtype, len } => all!(dtype.as_str(), T => {
             bufs.insert(id, Box::new(device.alloc::<T>(len).await?));
             Ok(None)

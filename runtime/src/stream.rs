@@ -34,9 +34,7 @@ impl StreamSource {
             StreamStrategy::Single => vec![ctx.new_stream()?],
             StreamStrategy::Pool(n) => {
                 if n == 0 {
-                    return Err(GpuError::InvalidArgument(
-                        "a stream pool needs at least one stream".into(),
-                    ));
+                    return Err(GpuError::invalid("a stream pool needs at least one stream"));
                 }
                 (0..n).map(|_| ctx.new_stream()).collect::<Result<_, _>>()?
             }

@@ -583,7 +583,7 @@ fn wire_impl(def: &ActorDef, krate: &syn::Path) -> TokenStream {
             fn decode(__r: &mut #w::Reader<'_>) -> ::core::result::Result<(Self, #w::ReplyWait), #krate::GpuError> {
                 match __r.take_tag()? {
                     #(#decode_arms)*
-                    other => ::core::result::Result::Err(#krate::GpuError::InvalidArgument(::std::format!(#unknown, other))),
+                    other => ::core::result::Result::Err(#krate::GpuError::invalid(::std::format!(#unknown, other))),
                 }
             }
         }

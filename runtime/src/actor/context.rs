@@ -126,7 +126,7 @@ impl<A: Actor> Context<A> {
 /// Actor names become path segments: keep them non-empty and free of `/`.
 pub(crate) fn validate_name(name: &str) -> Result<(), GpuError> {
     if name.is_empty() || name.contains('/') {
-        return Err(GpuError::InvalidArgument(format!(
+        return Err(GpuError::invalid(format!(
             "actor name {name:?} must be non-empty and must not contain '/'"
         )));
     }

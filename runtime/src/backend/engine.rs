@@ -11,7 +11,7 @@ use super::state::{BackendKind, DeviceInfo, DeviceShared};
 use crate::actor::Deferred;
 use crate::completion::Completer;
 use crate::dtype::DTypeBase;
-use crate::error::GpuError;
+use crate::error::{GpuError, Invalid};
 use crate::gpu_ref::{GpuRef, Storage};
 use crate::host::{HostMem, PinnedBuf, Uploaded};
 use crate::launch::LaunchLimits;
@@ -113,7 +113,7 @@ impl ContextCore {
     fn cuda(&self) -> Result<&CudaEngine, GpuError> {
         match &self.engine {
             Engine::Cuda(c) => Ok(c),
-            Engine::Cpu => Err(GpuError::InvalidArgument("a CUDA buffer on the CPU device".into())),
+            Engine::Cpu => Err(GpuError::invalid("a CUDA buffer on the CPU device")),
         }
     }
 
@@ -200,14 +200,14 @@ impl ContextCore {
             return Ok(None);
         };
         if !r.is_managed() {
-            return Err(GpuError::InvalidArgument(format!(
+            return Err(GpuError::invalid(format!(
                 "buffer #{} is not managed memory (allocate it with alloc_managed)",
                 r.id()
             )));
         }
         let s = r.lock();
         let Storage::Cuda(slice) = &*s else {
-            return Err(GpuError::InvalidArgument("a CPU buffer on a GPU device".into()));
+            return Err(GpuError::invalid("a CPU buffer on a GPU device"));
         };
         // Taking the address on the context's stream also orders what follows there
         // after the buffer's last writer.
@@ -254,11 +254,18 @@ impl ContextCore {
     pub(crate) fn write<T: DTypeBase>(&mut self, dst: &GpuRef<T>, data: &[T]) -> Result<Deferred<()>, GpuError> {
         self.check(dst)?;
         if data.len() != dst.len() {
-            return Err(GpuError::InvalidArgument(format!(
-                "write of {} elements into a buffer of {}",
-                data.len(),
-                dst.len()
-            )));
+            return Err(GpuError::InvalidArgument(
+                Invalid::new(format!(
+                    "write of {} elements into a buffer of {}",
+                    data.len(),
+                    dst.len()
+                ))
+                .arg("data")
+                .mismatch(
+                    format_args!("{} elements", dst.len()),
+                    format_args!("{} elements", data.len()),
+                ),
+            ));
         }
         match &mut *dst.lock() {
             Storage::Cpu(v) => v.copy_from_slice(data),
@@ -290,11 +297,14 @@ impl ContextCore {
         self.check(src)?;
         self.check(dst)?;
         if src.len() != dst.len() {
-            return Err(GpuError::InvalidArgument(format!(
-                "copy of {} elements into a buffer of {}",
-                src.len(),
-                dst.len()
-            )));
+            return Err(GpuError::InvalidArgument(
+                Invalid::new(format!("copy of {} elements into a buffer of {}", src.len(), dst.len()))
+                    .arg("dst")
+                    .mismatch(
+                        format_args!("{} elements", src.len()),
+                        format_args!("{} elements", dst.len()),
+                    ),
+            ));
         }
         if src.same_buffer(dst) {
             return Ok(Deferred::Now(()));
@@ -307,7 +317,7 @@ impl ContextCore {
                 let c = self.cuda()?;
                 c.stream.memcpy_dtod(a, b).map_err(|e| self.observe(e))?;
             }
-            _ => return Err(GpuError::InvalidArgument("copy between a CPU and a CUDA buffer".into())),
+            _ => return Err(GpuError::invalid("copy between a CPU and a CUDA buffer")),
         }
         drop((s, d));
         Ok(self.done())
@@ -354,7 +364,7 @@ impl ContextCore {
     ) -> Result<Deferred<PinnedBuf<T>>, GpuError> {
         self.check(dst)?;
         if dst.len() != buf.len() {
-            return Err(GpuError::InvalidArgument(format!(
+            return Err(GpuError::invalid(format!(
                 "write of a pinned buffer of {} elements into a buffer of {}",
                 buf.len(),
                 dst.len()
@@ -372,7 +382,7 @@ impl ContextCore {
                 p.copy_to_device(&self.cuda()?.stream, out)
                     .map_err(|e| self.observe(e))?;
             }
-            _ => return Err(GpuError::InvalidArgument("a pinned buffer of another backend".into())),
+            _ => return Err(GpuError::invalid("a pinned buffer of another backend")),
         }
         Ok(())
     }
@@ -386,7 +396,7 @@ impl ContextCore {
     ) -> Result<Deferred<PinnedBuf<T>>, GpuError> {
         self.check(src)?;
         if src.len() != buf.len() {
-            return Err(GpuError::InvalidArgument(format!(
+            return Err(GpuError::invalid(format!(
                 "download of {} elements into a pinned buffer of {}",
                 src.len(),
                 buf.len()
@@ -400,7 +410,7 @@ impl ContextCore {
                     p.copy_from_device(&self.cuda()?.stream, d)
                         .map_err(|e| self.observe(e))?;
                 }
-                _ => return Err(GpuError::InvalidArgument("a pinned buffer of another backend".into())),
+                _ => return Err(GpuError::invalid("a pinned buffer of another backend")),
             }
         }
         Ok(self.then(buf))
@@ -429,12 +439,10 @@ impl ContextCore {
 /// `len * size_of::<T>()` with the checks every allocation needs.
 pub(crate) fn checked_bytes<T>(len: usize) -> Result<u64, GpuError> {
     if len == 0 {
-        return Err(GpuError::InvalidArgument(
-            "zero-length buffers are not allocated".into(),
-        ));
+        return Err(GpuError::invalid("zero-length buffers are not allocated"));
     }
     len.checked_mul(std::mem::size_of::<T>())
         .filter(|b| *b <= isize::MAX as usize)
         .map(|b| b as u64)
-        .ok_or_else(|| GpuError::InvalidArgument(format!("{len} elements overflow the address space")))
+        .ok_or_else(|| GpuError::invalid(format!("{len} elements overflow the address space")))
 }

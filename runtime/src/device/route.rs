@@ -65,7 +65,7 @@ macro_rules! inner_actors {
                 }
                 let tag = r.take_tag()?;
                 $(inner_actors!(@decode $cross($how), tag, r, $variant);)*
-                Err(GpuError::InvalidArgument(format!("unknown actor tag {tag}")))
+                Err(GpuError::invalid(format!("unknown actor tag {tag}")))
             }
 
             /// Sends the request to the inner actor it is for. A library the device was

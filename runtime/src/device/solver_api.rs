@@ -27,7 +27,7 @@ pub struct Svd<T: SolverScalar> {
 fn elements(rows: usize, cols: usize) -> Result<usize, GpuError> {
     rows.checked_mul(cols)
         .map(|n| n.max(1))
-        .ok_or_else(|| GpuError::InvalidArgument(format!("a {rows}×{cols} matrix overflows usize")))
+        .ok_or_else(|| GpuError::invalid(format!("a {rows}×{cols} matrix overflows usize")))
 }
 
 impl Device {

@@ -108,7 +108,7 @@ impl GraphCore {
             n.check()
                 .and_then(|_| n.args().validate(self.shared.config.device_id, self.generation))
                 .map_err(|e| match e {
-                    GpuError::InvalidArgument(m) => GpuError::InvalidArgument(format!("graph operation {i}: {m}")),
+                    GpuError::InvalidArgument(m) => GpuError::invalid(format!("graph operation {i}: {m}")),
                     other => other,
                 })?;
         }
@@ -119,7 +119,7 @@ impl GraphCore {
         self.collect();
         let nodes = builder.nodes;
         if nodes.is_empty() {
-            return Err(GpuError::InvalidArgument("a graph needs at least one operation".into()));
+            return Err(GpuError::invalid("a graph needs at least one operation"));
         }
         self.validate(&nodes)?;
         if let (Some(p), None) = (&self.parts, &self.cuda) {
@@ -151,7 +151,7 @@ impl GraphCore {
     fn replay(&mut self, g: &GraphRef, times: u32) -> Result<Deferred<()>, GpuError> {
         let device_id = self.shared.config.device_id;
         if g.device_id != device_id {
-            return Err(GpuError::InvalidArgument(format!(
+            return Err(GpuError::invalid(format!(
                 "graph of device {} replayed on device {device_id}",
                 g.device_id
             )));
@@ -163,12 +163,12 @@ impl GraphCore {
             });
         }
         if times == 0 {
-            return Err(GpuError::InvalidArgument("replay at least once (times = 0)".into()));
+            return Err(GpuError::invalid("replay at least once (times = 0)"));
         }
         let stored = self
             .graphs
             .get(&g.id)
-            .ok_or_else(|| GpuError::InvalidArgument(format!("graph #{} is not on this device", g.id)))?;
+            .ok_or_else(|| GpuError::invalid(format!("graph #{} is not on this device", g.id)))?;
         self.validate(&stored.nodes)?;
         match (&self.cuda, &stored.exec) {
             (None, _) => {

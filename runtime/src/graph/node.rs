@@ -85,8 +85,8 @@ impl<T: BlasBase> GraphNode for GemmNode<T> {
 
     fn check(&self) -> Result<(), GpuError> {
         if self.c.same_buffer(&self.a) || self.c.same_buffer(&self.b) {
-            return Err(GpuError::InvalidArgument(
-                "graph GEMM: the output C must not be the same buffer as A or B".into(),
+            return Err(GpuError::invalid(
+                "graph GEMM: the output C must not be the same buffer as A or B",
             ));
         }
         validate_gemm(&self.g, &self.batch, self.a.len(), self.b.len(), self.c.len())
@@ -111,9 +111,7 @@ impl<T: BlasBase> GraphNode for GemmNode<T> {
                 cpu_gemm(&self.g, &self.batch, a, b, c);
                 Ok(())
             }
-            _ => Err(GpuError::InvalidArgument(
-                "graph GEMM: buffers of another backend".into(),
-            )),
+            _ => Err(GpuError::invalid("graph GEMM: buffers of another backend")),
         }
     }
 }
@@ -142,7 +140,7 @@ impl<T: DTypeBase> GraphNode for CopyNode<T> {
 
     fn check(&self) -> Result<(), GpuError> {
         if self.src.len() != self.dst.len() {
-            return Err(GpuError::InvalidArgument(format!(
+            return Err(GpuError::invalid(format!(
                 "graph copy of {} elements into {}",
                 self.src.len(),
                 self.dst.len()
@@ -165,9 +163,7 @@ impl<T: DTypeBase> GraphNode for CopyNode<T> {
                 b.copy_from_slice(a);
                 Ok(())
             }
-            _ => Err(GpuError::InvalidArgument(
-                "graph copy: buffers of another backend".into(),
-            )),
+            _ => Err(GpuError::invalid("graph copy: buffers of another backend")),
         }
     }
 }

@@ -37,7 +37,7 @@ impl LaunchSpec {
         }
         self.config.validate(limits)?;
         let (c, g) = (self.cluster, self.config.grid);
-        let bad = |m: String| Err(GpuError::InvalidArgument(m));
+        let bad = |m: String| Err(GpuError::invalid(m));
         if [c.0, c.1, c.2].contains(&0) {
             return bad(format!("cluster dimensions must be positive, got {c:?}"));
         }

@@ -107,7 +107,7 @@ fn data_type<T: DTypeBase>() -> Result<Ty, GpuError> {
 }
 
 fn invalid<V>(m: String) -> Result<V, GpuError> {
-    Err(GpuError::InvalidArgument(format!("tensor map: {m}")))
+    Err(GpuError::invalid(format!("tensor map: {m}")))
 }
 
 impl<T: DTypeBase> TensorMapBuilder<T> {

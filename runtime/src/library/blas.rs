@@ -12,7 +12,7 @@ use crate::actor::Deferred;
 use crate::backend::state::DeviceShared;
 use crate::completion::Completer;
 use crate::dtype::{Blas1Base, BlasBase, DTypeBase};
-use crate::error::GpuError;
+use crate::error::{GpuError, Invalid};
 use crate::gpu_ref::{GpuRef, Storage};
 use crate::library::seed::LibrarySeed;
 use crate::observability::{cpu_op, gpu_timed};
@@ -214,9 +214,13 @@ impl<T: BlasBase> Gemv<T> {
         let (nx, ny) = self.vector_lengths();
         for (name, need, have) in [("A", need_a, a), ("x", nx, x), ("y", ny, y)] {
             if need > have {
-                return Err(invalid(format!(
-                    "{name} needs {need} elements for this GEMV but its buffer holds {have}"
-                )));
+                return Err(GpuError::InvalidArgument(
+                    Invalid::new(format!(
+                        "{name} needs {need} elements for this GEMV but its buffer holds {have}"
+                    ))
+                    .arg(name.to_lowercase())
+                    .mismatch(format_args!("≥ {need} elements"), format_args!("{have} elements")),
+                ));
             }
         }
         Ok(())
@@ -224,7 +228,7 @@ impl<T: BlasBase> Gemv<T> {
 }
 
 fn invalid(msg: String) -> GpuError {
-    GpuError::InvalidArgument(msg)
+    GpuError::invalid(msg)
 }
 
 /// Elements a column-major `rows × cols` matrix with leading dimension `ld` spans, and
@@ -270,9 +274,13 @@ pub(crate) fn validate<T: BlasBase>(g: &Gemm<T>, batch: &Batch, a: usize, b: usi
             .and_then(|v| v.checked_add(one))
             .ok_or_else(|| invalid(format!("{name} batch overflows the address space")))?;
         if total > have {
-            return Err(invalid(format!(
-                "{name} needs {total} elements for this GEMM but its buffer holds {have}"
-            )));
+            return Err(GpuError::InvalidArgument(
+                Invalid::new(format!(
+                    "{name} needs {total} elements for this GEMM but its buffer holds {have}"
+                ))
+                .arg(name.to_lowercase())
+                .mismatch(format_args!("≥ {total} elements"), format_args!("{have} elements")),
+            ));
         }
         Ok(())
     };
@@ -669,11 +677,14 @@ impl BlasCore {
 
 fn same_len<T: DTypeBase>(what: &str, x: &GpuRef<T>, y: &GpuRef<T>) -> Result<(), GpuError> {
     if x.len() != y.len() {
-        return Err(invalid(format!(
-            "{what} of vectors of {} and {} elements",
-            x.len(),
-            y.len()
-        )));
+        return Err(GpuError::InvalidArgument(
+            Invalid::new(format!("{what} of vectors of {} and {} elements", x.len(), y.len()))
+                .arg("y")
+                .mismatch(
+                    format_args!("{} elements (as x)", x.len()),
+                    format_args!("{} elements", y.len()),
+                ),
+        ));
     }
     Ok(())
 }

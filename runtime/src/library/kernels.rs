@@ -80,7 +80,7 @@ impl KernelCore {
         let module = cuda.ctx.load_module(Ptx::from_binary(image))?;
         let function = module
             .load_function(name)
-            .map_err(|e| GpuError::InvalidArgument(format!("kernel `{name}` is not in its generated module ({e})")))?;
+            .map_err(|e| GpuError::invalid(format!("kernel `{name}` is not in its generated module ({e})")))?;
         loaded.insert(
             id,
             Loaded {

@@ -102,7 +102,7 @@ impl ModuleCore {
         let mut functions = HashMap::new();
         for name in kernels {
             let f = module.load_function(name).map_err(|e| {
-                GpuError::InvalidArgument(format!(
+                GpuError::invalid(format!(
                     "kernel `{name}` is not in the module ({e}); declare it `extern \"C\" __global__`"
                 ))
             })?;
@@ -167,7 +167,7 @@ impl ModuleCore {
             tracing::debug_span!("kernel", name = kernel, grid = ?cfg.grid, block = ?cfg.block, ?cluster).entered();
         let device_id = self.shared.config.device_id;
         if m.device_id != device_id {
-            return Err(GpuError::InvalidArgument(format!(
+            return Err(GpuError::invalid(format!(
                 "module of device {} launched on device {device_id}",
                 m.device_id
             )));
@@ -196,7 +196,7 @@ impl ModuleCore {
         let f = modules
             .get(&m.id)
             .and_then(|lm| lm.functions.get(kernel))
-            .ok_or_else(|| GpuError::InvalidArgument(format!("kernel `{kernel}` was not loaded with this module")))?;
+            .ok_or_else(|| GpuError::invalid(format!("kernel `{kernel}` was not loaded with this module")))?;
         // SAFETY: the caller guarantees the arguments match the kernel's parameters;
         // they were validated and the launch dimensions checked above.
         let r = gpu_timed(stream, device_id, "module", kernel, || match cluster {

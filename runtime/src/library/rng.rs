@@ -60,7 +60,7 @@ fn build(seed: &LibrarySeed) -> Result<RngCore, GpuError> {
 }
 
 fn invalid(m: String) -> GpuError {
-    GpuError::InvalidArgument(m)
+    GpuError::invalid(m)
 }
 
 fn check_params(mean: f64, std: f64) -> Result<(), GpuError> {

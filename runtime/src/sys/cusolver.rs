@@ -119,14 +119,14 @@ fn check(s: Status) -> Result<(), GpuError> {
 
 /// A dimension as cuSOLVER's `int`.
 fn int(v: usize, what: &str) -> Result<c_int, GpuError> {
-    c_int::try_from(v).map_err(|_| GpuError::InvalidArgument(format!("{what} = {v} exceeds cuSOLVER's 32-bit limit")))
+    c_int::try_from(v).map_err(|_| GpuError::invalid(format!("{what} = {v} exceeds cuSOLVER's 32-bit limit")))
 }
 
 /// Refuses a slice shorter than the routine touches — the invariant every `SAFETY`
 /// comment below rests on (callers validate first; this is the last line).
 fn fits<T>(s: &CudaSlice<T>, need: usize, what: &str) -> Result<(), GpuError> {
     if s.len() < need {
-        return Err(GpuError::InvalidArgument(format!(
+        return Err(GpuError::invalid(format!(
             "{what} holds {} elements, the routine touches {need}",
             s.len()
         )));

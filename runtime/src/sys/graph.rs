@@ -22,7 +22,7 @@ impl GraphExec {
     pub(crate) fn end_capture(stream: &Arc<CudaStream>) -> Result<GraphExec, GpuError> {
         let g = stream
             .end_capture(ds::CUgraphInstantiate_flags(0))?
-            .ok_or_else(|| GpuError::InvalidArgument("a graph needs at least one operation".into()))?;
+            .ok_or_else(|| GpuError::invalid("a graph needs at least one operation"))?;
         g.upload()?;
         Ok(GraphExec(g))
     }

@@ -88,9 +88,7 @@ pub(crate) fn encode_tiled(e: &TiledEncoding<'_>) -> Result<TensorMapBits, GpuEr
     let rank = e.dims.len();
     let ok = rank >= 1 && e.strides.len() == rank - 1 && e.box_dims.len() == rank && e.element_strides.len() == rank;
     if !ok {
-        return Err(GpuError::InvalidArgument(
-            "tensor map arrays of mismatched ranks".into(),
-        ));
+        return Err(GpuError::invalid("tensor map arrays of mismatched ranks"));
     }
     let mut map = ds::CUtensorMap { opaque: [0; 16] };
     let oob = if e.oob_nan {

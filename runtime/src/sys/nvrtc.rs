@@ -84,7 +84,7 @@ fn nvrtc_supported_archs() -> Result<Vec<u32>, GpuError> {
 /// the driver loads it) if this NVRTC does not know `sm_XY`; `compute_XY`: PTX. On failure
 /// the error carries NVRTC's log (which points at the source's `#line` locations).
 pub(crate) fn compile_image(source: &str, arch: &str, options: &[String]) -> Result<Vec<u8>, GpuError> {
-    let bad = || GpuError::InvalidArgument(format!("`{arch}` is not an architecture like sm_90 or compute_90"));
+    let bad = || GpuError::invalid(format!("`{arch}` is not an architecture like sm_90 or compute_90"));
     let target = if let Some(n) = arch.strip_prefix("compute_") {
         Target::Ptx(n.parse().map_err(|_| bad())?)
     } else {
@@ -102,8 +102,7 @@ pub(crate) fn compile_image(source: &str, arch: &str, options: &[String]) -> Res
 fn nvrtc_compile(source: &str, target: &Target, options: &[String]) -> Result<Vec<u8>, GpuError> {
     use cudarc::nvrtc::result as nr;
     use cudarc::nvrtc::sys as ns;
-    let csrc = std::ffi::CString::new(source)
-        .map_err(|_| GpuError::InvalidArgument("kernel source contains a NUL byte".into()))?;
+    let csrc = std::ffi::CString::new(source).map_err(|_| GpuError::invalid("kernel source contains a NUL byte"))?;
     let prog = nr::create_program(&csrc, None).map_err(nvrtc_error)?;
     let arch = match target {
         Target::Cubin(n) => format!("sm_{n}"),

@@ -144,7 +144,7 @@ pub(crate) fn alloc_host_zeroed<T: ValidAsZeroBits>(len: usize, flags: u32) -> R
     let bytes = len
         .checked_mul(std::mem::size_of::<T>())
         .filter(|b| *b <= isize::MAX as usize)
-        .ok_or_else(|| GpuError::InvalidArgument(format!("a pinned buffer of {len} elements overflows")))?;
+        .ok_or_else(|| GpuError::invalid(format!("a pinned buffer of {len} elements overflows")))?;
     // SAFETY: asks for `bytes` (at least one, so that the pointer is a real allocation)
     // of page-locked memory in the bound context. The pointer is checked below.
     let raw = unsafe { dresult::malloc_host(bytes.max(1), flags) }?;
@@ -162,7 +162,7 @@ fn same_len(src: usize, dst: usize) -> Result<(), GpuError> {
     if src == dst {
         return Ok(());
     }
-    Err(GpuError::InvalidArgument(format!(
+    Err(GpuError::invalid(format!(
         "a copy of {src} elements into a buffer of {dst}"
     )))
 }

@@ -37,7 +37,7 @@ impl std::fmt::Debug for Arena {
 impl Arena {
     /// A new anonymous shared arena of `bytes` (sparse: pages exist once touched).
     pub(crate) fn create(name: &str, bytes: usize) -> Result<Arc<Arena>, GpuError> {
-        let cname = std::ffi::CString::new(name).map_err(|_| GpuError::InvalidArgument("arena name".into()))?;
+        let cname = std::ffi::CString::new(name).map_err(|_| GpuError::invalid("arena name"))?;
         // SAFETY: FFI edge: `cname` is a valid NUL-terminated string; the flags are
         // documented ones. The returned descriptor is owned by the `File` below.
         let fd = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC) };
@@ -93,7 +93,7 @@ impl Arena {
     pub(crate) fn check(&self, offset: usize, len: usize) -> Result<(), GpuError> {
         match offset.checked_add(len) {
             Some(end) if end <= self.map.len() => Ok(()),
-            _ => Err(GpuError::InvalidArgument(format!(
+            _ => Err(GpuError::invalid(format!(
                 "shared-memory range {offset}+{len} is outside the {}-byte arena",
                 self.map.len()
             ))),
@@ -110,11 +110,7 @@ impl Arena {
     pub(crate) fn read(&self, offset: usize, len: usize, out: &mut [u8]) -> Result<(), GpuError> {
         self.check(offset, len)?;
         if out.len() != len {
-            return Err(GpuError::InvalidArgument(format!(
-                "{} bytes read into {}",
-                len,
-                out.len()
-            )));
+            return Err(GpuError::invalid(format!("{} bytes read into {}", len, out.len())));
         }
         // SAFETY: the range lies inside the mapping (checked above) and is leased to this
         // transfer by its writer, who does not touch it until it is released; `out` is a

@@ -60,7 +60,7 @@ impl<T: DTypeBase> Wire for HostData<T> {
                 let size = std::mem::size_of::<T>();
                 arena.check(offset, len)?;
                 if len % size != 0 || offset % std::mem::align_of::<T>() != 0 {
-                    return Err(GpuError::InvalidArgument(format!(
+                    return Err(GpuError::invalid(format!(
                         "shared range {offset}+{len} does not hold aligned {} elements",
                         T::NAME
                     )));

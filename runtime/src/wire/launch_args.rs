@@ -26,7 +26,7 @@ impl WireArgs<'_> {
     fn next(&mut self) -> Result<WireArg, GpuError> {
         self.items
             .next()
-            .ok_or_else(|| GpuError::InvalidArgument("a kernel launch with too few arguments".into()))
+            .ok_or_else(|| GpuError::invalid("a kernel launch with too few arguments"))
     }
 
     /// The next argument, a buffer of `T`. Used by generated code.
@@ -34,9 +34,7 @@ impl WireArgs<'_> {
     pub fn buffer<T: DTypeBase>(&mut self) -> Result<GpuRef<T>, GpuError> {
         match self.next()? {
             WireArg::Buffer(id) => self.ctx.lookup(id),
-            WireArg::Scalar(_) => Err(GpuError::InvalidArgument(
-                "a scalar where the kernel takes a buffer".into(),
-            )),
+            WireArg::Scalar(_) => Err(GpuError::invalid("a scalar where the kernel takes a buffer")),
         }
     }
 
@@ -47,21 +45,19 @@ impl WireArgs<'_> {
     pub fn scalar<V: cudarc::driver::DeviceRepr + Copy + 'static>(&mut self) -> Result<V, GpuError> {
         match self.next()? {
             WireArg::Scalar(b) if std::any::TypeId::of::<V>() == TypeId::of::<bool>() && b.len() == 1 && b[0] > 1 => {
-                Err(GpuError::InvalidArgument(format!("{} is not a bool", b[0])))
+                Err(GpuError::invalid(format!("{} is not a bool", b[0])))
             }
             WireArg::Scalar(b) if b.len() == std::mem::size_of::<V>() => {
                 // SAFETY: `b` holds exactly `size_of::<V>()` bytes written from a `V` by
                 // the same executable (`put` below), and kernel scalars are plain numbers.
                 Ok(unsafe { std::ptr::read_unaligned(b.as_ptr() as *const V) })
             }
-            WireArg::Scalar(b) => Err(GpuError::InvalidArgument(format!(
+            WireArg::Scalar(b) => Err(GpuError::invalid(format!(
                 "a {}-byte scalar where the kernel takes {} bytes",
                 b.len(),
                 std::mem::size_of::<V>()
             ))),
-            WireArg::Buffer(_) => Err(GpuError::InvalidArgument(
-                "a buffer where the kernel takes a scalar".into(),
-            )),
+            WireArg::Buffer(_) => Err(GpuError::invalid("a buffer where the kernel takes a scalar")),
         }
     }
 
@@ -88,9 +84,7 @@ pub(crate) fn put_scalar_arg(bytes: &[u8], w: &mut Writer<'_>) {
 /// Reads the arguments of a launch (in the worker).
 pub(crate) fn take_launch_args<'a>(r: &mut Reader<'a>) -> Result<WireArgs<'a>, GpuError> {
     let Side::Worker(ctx) = r.side else {
-        return Err(GpuError::InvalidArgument(
-            "a kernel launch sent to the user process".into(),
-        ));
+        return Err(GpuError::invalid("a kernel launch sent to the user process"));
     };
     let n = r.take_usize()?;
     let mut items = Vec::new();
@@ -98,7 +92,7 @@ pub(crate) fn take_launch_args<'a>(r: &mut Reader<'a>) -> Result<WireArgs<'a>, G
         items.push(match r.take_u8()? {
             0 => WireArg::Buffer(r.take_u64()?),
             1 => WireArg::Scalar(r.take_bytes_owned()?),
-            t => return Err(GpuError::InvalidArgument(format!("unknown kernel argument tag {t}"))),
+            t => return Err(GpuError::invalid(format!("unknown kernel argument tag {t}"))),
         });
     }
     Ok(WireArgs {

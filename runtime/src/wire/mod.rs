@@ -166,7 +166,7 @@ impl<'a> Reader<'a> {
             .checked_add(n)
             .filter(|&e| e <= self.bytes.len())
             .ok_or_else(|| {
-                GpuError::InvalidArgument(format!(
+                GpuError::invalid(format!(
                     "truncated message: {n} more bytes wanted at {} of {}",
                     self.pos,
                     self.bytes.len()
@@ -193,7 +193,7 @@ impl<'a> Reader<'a> {
 
     pub(crate) fn take_usize(&mut self) -> Result<usize, GpuError> {
         let v = self.take_u64()?;
-        usize::try_from(v).map_err(|_| GpuError::InvalidArgument(format!("{v} does not fit a usize")))
+        usize::try_from(v).map_err(|_| GpuError::invalid(format!("{v} does not fit a usize")))
     }
 
     pub(crate) fn take_bytes(&mut self) -> Result<&'a [u8], GpuError> {
@@ -242,7 +242,7 @@ impl Wire for bool {
         match r.take_u8()? {
             0 => Ok(false),
             1 => Ok(true),
-            v => Err(GpuError::InvalidArgument(format!("{v} is not a bool"))),
+            v => Err(GpuError::invalid(format!("{v} is not a bool"))),
         }
     }
 }
@@ -263,8 +263,7 @@ impl Wire for String {
         Ok(())
     }
     fn take(r: &mut Reader<'_>) -> Result<Self, GpuError> {
-        String::from_utf8(r.take_bytes()?.to_vec())
-            .map_err(|_| GpuError::InvalidArgument("a string that is not UTF-8".into()))
+        String::from_utf8(r.take_bytes()?.to_vec()).map_err(|_| GpuError::invalid("a string that is not UTF-8"))
     }
 }
 
@@ -362,7 +361,7 @@ impl<'a> Bulk<'a> {
                 };
                 Ok(Bulk::Shared { arena, offset, len })
             }
-            t => Err(GpuError::InvalidArgument(format!("unknown bulk encoding {t}"))),
+            t => Err(GpuError::invalid(format!("unknown bulk encoding {t}"))),
         }
     }
 
@@ -414,8 +413,7 @@ impl Wire for GpuError {
         Ok(())
     }
     fn take(r: &mut Reader<'_>) -> Result<Self, GpuError> {
-        serde_json::from_slice(r.take_bytes()?)
-            .map_err(|e| GpuError::InvalidArgument(format!("an undecodable error: {e}")))
+        serde_json::from_slice(r.take_bytes()?).map_err(|e| GpuError::invalid(format!("an undecodable error: {e}")))
     }
 }
 
@@ -444,7 +442,7 @@ impl<R: Wire> Wire for Result<R, GpuError> {
         match r.take_u8()? {
             0 => Ok(Ok(R::take(r)?)),
             1 => Ok(Err(GpuError::take(r)?)),
-            t => Err(GpuError::InvalidArgument(format!("unknown result tag {t}"))),
+            t => Err(GpuError::invalid(format!("unknown result tag {t}"))),
         }
     }
 }
@@ -478,7 +476,7 @@ macro_rules! wire_enum {
                 let all = [$($v),*];
                 let i: u64 = $crate::wire::Wire::take(r)?;
                 all.get(i as usize).copied().ok_or_else(|| {
-                    $crate::GpuError::InvalidArgument(format!("{i} is not a {}", stringify!($ty)))
+                    $crate::GpuError::invalid(format!("{i} is not a {}", stringify!($ty)))
                 })
             }
         }
@@ -586,7 +584,7 @@ impl Wire for crate::memory::Advice {
             2 => {
                 crate::memory::Advice::AccessedBy(<crate::memory::Location as Wire>::take(r)?, <bool as Wire>::take(r)?)
             }
-            t => return Err(GpuError::InvalidArgument(format!("{t} is not an Advice"))),
+            t => return Err(GpuError::invalid(format!("{t} is not an Advice"))),
         })
     }
 }

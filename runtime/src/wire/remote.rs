@@ -27,12 +27,12 @@ impl WorkerCtx {
 
     pub(crate) fn lookup<T: DTypeBase>(&self, id: u64) -> Result<GpuRef<T>, GpuError> {
         let m = self.buffers.lock().unwrap_or_else(|p| p.into_inner());
-        let (any, _) = m.get(&id).ok_or_else(|| {
-            GpuError::InvalidArgument(format!("no buffer #{id} in the worker (freed, or never handed out)"))
-        })?;
+        let (any, _) = m
+            .get(&id)
+            .ok_or_else(|| GpuError::invalid(format!("no buffer #{id} in the worker (freed, or never handed out)")))?;
         any.downcast_ref::<GpuRef<T>>()
             .cloned()
-            .ok_or_else(|| GpuError::InvalidArgument(format!("worker buffer #{id} is not a {} buffer", T::NAME)))
+            .ok_or_else(|| GpuError::invalid(format!("worker buffer #{id} is not a {} buffer", T::NAME)))
     }
 }
 
@@ -41,14 +41,14 @@ impl<T: DTypeBase> Wire for GpuRef<T> {
         match w.side {
             Side::Client(c) => {
                 let Some(remote) = self.remote() else {
-                    return Err(GpuError::InvalidArgument(format!(
+                    return Err(GpuError::invalid(format!(
                         "buffer #{} belongs to an in-process device, not to isolated device {}",
                         self.id(),
                         c.device_id
                     )));
                 };
                 if remote.instance != c.instance {
-                    return Err(GpuError::InvalidArgument(format!(
+                    return Err(GpuError::invalid(format!(
                         "buffer #{} lives on another device (device {}), not on this isolated device {}",
                         self.id(),
                         self.device_id(),

@@ -76,10 +76,7 @@ impl KernelCall {
                     let (image, _) = crate::nvrtc_cache::compile_cached(&(self.source)(), &entry.arch, &[], None)?;
                     let module = ctx.load_module(Ptx::from_binary(image))?;
                     let f = module.load_function(self.name).map_err(|e| {
-                        GpuError::InvalidArgument(format!(
-                            "kernel `{}` is not in its generated module ({e})",
-                            self.name
-                        ))
+                        GpuError::invalid(format!("kernel `{}` is not in its generated module ({e})", self.name))
                     })?;
                     entry.functions.insert(self.id, (module, f.clone()));
                     f

@@ -38,7 +38,7 @@ fn take_instance(r: &mut Reader<'_>) -> Result<&'static KernelInstance, GpuError
         .flat_map(|reg| reg.instances.iter())
         .find(|i| i.dtypes == dtypes)
         .ok_or_else(|| {
-            GpuError::InvalidArgument(format!(
+            GpuError::invalid(format!(
                 "the worker has no kernel `{name}` for dtypes `{dtypes}` (is it the same executable?)"
             ))
         })

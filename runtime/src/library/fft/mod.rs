@@ -65,7 +65,7 @@ impl FftShape {
 
     fn validate(&self) -> Result<(), GpuError> {
         if self.dims.is_empty() || self.dims.len() > 3 || self.dims.contains(&0) || self.batch == 0 {
-            return Err(GpuError::InvalidArgument(format!(
+            return Err(GpuError::invalid(format!(
                 "an FFT takes 1 to 3 positive dimensions and a positive batch, got {:?} x {}",
                 self.dims, self.batch
             )));
@@ -75,7 +75,7 @@ impl FftShape {
             .iter()
             .try_fold(self.batch, |acc, d| acc.checked_mul(*d))
             .filter(|t| *t <= i32::MAX as usize)
-            .ok_or_else(|| GpuError::InvalidArgument("FFT size exceeds cuFFT's 32-bit limit".into()))?;
+            .ok_or_else(|| GpuError::invalid("FFT size exceeds cuFFT's 32-bit limit"))?;
         let _ = total;
         Ok(())
     }
@@ -262,7 +262,7 @@ impl FftCore {
         let (li, lo) = kind.lengths(shape);
         let (need_in, need_out) = (li * shape.batch, lo * shape.batch);
         if input.len() != need_in || output.len() != need_out {
-            return Err(GpuError::InvalidArgument(format!(
+            return Err(GpuError::invalid(format!(
                 "FFT {kind:?} of {:?} x {}: input must hold {need_in} elements (has {}), output {need_out} (has {})",
                 shape.dims,
                 shape.batch,
@@ -272,25 +272,19 @@ impl FftCore {
         }
         let in_place = input.id() == output.id();
         if in_place && !matches!(kind, Kind::C2c { .. }) {
-            return Err(GpuError::InvalidArgument(
-                "only a C2C transform may run in place".into(),
-            ));
+            return Err(GpuError::invalid("only a C2C transform may run in place"));
         }
         match &mut self.engine {
             FftEngine::Cpu(planner) => {
                 let _timed = cpu_op(self.shared.config.device_id, "fft", kind.name());
                 let data: Vec<Complex64> = match &*input.lock() {
                     Storage::Cpu(v) => v.iter().map(|x| to_c(*x)).collect(),
-                    Storage::Cuda(_) => {
-                        return Err(GpuError::InvalidArgument("a CUDA buffer on the CPU device".into()))
-                    }
+                    Storage::Cuda(_) => return Err(GpuError::invalid("a CUDA buffer on the CPU device")),
                 };
                 let result = cpu_transform(planner, kind, shape, &data);
                 match &mut *output.lock() {
                     Storage::Cpu(v) => v.iter_mut().zip(result).for_each(|(o, r)| *o = from_c(r)),
-                    Storage::Cuda(_) => {
-                        return Err(GpuError::InvalidArgument("a CUDA buffer on the CPU device".into()))
-                    }
+                    Storage::Cuda(_) => return Err(GpuError::invalid("a CUDA buffer on the CPU device")),
                 }
                 Ok(Deferred::Now(()))
             }
@@ -343,7 +337,7 @@ impl FftCore {
                     if in_place {
                         let mut g = output.lock();
                         let Storage::Cuda(s) = &mut *g else {
-                            return Err(GpuError::InvalidArgument("a CPU buffer on a GPU".into()));
+                            return Err(GpuError::invalid("a CPU buffer on a GPU"));
                         };
                         let (p, _rec) = s.device_ptr_mut(stream);
                         enqueue(p, p)
@@ -369,7 +363,7 @@ impl FftCore {
                                     enqueue(ip, op)
                                 }
                             }
-                            _ => Err(GpuError::InvalidArgument("a CPU buffer on a GPU".into())),
+                            _ => Err(GpuError::invalid("a CPU buffer on a GPU")),
                         }
                     }
                 });

@@ -59,7 +59,7 @@ pub(super) struct CudaSolver {
 fn cuda<T>(s: &mut Storage<T>) -> Result<&mut CudaSlice<T>, GpuError> {
     match s {
         Storage::Cuda(c) => Ok(c),
-        Storage::Cpu(_) => Err(GpuError::InvalidArgument("a buffer of another backend".into())),
+        Storage::Cpu(_) => Err(GpuError::invalid("a buffer of another backend")),
     }
 }
 
@@ -127,7 +127,7 @@ impl CudaSolver {
         (n, nrhs): (usize, usize),
     ) -> Result<Deferred<()>, GpuError> {
         if self.factored.borrow().get(&pivots.id()) != Some(&n) {
-            return Err(GpuError::InvalidArgument(format!(
+            return Err(GpuError::invalid(format!(
                 "lu_solve: buffer #{} holds no pivots of an order-{n} lu_factor on this device; pass lu_factor's pivots",
                 pivots.id()
             )));

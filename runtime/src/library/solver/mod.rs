@@ -25,7 +25,7 @@ use atomr_accel_cuda_macros::gpu_actor;
 use crate::actor::{Context, Deferred};
 use crate::backend::state::DeviceShared;
 use crate::dtype::DTypeBase;
-use crate::error::{GpuError, Lib, NumericalIssue};
+use crate::error::{GpuError, Invalid, Lib, NumericalIssue};
 use crate::gpu_ref::{GpuRef, Storage};
 use crate::library::seed::LibrarySeed;
 use crate::observability::{cpu_op, gpu_timed};
@@ -91,7 +91,7 @@ pub(crate) fn numerical(op: Op, info: i32) -> Result<(), GpuError> {
 }
 
 fn invalid(m: String) -> GpuError {
-    GpuError::InvalidArgument(m)
+    GpuError::invalid(m)
 }
 
 /// Checks that a dimension is positive.
@@ -108,11 +108,15 @@ fn holds<T: DTypeBase>(r: &GpuRef<T>, rows: usize, cols: usize, what: &str, op: 
         .checked_mul(cols)
         .ok_or_else(|| invalid(format!("{}: {what} of {rows}×{cols} overflows", op.name())))?;
     if r.len() < need {
-        return Err(invalid(format!(
-            "{}: {what} must hold {rows}×{cols} = {need} elements, the buffer has {}",
-            op.name(),
-            r.len()
-        )));
+        return Err(GpuError::InvalidArgument(
+            Invalid::new(format!(
+                "{}: {what} must hold {rows}×{cols} = {need} elements, the buffer has {}",
+                op.name(),
+                r.len()
+            ))
+            .arg(what)
+            .mismatch(format_args!("≥ {need} elements"), format_args!("{} elements", r.len())),
+        ));
     }
     Ok(())
 }
