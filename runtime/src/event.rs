@@ -227,7 +227,7 @@ impl EventActor {
     }
 }
 
-#[gpu_actor(crate = crate)]
+#[gpu_actor(crate = crate, device)]
 impl EventActor {
     /// Takes a stream of its own (per the device's stream strategy).
     #[pre_start]
@@ -236,8 +236,8 @@ impl EventActor {
         Ok(())
     }
 
-    /// A new event (with timing), not yet recorded.
-    #[handler]
+    /// A new event of this device (with timing), not yet recorded.
+    #[handler(device(name = create_event))]
     fn create(&mut self) -> Result<GpuEvent, GpuError> {
         self.core()?.create()
     }
@@ -248,20 +248,21 @@ impl EventActor {
         self.core()?.record(&event, &after)
     }
 
-    /// Whether `event` has completed.
-    #[handler]
+    /// Whether `event` (recorded) has completed.
+    #[handler(device(name = event_done, borrow(event)))]
     fn query(&mut self, event: GpuEvent) -> Result<bool, GpuError> {
         self.core()?.query(&event)
     }
 
-    /// Resolves when `event` has completed; the wait runs on a blocking thread.
-    #[handler]
+    /// Resolves when `event` (recorded) has completed; the wait runs on a blocking
+    /// thread, so the event actor keeps serving meanwhile.
+    #[handler(device(name = wait_event, borrow(event)))]
     fn wait(&mut self, event: GpuEvent) -> Result<Deferred<()>, GpuError> {
         self.core()?.wait(&event)
     }
 
-    /// Milliseconds from `start` to `end` (both completed).
-    #[handler]
+    /// Milliseconds between two completed events, `start` to `end`.
+    #[handler(device(name = elapsed_ms, borrow(start, end)))]
     fn elapsed_ms(&mut self, start: GpuEvent, end: GpuEvent) -> Result<f32, GpuError> {
         self.core()?.elapsed_ms(&start, &end)
     }

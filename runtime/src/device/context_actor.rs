@@ -233,14 +233,15 @@ impl ContextActor {
         self.core()?.pinned::<T>(len, zeroed)
     }
 
-    /// Uploads a pinned buffer into a new device buffer.
-    #[handler(dtypes(any))]
+    /// Uploads a pinned buffer into a new device buffer (an asynchronous full-speed copy)
+    /// and hands the pinned buffer back for reuse.
+    #[handler(dtypes(any), device)]
     fn upload_pinned<T: DTypeBase>(&mut self, buf: PinnedBuf<T>) -> Result<Deferred<Uploaded<T>>, GpuError> {
         self.core()?.upload_pinned(buf)
     }
 
-    /// Copies a pinned buffer into `dst`.
-    #[handler(dtypes(any))]
+    /// Copies a pinned buffer into `dst` (same length) and hands the buffer back.
+    #[handler(dtypes(any), device)]
     fn write_pinned<T: DTypeBase>(
         &mut self,
         dst: GpuRef<T>,
@@ -249,8 +250,8 @@ impl ContextActor {
         self.core()?.write_pinned(&dst, buf)
     }
 
-    /// Copies `src` into a pinned buffer.
-    #[handler(dtypes(any))]
+    /// Downloads `src` into a pinned buffer of the same length and hands it back.
+    #[handler(dtypes(any), device)]
     fn download_pinned<T: DTypeBase>(
         &mut self,
         src: GpuRef<T>,

@@ -34,9 +34,8 @@ use crate::backend::state::DeviceShared;
 use crate::error::GpuError;
 use crate::event::{EventActorMsg, GpuEvent};
 use crate::gpu_ref::GpuRef;
-use crate::host::{PinnedBuf, Uploaded};
+use crate::host::PinnedBuf;
 use crate::kernel::dsl::registry::KernelInstance;
-use crate::kernel::dsl::KernelCall;
 use crate::launch::{KernelArgs, LaunchConfig};
 use crate::library::blas::{Batch, Gemm};
 use crate::library::kernels::KernelActorMsg;
@@ -283,31 +282,6 @@ impl Device {
             .await
     }
 
-    /// Uploads a pinned buffer into a new device buffer (an asynchronous full-speed copy)
-    /// and hands the pinned buffer back for reuse.
-    pub async fn upload_pinned<T: DType>(&self, buf: PinnedBuf<T>) -> Result<Uploaded<T>, GpuError> {
-        self.call(|reply| <T as ContextActorUploadPinnedDType>::__into_msg(buf, reply))
-            .await
-    }
-
-    /// Copies a pinned buffer into `dst` (same length) and hands the buffer back.
-    pub async fn write_pinned<T: DType>(&self, dst: &GpuRef<T>, buf: PinnedBuf<T>) -> Result<PinnedBuf<T>, GpuError> {
-        let dst = dst.clone();
-        self.call(|reply| <T as ContextActorWritePinnedDType>::__into_msg(dst, buf, reply))
-            .await
-    }
-
-    /// Downloads `src` into a pinned buffer of the same length and hands it back.
-    pub async fn download_pinned<T: DType>(
-        &self,
-        src: &GpuRef<T>,
-        buf: PinnedBuf<T>,
-    ) -> Result<PinnedBuf<T>, GpuError> {
-        let src = src.clone();
-        self.call(|reply| <T as ContextActorDownloadPinnedDType>::__into_msg(src, buf, reply))
-            .await
-    }
-
     /// Loads a CUDA C++ module on this device: from the context's memory, else from the
     /// kernel disk cache, else compiled by NVRTC for the device's architecture (and
     /// cached). `Unsupported` on the CPU device.
@@ -373,12 +347,6 @@ impl Device {
         .await
     }
 
-    /// Runs one `#[kernel]` launch (built by a kernel's generated `launch` function) on
-    /// the device's kernel actor; resolves when the kernel has finished.
-    pub async fn launch_kernel(&self, call: KernelCall) -> Result<(), GpuError> {
-        self.call(|reply| KernelActorMsg::Launch { call, reply }).await
-    }
-
     /// Compiles (or loads from the disk cache) one registered kernel instantiation (an
     /// entry of `kernel::dsl::registered()`) into the device without launching it, so
     /// its first launch waits for no compile; `true` if no NVRTC run was needed.
@@ -394,35 +362,12 @@ impl Device {
         .await
     }
 
-    /// A new event of this device (with timing), not yet recorded.
-    pub async fn create_event(&self) -> Result<GpuEvent, GpuError> {
-        self.call(|reply| EventActorMsg::Create { reply }).await
-    }
-
     /// Records `event` after the last write of each buffer in `after` (whichever actor's
     /// stream wrote it): the event completes when those writes have.
     pub async fn record_event<T: DType>(&self, event: &GpuEvent, after: &[&GpuRef<T>]) -> Result<(), GpuError> {
         let after = after.iter().fold(KernelArgs::new(), |a, r| a.buf(r));
         let event = event.clone();
         self.call(|reply| EventActorMsg::Record { event, after, reply }).await
-    }
-
-    /// Whether `event` (recorded) has completed.
-    pub async fn event_done(&self, event: &GpuEvent) -> Result<bool, GpuError> {
-        let event = event.clone();
-        self.call(|reply| EventActorMsg::Query { event, reply }).await
-    }
-
-    /// Resolves when `event` (recorded) has completed.
-    pub async fn wait_event(&self, event: &GpuEvent) -> Result<(), GpuError> {
-        let event = event.clone();
-        self.call(|reply| EventActorMsg::Wait { event, reply }).await
-    }
-
-    /// Milliseconds between two completed events.
-    pub async fn elapsed_ms(&self, start: &GpuEvent, end: &GpuEvent) -> Result<f32, GpuError> {
-        let (start, end) = (start.clone(), end.clone());
-        self.call(|reply| EventActorMsg::ElapsedMs { start, end, reply }).await
     }
 
     /// Bytes of free pinned buffers the pool holds.

@@ -154,7 +154,7 @@ impl KernelActor {
     }
 }
 
-#[gpu_actor(crate = crate, wire)]
+#[gpu_actor(crate = crate, wire, device)]
 impl KernelActor {
     /// Takes a stream of its own (per the device's stream strategy).
     #[pre_start]
@@ -163,8 +163,9 @@ impl KernelActor {
         Ok(())
     }
 
-    /// Launches one `#[kernel]` instantiation; resolves when it has finished.
-    #[handler]
+    /// Runs one `#[kernel]` launch (built by a kernel's generated `launch` function) on
+    /// the device's kernel actor; resolves when the kernel has finished.
+    #[handler(device(name = launch_kernel))]
     fn launch(&mut self, call: KernelCall) -> Result<Deferred<()>, GpuError> {
         self.core()?.launch(call)
     }
