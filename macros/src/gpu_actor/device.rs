@@ -7,7 +7,6 @@ use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
 use syn::{Ident, Type};
 
-use super::expand::{dtype_trait_name, names, payload};
 use super::parse::{ActorDef, Handler};
 
 /// `BlasActor` + `[blas1]` → `BlasActorBlas1`.
@@ -37,10 +36,10 @@ pub(crate) fn set_traits(def: &ActorDef) -> TokenStream {
         .filter(|h| h.generic.is_some() && !h.dtype_sets.is_empty())
     {
         match groups.iter().position(|(s, _)| *s == h.dtype_sets) {
-            Some(i) => members[i].push(dtype_trait_name(def, h)),
+            Some(i) => members[i].push(def.dtype_trait_name(h)),
             None => {
                 groups.push((h.dtype_sets.clone(), h));
-                members.push(vec![dtype_trait_name(def, h)]);
+                members.push(vec![def.dtype_trait_name(h)]);
             }
         }
     }
@@ -68,16 +67,54 @@ fn is_gpu_ref(ty: &Type) -> bool {
     matches!(ty, Type::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == "GpuRef"))
 }
 
-/// `impl Device { … }` with one method per `#[handler(device)]`.
+/// `CamelCase` → `snake_case`.
+fn snake(s: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if c.is_uppercase() {
+            if i > 0 {
+                out.push('_');
+            }
+            out.extend(c.to_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The name of the macro that writes an actor's `Device` methods:
+/// `BlasActor` → `blas_actor_device_surface`.
+pub(crate) fn surface_macro_name(def: &ActorDef) -> Ident {
+    format_ident!("{}_device_surface", snake(&def.name.to_string()))
+}
+
+/// A `macro_rules!` that writes `impl Device { … }` with one method per
+/// `#[handler(device)]`, for the device tier to expand: `<actor>_device_surface!(path::to::
+/// the::actor::module; blas1 = Blas1Scalar, …)` names the actor's module and the public
+/// bound of each of its dtype sets. The methods are written here, from the handlers; they
+/// are placed there, so the device tier depends on the actors and not the reverse.
 pub(crate) fn device_methods(def: &ActorDef, krate: &syn::Path) -> TokenStream {
-    let Some(opt) = &def.options.device else {
+    if def.options.device.is_none() {
         return quote!();
-    };
-    let (msg, _) = names(def);
+    }
+    let (msg, _) = def.names();
+    let mut sets: Vec<Ident> = vec![];
+    for h in def
+        .handlers
+        .iter()
+        .filter(|h| h.device.is_some() && h.generic.is_some())
+    {
+        if let [set] = h.dtype_sets.as_slice() {
+            if !sets.contains(set) {
+                sets.push(set.clone());
+            }
+        }
+    }
     let methods = def.handlers.iter().filter_map(|h| {
         let (name, _) = h.device.as_ref()?;
         let docs = &h.docs;
-        let p = payload(h);
+        let p = h.payload();
         let borrowed = |n: &Ident, t: &Type| is_gpu_ref(t) || h.borrow.contains(n);
         let decls = h.args.iter().map(|(n, t)| {
             if borrowed(n, t) {
@@ -100,30 +137,43 @@ pub(crate) fn device_methods(def: &ActorDef, krate: &syn::Path) -> TokenStream {
                     #(#docs)*
                     pub async fn #name(&self, #(#decls),*) -> ::core::result::Result<#p, #krate::GpuError> {
                         #(#clones)*
-                        self.call(|reply| #msg::#v { #(#fields,)* reply }).await
+                        self.call(|reply| $($m)::+::#msg::#v { #(#fields,)* reply }).await
                     }
                 }
             }
             Some((param, _)) => {
-                let bound = opt
-                    .bounds
-                    .iter()
-                    .find(|(set, _)| h.dtype_sets.len() == 1 && h.dtype_sets[0] == *set)
-                    .map(|(_, b)| b)?;
-                let tr = dtype_trait_name(def, h);
+                let set = h.dtype_sets.first()?;
+                let tr = def.dtype_trait_name(h);
+                // Every argument type that names the handler's dtype parameter is
+                // written as in the handler (the parameter keeps its name).
                 quote_spanned! {span=>
                     #(#docs)*
-                    pub async fn #name<#param: #bound>(&self, #(#decls),*) -> ::core::result::Result<#p, #krate::GpuError> {
+                    pub async fn #name<#param: $#set>(&self, #(#decls),*) -> ::core::result::Result<#p, #krate::GpuError> {
                         #(#clones)*
-                        self.call(|reply| <#param as #tr>::__into_msg(#(#fields,)* reply)).await
+                        self.call(|reply| <#param as $($m)::+::#tr>::__into_msg(#(#fields,)* reply)).await
                     }
                 }
             }
         })
     });
+    let name = surface_macro_name(def);
+    let sep = (!sets.is_empty()).then(|| quote!(;));
+    let doc = format!(
+        " Writes the `Device` methods of `{}`'s `#[handler(device)]`s (generated by `#[gpu_actor(device)]`; \
+         expanded in the device tier).",
+        def.name
+    );
     quote! {
-        impl #krate::device::Device {
-            #(#methods)*
+        #[doc = #doc]
+        #[allow(unused_macros)]
+        macro_rules! #name {
+            ($($m:ident)::+ #sep #(#sets = $#sets:path),*) => {
+                impl #krate::device::Device {
+                    #(#methods)*
+                }
+            };
         }
+        #[allow(unused_imports)]
+        pub(crate) use #name;
     }
 }

@@ -1,7 +1,7 @@
 //! Code generation for `#[gpu_actor]`.
 
 use proc_macro2::TokenStream;
-use quote::{format_ident, quote, quote_spanned};
+use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
 use syn::{Ident, Type};
@@ -36,12 +36,8 @@ fn subst(ty: &Type, generic: Option<&(Ident, Vec<syn::TypeParamBound>)>, dtype: 
 }
 
 /// The reply payload type (`T` of `Result<T, GpuError>`).
-pub(crate) fn payload(h: &Handler) -> Type {
-    match &h.ret {
-        Ret::Unit => syn::parse_quote!(()),
-        Ret::Plain(t) | Ret::Result(t) => t.clone(),
-        Ret::Deferred { inner, .. } => inner.clone(),
-    }
+fn payload(h: &Handler) -> Type {
+    h.payload()
 }
 
 /// The instances of a handler: one per dtype, or one.
@@ -53,8 +49,8 @@ fn instances(h: &Handler) -> Vec<Option<&Type>> {
     }
 }
 
-pub(crate) fn names(def: &ActorDef) -> (Ident, Ident) {
-    (format_ident!("{}Msg", def.name), format_ident!("{}Ref", def.name))
+fn names(def: &ActorDef) -> (Ident, Ident) {
+    def.names()
 }
 
 /// The message enum.
@@ -333,8 +329,8 @@ fn dtype_trait(def: &ActorDef, h: &Handler, krate: &syn::Path) -> TokenStream {
     }
 }
 
-pub(crate) fn dtype_trait_name(def: &ActorDef, h: &Handler) -> Ident {
-    format_ident!("{}{}DType", def.name, h.variant(None))
+fn dtype_trait_name(def: &ActorDef, h: &Handler) -> Ident {
+    def.dtype_trait_name(h)
 }
 
 /// The typed client.

@@ -26,18 +26,16 @@ pub(crate) struct Options {
     pub(crate) has_supervision: bool,
     /// `wire`: the messages can cross to an isolated device's worker process.
     pub(crate) wire: bool,
-    /// `device(set = Bound, …)`: a library actor of the runtime whose `#[handler(device)]`
-    /// methods become `Device` methods; each named dtype set maps to the public bound
-    /// those methods take (and which gets the set's generated mapping trait).
+    /// `device`: a library actor of the runtime whose `#[handler(device)]` methods become
+    /// `Device` methods (through a generated `<actor>_device_surface!` the device tier
+    /// expands), and whose named dtype sets get one mapping trait each.
     pub(crate) device: Option<DeviceOption>,
 }
 
-/// `device(blas1 = Blas1Scalar, …)` of a library actor.
+/// `device` on a library actor.
 pub(crate) struct DeviceOption {
     /// Where the key was written.
     pub(crate) span: Span,
-    /// Named dtype set (`blas1`) → the public bound of the `Device` methods over it.
-    pub(crate) bounds: Vec<(Ident, syn::Path)>,
 }
 
 /// Error tags a decider can match: the `GpuError` variants, in their order. The one
@@ -179,24 +177,15 @@ pub(crate) fn parse(args: TokenStream, errors: &mut Errors) -> Options {
             }
             o.wire = true;
         } else if meta.path.is_ident("device") {
-            let mut bounds = vec![];
-            if meta.input.peek(syn::token::Paren) {
-                meta.parse_nested_meta(|sub| {
-                    let Some(set) = sub.path.get_ident().cloned() else {
-                        pending.at(
-                            &sub.path,
-                            "expected a dtype set name, e.g. `device(blas1 = Blas1Scalar)`",
-                        );
-                        return skip_value(&sub);
-                    };
-                    bounds.push((set, sub.value()?.parse()?));
-                    Ok(())
-                })?;
+            if !meta.input.is_empty() && !meta.input.peek(syn::Token![,]) {
+                pending.at(
+                    &meta.path,
+                    "`device` is a flag and takes no value: the public bound of each dtype set is given where the \
+                     device tier expands the generated `<actor>_device_surface!`",
+                );
+                return skip_value(&meta);
             }
-            o.device = Some(DeviceOption {
-                span: meta.path.span(),
-                bounds,
-            });
+            o.device = Some(DeviceOption { span: meta.path.span() });
         } else if meta.path.is_ident("ask_timeout") {
             let lit: LitStr = meta.value()?.parse()?;
             match parse_duration(&lit) {
@@ -231,8 +220,10 @@ fn skip_value(meta: &ParseNestedMeta) -> syn::Result<()> {
             ts
         };
     } else if meta.input.peek(syn::token::Paren) {
-        let _content;
-        syn::parenthesized!(_content in meta.input);
+        let content;
+        syn::parenthesized!(content in meta.input);
+        // Consumed whole: syn reports what a parenthesized group leaves unread.
+        let _: TokenStream = content.parse()?;
     }
     Ok(())
 }

@@ -60,6 +60,29 @@ impl Handler {
     }
 }
 
+impl Handler {
+    /// The reply payload type (`T` of `Result<T, GpuError>`).
+    pub(crate) fn payload(&self) -> Type {
+        match &self.ret {
+            Ret::Unit => syn::parse_quote!(()),
+            Ret::Plain(t) | Ret::Result(t) => t.clone(),
+            Ret::Deferred { inner, .. } => inner.clone(),
+        }
+    }
+}
+
+impl ActorDef {
+    /// The generated message enum and typed client: `<Name>Msg`, `<Name>Ref`.
+    pub(crate) fn names(&self) -> (Ident, Ident) {
+        (format_ident!("{}Msg", self.name), format_ident!("{}Ref", self.name))
+    }
+
+    /// The dtype-mapping trait of generic handler `h`: `<Name><Handler>DType`.
+    pub(crate) fn dtype_trait_name(&self, h: &Handler) -> Ident {
+        format_ident!("{}{}DType", self.name, h.variant(None))
+    }
+}
+
 /// A lifecycle hook method.
 pub(crate) struct Hook {
     pub(crate) method: Ident,
@@ -315,8 +338,9 @@ fn parse_handler_attr(attr: &Attribute, method: &Ident, krate: &syn::Path, error
                 "unknown #[handler] key; expected `tell`, `dtypes(...)` or `device`",
             );
             if meta.input.peek(syn::token::Paren) {
-                let _content;
-                syn::parenthesized!(_content in meta.input);
+                let content;
+                syn::parenthesized!(content in meta.input);
+                let _: proc_macro2::TokenStream = content.parse()?;
             }
         }
         Ok(())

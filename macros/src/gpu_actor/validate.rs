@@ -77,7 +77,7 @@ fn validate_device(def: &ActorDef, errors: &mut Errors) {
     }
     for h in &def.handlers {
         let Some((_, at)) = &h.device else { continue };
-        let Some(opt) = &def.options.device else {
+        let Some(_) = &def.options.device else {
             errors.push(syn::Error::new(
                 *at,
                 format!(
@@ -102,24 +102,15 @@ fn validate_device(def: &ActorDef, errors: &mut Errors) {
                 "a `device` handler answers its caller (a `Device` method awaits the reply): drop `tell`",
             ));
         }
-        if h.generic.is_some() {
-            let listed = h.dtype_sets.len() == 1 && opt.bounds.iter().any(|(s, _)| *s == h.dtype_sets[0]);
-            if !listed {
-                let sets: Vec<String> = opt.bounds.iter().map(|(s, _)| s.to_string()).collect();
-                errors.push(syn::Error::new(
-                    *at,
-                    format!(
-                        "the `Device` method of `{}` needs its dtypes written as one named set with a public bound in \
-                         `device(...)` (here: {}), e.g. `dtypes(blas1)` with `device(blas1 = Blas1Scalar)`",
-                        h.method,
-                        if sets.is_empty() {
-                            "none".to_string()
-                        } else {
-                            sets.join(", ")
-                        }
-                    ),
-                ));
-            }
+        if h.generic.is_some() && h.dtype_sets.len() != 1 {
+            errors.push(syn::Error::new(
+                *at,
+                format!(
+                    "the `Device` method of `{}` is bounded by its dtype set's public bound: write its dtypes as one \
+                     named set, e.g. `dtypes(blas1)`",
+                    h.method
+                ),
+            ));
         }
     }
 }

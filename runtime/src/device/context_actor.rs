@@ -76,7 +76,7 @@ impl ContextActor {
     }
 }
 
-#[gpu_actor(crate = crate, wire, device(any = crate::device::DType))]
+#[gpu_actor(crate = crate, wire, device)]
 impl ContextActor {
     /// Builds the context, bumps the generation, starts the library actors and
     /// publishes the device as ready.

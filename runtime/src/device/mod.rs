@@ -14,6 +14,7 @@ mod observability_api;
 mod precompile;
 pub(crate) mod route;
 mod solver_api;
+mod surface;
 pub(crate) mod test_hooks;
 
 use std::sync::Arc;

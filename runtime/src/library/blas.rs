@@ -758,7 +758,7 @@ impl BlasActor {
     }
 }
 
-#[gpu_actor(crate = crate, wire, device(float = crate::device::BlasScalar, blas1 = crate::device::Blas1Scalar))]
+#[gpu_actor(crate = crate, wire, device)]
 impl BlasActor {
     /// Creates the cuBLAS handle on the actor's own stream.
     #[pre_start]

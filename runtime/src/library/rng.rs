@@ -182,7 +182,7 @@ impl RngActor {
     }
 }
 
-#[gpu_actor(crate = crate, wire, device(blas1 = crate::device::RandomScalar))]
+#[gpu_actor(crate = crate, wire, device)]
 impl RngActor {
     /// Creates the generator on the actor's own stream, seeded with [`DEFAULT_SEED`].
     #[pre_start]

@@ -3,7 +3,7 @@ use atomr_accel_cuda::gpu_actor;
 
 struct A;
 
-#[gpu_actor(device(blas1 = atomr_accel_cuda::device::Blas1Scalar))]
+#[gpu_actor(device)]
 impl A {
     #[handler(dtypes(f32, f64), device)]
     fn one<T: DType>(&mut self, x: T) -> T {

@@ -406,7 +406,7 @@ impl FftActor {
     }
 }
 
-#[gpu_actor(crate = crate, wire, device(blas1 = crate::device::FftScalar))]
+#[gpu_actor(crate = crate, wire, device)]
 impl FftActor {
     /// Prepares the plan cache on the actor's own stream.
     #[pre_start]

@@ -396,7 +396,7 @@ impl SolverActor {
     }
 }
 
-#[gpu_actor(crate = crate, wire, device(blas1 = crate::device::SolverScalar))]
+#[gpu_actor(crate = crate, wire, device)]
 impl SolverActor {
     /// Creates the cuSOLVER handle on the actor's own stream.
     #[pre_start]

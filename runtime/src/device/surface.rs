@@ -1,0 +1,25 @@
+//! The `Device` methods written from the library actors' handlers. Each actor marked
+//! `#[gpu_actor(device)]` generates a `<actor>_device_surface!` macro holding one method
+//! per `#[handler(device)]`; they are expanded here, with the public bound of each of the
+//! actor's dtype sets, so the device tier depends on the actors and not the reverse.
+//! Adding an operation to an actor adds its method here without an edit (unless it takes
+//! an argument type of a kind no handler took before: the methods name their argument
+//! types as the handlers wrote them, so those types are in scope here).
+
+use super::bounds::{Blas1Scalar, BlasScalar, DType, FftScalar, RandomScalar, SolverScalar};
+use crate::dtype::Complex;
+use crate::event::GpuEvent;
+use crate::gpu_ref::GpuRef;
+use crate::host::{PinnedBuf, Uploaded};
+use crate::kernel::dsl::KernelCall;
+use crate::library::blas::{Batch, Gemm, Gemv};
+use crate::library::fft::FftShape;
+use crate::memory::{Advice, Location};
+
+super::context_actor::context_actor_device_surface!(crate::device::context_actor; any = DType);
+crate::library::blas::blas_actor_device_surface!(crate::library::blas; float = BlasScalar, blas1 = Blas1Scalar);
+crate::library::rng::rng_actor_device_surface!(crate::library::rng; blas1 = RandomScalar);
+crate::library::fft::fft_actor_device_surface!(crate::library::fft; blas1 = FftScalar);
+crate::library::solver::solver_actor_device_surface!(crate::library::solver; blas1 = SolverScalar);
+crate::library::kernels::kernel_actor_device_surface!(crate::library::kernels);
+crate::event::event_actor_device_surface!(crate::event);
