@@ -31,7 +31,10 @@ use proc_macro::TokenStream;
 /// Options: `crate = path`, `supervision(restart_on = [Tag, …], resume_on = [Tag, …],
 /// max_restarts = N, within = "60s")`, `dispatcher = gpu | shared`, `mailbox = N`,
 /// `ask_timeout = "30s"`, `wire` (the messages can cross to an isolated device's worker
-/// process: every field and reply type implements `isolation::wire::Wire`). Methods may be marked `#[pre_start]` / `#[post_stop]`.
+/// process: every field and reply type implements `wire::Wire`), `device` (the runtime's
+/// own library actors only: each `#[handler(device)]` becomes a `Device` method through a
+/// generated `<actor>_device_surface!`). Methods may be marked `#[pre_start]` /
+/// `#[post_stop]` / `#[pre_restart]`.
 #[proc_macro_attribute]
 pub fn gpu_actor(args: TokenStream, input: TokenStream) -> TokenStream {
     gpu_actor::entry(args.into(), input.into()).into()

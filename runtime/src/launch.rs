@@ -537,10 +537,15 @@ impl KernelArgs {
         self
     }
 
+    /// The caller's name of item `i`, if it was named.
+    fn name_of(&self, i: usize) -> Option<&'static str> {
+        self.names.iter().find(|(at, _)| *at == i).map(|(_, name)| *name)
+    }
+
     /// How errors call item `i`: its name, or its position (1-based).
     fn describe(&self, i: usize) -> String {
-        match self.names.iter().find(|(at, _)| *at == i) {
-            Some((_, name)) => format!("`{name}`"),
+        match self.name_of(i) {
+            Some(name) => format!("`{name}`"),
             None => format!("argument {}", i + 1),
         }
     }
@@ -594,15 +599,16 @@ impl KernelArgs {
         for (i, a) in self.items.iter().enumerate() {
             if let Arg::Buffer(b) = a {
                 if let Some((_, first)) = seen.iter().find(|(id, _)| *id == b.id()) {
-                    let at = self.describe(i);
-                    let message = format!(
-                        "{} and {at} are the same buffer: one launch takes each buffer once (a kernel must not \
+                    let mut e = Invalid::new(format!(
+                        "{} and {} are the same buffer: one launch takes each buffer once (a kernel must not \
                          read and write it through two pointers); pass it once, or copy it first",
                         self.describe(*first),
-                    );
-                    return Err(GpuError::InvalidArgument(
-                        Invalid::new(message).arg(at.trim_matches('`').to_string()),
+                        self.describe(i),
                     ));
+                    if let Some(name) = self.name_of(i) {
+                        e = e.arg(name);
+                    }
+                    return Err(GpuError::InvalidArgument(e));
                 }
                 seen.push((b.id(), i));
             }

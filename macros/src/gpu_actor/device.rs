@@ -28,22 +28,20 @@ pub(crate) fn set_traits(def: &ActorDef) -> TokenStream {
     if def.options.device.is_none() {
         return quote!();
     }
-    let mut groups: Vec<(Vec<Ident>, &Handler)> = vec![];
-    let mut members: Vec<Vec<Ident>> = vec![];
+    // (the first handler over a set, every handler's mapping trait over it)
+    let mut groups: Vec<(&Handler, Vec<Ident>)> = vec![];
     for h in def
         .handlers
         .iter()
         .filter(|h| h.generic.is_some() && !h.dtype_sets.is_empty())
     {
-        match groups.iter().position(|(s, _)| *s == h.dtype_sets) {
-            Some(i) => members[i].push(def.dtype_trait_name(h)),
-            None => {
-                groups.push((h.dtype_sets.clone(), h));
-                members.push(vec![def.dtype_trait_name(h)]);
-            }
+        match groups.iter_mut().find(|(first, _)| first.dtype_sets == h.dtype_sets) {
+            Some((_, traits)) => traits.push(def.dtype_trait_name(h)),
+            None => groups.push((h, vec![def.dtype_trait_name(h)])),
         }
     }
-    let traits = groups.iter().zip(&members).map(|((sets, first), traits)| {
+    let traits = groups.iter().map(|(first, traits)| {
+        let sets = &first.dtype_sets;
         let name = set_trait_name(def, sets);
         let written: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
         let doc = format!(

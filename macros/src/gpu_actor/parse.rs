@@ -204,8 +204,9 @@ fn is_set_name(id: Option<&Ident>) -> bool {
 
 /// Named dtype sets: `all` (every real element type), `float` (f16, bf16, f32, f64),
 /// `blas1` (f32, f64), `int` (signed and unsigned integers), `complex` (c32, c64), `any`
-/// (every element type: `all` and `complex`). The one list of them: the runtime's public bounds name the mapping traits generated per
-/// set (`device(blas1 = Blas1Scalar)`).
+/// (every element type: `all` and `complex`). The one list of them: the runtime's public
+/// bounds name the mapping trait generated per set (`BlasActorBlas1`), and the device tier
+/// gives each set its public bound when it expands an actor's device surface.
 const SETS: &[(&str, &[&str])] = &[
     (
         "all",

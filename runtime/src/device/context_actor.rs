@@ -67,12 +67,7 @@ impl ContextActor {
 
     /// The core, unless the device is lost or the core never started.
     fn core(&mut self) -> Result<&mut ContextCore, GpuError> {
-        if let Some(e) = self.shared.lost() {
-            return Err(GpuError::lost(self.shared.config.device_id, &e));
-        }
-        self.core
-            .as_mut()
-            .ok_or_else(|| GpuError::DeviceLost("the context failed to start".into()))
+        self.shared.usable(&mut self.core, "context")
     }
 }
 

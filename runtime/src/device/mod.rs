@@ -398,18 +398,23 @@ impl Device {
     /// The process id of an isolated device's current worker; `None` for an in-process
     /// device, or while the worker (re)starts.
     pub fn worker_pid(&self) -> Option<u32> {
-        match self.state.borrow().inner.as_ref().map(|r| r.get::<Inner>()) {
+        self.with_route(|r| match r {
             Some(Inner::Worker(link)) => Some(link.pid()),
             _ => None,
-        }
+        })
     }
 
     /// Requests an isolated device's worker has not answered yet (0 in-process).
     pub fn worker_pending(&self) -> usize {
-        match self.state.borrow().inner.as_ref().map(|r| r.get::<Inner>()) {
+        self.with_route(|r| match r {
             Some(Inner::Worker(link)) => link.pending(),
             _ => 0,
-        }
+        })
+    }
+
+    /// Runs `f` on the current route (`None` while the inner tier is not ready).
+    fn with_route<R>(&self, f: impl FnOnce(Option<&Inner>) -> R) -> R {
+        f(self.state.borrow().inner.as_ref().map(|r| r.get::<Inner>()))
     }
 
     /// Stops the device; queued and later requests fail with `DeviceLost`.

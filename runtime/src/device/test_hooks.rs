@@ -40,12 +40,12 @@ impl TestHooks for Device {
     /// Kills an isolated device's worker process (`SIGKILL`), as a crash
     /// would; the device respawns it. `Unsupported` for an in-process device.
     fn kill_worker(&self) -> Result<(), GpuError> {
-        match self.state.borrow().inner.as_ref().map(|r| r.get::<Inner>()) {
+        self.with_route(|r| match r {
             Some(Inner::Worker(link)) => link.kill(),
             Some(Inner::Local(_)) => Err(GpuError::Unsupported("kill_worker on an in-process device".into())),
             None => Err(GpuError::Unsupported(
                 "kill_worker while the device is not ready".into(),
             )),
-        }
+        })
     }
 }
