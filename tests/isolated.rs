@@ -490,6 +490,40 @@ fn ten_sticky_faults_recover(config: DeviceConfig) -> Pin<Box<dyn Future<Output 
 }
 
 /// GPU: the same round trip and buffers as on the CPU.
+/// A session on an isolated device, recorded in the user process, replays bit for bit
+/// into an in-process device and into a second isolated one: the journal holds the same
+/// frames the link sends.
+fn a_recorded_session_replays(config: DeviceConfig) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    Box::pin(async move {
+        let path = std::env::temp_dir().join(format!("atomr-isolated-journal-{}.jsonl", std::process::id()));
+        let (sys, dev) = open(config.clone()).await;
+        let rec = atomr_accel_cuda::replay::Recorder::create(&dev, &path).await.unwrap();
+        check_sgemm(&dev, 96, 80, 64).await;
+        check_kernel(&dev, 5_000).await;
+        let x = dev.alloc::<f64>(1 << 16).await.unwrap();
+        dev.seed_rng(11).await.unwrap();
+        dev.fill_uniform(&x).await.unwrap();
+        assert!(dev.iamax(&x).await.unwrap() < 1 << 16);
+        dev.download(&x).await.unwrap();
+        rec.finish().unwrap();
+        dev.stop().await;
+        drop(sys);
+        let in_process = DeviceConfig {
+            isolation: None,
+            ..config.clone()
+        };
+        for target in [in_process, config] {
+            let sys = ActorSystem::new("isolated-replay");
+            let d = Device::open(&sys, target).await.unwrap();
+            let report = atomr_accel_cuda::replay::replay(&path, &d).await.unwrap();
+            assert!(report.is_bit_identical(), "{report:?}");
+            assert!(report.answers_checked >= 12, "{report:?}");
+            d.stop().await;
+        }
+        let _ = std::fs::remove_file(&path);
+    })
+}
+
 fn gpu_round_trip(config: DeviceConfig) -> Pin<Box<dyn Future<Output = ()> + Send>> {
     Box::pin(async move {
         let (_sys, dev) = open(config).await;
@@ -557,7 +591,14 @@ fn main() {
             cpu,
             false,
         ),
+        (
+            "cpu::a_recorded_session_replays",
+            a_recorded_session_replays,
+            cpu,
+            false,
+        ),
         ("gpu::round_trip", gpu_round_trip, gpu, true),
+        ("gpu::a_recorded_session_replays", a_recorded_session_replays, gpu, true),
         (
             "gpu::bad_input",
             bad_input_is_a_typed_error_and_the_worker_keeps_serving,

@@ -31,10 +31,16 @@ use proc_macro::TokenStream;
 /// Options: `crate = path`, `supervision(restart_on = [Tag, …], resume_on = [Tag, …],
 /// max_restarts = N, within = "60s")`, `dispatcher = gpu | shared`, `mailbox = N`,
 /// `ask_timeout = "30s"`, `wire` (the messages can cross to an isolated device's worker
-/// process: every field and reply type implements `wire::Wire`), `device` (the runtime's
-/// own library actors only: each `#[handler(device)]` becomes a `Device` method through a
-/// generated `<actor>_device_surface!`). Methods may be marked `#[pre_start]` /
-/// `#[post_stop]` / `#[pre_restart]`.
+/// process, and are journalled by a replay `Recorder`, in the same encoding: every field
+/// and reply type implements `wire::Wire`), `device` (the runtime's own library actors
+/// only: each `#[handler(device)]` becomes a `Device` method through a generated
+/// `<actor>_device_surface!`). Methods may be marked `#[pre_start]` / `#[post_stop]` /
+/// `#[pre_restart]`.
+///
+/// Handler keys: `tell` (no reply), `dtypes(f32, f64 | set)` (a generic handler per
+/// dtype), `device` / `device(name = m, borrow(p, …))`, `volatile` (the answer reports
+/// the device's state, such as free memory, and may differ between runs: a replay
+/// compares it for success only).
 #[proc_macro_attribute]
 pub fn gpu_actor(args: TokenStream, input: TokenStream) -> TokenStream {
     gpu_actor::entry(args.into(), input.into()).into()

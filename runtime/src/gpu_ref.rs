@@ -134,6 +134,13 @@ impl<T: DTypeBase> GpuRef<T> {
         r
     }
 
+    /// Whether any handle to the buffer still lives — without keeping it alive (what a
+    /// replay journal holds for each buffer it names, to note when it goes).
+    pub(crate) fn liveness(&self) -> impl Fn() -> bool + Send + Sync + 'static {
+        let weak = Arc::downgrade(&self.buf);
+        move || weak.strong_count() > 0
+    }
+
     /// The worker-side identity of an isolated device's buffer.
     pub(crate) fn remote(&self) -> Option<&RemoteBuf> {
         self.buf.remote.as_ref()

@@ -508,16 +508,22 @@ fn wire_impl(def: &ActorDef, krate: &syn::Path) -> TokenStream {
     let (msg, _) = names(def);
     let w = quote!(#krate::wire);
     let mut encode_arms = vec![];
+    let mut journal_arms = vec![];
     let mut decode_arms = vec![];
     let mut tag = 0u16;
+    let actor = &def.name;
     for h in &def.handlers {
         for d in instances(h) {
             let v = h.variant(d);
             let names: Vec<&Ident> = h.args.iter().map(|(n, _)| n).collect();
-            let puts = h.args.iter().map(|(n, t)| {
-                let t = subst(t, h.generic.as_ref(), d);
-                quote_spanned!(t.span()=> <#t as #w::Wire>::put(&#n, __w)?;)
-            });
+            let puts: Vec<TokenStream> = h
+                .args
+                .iter()
+                .map(|(n, t)| {
+                    let t = subst(t, h.generic.as_ref(), d);
+                    quote_spanned!(t.span()=> <#t as #w::Wire>::put(&#n, __w)?;)
+                })
+                .collect();
             let takes = h.args.iter().map(|(n, t)| {
                 let t = subst(t, h.generic.as_ref(), d);
                 quote_spanned!(t.span()=> let #n = <#t as #w::Wire>::take(__r)?;)
@@ -555,6 +561,35 @@ fn wire_impl(def: &ActorDef, krate: &syn::Path) -> TokenStream {
                     }
                 }
             });
+            // `Actor::handler<dtype>`, the dtype as its last path segment (`c32`).
+            let what = match d {
+                Some(Type::Path(p)) if p.qself.is_none() => {
+                    let last = p.path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
+                    format!("{actor}::{}<{last}>", h.method)
+                }
+                Some(d) => format!("{actor}::{}<{}>", h.method, quote!(#d).to_string().replace(' ', "")),
+                None => format!("{actor}::{}", h.method),
+            };
+            let checked = !h.volatile;
+            let tap = if h.tell {
+                quote!()
+            } else {
+                quote!(let reply = if written.is_ok() { __tap.wrap(reply) } else { reply };)
+            };
+            journal_arms.push(quote! {
+                #msg::#v { #(#names,)* #reply_pat } => {
+                    __w.put_tag(#tag);
+                    let written = (|| -> ::core::result::Result<(), #krate::GpuError> {
+                        #(#puts)*
+                        ::core::result::Result::Ok(())
+                    })();
+                    #tap
+                    (
+                        #msg::#v { #(#names,)* #reply_pat },
+                        #w::Journalled { what: #what, checked: #checked, written },
+                    )
+                }
+            });
             decode_arms.push(quote! {
                 #tag => {
                     #(#takes)*
@@ -572,6 +607,13 @@ fn wire_impl(def: &ActorDef, krate: &syn::Path) -> TokenStream {
             fn encode(self, __w: &mut #w::Writer<'_>) -> ::core::option::Option<#w::ReplySlot> {
                 match self {
                     #(#encode_arms)*
+                }
+            }
+
+            #[allow(unused_variables, clippy::redundant_closure_call)]
+            fn journal(self, __w: &mut #w::Writer<'_>, __tap: &#w::ReplyTap) -> (Self, #w::Journalled) {
+                match self {
+                    #(#journal_arms)*
                 }
             }
 

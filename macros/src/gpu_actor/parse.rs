@@ -32,6 +32,9 @@ pub(crate) struct Handler {
     pub(crate) args: Vec<(Ident, Type)>,
     pub(crate) ret: Ret,
     pub(crate) tell: bool,
+    /// `#[handler(volatile)]`: the answer reports the device's state (free memory, a
+    /// cache hit), not a result, so a replay does not compare it bit for bit.
+    pub(crate) volatile: bool,
     /// The type parameter of a generic handler and its bounds.
     pub(crate) generic: Option<(Ident, Vec<TypeParamBound>)>,
     /// The concrete dtypes of a generic handler, as written.
@@ -255,6 +258,7 @@ fn expand_set(t: Type, krate: &syn::Path) -> Vec<Type> {
 #[derive(Default)]
 struct HandlerAttr {
     tell: bool,
+    volatile: bool,
     dtypes: Vec<Type>,
     dtypes_span: Option<Span>,
     /// Named sets among the dtypes, when every entry is one.
@@ -270,6 +274,7 @@ fn parse_handler_attr(attr: &Attribute, method: &Ident, krate: &syn::Path, error
     }
     let HandlerAttr {
         tell,
+        volatile,
         dtypes,
         dtypes_span,
         sets,
@@ -285,6 +290,8 @@ fn parse_handler_attr(attr: &Attribute, method: &Ident, krate: &syn::Path, error
         seen.push(key);
         if meta.path.is_ident("tell") {
             *tell = true;
+        } else if meta.path.is_ident("volatile") {
+            *volatile = true;
         } else if meta.path.is_ident("device") {
             let mut name = method.clone();
             if meta.input.peek(syn::token::Paren) {
@@ -336,7 +343,7 @@ fn parse_handler_attr(attr: &Attribute, method: &Ident, krate: &syn::Path, error
         } else {
             errors.at(
                 &meta.path,
-                "unknown #[handler] key; expected `tell`, `dtypes(...)` or `device`",
+                "unknown #[handler] key; expected `tell`, `dtypes(...)`, `device` or `volatile`",
             );
             if meta.input.peek(syn::token::Paren) {
                 let content;
@@ -357,6 +364,7 @@ use syn::parse::Parse;
 fn parse_handler(f: &ImplItemFn, attr: &Attribute, krate: &syn::Path, errors: &mut Errors) -> Option<Handler> {
     let HandlerAttr {
         tell,
+        volatile,
         dtypes,
         dtypes_span,
         sets: dtype_sets,
@@ -499,6 +507,7 @@ fn parse_handler(f: &ImplItemFn, attr: &Attribute, krate: &syn::Path, errors: &m
         args,
         ret,
         tell,
+        volatile,
         generic,
         dtypes,
         dtype_sets,

@@ -157,7 +157,7 @@ impl<M: Send + 'static> ActorRef<M> {
         timeout: Duration,
     ) -> Result<R, GpuError> {
         let (tx, rx) = oneshot::channel();
-        let msg = make(Reply { tx });
+        let msg = make(Reply { tx, tap: None });
         let exchange = async {
             self.send(msg).await?;
             rx.await.map_err(|_| self.no_reply_error())
@@ -207,12 +207,37 @@ impl<M: Send + 'static> ActorRef<M> {
 /// The reply half of an `ask`. Dropping it without replying tells the asker at once.
 pub struct Reply<R> {
     tx: oneshot::Sender<R>,
+    /// Sees the answer just before the asker does (the replay journal's hook): a
+    /// callback on the replying thread, so a tapped request costs no extra task or hop.
+    tap: Option<Tap<R>>,
 }
+
+/// A callback that sees an answer on its way to the asker.
+type Tap<R> = Box<dyn FnOnce(&R) + Send>;
 
 impl<R> Reply<R> {
     /// Sends the reply. False if the asker has already given up (timed out).
     pub fn send(self, value: R) -> bool {
+        if let Some(tap) = self.tap {
+            tap(&value);
+        }
         self.tx.send(value).is_ok()
+    }
+
+    /// The same reply, with `tap` seeing the answer before the asker does (after any
+    /// tap already set). A reply dropped unanswered runs no tap.
+    pub(crate) fn tapped(mut self, tap: impl FnOnce(&R) + Send + 'static) -> Self
+    where
+        R: 'static,
+    {
+        self.tap = Some(match self.tap.take() {
+            None => Box::new(tap),
+            Some(first) => Box::new(move |v: &R| {
+                first(v);
+                tap(v)
+            }),
+        });
+        self
     }
 
     /// True if the asker has given up: work for it can be skipped.
@@ -224,7 +249,7 @@ impl<R> Reply<R> {
     /// (tests, adapters).
     pub fn pair() -> (Reply<R>, oneshot::Receiver<R>) {
         let (tx, rx) = oneshot::channel();
-        (Reply { tx }, rx)
+        (Reply { tx, tap: None }, rx)
     }
 }
 

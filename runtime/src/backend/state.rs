@@ -102,6 +102,8 @@ pub(crate) struct DeviceShared {
     /// Set (before the state says so) once the device is lost: what every handler checks
     /// first, without taking the state's lock — a line callers take on every request.
     lost: std::sync::atomic::AtomicBool,
+    /// The replay journal recording this device's requests, if one is.
+    pub(crate) journal: crate::wire::journal::JournalSlot,
 }
 
 /// A value on a cache line (128 bytes: two lines with the adjacent-line prefetch) of its
@@ -135,6 +137,7 @@ impl DeviceShared {
             cpu_used: AtomicU64::new(0),
             in_flight: OwnLine::default(),
             lost: std::sync::atomic::AtomicBool::new(false),
+            journal: Default::default(),
         })
     }
 

@@ -256,7 +256,7 @@ impl ContextActor {
     }
 
     /// Free and total memory of the device, in bytes.
-    #[handler(device)]
+    #[handler(device, volatile)]
     fn memory(&mut self) -> Result<(u64, u64), GpuError> {
         self.core()?.memory()
     }

@@ -172,6 +172,12 @@ impl Device {
     }
 
     async fn submit(&self, routed: Routed) -> Result<(), GpuError> {
+        // A `Recorder` journals the request (as the wire frame a worker would get) and
+        // sees its answer; every routed operation is journalled so, none by hand.
+        let routed = match self.shared.journal.get() {
+            Some(j) => j.request(|w, tap| routed.journal(w, tap)),
+            None => routed,
+        };
         let inner = {
             let s = self.state.borrow();
             if let Status::Lost(e) = &s.status {
@@ -415,6 +421,11 @@ impl Device {
     /// Runs `f` on the current route (`None` while the inner tier is not ready).
     fn with_route<R>(&self, f: impl FnOnce(Option<&Inner>) -> R) -> R {
         f(self.state.borrow().inner.as_ref().map(|r| r.get::<Inner>()))
+    }
+
+    /// Where a `Recorder` attaches its journal.
+    pub(crate) fn journal_slot(&self) -> &crate::wire::journal::JournalSlot {
+        &self.shared.journal
     }
 
     /// Stops the device; queued and later requests fail with `DeviceLost`.

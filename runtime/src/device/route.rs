@@ -13,7 +13,7 @@ use crate::library::kernels::{KernelActorMsg, KernelActorRef};
 use crate::library::modules::{ModuleActorMsg, ModuleActorRef};
 use crate::library::rng::{RngActorMsg, RngActorRef};
 use crate::library::solver::{SolverActorMsg, SolverActorRef};
-use crate::wire::{Reader, ReplySlot, ReplyWait, WireMessage, Writer};
+use crate::wire::{Journalled, Reader, ReplySlot, ReplyTap, ReplyWait, WireMessage, Writer};
 
 use super::context_actor::{ContextActorMsg, ContextActorRef};
 
@@ -58,7 +58,17 @@ macro_rules! inner_actors {
                 }
             }
 
-            /// Reads a request written by [`Routed::encode`] (in the worker).
+            /// Writes the request for the replay journal, keeping it (its reply passes
+            /// through `tap`); a request that does not cross to a worker is named but not
+            /// written.
+            pub(crate) fn journal(self, w: &mut Writer<'_>, tap: &ReplyTap) -> (Routed, Journalled) {
+                match self {
+                    $(Routed::$variant(m) => inner_actors!(@journal $cross($how), m, w, tap, $variant),)*
+                }
+            }
+
+            /// Reads a request written by [`Routed::encode`] (in the worker) or
+            /// [`Routed::journal`] (in a replay).
             pub(crate) fn decode(r: &mut Reader<'_>) -> Result<(Routed, ReplyWait), GpuError> {
                 fn wrap<M: WireMessage>(r: &mut Reader<'_>, f: fn(M) -> Routed) -> Result<(Routed, ReplyWait), GpuError> {
                     M::decode(r).map(|(m, w)| (f(m), w))
@@ -97,6 +107,24 @@ macro_rules! inner_actors {
         )));
         None
     }};
+    (@journal wire($tag:literal), $m:ident, $w:ident, $tap:ident, $variant:ident) => {{
+        $w.put_tag($tag);
+        let (m, j) = $m.journal($w, $tap);
+        (Routed::$variant(m), j)
+    }};
+    (@journal local($what:literal), $m:ident, $w:ident, $tap:ident, $variant:ident) => {
+        (
+            Routed::$variant($m),
+            Journalled {
+                what: $what,
+                checked: false,
+                written: Err(GpuError::Unsupported(format!(
+                    "{} are not journalled (their requests do not cross to a worker)",
+                    $what
+                ))),
+            },
+        )
+    };
     (@decode wire($tag:literal), $t:ident, $r:ident, $variant:ident) => {
         if $t == $tag {
             return wrap($r, Routed::$variant);

@@ -172,7 +172,7 @@ impl KernelActor {
 
     /// Compiles (or loads from the disk cache) and loads an instantiation without
     /// launching it; `true` if no NVRTC run was needed.
-    #[handler]
+    #[handler(volatile)]
     fn preload(&mut self, id: TypeId, name: String, source: String) -> Result<bool, GpuError> {
         self.core()?.preload(id, &name, source)
     }

@@ -4,7 +4,7 @@
 
 use std::any::TypeId;
 
-use super::{Reader, Side, Wire, WorkerCtx, Writer};
+use super::{Reader, Side, Wire, Writer};
 use crate::dtype::DTypeBase;
 use crate::error::GpuError;
 use crate::gpu_ref::GpuRef;
@@ -19,7 +19,7 @@ enum WireArg {
 /// order by the kernel's generated `call_from_wire`.
 pub struct WireArgs<'a> {
     items: std::vec::IntoIter<WireArg>,
-    ctx: &'a WorkerCtx,
+    side: Side<'a>,
 }
 
 impl WireArgs<'_> {
@@ -33,7 +33,7 @@ impl WireArgs<'_> {
     #[doc(hidden)]
     pub fn buffer<T: DTypeBase>(&mut self) -> Result<GpuRef<T>, GpuError> {
         match self.next()? {
-            WireArg::Buffer(id) => self.ctx.lookup(id),
+            WireArg::Buffer(id) => self.side.lookup(id),
             WireArg::Scalar(_) => Err(GpuError::invalid("a scalar where the kernel takes a buffer")),
         }
     }
@@ -83,9 +83,9 @@ pub(crate) fn put_scalar_arg(bytes: &[u8], w: &mut Writer<'_>) {
 
 /// Reads the arguments of a launch (in the worker).
 pub(crate) fn take_launch_args<'a>(r: &mut Reader<'a>) -> Result<WireArgs<'a>, GpuError> {
-    let Side::Worker(ctx) = r.side else {
+    if let Side::Client(_) = r.side {
         return Err(GpuError::invalid("a kernel launch sent to the user process"));
-    };
+    }
     let n = r.take_usize()?;
     let mut items = Vec::new();
     for _ in 0..n {
@@ -97,6 +97,6 @@ pub(crate) fn take_launch_args<'a>(r: &mut Reader<'a>) -> Result<WireArgs<'a>, G
     }
     Ok(WireArgs {
         items: items.into_iter(),
-        ctx,
+        side: r.side,
     })
 }

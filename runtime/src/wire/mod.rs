@@ -21,10 +21,12 @@ use tokio::sync::oneshot;
 pub(crate) mod arena;
 pub(crate) mod frame;
 mod host_data;
+pub(crate) mod journal;
 mod launch_args;
 mod remote;
 
 pub use self::host_data::HostData;
+pub use self::journal::{Journalled, ReplyTap};
 pub use self::launch_args::WireArgs;
 pub(crate) use self::launch_args::{put_buffer_arg, put_scalar_arg, take_launch_args};
 use crate::gpu_ref::BufferOwner;
@@ -63,11 +65,24 @@ pub(crate) struct WorkerCtx {
     pub(crate) replies: Arc<Arena>,
 }
 
-/// Which process is encoding or decoding.
+/// Who is encoding or decoding: the two ends of an isolated device's link, or the
+/// replay journal (recording a request, or reading one back).
 #[derive(Clone, Copy)]
 pub(crate) enum Side<'a> {
     Client(&'a ClientCtx),
     Worker(&'a WorkerCtx),
+    Journal(&'a journal::JournalFrame<'a>),
+}
+
+impl Side<'_> {
+    /// The buffer a request names by `id`: in the worker, or in a replay.
+    pub(crate) fn lookup<T: DTypeBase>(&self, id: u64) -> Result<crate::gpu_ref::GpuRef<T>, GpuError> {
+        match self {
+            Side::Worker(w) => w.lookup(id),
+            Side::Journal(j) => j.lookup(id),
+            Side::Client(_) => Err(GpuError::invalid("a request naming a buffer sent to the user process")),
+        }
+    }
 }
 
 /// Encodes one frame's payload.
@@ -115,6 +130,12 @@ impl<'a> Writer<'a> {
         let arena = match self.side {
             Side::Client(c) => &c.requests,
             Side::Worker(w) => &w.replies,
+            // The journal holds everything inline.
+            Side::Journal(_) => {
+                self.put_u8(0);
+                self.put_bytes(b);
+                return;
+            }
         };
         if b.len() >= BULK_MIN {
             if let Some(mut lease) = arena.lease(b.len()) {
@@ -358,6 +379,7 @@ impl<'a> Bulk<'a> {
                         c.replies.clone()
                     }
                     Side::Worker(w) => w.requests.clone(),
+                    Side::Journal(_) => return Err(GpuError::invalid("shared-memory data in a journal")),
                 };
                 Ok(Bulk::Shared { arena, offset, len })
             }
@@ -553,6 +575,9 @@ pub trait WireMessage: Sized + Send + 'static {
     /// Writes the message; `None` when a field could not be encoded (its asker has been
     /// answered with the error).
     fn encode(self, w: &mut Writer<'_>) -> Option<ReplySlot>;
+    /// Writes the message as `encode` does for the replay journal, keeping it: returns
+    /// it with its reply passing through `tap` (when it could be written), and what it is.
+    fn journal(self, w: &mut Writer<'_>, tap: &ReplyTap) -> (Self, Journalled);
     /// Reads a message, with a fresh reply channel whose answer `ReplyWait` encodes.
     fn decode(r: &mut Reader<'_>) -> Result<(Self, ReplyWait), GpuError>;
 }

@@ -70,6 +70,13 @@ impl<T: DTypeBase> Wire for GpuRef<T> {
                 w.put_u64(self.id());
                 w.put_u64(self.len() as u64);
             }
+            // As the link writes it: the id in a request, id and length in an answer.
+            Side::Journal(j) => {
+                w.put_u64(j.name(self)?);
+                if j.is_answer() {
+                    w.put_u64(self.len() as u64);
+                }
+            }
         }
         Ok(())
     }
@@ -78,6 +85,7 @@ impl<T: DTypeBase> Wire for GpuRef<T> {
         let id = r.take_u64()?;
         match r.side {
             Side::Worker(wc) => wc.lookup(id),
+            Side::Journal(j) => j.lookup(id),
             Side::Client(c) => {
                 let len = r.take_usize()?;
                 Ok(GpuRef::new_remote(
