@@ -600,6 +600,64 @@ async fn structured_errors(config: DeviceConfig) {
     assert_eq!((arg.as_deref(), got.as_deref()), (Some("c"), Some("3 elements")));
     let (arg, ..) = field(dev.axpy(1.0f32, &x, &short).await.unwrap_err());
     assert_eq!(arg.as_deref(), Some("y"));
+    // Allocation, FFT shapes and lengths, pinned copies, a buffer of another device.
+    let (arg, expected, got, _) = field(dev.alloc::<f32>(0).await.unwrap_err());
+    assert_eq!(
+        (arg.as_deref(), expected.as_deref(), got.as_deref()),
+        (Some("len"), Some("≥ 1"), Some("0"))
+    );
+    let z = dev.alloc::<atomr_accel_cuda::dtype::c32>(16).await.unwrap();
+    let (arg, expected, got, _) = field(
+        dev.fft_c2c(&z, &z, &atomr_accel_cuda::FftShape::new(&[8], 1), false)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (arg.as_deref(), expected.as_deref(), got.as_deref()),
+        (Some("input"), Some("8 elements"), Some("16 elements"))
+    );
+    let (arg, _, got, _) = field(
+        dev.fft_c2c(&z, &z, &atomr_accel_cuda::FftShape::new(&[2, 2, 2, 2], 1), false)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (arg.as_deref(), got.as_deref()),
+        (Some("shape"), Some("[2, 2, 2, 2] x 1"))
+    );
+    let r = dev.alloc::<f32>(5).await.unwrap();
+    let spectrum = dev.alloc::<atomr_accel_cuda::dtype::c32>(4).await.unwrap();
+    let (arg, expected, got, _) = field(
+        dev.fft_r2c(&r, &spectrum, &atomr_accel_cuda::FftShape::new(&[5], 1))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (arg.as_deref(), expected.as_deref(), got.as_deref()),
+        (Some("output"), Some("3 elements"), Some("4 elements")),
+        "an R2C of 5 points has 3 outputs"
+    );
+    let wrong = dev.pinned::<f32>(9).await.unwrap();
+    let (arg, expected, got, _) = field(dev.download_pinned(&x, wrong).await.unwrap_err());
+    assert_eq!(
+        (arg.as_deref(), expected.as_deref(), got.as_deref()),
+        (Some("buf"), Some("8 elements"), Some("9 elements"))
+    );
+    let other = Device::open(
+        &ActorSystem::new("structured-other"),
+        DeviceConfig {
+            device_id: 7,
+            ..DeviceConfig::cpu()
+        },
+    )
+    .await
+    .unwrap();
+    let theirs = other.alloc::<f32>(8).await.unwrap();
+    let (_, expected, got, _) = field(dev.copy(&theirs, &x).await.unwrap_err());
+    assert_eq!(
+        (expected.as_deref(), got.as_deref()),
+        (Some("a buffer of device 0"), Some("a buffer of device 7"))
+    );
 }
 
 async fn pinned_round_trip<T: DType>(dev: &Device, n: usize) {

@@ -371,6 +371,6 @@ fn start_poller(ctx: Arc<CudaContext>) -> Result<std_mpsc::Sender<PollReq>, GpuE
                 });
             }
         })
-        .map_err(|e| GpuError::Other(format!("could not start the completion poller: {e}")))?;
+        .map_err(|e| GpuError::io("starting the completion poller thread", e))?;
     Ok(tx)
 }

@@ -119,11 +119,11 @@ impl GpuDispatcher {
                     let _ = shutdown_rx.await;
                 });
             })
-            .map_err(|e| GpuError::Other(format!("could not start dispatcher thread {name}: {e}")))?;
+            .map_err(|e| GpuError::io(format!("starting dispatcher thread {name}"), e))?;
         let (handle, thread_id) = ready_rx
             .recv()
-            .map_err(|_| GpuError::Other(format!("dispatcher thread {name} died at start")))?
-            .map_err(|e| GpuError::Other(format!("dispatcher thread {name}: {e}")))?;
+            .map_err(|_| GpuError::Internal(format!("dispatcher thread {name} died at start")))?
+            .map_err(|e| GpuError::io(format!("starting the runtime of dispatcher thread {name}"), e))?;
         Ok(GpuDispatcher {
             handle,
             thread: Arc::new(GpuThread {

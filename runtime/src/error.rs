@@ -163,12 +163,33 @@ pub enum GpuError {
     /// A child (or top-level actor) with this name already exists under the same parent.
     #[error("NameTaken: an actor named {0} already exists here")]
     NameTaken(String),
+    /// The operating system refused what the runtime needed — a file (the kernel disk
+    /// cache, a replay journal) or a thread — not a fault of the device or the request.
+    #[error("Io: {what}: {message}")]
+    Io {
+        /// What the runtime was doing (`"kernel cache: write /path"`).
+        what: String,
+        /// The system's error.
+        message: String,
+    },
+    /// An invariant of the runtime broke, or one of its own tasks panicked: a bug in
+    /// atomr-accel-cuda (please report it with this message), never bad input.
+    #[error("Internal: {0}")]
+    Internal(String),
     /// A handler or hook failed for a reason of the user's own.
     #[error("{0}")]
     Other(String),
 }
 
 impl GpuError {
+    /// An `Io` error: what the runtime was doing, and the system's error.
+    pub fn io(what: impl Into<String>, e: impl std::fmt::Display) -> GpuError {
+        GpuError::Io {
+            what: what.into(),
+            message: e.to_string(),
+        }
+    }
+
     /// Classifies a tagged panic message such as `"ContextPoisoned: illegal address"`.
     ///
     /// Code that cannot return an error (a callback, a `Drop`) panics with a tagged string;
@@ -310,7 +331,15 @@ mod tests {
         };
         assert_eq!(numerical.tag(), "Numerical");
         assert_eq!(GpuError::KernelFault("x".into()).tag(), "KernelFault");
-        assert_eq!(GpuError::TAGS.len(), 16);
+        assert_eq!(GpuError::TAGS.len(), 18);
+        let io = GpuError::io("kernel cache: write /x", std::io::Error::other("disk full"));
+        assert_eq!(
+            (io.tag(), io.to_string().as_str()),
+            ("Io", "Io: kernel cache: write /x: disk full")
+        );
+        assert_eq!(GpuError::Internal("x".into()).tag(), "Internal");
+        let json = serde_json::to_string(&io).unwrap();
+        assert_eq!(serde_json::from_str::<GpuError>(&json).unwrap(), io);
         assert!(GpuError::TAGS
             .iter()
             .all(|t| GpuError::from_tagged(&format!("{t}: x")).is_none_or(|e| e.tag() == *t)));

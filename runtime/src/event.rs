@@ -21,6 +21,7 @@ use crate::backend::state::DeviceShared;
 use crate::error::GpuError;
 use crate::launch::KernelArgs;
 use crate::library::seed::{CudaSeed, LibrarySeed};
+use crate::library::shell::{Core, Library};
 
 static NEXT_EVENT: AtomicU64 = AtomicU64::new(1);
 
@@ -156,7 +157,7 @@ impl EventCore {
                         Mark::Cpu(_) => Ok(()),
                     })
                     .await
-                    .map_err(|err| GpuError::Other(format!("event wait failed: {err}")))?;
+                    .map_err(|err| GpuError::Internal(format!("the event wait task failed: {err}")))?;
                     done.map_err(|err| shared.observe(err))
                 }))
             }
@@ -196,74 +197,64 @@ impl EventCore {
     }
 }
 
-fn build(seed: &LibrarySeed) -> Result<EventCore, GpuError> {
-    let engine = match (&seed.cuda, seed.cuda_stream()?) {
-        (Some(cuda), Some((stream, _))) => EventEngine::Cuda {
-            cuda: Box::new(cuda.clone()),
-            stream,
-        },
-        _ => EventEngine::Cpu,
-    };
-    Ok(EventCore {
-        shared: seed.shared.clone(),
-        generation: seed.generation,
-        engine,
-    })
+impl Core for EventCore {
+    const WHAT: &'static str = "event actor";
+
+    fn build(seed: &LibrarySeed) -> Result<Self, GpuError> {
+        let engine = match (&seed.cuda, seed.cuda_stream()?) {
+            (Some(cuda), Some((stream, _))) => EventEngine::Cuda {
+                cuda: Box::new(cuda.clone()),
+                stream,
+            },
+            _ => EventEngine::Cpu,
+        };
+        Ok(EventCore {
+            shared: seed.shared.clone(),
+            generation: seed.generation,
+            engine,
+        })
+    }
 }
 
 /// The event actor of a device.
-pub struct EventActor {
-    seed: LibrarySeed,
-    core: Option<EventCore>,
-}
-
-impl EventActor {
-    pub(crate) fn new(seed: LibrarySeed) -> Self {
-        EventActor { seed, core: None }
-    }
-
-    fn core(&mut self) -> Result<&mut EventCore, GpuError> {
-        self.seed.shared.usable(&mut self.core, "event actor")
-    }
-}
+pub struct EventActor(pub(crate) Library<EventCore>);
 
 #[gpu_actor(crate = crate, device)]
 impl EventActor {
     /// Takes a stream of its own (per the device's stream strategy).
     #[pre_start]
     async fn start(&mut self, _ctx: &mut Context<Self>) -> Result<(), GpuError> {
-        self.core = Some(build(&self.seed).map_err(|e| self.seed.shared.observe(e))?);
-        Ok(())
+        self.0.start()
     }
 
     /// A new event of this device (with timing), not yet recorded.
     #[handler(device(name = create_event))]
     fn create(&mut self) -> Result<GpuEvent, GpuError> {
-        self.core()?.create()
+        self.0.core()?.create()
     }
 
     /// Records `event` after the last write of every buffer in `after`.
     #[handler]
     fn record(&mut self, event: GpuEvent, after: KernelArgs) -> Result<(), GpuError> {
-        self.core()?.record(&event, &after)
+        self.0.core()?.record(&event, &after)
     }
 
     /// Whether `event` (recorded) has completed.
     #[handler(device(name = event_done, borrow(event)))]
     fn query(&mut self, event: GpuEvent) -> Result<bool, GpuError> {
-        self.core()?.query(&event)
+        self.0.core()?.query(&event)
     }
 
     /// Resolves when `event` (recorded) has completed; the wait runs on a blocking
     /// thread, so the event actor keeps serving meanwhile.
     #[handler(device(name = wait_event, borrow(event)))]
     fn wait(&mut self, event: GpuEvent) -> Result<Deferred<()>, GpuError> {
-        self.core()?.wait(&event)
+        self.0.core()?.wait(&event)
     }
 
     /// Milliseconds between two completed events, `start` to `end`.
     #[handler(device(name = elapsed_ms, borrow(start, end)))]
     fn elapsed_ms(&mut self, start: GpuEvent, end: GpuEvent) -> Result<f32, GpuError> {
-        self.core()?.elapsed_ms(&start, &end)
+        self.0.core()?.elapsed_ms(&start, &end)
     }
 }

@@ -243,10 +243,16 @@ impl<T: DTypeBase> GpuRef<T> {
             )));
         }
         if self.buf.device_id != device_id {
-            return Err(GpuError::invalid(format!(
-                "buffer #{} lives on device {}, not on device {device_id}",
-                self.buf.id, self.buf.device_id
-            )));
+            return Err(GpuError::InvalidArgument(
+                crate::error::Invalid::new(format!(
+                    "buffer #{} lives on device {}, not on device {device_id}: copy it across first",
+                    self.buf.id, self.buf.device_id
+                ))
+                .mismatch(
+                    format_args!("a buffer of device {device_id}"),
+                    format_args!("a buffer of device {}", self.buf.device_id),
+                ),
+            ));
         }
         if self.buf.generation != generation {
             return Err(GpuError::Stale {

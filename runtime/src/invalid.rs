@@ -37,6 +37,14 @@ impl Invalid {
         self
     }
 
+    /// A buffer of the wrong length: argument `arg` holds `got` elements where the
+    /// operation needs exactly `expected` — the commonest bad request, written once.
+    pub fn length(message: impl Into<String>, arg: &str, expected: usize, got: usize) -> Self {
+        Invalid::new(message)
+            .arg(arg)
+            .mismatch(format_args!("{expected} elements"), format_args!("{got} elements"))
+    }
+
     /// Records what was expected and what was given.
     pub fn mismatch(mut self, expected: impl fmt::Display, got: impl fmt::Display) -> Self {
         self.expected = Some(expected.to_string());

@@ -58,7 +58,7 @@ impl KernelKey<'_> {
 }
 
 fn io(what: &str, path: &Path, e: std::io::Error) -> GpuError {
-    GpuError::Other(format!("kernel cache: {what} {}: {e}", path.display()))
+    GpuError::io(format!("kernel cache: {what} {}", path.display()), e)
 }
 
 impl KernelCache {

@@ -134,7 +134,8 @@ struct Replayed {
 /// Replays the journal at `path` into `device` (a fresh one: the journal's buffers are
 /// made anew) and compares every recorded answer.
 pub async fn replay(path: impl AsRef<Path>, device: &Device) -> Result<ReplayReport, GpuError> {
-    let file = std::fs::File::open(path.as_ref()).map_err(|e| GpuError::Other(format!("journal: {e}")))?;
+    let file = std::fs::File::open(path.as_ref())
+        .map_err(|e| GpuError::io(format!("opening journal {}", path.as_ref().display()), e))?;
     let book = Book::replaying();
     let mut answers: HashMap<u64, Replayed> = HashMap::new();
     let mut report = ReplayReport {
@@ -144,7 +145,7 @@ pub async fn replay(path: impl AsRef<Path>, device: &Device) -> Result<ReplayRep
     };
     for (i, text) in std::io::BufReader::new(file).lines().enumerate() {
         let n = i + 1;
-        let text = text.map_err(|e| GpuError::Other(format!("journal: {e}")))?;
+        let text = text.map_err(|e| GpuError::io("reading the journal", e))?;
         if text.trim().is_empty() {
             continue;
         }

@@ -25,7 +25,7 @@ impl<T: DType, U: DType> Pipeline<T, U> {
                 let task = tokio::spawn(async move { p.process(batch).await });
                 async move {
                     task.await
-                        .unwrap_or_else(|e| Err(GpuError::Other(format!("pipeline batch task failed: {e}"))))
+                        .unwrap_or_else(|e| Err(GpuError::Internal(format!("pipeline batch task failed: {e}"))))
                 }
             })
             .buffered(self.depth)

@@ -57,6 +57,8 @@ pub(crate) const ERROR_TAGS: &[&str] = &[
     "MailboxFull",
     "NoReply",
     "NameTaken",
+    "Io",
+    "Internal",
     "Other",
 ];
 

@@ -254,18 +254,12 @@ impl ContextCore {
     pub(crate) fn write<T: DTypeBase>(&mut self, dst: &GpuRef<T>, data: &[T]) -> Result<Deferred<()>, GpuError> {
         self.check(dst)?;
         if data.len() != dst.len() {
-            return Err(GpuError::InvalidArgument(
-                Invalid::new(format!(
-                    "write of {} elements into a buffer of {}",
-                    data.len(),
-                    dst.len()
-                ))
-                .arg("data")
-                .mismatch(
-                    format_args!("{} elements", dst.len()),
-                    format_args!("{} elements", data.len()),
-                ),
-            ));
+            return Err(GpuError::InvalidArgument(Invalid::length(
+                format!("write of {} elements into a buffer of {}", data.len(), dst.len()),
+                "data",
+                dst.len(),
+                data.len(),
+            )));
         }
         match &mut *dst.lock() {
             Storage::Cpu(v) => v.copy_from_slice(data),
@@ -297,14 +291,12 @@ impl ContextCore {
         self.check(src)?;
         self.check(dst)?;
         if src.len() != dst.len() {
-            return Err(GpuError::InvalidArgument(
-                Invalid::new(format!("copy of {} elements into a buffer of {}", src.len(), dst.len()))
-                    .arg("dst")
-                    .mismatch(
-                        format_args!("{} elements", src.len()),
-                        format_args!("{} elements", dst.len()),
-                    ),
-            ));
+            return Err(GpuError::InvalidArgument(Invalid::length(
+                format!("copy of {} elements into a buffer of {}", src.len(), dst.len()),
+                "dst",
+                src.len(),
+                dst.len(),
+            )));
         }
         if src.same_buffer(dst) {
             return Ok(Deferred::Now(()));
@@ -364,10 +356,15 @@ impl ContextCore {
     ) -> Result<Deferred<PinnedBuf<T>>, GpuError> {
         self.check(dst)?;
         if dst.len() != buf.len() {
-            return Err(GpuError::invalid(format!(
-                "write of a pinned buffer of {} elements into a buffer of {}",
+            return Err(GpuError::InvalidArgument(Invalid::length(
+                format!(
+                    "write of a pinned buffer of {} elements into a buffer of {}: the lengths must match",
+                    buf.len(),
+                    dst.len()
+                ),
+                "buf",
+                dst.len(),
                 buf.len(),
-                dst.len()
             )));
         }
         self.enqueue_pinned_write(dst, &mut buf)?;
@@ -396,10 +393,15 @@ impl ContextCore {
     ) -> Result<Deferred<PinnedBuf<T>>, GpuError> {
         self.check(src)?;
         if src.len() != buf.len() {
-            return Err(GpuError::invalid(format!(
-                "download of {} elements into a pinned buffer of {}",
+            return Err(GpuError::InvalidArgument(Invalid::length(
+                format!(
+                    "download of {} elements into a pinned buffer of {}: the lengths must match",
+                    src.len(),
+                    buf.len()
+                ),
+                "buf",
                 src.len(),
-                buf.len()
+                buf.len(),
             )));
         }
         {
@@ -439,10 +441,23 @@ impl ContextCore {
 /// `len * size_of::<T>()` with the checks every allocation needs.
 pub(crate) fn checked_bytes<T>(len: usize) -> Result<u64, GpuError> {
     if len == 0 {
-        return Err(GpuError::invalid("zero-length buffers are not allocated"));
+        return Err(GpuError::InvalidArgument(
+            Invalid::new("zero-length buffers are not allocated: ask for at least one element")
+                .arg("len")
+                .mismatch("≥ 1", 0),
+        ));
     }
     len.checked_mul(std::mem::size_of::<T>())
         .filter(|b| *b <= isize::MAX as usize)
         .map(|b| b as u64)
-        .ok_or_else(|| GpuError::invalid(format!("{len} elements overflow the address space")))
+        .ok_or_else(|| {
+            GpuError::InvalidArgument(
+                Invalid::new(format!("{len} elements overflow the address space"))
+                    .arg("len")
+                    .mismatch(
+                        format_args!("≤ {} elements", isize::MAX as usize / std::mem::size_of::<T>()),
+                        len,
+                    ),
+            )
+        })
 }

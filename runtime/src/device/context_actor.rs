@@ -23,6 +23,7 @@ use crate::library::kernels::{KernelActor, KernelActorRef};
 use crate::library::modules::{ModuleActor, ModuleActorRef};
 use crate::library::rng::{RngActor, RngActorRef};
 use crate::library::seed::LibrarySeed;
+use crate::library::shell::Library;
 use crate::library::solver::{SolverActor, SolverActorRef};
 use crate::memory::{Advice, Location};
 use crate::wire::HostData;
@@ -89,47 +90,47 @@ impl ContextActor {
         let libs = self.shared.config.libraries;
         let blas = if libs.blas {
             let seed = seed.clone();
-            let props = BlasActor::gpu_props(move || BlasActor::new(seed.clone()));
+            let props = BlasActor::gpu_props(move || BlasActor(Library::new(seed.clone())));
             Some(BlasActorRef::new(self.spawn_library(ctx, "blas", props, spin)?))
         } else {
             None
         };
         let rng = if libs.rng {
             let seed = seed.clone();
-            let props = RngActor::gpu_props(move || RngActor::new(seed.clone()));
+            let props = RngActor::gpu_props(move || RngActor(Library::new(seed.clone())));
             Some(RngActorRef::new(self.spawn_library(ctx, "rng", props, spin)?))
         } else {
             None
         };
         let kernel = {
             let seed = seed.clone();
-            let props = KernelActor::gpu_props(move || KernelActor::new(seed.clone()));
+            let props = KernelActor::gpu_props(move || KernelActor(Library::new(seed.clone())));
             KernelActorRef::new(self.spawn_library(ctx, "kernel", props, spin)?)
         };
         let module = {
             let seed = seed.clone();
-            let props = ModuleActor::gpu_props(move || ModuleActor::new(seed.clone()));
+            let props = ModuleActor::gpu_props(move || ModuleActor(Library::new(seed.clone())));
             ModuleActorRef::new(self.spawn_library(ctx, "module", props, spin)?)
         };
         let event = {
             let seed = seed.clone();
-            let props = EventActor::gpu_props(move || EventActor::new(seed.clone()));
+            let props = EventActor::gpu_props(move || EventActor(Library::new(seed.clone())));
             EventActorRef::new(self.spawn_library(ctx, "event", props, spin)?)
         };
         let graph = {
             let seed = seed.clone();
-            let props = GraphActor::gpu_props(move || GraphActor::new(seed.clone()));
+            let props = GraphActor::gpu_props(move || GraphActor(Library::new(seed.clone())));
             GraphActorRef::new(self.spawn_library(ctx, "graph", props, spin)?)
         };
         let solver = if libs.solver {
             let seed = seed.clone();
-            let props = SolverActor::gpu_props(move || SolverActor::new(seed.clone()));
+            let props = SolverActor::gpu_props(move || SolverActor(Library::new(seed.clone())));
             Some(SolverActorRef::new(self.spawn_library(ctx, "solver", props, spin)?))
         } else {
             None
         };
         let fft = if libs.fft {
-            let props = FftActor::gpu_props(move || FftActor::new(seed.clone()));
+            let props = FftActor::gpu_props(move || FftActor(Library::new(seed.clone())));
             Some(FftActorRef::new(self.spawn_library(ctx, "fft", props, spin)?))
         } else {
             None

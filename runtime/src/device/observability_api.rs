@@ -14,7 +14,7 @@ impl Device {
         // Resolving timed operations may wait for GPU work still running.
         let latency = tokio::task::spawn_blocking(move || histogram_of(device))
             .await
-            .map_err(|e| GpuError::Other(format!("metrics: {e}")))?;
+            .map_err(|e| GpuError::Internal(format!("metrics task failed: {e}")))?;
         Ok(Metrics {
             generation: self.state().generation,
             in_flight: self.in_flight(),

@@ -131,7 +131,7 @@ pub async fn precompile_all(device: &Device) -> Result<PrecompileSummary, GpuErr
         results.into_inner().unwrap_or_else(|p| p.into_inner())
     })
     .await
-    .map_err(|e| GpuError::Other(format!("precompile worker failed: {e}")))?;
+    .map_err(|e| GpuError::Internal(format!("precompile worker failed: {e}")))?;
     for (k, r) in compiled {
         let (name, inst) = &all[k];
         match r {

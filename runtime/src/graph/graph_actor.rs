@@ -18,6 +18,7 @@ use crate::completion::Completer;
 use crate::error::GpuError;
 use crate::launch::{order_on, KernelArgs};
 use crate::library::seed::LibrarySeed;
+use crate::library::shell::{Core, Library};
 use crate::observability::{cpu_op, gpu_timed};
 use crate::sys::graph::{set_cublas_workspace, GraphExec};
 
@@ -65,21 +66,25 @@ pub(crate) struct GraphCore {
     graphs: HashMap<u64, Stored>,
 }
 
-fn build(seed: &LibrarySeed) -> Result<GraphCore, GpuError> {
-    let parts = match (&seed.cuda, seed.cuda_stream()?) {
-        (Some(c), Some((_, completer))) => Some(CudaParts {
-            ctx: c.ctx.clone(),
-            completer,
-        }),
-        _ => None,
-    };
-    Ok(GraphCore {
-        shared: seed.shared.clone(),
-        generation: seed.generation,
-        parts,
-        cuda: None,
-        graphs: HashMap::new(),
-    })
+impl Core for GraphCore {
+    const WHAT: &'static str = "graph actor";
+
+    fn build(seed: &LibrarySeed) -> Result<Self, GpuError> {
+        let parts = match (&seed.cuda, seed.cuda_stream()?) {
+            (Some(c), Some((_, completer))) => Some(CudaParts {
+                ctx: c.ctx.clone(),
+                completer,
+            }),
+            _ => None,
+        };
+        Ok(GraphCore {
+            shared: seed.shared.clone(),
+            generation: seed.generation,
+            parts,
+            cuda: None,
+            graphs: HashMap::new(),
+        })
+    }
 }
 
 impl CudaParts {
@@ -195,7 +200,7 @@ impl GraphCore {
                 r.map_err(|e| self.shared.observe(e))?;
                 Ok(self.shared.deferred(c.completer.done(&c.stream)))
             }
-            (Some(_), None) => Err(GpuError::Other("graph captured without an executable".into())),
+            (Some(_), None) => Err(GpuError::Internal("graph captured without an executable".into())),
         }
     }
 }
@@ -223,39 +228,25 @@ fn capture_on(c: &CudaEngine, nodes: &[Box<dyn GraphNode>]) -> Result<GraphExec,
 }
 
 /// The graph actor of a device.
-pub struct GraphActor {
-    seed: LibrarySeed,
-    core: Option<GraphCore>,
-}
-
-impl GraphActor {
-    pub(crate) fn new(seed: LibrarySeed) -> Self {
-        GraphActor { seed, core: None }
-    }
-
-    fn core(&mut self) -> Result<&mut GraphCore, GpuError> {
-        self.seed.shared.usable(&mut self.core, "graph actor")
-    }
-}
+pub struct GraphActor(pub(crate) Library<GraphCore>);
 
 #[gpu_actor(crate = crate)]
 impl GraphActor {
     /// Prepares the generation's graph state (the CUDA side is built at first capture).
     #[pre_start]
     async fn start(&mut self, _ctx: &mut Context<Self>) -> Result<(), GpuError> {
-        self.core = Some(build(&self.seed).map_err(|e| self.seed.shared.observe(e))?);
-        Ok(())
+        self.0.start()
     }
 
     /// Checks and captures the builder's operations.
     #[handler]
     fn capture(&mut self, builder: GraphBuilder) -> Result<GraphRef, GpuError> {
-        self.core()?.capture(builder)
+        self.0.core()?.capture(builder)
     }
 
     /// Replays a graph `times` times back to back; resolves when the last has finished.
     #[handler]
     fn replay(&mut self, graph: GraphRef, times: u32) -> Result<Deferred<()>, GpuError> {
-        self.core()?.replay(&graph, times)
+        self.0.core()?.replay(&graph, times)
     }
 }

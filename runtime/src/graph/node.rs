@@ -30,7 +30,7 @@ impl Capture<'_> {
         let ptr = self
             .addresses
             .get(&r.id())
-            .ok_or_else(|| GpuError::Other(format!("graph: buffer #{} was not resolved before capture", r.id())))?;
+            .ok_or_else(|| GpuError::Internal(format!("graph: buffer #{} was not resolved before capture", r.id())))?;
         Ok(RawDevice::new(*ptr, r.len(), self.stream))
     }
 }
@@ -199,7 +199,7 @@ impl GraphNode for KernelNode {
                 Arg::Scalar(_) => None,
             })
             .collect::<Result<_, u64>>()
-            .map_err(|id| GpuError::Other(format!("graph: buffer #{id} was not resolved before capture")))?;
+            .map_err(|id| GpuError::Internal(format!("graph: buffer #{id} was not resolved before capture")))?;
         let mut b = cx.stream.launch_builder(&f);
         let mut next = addresses.iter();
         for a in &self.call.args.items {

@@ -72,7 +72,8 @@ impl LinkShared {
         let (ours, theirs) = UnixStream::pair().map_err(|e| io_error("socket pair", e))?;
         let mut worker_config = config.clone();
         worker_config.isolation = None;
-        let spec = serde_json::to_string(&worker_config).map_err(|e| GpuError::Other(e.to_string()))?;
+        let spec = serde_json::to_string(&worker_config)
+            .map_err(|e| GpuError::Internal(format!("encoding the worker's configuration: {e}")))?;
         let child = spawn_child(&iso, &spec, [theirs.as_raw_fd(), requests.fd(), replies.fd()])?;
         drop(theirs);
         let pid = child.id();

@@ -15,6 +15,7 @@ use crate::dtype::{Blas1Base, BlasBase, DTypeBase};
 use crate::error::{GpuError, Invalid};
 use crate::gpu_ref::{GpuRef, Storage};
 use crate::library::seed::LibrarySeed;
+use crate::library::shell::{Core, Library};
 use crate::observability::{cpu_op, gpu_timed};
 use atomr_accel_cuda_macros::gpu_actor;
 
@@ -356,21 +357,25 @@ enum BlasEngine {
     },
 }
 
-/// Builds the BLAS core of a generation.
-fn build(seed: &LibrarySeed) -> Result<BlasCore, GpuError> {
-    let engine = match seed.cuda_stream()? {
-        None => BlasEngine::Cpu,
-        Some((stream, completer)) => BlasEngine::Cuda {
-            blas: CudaBlas::new(stream.clone())?,
-            stream,
-            completer,
-        },
-    };
-    Ok(BlasCore {
-        shared: seed.shared.clone(),
-        generation: seed.generation,
-        engine,
-    })
+impl Core for BlasCore {
+    const WHAT: &'static str = "BLAS actor";
+
+    /// Builds the BLAS core of a generation.
+    fn build(seed: &LibrarySeed) -> Result<Self, GpuError> {
+        let engine = match seed.cuda_stream()? {
+            None => BlasEngine::Cpu,
+            Some((stream, completer)) => BlasEngine::Cuda {
+                blas: CudaBlas::new(stream.clone())?,
+                stream,
+                completer,
+            },
+        };
+        Ok(BlasCore {
+            shared: seed.shared.clone(),
+            generation: seed.generation,
+            engine,
+        })
+    }
 }
 
 impl BlasCore {
@@ -743,28 +748,14 @@ pub(crate) fn cpu_gemm<T: BlasBase>(g: &Gemm<T>, batch: &Batch, a: &[T], b: &[T]
 /// The BLAS actor: owns a `BlasCore` (the cuBLAS handle and its stream, or the CPU
 /// device). It runs on a dispatcher thread of its own so a long CPU GEMM or a blocking
 /// completion never stalls the context actor. Written with `#[gpu_actor]`.
-pub struct BlasActor {
-    seed: LibrarySeed,
-    core: Option<BlasCore>,
-}
-
-impl BlasActor {
-    pub(crate) fn new(seed: LibrarySeed) -> Self {
-        BlasActor { seed, core: None }
-    }
-
-    fn core(&mut self) -> Result<&mut BlasCore, GpuError> {
-        self.seed.shared.usable(&mut self.core, "BLAS actor")
-    }
-}
+pub struct BlasActor(pub(crate) Library<BlasCore>);
 
 #[gpu_actor(crate = crate, wire, device)]
 impl BlasActor {
     /// Creates the cuBLAS handle on the actor's own stream.
     #[pre_start]
     async fn start(&mut self, _ctx: &mut Context<Self>) -> Result<(), GpuError> {
-        self.core = Some(build(&self.seed).map_err(|e| self.seed.shared.observe(e))?);
-        Ok(())
+        self.0.start()
     }
 
     /// `batch.count` GEMMs over strided matrices in one cuBLAS call:
@@ -778,7 +769,7 @@ impl BlasActor {
         b: GpuRef<T>,
         c: GpuRef<T>,
     ) -> Result<Deferred<()>, GpuError> {
-        self.core()?.gemm(g, batch, &a, &b, &c)
+        self.0.core()?.gemm(g, batch, &a, &b, &c)
     }
 
     /// `y = alpha·op(A)·x + beta·y` (f32, f64).
@@ -790,37 +781,37 @@ impl BlasActor {
         x: GpuRef<T>,
         y: GpuRef<T>,
     ) -> Result<Deferred<()>, GpuError> {
-        self.core()?.gemv(g, &a, &x, &y)
+        self.0.core()?.gemv(g, &a, &x, &y)
     }
 
     /// `y += alpha·x` over equal-length vectors (f32, f64).
     #[handler(dtypes(blas1), device)]
     fn axpy<T: Blas1Base>(&mut self, alpha: T, x: GpuRef<T>, y: GpuRef<T>) -> Result<Deferred<()>, GpuError> {
-        self.core()?.axpy(alpha, &x, &y)
+        self.0.core()?.axpy(alpha, &x, &y)
     }
 
     /// `x *= alpha` (f32, f64).
     #[handler(dtypes(blas1), device)]
     fn scal<T: Blas1Base>(&mut self, alpha: T, x: GpuRef<T>) -> Result<Deferred<()>, GpuError> {
-        self.core()?.scal(alpha, &x)
+        self.0.core()?.scal(alpha, &x)
     }
 
     /// The dot product of equal-length vectors (f32, f64); computed on the device.
     #[handler(dtypes(blas1), device)]
     fn dot<T: Blas1Base>(&mut self, x: GpuRef<T>, y: GpuRef<T>) -> Result<Deferred<T>, GpuError> {
-        self.core()?.dot(&x, &y)
+        self.0.core()?.dot(&x, &y)
     }
 
     /// The Euclidean norm (f32, f64); computed on the device.
     #[handler(dtypes(blas1), device)]
     fn nrm2<T: Blas1Base>(&mut self, x: GpuRef<T>) -> Result<Deferred<T>, GpuError> {
-        self.core()?.nrm2(&x)
+        self.0.core()?.nrm2(&x)
     }
 
     /// The index (0-based) of the first element of largest magnitude (f32, f64);
     /// computed on the device.
     #[handler(dtypes(blas1), device)]
     fn iamax<T: Blas1Base>(&mut self, x: GpuRef<T>) -> Result<Deferred<usize>, GpuError> {
-        self.core()?.iamax(&x)
+        self.0.core()?.iamax(&x)
     }
 }

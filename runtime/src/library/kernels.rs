@@ -19,6 +19,7 @@ use crate::error::GpuError;
 use crate::kernel::dsl::launch::KernelCall;
 use crate::launch::with_host_buffers;
 use crate::library::seed::{CudaSeed, LibrarySeed};
+use crate::library::shell::{Core, Library};
 use crate::observability::{cpu_op, gpu_timed};
 
 /// A loaded instantiation.
@@ -45,22 +46,26 @@ pub(crate) struct KernelCore {
     cache_dir: Option<PathBuf>,
 }
 
-fn build(seed: &LibrarySeed) -> Result<KernelCore, GpuError> {
-    let engine = match (&seed.cuda, seed.cuda_stream()?) {
-        (Some(cuda), Some((stream, completer))) => KernelEngine::Cuda {
-            cuda: Box::new(cuda.clone()),
-            stream,
-            completer,
-            loaded: HashMap::new(),
-        },
-        _ => KernelEngine::Cpu,
-    };
-    Ok(KernelCore {
-        shared: seed.shared.clone(),
-        generation: seed.generation,
-        engine,
-        cache_dir: seed.shared.config.kernel_cache_dir.clone(),
-    })
+impl Core for KernelCore {
+    const WHAT: &'static str = "kernel actor";
+
+    fn build(seed: &LibrarySeed) -> Result<Self, GpuError> {
+        let engine = match (&seed.cuda, seed.cuda_stream()?) {
+            (Some(cuda), Some((stream, completer))) => KernelEngine::Cuda {
+                cuda: Box::new(cuda.clone()),
+                stream,
+                completer,
+                loaded: HashMap::new(),
+            },
+            _ => KernelEngine::Cpu,
+        };
+        Ok(KernelCore {
+            shared: seed.shared.clone(),
+            generation: seed.generation,
+            engine,
+            cache_dir: seed.shared.config.kernel_cache_dir.clone(),
+        })
+    }
 }
 
 impl KernelCore {
@@ -139,41 +144,27 @@ impl KernelCore {
 }
 
 /// The kernel actor of a device.
-pub struct KernelActor {
-    seed: LibrarySeed,
-    core: Option<KernelCore>,
-}
-
-impl KernelActor {
-    pub(crate) fn new(seed: LibrarySeed) -> Self {
-        KernelActor { seed, core: None }
-    }
-
-    fn core(&mut self) -> Result<&mut KernelCore, GpuError> {
-        self.seed.shared.usable(&mut self.core, "kernel actor")
-    }
-}
+pub struct KernelActor(pub(crate) Library<KernelCore>);
 
 #[gpu_actor(crate = crate, wire, device)]
 impl KernelActor {
     /// Takes a stream of its own (per the device's stream strategy).
     #[pre_start]
     async fn start(&mut self, _ctx: &mut Context<Self>) -> Result<(), GpuError> {
-        self.core = Some(build(&self.seed).map_err(|e| self.seed.shared.observe(e))?);
-        Ok(())
+        self.0.start()
     }
 
     /// Runs one `#[kernel]` launch (built by a kernel's generated `launch` function) on
     /// the device's kernel actor; resolves when the kernel has finished.
     #[handler(device(name = launch_kernel))]
     fn launch(&mut self, call: KernelCall) -> Result<Deferred<()>, GpuError> {
-        self.core()?.launch(call)
+        self.0.core()?.launch(call)
     }
 
     /// Compiles (or loads from the disk cache) and loads an instantiation without
     /// launching it; `true` if no NVRTC run was needed.
     #[handler(volatile)]
     fn preload(&mut self, id: TypeId, name: String, source: String) -> Result<bool, GpuError> {
-        self.core()?.preload(id, &name, source)
+        self.0.core()?.preload(id, &name, source)
     }
 }

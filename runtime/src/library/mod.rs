@@ -9,4 +9,5 @@ pub mod kernels;
 pub mod modules;
 pub mod rng;
 pub(crate) mod seed;
+pub(crate) mod shell;
 pub mod solver;

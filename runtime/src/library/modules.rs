@@ -19,6 +19,7 @@ use crate::error::GpuError;
 use crate::hopper::{enqueue_cluster, LaunchSpec};
 use crate::launch::{KernelArgs, LaunchConfig};
 use crate::library::seed::{CudaSeed, LibrarySeed};
+use crate::library::shell::{Core, Library};
 use crate::module::{KernelSource, ModuleImage, ModuleRef};
 use crate::nvrtc_cache::{compile_cached, KernelKey};
 use crate::observability::gpu_timed;
@@ -50,23 +51,27 @@ pub(crate) struct ModuleCore {
     cache_dir: Option<PathBuf>,
 }
 
-fn build(seed: &LibrarySeed) -> Result<ModuleCore, GpuError> {
-    let engine = match (&seed.cuda, seed.cuda_stream()?) {
-        (Some(cuda), Some((stream, completer))) => ModuleEngine::Cuda {
-            cuda: Box::new(cuda.clone()),
-            stream,
-            completer,
-            modules: HashMap::new(),
-            by_key: HashMap::new(),
-        },
-        _ => ModuleEngine::Cpu,
-    };
-    Ok(ModuleCore {
-        shared: seed.shared.clone(),
-        generation: seed.generation,
-        engine,
-        cache_dir: seed.shared.config.kernel_cache_dir.clone(),
-    })
+impl Core for ModuleCore {
+    const WHAT: &'static str = "module actor";
+
+    fn build(seed: &LibrarySeed) -> Result<Self, GpuError> {
+        let engine = match (&seed.cuda, seed.cuda_stream()?) {
+            (Some(cuda), Some((stream, completer))) => ModuleEngine::Cuda {
+                cuda: Box::new(cuda.clone()),
+                stream,
+                completer,
+                modules: HashMap::new(),
+                by_key: HashMap::new(),
+            },
+            _ => ModuleEngine::Cpu,
+        };
+        Ok(ModuleCore {
+            shared: seed.shared.clone(),
+            generation: seed.generation,
+            engine,
+            cache_dir: seed.shared.config.kernel_cache_dir.clone(),
+        })
+    }
 }
 
 fn cpu_unsupported() -> GpuError {
@@ -210,40 +215,26 @@ impl ModuleCore {
 }
 
 /// The module actor of a device.
-pub struct ModuleActor {
-    seed: LibrarySeed,
-    core: Option<ModuleCore>,
-}
-
-impl ModuleActor {
-    pub(crate) fn new(seed: LibrarySeed) -> Self {
-        ModuleActor { seed, core: None }
-    }
-
-    fn core(&mut self) -> Result<&mut ModuleCore, GpuError> {
-        self.seed.shared.usable(&mut self.core, "module actor")
-    }
-}
+pub struct ModuleActor(pub(crate) Library<ModuleCore>);
 
 #[gpu_actor(crate = crate)]
 impl ModuleActor {
     /// Takes a stream of its own (per the device's stream strategy).
     #[pre_start]
     async fn start(&mut self, _ctx: &mut Context<Self>) -> Result<(), GpuError> {
-        self.core = Some(build(&self.seed).map_err(|e| self.seed.shared.observe(e))?);
-        Ok(())
+        self.0.start()
     }
 
     /// Loads CUDA C++ (memory layer, disk cache, or NVRTC).
     #[handler]
     fn load_source(&mut self, source: KernelSource) -> Result<ModuleRef, GpuError> {
-        self.core()?.load_source(&source)
+        self.0.core()?.load_source(&source)
     }
 
     /// Loads a prebuilt CUBIN or PTX image.
     #[handler]
     fn load_image(&mut self, image: ModuleImage, kernels: Vec<String>) -> Result<ModuleRef, GpuError> {
-        self.core()?.load_image(image, &kernels)
+        self.0.core()?.load_image(image, &kernels)
     }
 
     /// Launches a kernel of a loaded module.
@@ -255,7 +246,7 @@ impl ModuleActor {
         cfg: LaunchConfig,
         args: KernelArgs,
     ) -> Result<Deferred<()>, GpuError> {
-        let core = self.core()?;
+        let core = self.0.core()?;
         // SAFETY: this message is built only by `Device::launch`, an `unsafe fn` whose
         // caller guarantees that the arguments match the kernel's parameters.
         unsafe { core.launch(&module, &kernel, cfg, None, args) }
@@ -270,7 +261,7 @@ impl ModuleActor {
         spec: LaunchSpec,
         args: KernelArgs,
     ) -> Result<Deferred<()>, GpuError> {
-        let core = self.core()?;
+        let core = self.0.core()?;
         // SAFETY: built only by `Device::launch_cluster`, an `unsafe fn` with the same
         // contract as `Device::launch`.
         unsafe { core.launch(&module, &kernel, spec.config, Some(spec.cluster), args) }

@@ -20,6 +20,7 @@ use crate::dtype::RngFloat;
 use crate::error::GpuError;
 use crate::gpu_ref::{GpuRef, Storage};
 use crate::library::seed::LibrarySeed;
+use crate::library::shell::{Core, Library};
 use crate::observability::{cpu_op, gpu_timed};
 use crate::sys::{CurandGen, Draw};
 
@@ -42,21 +43,25 @@ pub(crate) struct RngCore {
     engine: RngEngine,
 }
 
-/// Builds the generator of a generation.
-fn build(seed: &LibrarySeed) -> Result<RngCore, GpuError> {
-    let engine = match seed.cuda_stream()? {
-        None => RngEngine::Cpu(Box::new(ChaCha12Rng::seed_from_u64(DEFAULT_SEED))),
-        Some((stream, completer)) => RngEngine::Cuda {
-            gen: CurandGen::new(stream.clone(), DEFAULT_SEED)?,
-            stream,
-            completer,
-        },
-    };
-    Ok(RngCore {
-        shared: seed.shared.clone(),
-        generation: seed.generation,
-        engine,
-    })
+impl Core for RngCore {
+    const WHAT: &'static str = "RNG actor";
+
+    /// Builds the generator of a generation.
+    fn build(seed: &LibrarySeed) -> Result<Self, GpuError> {
+        let engine = match seed.cuda_stream()? {
+            None => RngEngine::Cpu(Box::new(ChaCha12Rng::seed_from_u64(DEFAULT_SEED))),
+            Some((stream, completer)) => RngEngine::Cuda {
+                gen: CurandGen::new(stream.clone(), DEFAULT_SEED)?,
+                stream,
+                completer,
+            },
+        };
+        Ok(RngCore {
+            shared: seed.shared.clone(),
+            generation: seed.generation,
+            engine,
+        })
+    }
 }
 
 fn invalid(m: String) -> GpuError {
@@ -167,58 +172,44 @@ impl RngCore {
 }
 
 /// The RNG actor of a device. Written with `#[gpu_actor]`.
-pub struct RngActor {
-    seed: LibrarySeed,
-    core: Option<RngCore>,
-}
-
-impl RngActor {
-    pub(crate) fn new(seed: LibrarySeed) -> Self {
-        RngActor { seed, core: None }
-    }
-
-    fn core(&mut self) -> Result<&mut RngCore, GpuError> {
-        self.seed.shared.usable(&mut self.core, "RNG actor")
-    }
-}
+pub struct RngActor(pub(crate) Library<RngCore>);
 
 #[gpu_actor(crate = crate, wire, device)]
 impl RngActor {
     /// Creates the generator on the actor's own stream, seeded with [`DEFAULT_SEED`].
     #[pre_start]
     async fn start(&mut self, _ctx: &mut Context<Self>) -> Result<(), GpuError> {
-        self.core = Some(build(&self.seed).map_err(|e| self.seed.shared.observe(e))?);
-        Ok(())
+        self.0.start()
     }
 
     /// Restarts the device's random sequence from `seed`: the same seed gives the same
     /// numbers again (per backend: cuRAND on a GPU, ChaCha12 on the CPU device).
     #[handler(device(name = seed_rng))]
     fn reseed(&mut self, seed: u64) -> Result<(), GpuError> {
-        self.core()?.reseed(seed)
+        self.0.core()?.reseed(seed)
     }
 
     /// Fills `dst` with uniform numbers in (0, 1].
     #[handler(dtypes(blas1), device(name = fill_uniform))]
     fn uniform<T: RngFloat>(&mut self, dst: GpuRef<T>) -> Result<Deferred<()>, GpuError> {
-        self.core()?.fill(&dst, Draw::Uniform)
+        self.0.core()?.fill(&dst, Draw::Uniform)
     }
 
     /// Fills `dst` with Normal(mean, std) numbers.
     #[handler(dtypes(blas1), device(name = fill_normal))]
     fn normal<T: RngFloat>(&mut self, dst: GpuRef<T>, mean: T, std: T) -> Result<Deferred<()>, GpuError> {
-        self.core()?.fill(&dst, Draw::Normal { mean, std })
+        self.0.core()?.fill(&dst, Draw::Normal { mean, std })
     }
 
     /// Fills `dst` with exp(Normal(mean, std)) numbers.
     #[handler(dtypes(blas1), device(name = fill_log_normal))]
     fn log_normal<T: RngFloat>(&mut self, dst: GpuRef<T>, mean: T, std: T) -> Result<Deferred<()>, GpuError> {
-        self.core()?.fill(&dst, Draw::LogNormal { mean, std })
+        self.0.core()?.fill(&dst, Draw::LogNormal { mean, std })
     }
 
     /// Fills `dst` with Poisson(lambda) counts.
     #[handler(device(name = fill_poisson))]
     fn poisson(&mut self, dst: GpuRef<u32>, lambda: f64) -> Result<Deferred<()>, GpuError> {
-        self.core()?.poisson(&dst, lambda)
+        self.0.core()?.poisson(&dst, lambda)
     }
 }

@@ -249,7 +249,8 @@ pub(crate) struct Journal {
 impl Journal {
     /// A journal at `path` (truncated) whose first line names `backend`.
     pub(crate) fn create(path: &std::path::Path, backend: &str) -> Result<Arc<Journal>, GpuError> {
-        let file = std::fs::File::create(path).map_err(|e| GpuError::Other(format!("journal {path:?}: {e}")))?;
+        let file =
+            std::fs::File::create(path).map_err(|e| GpuError::io(format!("creating journal {}", path.display()), e))?;
         let j = Arc::new(Journal {
             out: Mutex::new(std::io::BufWriter::new(file)),
             book: Book::recording(),
@@ -287,7 +288,7 @@ impl Journal {
     pub(crate) fn result(&self) -> Result<(), GpuError> {
         match &*self.failed.lock().unwrap_or_else(|p| p.into_inner()) {
             None => Ok(()),
-            Some(e) => Err(GpuError::Other(format!("journal: {e}"))),
+            Some(e) => Err(GpuError::io("writing the journal", e)),
         }
     }
 

@@ -430,7 +430,7 @@ fn as_bytes_mut<T: DTypeBase>(v: &mut [T]) -> &mut [u8] {
 /// Errors cross as JSON: rare, small, and every variant round-trips exactly.
 impl Wire for GpuError {
     fn put(&self, w: &mut Writer<'_>) -> Result<(), GpuError> {
-        let json = serde_json::to_vec(self).map_err(|e| GpuError::Other(format!("encoding an error: {e}")))?;
+        let json = serde_json::to_vec(self).map_err(|e| GpuError::Internal(format!("encoding an error: {e}")))?;
         w.put_bytes(&json);
         Ok(())
     }

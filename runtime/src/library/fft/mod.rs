@@ -22,9 +22,10 @@ use crate::actor::{Context, Deferred};
 use crate::backend::state::DeviceShared;
 use crate::completion::Completer;
 use crate::dtype::{Complex, DTypeBase, FftFloat};
-use crate::error::GpuError;
+use crate::error::{GpuError, Invalid};
 use crate::gpu_ref::{GpuRef, Storage};
 use crate::library::seed::LibrarySeed;
+use crate::library::shell::{Core, Library};
 use crate::observability::{cpu_op, gpu_timed};
 use crate::stream::StreamStrategy;
 
@@ -65,17 +66,36 @@ impl FftShape {
 
     fn validate(&self) -> Result<(), GpuError> {
         if self.dims.is_empty() || self.dims.len() > 3 || self.dims.contains(&0) || self.batch == 0 {
-            return Err(GpuError::invalid(format!(
-                "an FFT takes 1 to 3 positive dimensions and a positive batch, got {:?} x {}",
-                self.dims, self.batch
-            )));
+            return Err(GpuError::InvalidArgument(
+                Invalid::new(format!(
+                    "an FFT takes 1 to 3 positive dimensions and a positive batch, got {:?} x {}",
+                    self.dims, self.batch
+                ))
+                .arg("shape")
+                .mismatch(
+                    "1 to 3 positive dimensions, batch ≥ 1",
+                    format_args!("{:?} x {}", self.dims, self.batch),
+                ),
+            ));
         }
         let total = self
             .dims
             .iter()
             .try_fold(self.batch, |acc, d| acc.checked_mul(*d))
             .filter(|t| *t <= i32::MAX as usize)
-            .ok_or_else(|| GpuError::invalid("FFT size exceeds cuFFT's 32-bit limit"))?;
+            .ok_or_else(|| {
+                GpuError::InvalidArgument(
+                    Invalid::new(format!(
+                        "an FFT of {:?} x {} exceeds cuFFT's 32-bit limit on its total points",
+                        self.dims, self.batch
+                    ))
+                    .arg("shape")
+                    .mismatch(
+                        format_args!("≤ {} points", i32::MAX),
+                        format_args!("{:?} x {}", self.dims, self.batch),
+                    ),
+                )
+            })?;
         let _ = total;
         Ok(())
     }
@@ -147,21 +167,25 @@ pub(crate) struct FftCore {
     engine: FftEngine,
 }
 
-fn build(seed: &LibrarySeed) -> Result<FftCore, GpuError> {
-    let engine = match seed.cuda_stream()? {
-        None => FftEngine::Cpu(Box::new(FftPlanner::new())),
-        Some((stream, completer)) => FftEngine::Cuda {
-            stream,
-            completer,
-            plans: HashMap::new(),
-            replay: seed.shared.config.fft_graphs && seed.shared.config.streams == StreamStrategy::PerActor,
-        },
-    };
-    Ok(FftCore {
-        shared: seed.shared.clone(),
-        generation: seed.generation,
-        engine,
-    })
+impl Core for FftCore {
+    const WHAT: &'static str = "FFT actor";
+
+    fn build(seed: &LibrarySeed) -> Result<Self, GpuError> {
+        let engine = match seed.cuda_stream()? {
+            None => FftEngine::Cpu(Box::new(FftPlanner::new())),
+            Some((stream, completer)) => FftEngine::Cuda {
+                stream,
+                completer,
+                plans: HashMap::new(),
+                replay: seed.shared.config.fft_graphs && seed.shared.config.streams == StreamStrategy::PerActor,
+            },
+        };
+        Ok(FftCore {
+            shared: seed.shared.clone(),
+            generation: seed.generation,
+            engine,
+        })
+    }
 }
 
 /// One C2C transform of every axis of `data` (row-major `dims`), in place.
@@ -261,18 +285,28 @@ impl FftCore {
         shape.validate()?;
         let (li, lo) = kind.lengths(shape);
         let (need_in, need_out) = (li * shape.batch, lo * shape.batch);
-        if input.len() != need_in || output.len() != need_out {
-            return Err(GpuError::invalid(format!(
-                "FFT {kind:?} of {:?} x {}: input must hold {need_in} elements (has {}), output {need_out} (has {})",
-                shape.dims,
-                shape.batch,
-                input.len(),
-                output.len()
-            )));
+        for (arg, need, have) in [("input", need_in, input.len()), ("output", need_out, output.len())] {
+            if need != have {
+                return Err(GpuError::InvalidArgument(Invalid::length(
+                    format!(
+                        "FFT {kind:?} of {:?} x {}: {arg} must hold {need} elements (has {have})",
+                        shape.dims, shape.batch
+                    ),
+                    arg,
+                    need,
+                    have,
+                )));
+            }
         }
         let in_place = input.id() == output.id();
         if in_place && !matches!(kind, Kind::C2c { .. }) {
-            return Err(GpuError::invalid("only a C2C transform may run in place"));
+            return Err(GpuError::InvalidArgument(
+                Invalid::new(format!(
+                    "only a C2C transform may run in place; give {kind:?} an output buffer of its own"
+                ))
+                .arg("output")
+                .mismatch("a buffer other than the input", "the input buffer"),
+            ));
         }
         match &mut self.engine {
             FftEngine::Cpu(planner) => {
@@ -391,28 +425,14 @@ fn z<T: FftFloat>(c: Complex64) -> Complex<T> {
 }
 
 /// The FFT actor of a device. Written with `#[gpu_actor]`.
-pub struct FftActor {
-    seed: LibrarySeed,
-    core: Option<FftCore>,
-}
-
-impl FftActor {
-    pub(crate) fn new(seed: LibrarySeed) -> Self {
-        FftActor { seed, core: None }
-    }
-
-    fn core(&mut self) -> Result<&mut FftCore, GpuError> {
-        self.seed.shared.usable(&mut self.core, "FFT actor")
-    }
-}
+pub struct FftActor(pub(crate) Library<FftCore>);
 
 #[gpu_actor(crate = crate, wire, device)]
 impl FftActor {
     /// Prepares the plan cache on the actor's own stream.
     #[pre_start]
     async fn start(&mut self, _ctx: &mut Context<Self>) -> Result<(), GpuError> {
-        self.core = Some(build(&self.seed).map_err(|e| self.seed.shared.observe(e))?);
-        Ok(())
+        self.0.start()
     }
 
     /// Complex-to-complex FFT of `shape`: forward (`inverse = false`, e^{-2πi…}), or
@@ -425,7 +445,8 @@ impl FftActor {
         shape: FftShape,
         inverse: bool,
     ) -> Result<Deferred<()>, GpuError> {
-        self.core()?
+        self.0
+            .core()?
             .transform::<_, _, T>(Kind::C2c { inverse }, &shape, &input, &output, c::<T>, z::<T>)
     }
 
@@ -438,7 +459,7 @@ impl FftActor {
         output: GpuRef<Complex<T>>,
         shape: FftShape,
     ) -> Result<Deferred<()>, GpuError> {
-        self.core()?.transform::<_, _, T>(
+        self.0.core()?.transform::<_, _, T>(
             Kind::R2c,
             &shape,
             &input,
@@ -457,7 +478,8 @@ impl FftActor {
         output: GpuRef<T>,
         shape: FftShape,
     ) -> Result<Deferred<()>, GpuError> {
-        self.core()?
+        self.0
+            .core()?
             .transform::<_, _, T>(Kind::C2r, &shape, &input, &output, c::<T>, |v: Complex64| {
                 T::from_f64(v.re)
             })

@@ -28,6 +28,7 @@ use crate::dtype::DTypeBase;
 use crate::error::{GpuError, Invalid, Lib, NumericalIssue};
 use crate::gpu_ref::{GpuRef, Storage};
 use crate::library::seed::LibrarySeed;
+use crate::library::shell::{Core, Library};
 use crate::observability::{cpu_op, gpu_timed};
 
 /// Float types of the dense solvers (f32, f64): the bound of the `SolverActor`'s
@@ -160,18 +161,22 @@ pub(crate) struct SolverCore {
     engine: SolverEngine,
 }
 
-fn build(seed: &LibrarySeed) -> Result<SolverCore, GpuError> {
-    // Factorizations run for milliseconds: wait off the actor's thread, so it keeps
-    // enqueuing the next requests meanwhile.
-    let engine = match seed.cuda_stream_off_thread()? {
-        None => SolverEngine::Cpu,
-        Some((stream, completer)) => SolverEngine::Cuda(Box::new(cuda::CudaSolver::new(stream, completer)?)),
-    };
-    Ok(SolverCore {
-        shared: seed.shared.clone(),
-        generation: seed.generation,
-        engine,
-    })
+impl Core for SolverCore {
+    const WHAT: &'static str = "solver actor";
+
+    fn build(seed: &LibrarySeed) -> Result<Self, GpuError> {
+        // Factorizations run for milliseconds: wait off the actor's thread, so it keeps
+        // enqueuing the next requests meanwhile.
+        let engine = match seed.cuda_stream_off_thread()? {
+            None => SolverEngine::Cpu,
+            Some((stream, completer)) => SolverEngine::Cuda(Box::new(cuda::CudaSolver::new(stream, completer)?)),
+        };
+        Ok(SolverCore {
+            shared: seed.shared.clone(),
+            generation: seed.generation,
+            engine,
+        })
+    }
 }
 
 /// The CPU storage of a locked buffer.
@@ -381,28 +386,14 @@ impl SolverCore {
 
 /// The dense-solver actor of a device. Written with `#[gpu_actor]`: one generic handler
 /// per routine, expanded to f32 and f64.
-pub struct SolverActor {
-    seed: LibrarySeed,
-    core: Option<SolverCore>,
-}
-
-impl SolverActor {
-    pub(crate) fn new(seed: LibrarySeed) -> Self {
-        SolverActor { seed, core: None }
-    }
-
-    fn core(&mut self) -> Result<&mut SolverCore, GpuError> {
-        self.seed.shared.usable(&mut self.core, "solver actor")
-    }
-}
+pub struct SolverActor(pub(crate) Library<SolverCore>);
 
 #[gpu_actor(crate = crate, wire, device)]
 impl SolverActor {
     /// Creates the cuSOLVER handle on the actor's own stream.
     #[pre_start]
     async fn start(&mut self, _ctx: &mut Context<Self>) -> Result<(), GpuError> {
-        self.core = Some(build(&self.seed).map_err(|e| self.seed.shared.observe(e))?);
-        Ok(())
+        self.0.start()
     }
 
     /// [`Device::lu_factor`](crate::Device::lu_factor) with the caller's pivot buffer (n
@@ -415,7 +406,7 @@ impl SolverActor {
         pivots: GpuRef<i32>,
         n: usize,
     ) -> Result<Deferred<()>, GpuError> {
-        self.core()?.lu_factor(&a, &pivots, n)
+        self.0.core()?.lu_factor(&a, &pivots, n)
     }
 
     /// Solves `A·X = B` from `lu_factor`'s factors and pivots; `b` (n×nrhs) becomes X.
@@ -430,7 +421,7 @@ impl SolverActor {
         n: usize,
         nrhs: usize,
     ) -> Result<Deferred<()>, GpuError> {
-        self.core()?.lu_solve(&lu, &pivots, &b, (n, nrhs))
+        self.0.core()?.lu_solve(&lu, &pivots, &b, (n, nrhs))
     }
 
     /// Cholesky `A = L·Lᵀ` of the symmetric positive definite n×n `a`, read from and
@@ -439,7 +430,7 @@ impl SolverActor {
     /// of the first failing leading minor).
     #[handler(dtypes(blas1), device)]
     fn cholesky<T: SolverFloat>(&mut self, a: GpuRef<T>, n: usize) -> Result<Deferred<()>, GpuError> {
-        self.core()?.cholesky(&a, n)
+        self.0.core()?.cholesky(&a, n)
     }
 
     /// Solves `A·X = B` from `cholesky`'s L; `b` (n×nrhs) becomes X.
@@ -451,7 +442,7 @@ impl SolverActor {
         n: usize,
         nrhs: usize,
     ) -> Result<Deferred<()>, GpuError> {
-        self.core()?.cholesky_solve(&l, &b, (n, nrhs))
+        self.0.core()?.cholesky_solve(&l, &b, (n, nrhs))
     }
 
     /// [`Device::qr`](crate::Device::qr) into the caller's buffers: thin QR of the m×n
@@ -466,7 +457,7 @@ impl SolverActor {
         m: usize,
         n: usize,
     ) -> Result<Deferred<()>, GpuError> {
-        self.core()?.qr(&a, &q, &r, (m, n))
+        self.0.core()?.qr(&a, &q, &r, (m, n))
     }
 
     /// Thin SVD `A = U·diag(S)·Vᵀ` of the m×n `a` (m ≥ n, left intact): `u` m×n, `s` n
@@ -482,7 +473,7 @@ impl SolverActor {
         m: usize,
         n: usize,
     ) -> Result<Deferred<()>, GpuError> {
-        self.core()?.svd((&a, &u, &s, &vt), (m, n))
+        self.0.core()?.svd((&a, &u, &s, &vt), (m, n))
     }
 
     /// [`Device::eigh`](crate::Device::eigh) into the caller's `w` (n elements):
@@ -490,6 +481,6 @@ impl SolverActor {
     /// ascending into `w`, orthonormal eigenvectors into the columns of `a`.
     #[handler(dtypes(blas1), device(name = eigh_into))]
     fn eigh<T: SolverFloat>(&mut self, a: GpuRef<T>, w: GpuRef<T>, n: usize) -> Result<Deferred<()>, GpuError> {
-        self.core()?.eigh(&a, &w, n)
+        self.0.core()?.eigh(&a, &w, n)
     }
 }

@@ -1,0 +1,43 @@
+//! What every library actor is: the seed it is (re)built from, and the core — a CUDA
+//! library handle on the actor's stream, or the CPU device's engine — built from that
+//! seed when the actor starts. Written once here so a library actor is its handlers and
+//! its core, nothing else.
+
+use super::seed::LibrarySeed;
+use crate::error::GpuError;
+
+/// The working state of a library actor, built on the actor's own thread when it
+/// starts (and again after every restart, from the same seed).
+pub(crate) trait Core: Sized {
+    /// How errors name the actor ("BLAS actor").
+    const WHAT: &'static str;
+    /// Builds the core: the library handle on the actor's stream, or the CPU engine.
+    fn build(seed: &LibrarySeed) -> Result<Self, GpuError>;
+}
+
+/// A library actor's state: its seed and, once started, its core.
+pub(crate) struct Library<C> {
+    seed: LibrarySeed,
+    core: Option<C>,
+}
+
+impl<C: Core> Library<C> {
+    /// Not started yet: the core is built in the actor's `pre_start`
+    /// ([`Library::start`]), on the actor's own thread.
+    pub(crate) fn new(seed: LibrarySeed) -> Self {
+        Library { seed, core: None }
+    }
+
+    /// Builds the core (the actor's `pre_start`). A failure is shown to the device first
+    /// (a sticky one loses it), then fails the start, so supervision sees it.
+    pub(crate) fn start(&mut self) -> Result<(), GpuError> {
+        self.core = Some(C::build(&self.seed).map_err(|e| self.seed.shared.observe(e))?);
+        Ok(())
+    }
+
+    /// The core, for a handler: `DeviceLost` once the device is lost, or if the core
+    /// never started.
+    pub(crate) fn core(&mut self) -> Result<&mut C, GpuError> {
+        self.seed.shared.usable(&mut self.core, C::WHAT)
+    }
+}
