@@ -643,6 +643,32 @@ async fn structured_errors(config: DeviceConfig) {
         (arg.as_deref(), expected.as_deref(), got.as_deref()),
         (Some("buf"), Some("8 elements"), Some("9 elements"))
     );
+    // GEMM sizes and leading dimensions, RNG parameters, solver orders.
+    let (arg, expected, got, _) = field(
+        dev.gemm(
+            atomr_accel_cuda::Gemm::<f32>::new(2, 2, 2).leading(1, 2, 2),
+            &x,
+            &x,
+            &short,
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(
+        (arg.as_deref(), expected.as_deref(), got.as_deref()),
+        (Some("lda"), Some("≥ 2"), Some("1"))
+    );
+    let (arg, ..) = field(
+        dev.gemm(atomr_accel_cuda::Gemm::<f32>::new(2, 2, 0), &x, &x, &short)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(arg.as_deref(), Some("k"));
+    let (arg, _, got, _) = field(dev.fill_normal(&x, 0.0, -1.0).await.unwrap_err());
+    assert_eq!((arg.as_deref(), got.as_deref()), (Some("std"), Some("-1")));
+    let sq = dev.upload(vec![4.0f64; 4]).await.unwrap();
+    let (arg, expected, ..) = field(dev.cholesky(&sq, 0).await.unwrap_err());
+    assert_eq!((arg.as_deref(), expected.as_deref()), (Some("n"), Some("≥ 1")));
     let other = Device::open(
         &ActorSystem::new("structured-other"),
         DeviceConfig {

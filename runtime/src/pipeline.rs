@@ -48,8 +48,10 @@ impl<T: DType, U: DType> Pipeline<T, U> {
         Fut: Future<Output = Result<GpuRef<U>, GpuError>> + Send + 'static,
     {
         if depth == 0 {
-            return Err(GpuError::invalid(
-                "a pipeline needs at least one batch in flight (depth >= 1)",
+            return Err(GpuError::InvalidArgument(
+                crate::error::Invalid::new("a pipeline needs at least one batch in flight (depth >= 1)")
+                    .arg("depth")
+                    .mismatch("≥ 1", 0),
             ));
         }
         Ok(Pipeline {

@@ -168,7 +168,11 @@ impl GraphCore {
             });
         }
         if times == 0 {
-            return Err(GpuError::invalid("replay at least once (times = 0)"));
+            return Err(GpuError::InvalidArgument(
+                crate::error::Invalid::new("replay at least once (times = 0)")
+                    .arg("times")
+                    .mismatch("≥ 1", 0),
+            ));
         }
         let stored = self
             .graphs

@@ -85,8 +85,10 @@ impl<T: BlasBase> GraphNode for GemmNode<T> {
 
     fn check(&self) -> Result<(), GpuError> {
         if self.c.same_buffer(&self.a) || self.c.same_buffer(&self.b) {
-            return Err(GpuError::invalid(
-                "graph GEMM: the output C must not be the same buffer as A or B",
+            return Err(GpuError::InvalidArgument(
+                crate::error::Invalid::new("graph GEMM: the output C must not be the same buffer as A or B")
+                    .arg("c")
+                    .mismatch("a buffer other than A and B", "A or B"),
             ));
         }
         validate_gemm(&self.g, &self.batch, self.a.len(), self.b.len(), self.c.len())
@@ -140,10 +142,11 @@ impl<T: DTypeBase> GraphNode for CopyNode<T> {
 
     fn check(&self) -> Result<(), GpuError> {
         if self.src.len() != self.dst.len() {
-            return Err(GpuError::invalid(format!(
-                "graph copy of {} elements into {}",
+            return Err(GpuError::InvalidArgument(crate::error::Invalid::length(
+                format!("graph copy of {} elements into {}", self.src.len(), self.dst.len()),
+                "dst",
                 self.src.len(),
-                self.dst.len()
+                self.dst.len(),
             )));
         }
         self.args.check_distinct()

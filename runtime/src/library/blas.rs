@@ -201,15 +201,15 @@ impl<T: BlasBase> Gemv<T> {
 
     fn validate(&self, a: usize, x: usize, y: usize) -> Result<(), GpuError> {
         if self.m == 0 || self.n == 0 {
-            return Err(invalid(format!(
-                "GEMV sizes must be positive: m={} n={}",
-                self.m, self.n
-            )));
+            let arg = if self.m == 0 { "m" } else { "n" };
+            return Err(GpuError::InvalidArgument(
+                Invalid::new(format!("GEMV sizes must be positive: m={} n={}", self.m, self.n))
+                    .arg(arg)
+                    .mismatch("≥ 1", 0),
+            ));
         }
         for (what, v) in [("m", self.m), ("n", self.n), ("lda", self.lda)] {
-            if v > i32::MAX as usize {
-                return Err(invalid(format!("{what} = {v} exceeds cuBLAS's 32-bit limit")));
-            }
+            over_32_bits(what, v)?;
         }
         let need_a = span("a", self.m, self.n, self.lda)?;
         let (nx, ny) = self.vector_lengths();
@@ -232,13 +232,27 @@ fn invalid(msg: String) -> GpuError {
     GpuError::invalid(msg)
 }
 
+/// Refuses a size or leading dimension beyond cuBLAS's 32-bit integers.
+fn over_32_bits(what: &str, v: usize) -> Result<(), GpuError> {
+    if v > i32::MAX as usize {
+        return Err(GpuError::InvalidArgument(
+            Invalid::new(format!("{what} = {v} exceeds cuBLAS's 32-bit limit"))
+                .arg(what)
+                .mismatch(format_args!("≤ {}", i32::MAX), v),
+        ));
+    }
+    Ok(())
+}
+
 /// Elements a column-major `rows × cols` matrix with leading dimension `ld` spans, and
 /// the checks on `ld`.
 fn span(name: &str, rows: usize, cols: usize, ld: usize) -> Result<usize, GpuError> {
     if ld < rows.max(1) {
-        return Err(invalid(format!(
-            "ld{name} = {ld} is smaller than the {rows} rows of {name}"
-        )));
+        return Err(GpuError::InvalidArgument(
+            Invalid::new(format!("ld{name} = {ld} is smaller than the {rows} rows of {name}"))
+                .arg(format!("ld{name}"))
+                .mismatch(format_args!("≥ {}", rows.max(1)), ld),
+        ));
     }
     ld.checked_mul(cols - 1)
         .and_then(|v| v.checked_add(rows))
@@ -249,10 +263,18 @@ fn span(name: &str, rows: usize, cols: usize, ld: usize) -> Result<usize, GpuErr
 /// index is in bounds once this passes.
 pub(crate) fn validate<T: BlasBase>(g: &Gemm<T>, batch: &Batch, a: usize, b: usize, c: usize) -> Result<(), GpuError> {
     if g.m == 0 || g.n == 0 || g.k == 0 || batch.count == 0 {
-        return Err(invalid(format!(
-            "GEMM sizes must be positive: m={} n={} k={} batch={}",
-            g.m, g.n, g.k, batch.count
-        )));
+        let arg = [("m", g.m), ("n", g.n), ("k", g.k), ("batch", batch.count)]
+            .into_iter()
+            .find(|(_, v)| *v == 0)
+            .map_or("m", |(a, _)| a);
+        return Err(GpuError::InvalidArgument(
+            Invalid::new(format!(
+                "GEMM sizes must be positive: m={} n={} k={} batch={}",
+                g.m, g.n, g.k, batch.count
+            ))
+            .arg(arg)
+            .mismatch("≥ 1", 0),
+        ));
     }
     for (what, v) in [
         ("m", g.m),
@@ -263,9 +285,7 @@ pub(crate) fn validate<T: BlasBase>(g: &Gemm<T>, batch: &Batch, a: usize, b: usi
         ("ldc", g.ldc),
         ("batch", batch.count),
     ] {
-        if v > i32::MAX as usize {
-            return Err(invalid(format!("{what} = {v} exceeds cuBLAS's 32-bit limit")));
-        }
+        over_32_bits(what, v)?;
     }
     let (ar, ac) = g.a_shape();
     let (br, bc) = g.b_shape();
@@ -290,10 +310,14 @@ pub(crate) fn validate<T: BlasBase>(g: &Gemm<T>, batch: &Batch, a: usize, b: usi
     let c_one = span("c", g.m, g.n, g.ldc)?;
     need("C", c_one, batch.stride_c, c)?;
     if batch.count > 1 && batch.stride_c < c_one {
-        return Err(invalid(format!(
-            "stride_c = {} makes the C matrices of the batch overlap (each spans {c_one})",
-            batch.stride_c
-        )));
+        return Err(GpuError::InvalidArgument(
+            Invalid::new(format!(
+                "stride_c = {} makes the C matrices of the batch overlap (each spans {c_one})",
+                batch.stride_c
+            ))
+            .arg("stride_c")
+            .mismatch(format_args!("≥ {c_one}"), batch.stride_c),
+        ));
     }
     Ok(())
 }
@@ -396,7 +420,11 @@ impl BlasCore {
             self.check(r)?;
         }
         if c.same_buffer(a) || c.same_buffer(b) {
-            return Err(invalid("the output C must not be the same buffer as A or B".into()));
+            return Err(GpuError::InvalidArgument(
+                Invalid::new("the output C must not be the same buffer as A or B")
+                    .arg("c")
+                    .mismatch("a buffer other than A and B", "A or B"),
+            ));
         }
         validate(&g, &batch, a.len(), b.len(), c.len())?;
         // Lock order: A, then B (unless it is A), then C — C is distinct from both.
@@ -443,7 +471,11 @@ impl BlasCore {
             self.check(r)?;
         }
         if y.same_buffer(a) || y.same_buffer(x) {
-            return Err(invalid("the output y must not be the same buffer as A or x".into()));
+            return Err(GpuError::InvalidArgument(
+                Invalid::new("the output y must not be the same buffer as A or x")
+                    .arg("y")
+                    .mismatch("a buffer other than A and x", "A or x"),
+            ));
         }
         g.validate(a.len(), x.len(), y.len())?;
         let sa = a.lock();

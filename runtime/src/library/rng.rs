@@ -70,9 +70,18 @@ fn invalid(m: String) -> GpuError {
 
 fn check_params(mean: f64, std: f64) -> Result<(), GpuError> {
     if !mean.is_finite() || !std.is_finite() || std <= 0.0 {
-        return Err(invalid(format!(
-            "need a finite mean and a positive finite std, got mean {mean}, std {std}"
-        )));
+        let (arg, expected, got) = if mean.is_finite() {
+            ("std", "a positive finite number", std)
+        } else {
+            ("mean", "a finite number", mean)
+        };
+        return Err(GpuError::InvalidArgument(
+            crate::error::Invalid::new(format!(
+                "need a finite mean and a positive finite std, got mean {mean}, std {std}"
+            ))
+            .arg(arg)
+            .mismatch(expected, got),
+        ));
     }
     Ok(())
 }
@@ -150,7 +159,11 @@ impl RngCore {
     fn poisson(&mut self, dst: &GpuRef<u32>, lambda: f64) -> Result<Deferred<()>, GpuError> {
         self.check(dst)?;
         if !lambda.is_finite() || lambda <= 0.0 {
-            return Err(invalid(format!("Poisson needs a positive finite lambda, got {lambda}")));
+            return Err(GpuError::InvalidArgument(
+                crate::error::Invalid::new(format!("Poisson needs a positive finite lambda, got {lambda}"))
+                    .arg("lambda")
+                    .mismatch("a positive finite number", lambda),
+            ));
         }
         let mut d = dst.lock();
         match (&mut self.engine, &mut *d) {

@@ -98,7 +98,11 @@ fn invalid(m: String) -> GpuError {
 /// Checks that a dimension is positive.
 fn positive(v: usize, what: &str, op: Op) -> Result<(), GpuError> {
     if v == 0 {
-        return Err(invalid(format!("{}: {what} must be at least 1", op.name())));
+        return Err(GpuError::InvalidArgument(
+            Invalid::new(format!("{}: {what} must be at least 1", op.name()))
+                .arg(what)
+                .mismatch("≥ 1", 0),
+        ));
     }
     Ok(())
 }
@@ -127,10 +131,11 @@ fn distinct<T: DTypeBase>(bufs: &[(&GpuRef<T>, &str)], op: Op) -> Result<(), Gpu
     for (i, (x, xn)) in bufs.iter().enumerate() {
         for (y, yn) in &bufs[i + 1..] {
             if x.same_buffer(y) {
-                return Err(invalid(format!(
-                    "{}: {xn} and {yn} must be different buffers",
-                    op.name()
-                )));
+                return Err(GpuError::InvalidArgument(
+                    Invalid::new(format!("{}: {xn} and {yn} must be different buffers", op.name()))
+                        .arg(*yn)
+                        .mismatch(format_args!("a buffer other than {xn}"), format_args!("{xn} itself")),
+                ));
             }
         }
     }
@@ -141,10 +146,14 @@ fn distinct<T: DTypeBase>(bufs: &[(&GpuRef<T>, &str)], op: Op) -> Result<(), Gpu
 fn tall(m: usize, n: usize, op: Op) -> Result<(), GpuError> {
     positive(n, "n", op)?;
     if m < n {
-        return Err(invalid(format!(
-            "{}: needs m ≥ n (got {m}×{n}); factor the transpose instead",
-            op.name()
-        )));
+        return Err(GpuError::InvalidArgument(
+            Invalid::new(format!(
+                "{}: needs m ≥ n (got {m}×{n}); factor the transpose instead",
+                op.name()
+            ))
+            .arg("m")
+            .mismatch(format_args!("≥ n = {n}"), m),
+        ));
     }
     Ok(())
 }
