@@ -179,6 +179,17 @@ async fn round_trips(config: DeviceConfig) {
     round_trip::<u16>(&dev).await;
     round_trip::<u32>(&dev).await;
     round_trip::<u64>(&dev).await;
+    // Uploads and writes take vectors, slices, arrays and boxed slices alike.
+    let v = to::<f32>(&rand_vec(6));
+    let from_slice = dev.upload(&v[..]).await.unwrap();
+    let from_vec_ref = dev.upload(&v).await.unwrap();
+    let from_array = dev.upload([v[0], v[1], v[2], v[3], v[4], v[5]]).await.unwrap();
+    for g in [&from_slice, &from_vec_ref, &from_array] {
+        assert_eq!(dev.download(g).await.unwrap(), v);
+    }
+    let rev: Vec<f32> = v.iter().rev().copied().collect();
+    dev.write(&from_array, rev.clone().into_boxed_slice()).await.unwrap();
+    assert_eq!(dev.download(&from_array).await.unwrap(), rev);
 }
 
 async fn cross_stream(config: DeviceConfig) {

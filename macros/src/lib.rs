@@ -38,7 +38,8 @@ use proc_macro::TokenStream;
 /// `#[pre_restart]`.
 ///
 /// Handler keys: `tell` (no reply), `dtypes(f32, f64 | set)` (a generic handler per
-/// dtype), `device` / `device(name = m, borrow(p, …))`, `volatile` (the answer reports
+/// dtype), `device` / `device(name = m, borrow(p, …), into(p, …))` (the `Device` method
+/// takes `borrow`ed parameters by reference and `into` ones as `impl Into<T>`), `volatile` (the answer reports
 /// the device's state, such as free memory, and may differ between runs: a replay
 /// compares it for success only).
 #[proc_macro_attribute]

@@ -115,17 +115,23 @@ pub(crate) fn device_methods(def: &ActorDef, krate: &syn::Path) -> TokenStream {
         let p = h.payload();
         let borrowed = |n: &Ident, t: &Type| is_gpu_ref(t) || h.borrow.contains(n);
         let decls = h.args.iter().map(|(n, t)| {
-            if borrowed(n, t) {
+            if h.into.contains(n) {
+                quote!(#n: impl ::core::convert::Into<#t>)
+            } else if borrowed(n, t) {
                 quote!(#n: &#t)
             } else {
                 quote!(#n: #t)
             }
         });
-        let clones = h
-            .args
-            .iter()
-            .filter(|(n, t)| borrowed(n, t))
-            .map(|(n, _)| quote!(let #n = ::core::clone::Clone::clone(#n);));
+        let clones = h.args.iter().filter_map(|(n, t)| {
+            if h.into.contains(n) {
+                Some(quote!(let #n: #t = ::core::convert::Into::into(#n);))
+            } else if borrowed(n, t) {
+                Some(quote!(let #n = ::core::clone::Clone::clone(#n);))
+            } else {
+                None
+            }
+        });
         let fields: Vec<&Ident> = h.args.iter().map(|(n, _)| n).collect();
         let span = name.span();
         Some(match &h.generic {

@@ -48,6 +48,9 @@ pub(crate) struct Handler {
     /// `device(borrow(shape))`: parameters (besides `GpuRef`s) the `Device` method
     /// takes by reference and clones.
     pub(crate) borrow: Vec<Ident>,
+    /// `device(into(data))`: parameters the `Device` method takes as `impl Into<T>` of
+    /// the handler's type `T` and converts (an upload takes a `Vec` or a slice).
+    pub(crate) into: Vec<Ident>,
     /// Where to point errors about the handler as a whole.
     pub(crate) span: Span,
 }
@@ -265,6 +268,7 @@ struct HandlerAttr {
     sets: Vec<Ident>,
     device: Option<(Ident, Span)>,
     borrow: Vec<Ident>,
+    into: Vec<Ident>,
 }
 
 fn parse_handler_attr(attr: &Attribute, method: &Ident, krate: &syn::Path, errors: &mut Errors) -> HandlerAttr {
@@ -280,6 +284,7 @@ fn parse_handler_attr(attr: &Attribute, method: &Ident, krate: &syn::Path, error
         sets,
         device,
         borrow,
+        into,
     } = &mut a;
     let mut seen: Vec<String> = vec![];
     let r = attr.parse_nested_meta(|meta| {
@@ -302,10 +307,14 @@ fn parse_handler_attr(attr: &Attribute, method: &Ident, krate: &syn::Path, error
                         let content;
                         syn::parenthesized!(content in sub.input);
                         borrow.extend(content.parse_terminated(Ident::parse, syn::Token![,])?);
+                    } else if sub.path.is_ident("into") {
+                        let content;
+                        syn::parenthesized!(content in sub.input);
+                        into.extend(content.parse_terminated(Ident::parse, syn::Token![,])?);
                     } else {
                         errors.at(
                             &sub.path,
-                            "unknown `device` key; expected `name = method_name` or `borrow(param, …)`",
+                            "unknown `device` key; expected `name = method_name`, `borrow(param, …)` or `into(param, …)`",
                         );
                         if sub.input.peek(syn::Token![=]) {
                             let _: syn::Expr = sub.value()?.parse()?;
@@ -370,6 +379,7 @@ fn parse_handler(f: &ImplItemFn, attr: &Attribute, krate: &syn::Path, errors: &m
         sets: dtype_sets,
         device,
         borrow,
+        into,
     } = parse_handler_attr(attr, &f.sig.ident, krate, errors);
     let sig = &f.sig;
     let mut ok = true;
@@ -513,6 +523,7 @@ fn parse_handler(f: &ImplItemFn, attr: &Attribute, krate: &syn::Path, errors: &m
         dtype_sets,
         device,
         borrow,
+        into,
         span: sig.ident.span(),
     })
 }

@@ -87,13 +87,21 @@ fn validate_device(def: &ActorDef, errors: &mut Errors) {
             ));
             continue;
         };
-        for b in h.borrow.iter().filter(|b| !h.args.iter().any(|(n, _)| n == *b)) {
+        for (key, list) in [("borrow", &h.borrow), ("into", &h.into)] {
+            for b in list.iter().filter(|b| !h.args.iter().any(|(n, _)| n == *b)) {
+                errors.push(syn::Error::new(
+                    b.span(),
+                    format!(
+                        "`{b}` is not a parameter of `{}`: `{key}(...)` names parameters",
+                        h.method
+                    ),
+                ));
+            }
+        }
+        for b in h.borrow.iter().filter(|b| h.into.contains(b)) {
             errors.push(syn::Error::new(
                 b.span(),
-                format!(
-                    "`{b}` is not a parameter of `{}`: `borrow(...)` names parameters",
-                    h.method
-                ),
+                format!("`{b}` is both borrowed and converted: keep it in one of `borrow(...)` and `into(...)`"),
             ));
         }
         if h.tell {

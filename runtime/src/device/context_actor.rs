@@ -199,13 +199,13 @@ impl ContextActor {
     }
 
     /// Allocates a buffer holding `data`.
-    #[handler(dtypes(any))]
+    #[handler(dtypes(any), device(into(data)))]
     fn upload<T: DTypeBase>(&mut self, data: HostData<T>) -> Result<Deferred<GpuRef<T>>, GpuError> {
         self.core()?.upload(&data)
     }
 
     /// Overwrites `dst` with `data`.
-    #[handler(dtypes(any))]
+    #[handler(dtypes(any), device(into(data)))]
     fn write<T: DTypeBase>(&mut self, dst: GpuRef<T>, data: HostData<T>) -> Result<Deferred<()>, GpuError> {
         self.core()?.write(&dst, &data)
     }

@@ -42,7 +42,6 @@ use crate::library::blas::{Batch, Gemm};
 use crate::library::kernels::KernelActorMsg;
 use crate::library::modules::ModuleActorMsg;
 use crate::module::{KernelSource, ModuleImage, ModuleRef};
-use crate::wire::HostData;
 
 /// The longest busy stretch of a caller's reply spin between two yields
 /// ([`DeviceConfig::reply_spin`]): long enough that a reply arriving within it is seen at
@@ -257,20 +256,6 @@ impl Device {
             Ok(Err(_)) => Err(no_reply()),
             Err(_) => Err(GpuError::Timeout(timeout)),
         }
-    }
-
-    /// Allocates a buffer holding a copy of `data` (host → device).
-    pub async fn upload<T: DType>(&self, data: impl Into<Vec<T>>) -> Result<GpuRef<T>, GpuError> {
-        let data = HostData::from(data.into());
-        self.call(|reply| <T as ContextActorUploadDType>::__into_msg(data, reply))
-            .await
-    }
-
-    /// Overwrites `dst` with `data` (same length).
-    pub async fn write<T: DType>(&self, dst: &GpuRef<T>, data: impl Into<Vec<T>>) -> Result<(), GpuError> {
-        let (dst, data) = (dst.clone(), HostData::from(data.into()));
-        self.call(|reply| <T as ContextActorWriteDType>::__into_msg(dst, data, reply))
-            .await
     }
 
     /// A pinned host buffer of `len` zeroed elements from the device's pool (plain memory

@@ -15,6 +15,7 @@ use crate::kernel::dsl::KernelCall;
 use crate::library::blas::{Batch, Gemm, Gemv};
 use crate::library::fft::FftShape;
 use crate::memory::{Advice, Location};
+use crate::wire::HostData;
 
 super::context_actor::context_actor_device_surface!(crate::device::context_actor; any = DType);
 crate::library::blas::blas_actor_device_surface!(crate::library::blas; float = BlasScalar, blas1 = Blas1Scalar);

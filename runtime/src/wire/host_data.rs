@@ -31,6 +31,44 @@ impl<T> From<Vec<T>> for HostData<T> {
     }
 }
 
+/// Borrowed elements are copied into the message (an upload returns before the caller
+/// could change them).
+impl<T: Copy> From<&[T]> for HostData<T> {
+    fn from(v: &[T]) -> Self {
+        HostData(Repr::Owned(v.to_vec()))
+    }
+}
+
+impl<T: Copy> From<&mut [T]> for HostData<T> {
+    fn from(v: &mut [T]) -> Self {
+        HostData(Repr::Owned(v.to_vec()))
+    }
+}
+
+impl<T: Copy> From<&Vec<T>> for HostData<T> {
+    fn from(v: &Vec<T>) -> Self {
+        HostData(Repr::Owned(v.clone()))
+    }
+}
+
+impl<T, const N: usize> From<[T; N]> for HostData<T> {
+    fn from(v: [T; N]) -> Self {
+        HostData(Repr::Owned(v.into()))
+    }
+}
+
+impl<T: Copy, const N: usize> From<&[T; N]> for HostData<T> {
+    fn from(v: &[T; N]) -> Self {
+        HostData(Repr::Owned(v.to_vec()))
+    }
+}
+
+impl<T> From<Box<[T]>> for HostData<T> {
+    fn from(v: Box<[T]>) -> Self {
+        HostData(Repr::Owned(v.into()))
+    }
+}
+
 impl<T: DTypeBase> std::ops::Deref for HostData<T> {
     type Target = [T];
 
