@@ -3,6 +3,29 @@
 
 use crate::error::GpuError;
 
+/// Whether NVRTC's library can be loaded, asked before cudarc loads it (cudarc panics on
+/// a missing library): a machine without it gets `Unsupported` saying how to install it.
+/// Every NVRTC use passes here first, through [`nvrtc_version`].
+fn nvrtc_installed() -> Result<(), GpuError> {
+    static FOUND: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let found = *FOUND.get_or_init(|| {
+        cudarc::get_lib_name_candidates("nvrtc").iter().any(|name| {
+            // SAFETY: loading NVRTC runs no initialisers with preconditions; cudarc
+            // loads the same library the same way right after.
+            unsafe { libloading::Library::new(name) }.is_ok()
+        })
+    });
+    if found {
+        Ok(())
+    } else {
+        Err(GpuError::Unsupported(
+            "NVRTC's library (libnvrtc) is not installed: install the CUDA toolkit, or `pip install \
+             nvidia-cuda-nvrtc` and put its `nvidia/cu13/lib` on LD_LIBRARY_PATH"
+                .into(),
+        ))
+    }
+}
+
 /// NVRTC's (major, minor) version.
 pub(crate) fn nvrtc_version() -> Result<(i32, i32), GpuError> {
     // Asked once per process: it is part of every kernel cache key, looked up per load.
@@ -10,6 +33,7 @@ pub(crate) fn nvrtc_version() -> Result<(i32, i32), GpuError> {
     if let Some(v) = VERSION.get() {
         return Ok(*v);
     }
+    nvrtc_installed()?;
     let (mut major, mut minor) = (0, 0);
     // SAFETY: two valid out-pointers to c_int.
     unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) }
