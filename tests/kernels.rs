@@ -394,6 +394,7 @@ on_both! {
     stencil_struct_arguments_and_raw_cuda => stencil_and_structs;
     row_softmax_matches_reference => softmax;
     bad_launches_are_typed_errors => bad_launches;
+    warp_votes_fences_and_f32_conversions_match_reference => warp_votes_all;
 }
 
 /// CPU-device faults of the emulation: typed errors, no hang, the device keeps serving.
@@ -611,4 +612,73 @@ fn every_registered_instantiation_compiles_with_nvrtc() {
     );
     assert!(compiled >= 40, "only {compiled} instantiations found");
     eprintln!("NVRTC compiled {compiled} instantiations");
+}
+
+/// Warp votes, a warp barrier, fences and the f32 conversions: per element, the ballot
+/// of `x > 0` over its warp, whether any lane has `x > 0.5` (1) and whether every lane
+/// has `x > -0.9` (2), and `T::from_f32(x.to_f32() * 2.0)`.
+#[kernel]
+pub fn warp_votes<T: Float>(x: &[T], mask: &mut [u32], flags: &mut [u32], y: &mut [T]) {
+    let i = global_index();
+    let v = if i < x.len() { x[i].to_f32() } else { 0.0 };
+    // Every lane votes (outside any branch), as the full-warp mask requires.
+    let m = ballot(v > 0.0);
+    let a: u32 = if warp_any(v > 0.5) { 1 } else { 0 };
+    let b: u32 = if warp_all(v > -0.9) { 2 } else { 0 };
+    sync_warp();
+    thread_fence();
+    thread_fence_block();
+    if i < y.len() {
+        mask[i] = m;
+        flags[i] = a + b;
+        y[i] = T::from_f32(v * 2.0);
+    }
+}
+
+async fn votes_of<T: Float + DType>(d: &Device, n: usize) {
+    // Every third warp all positive-ish (so `warp_all` is true there), the rest random.
+    let x: Vec<T> = rand_vec(n)
+        .iter()
+        .enumerate()
+        .map(|(i, v)| T::from_f64(if (i / 32) % 3 == 0 { v.abs() } else { *v }))
+        .collect();
+    let xd = d.upload(x.clone()).await.unwrap();
+    let (mut md, mut fd, mut yd) = (
+        d.alloc::<u32>(n).await.unwrap(),
+        d.alloc::<u32>(n).await.unwrap(),
+        d.alloc::<T>(n).await.unwrap(),
+    );
+    warp_votes::launch::<T>(d, LaunchConfig::for_elements(n, 128), &xd, &mut md, &mut fd, &mut yd)
+        .await
+        .unwrap();
+    let (mask, flags, y) = (
+        d.download(&md).await.unwrap(),
+        d.download(&fd).await.unwrap(),
+        d.download(&yd).await.unwrap(),
+    );
+    // Lanes past `n` vote with 0.0 (the block of 128 is whole).
+    let v = |i: usize| if i < n { x[i].to_f32() } else { 0.0 };
+    for i in 0..n {
+        let w = (i / 32) * 32;
+        let want_mask = (0..32).filter(|&l| v(w + l) > 0.0).fold(0u32, |m, l| m | (1 << l));
+        let any = (0..32).any(|l| v(w + l) > 0.5) as u32;
+        let all = (0..32).all(|l| v(w + l) > -0.9) as u32 * 2;
+        assert_eq!(mask[i], want_mask, "ballot<{}>[{i}]", T::NAME);
+        assert_eq!(flags[i], any + all, "votes<{}>[{i}]", T::NAME);
+        assert_eq!(y[i], T::from_f32(x[i].to_f32() * 2.0), "from_f32<{}>[{i}]", T::NAME);
+    }
+    assert!(
+        flags.iter().any(|f| f & 2 != 0) && flags.iter().any(|f| f & 2 == 0),
+        "both vote outcomes occur"
+    );
+}
+
+async fn warp_votes_all(config: DeviceConfig) {
+    let system = ActorSystem::new("votes");
+    let d = Device::open(&system, config).await.unwrap();
+    votes_of::<f32>(&d, 1000).await;
+    votes_of::<f64>(&d, 1000).await;
+    votes_of::<f16>(&d, 300).await;
+    votes_of::<bf16>(&d, 300).await;
+    system.shutdown().await;
 }

@@ -33,6 +33,15 @@ pub trait DTypeBase:
     fn to_f64(self) -> f64;
     /// Narrows from `f64` with the type's own rounding (`as` for primitives).
     fn from_f64(v: f64) -> Self;
+    /// Converts to `f32` (`as` for primitives; the half types widen exactly).
+    fn to_f32(self) -> f32 {
+        self.to_f64() as f32
+    }
+    /// Converts from `f32` with the type's own rounding (through `f64`, which holds every
+    /// `f32` exactly, so it rounds once).
+    fn from_f32(v: f32) -> Self {
+        Self::from_f64(v as f64)
+    }
     /// Appends the value's bytes, little-endian: every bit (NaN payloads, u64 beyond
     /// 2^53), for the replay journal.
     fn write_le(self, out: &mut Vec<u8>);

@@ -32,9 +32,28 @@ pub(crate) const SHUFFLES: &[(&str, &str)] = &[
     ("shfl", "__shfl_sync"),
 ];
 
+/// Barriers and fences without arguments: `(rust, cuda)`.
+pub(crate) const WARP_SYNC: &[(&str, &str)] = &[
+    ("sync_threads", "__syncthreads()"),
+    ("sync_warp", "__syncwarp()"),
+    ("thread_fence", "__threadfence()"),
+    ("thread_fence_block", "__threadfence_block()"),
+];
+
+/// Warp votes over a `bool`, full-warp mask: `(rust, cuda with {p}, result type)`.
+pub(crate) const VOTES: &[(&str, &str, &str)] = &[
+    ("ballot", "__ballot_sync(0xffffffffu, {p})", "u32"),
+    ("warp_any", "(__any_sync(0xffffffffu, {p}) != 0)", "bool"),
+    ("warp_all", "(__all_sync(0xffffffffu, {p}) != 0)", "bool"),
+];
+
 /// Names whose use makes the CPU emulation run a block's threads together.
 pub(crate) const COOPERATIVE: &[&str] = &[
     "sync_threads",
+    "sync_warp",
+    "ballot",
+    "warp_any",
+    "warp_all",
     "shared_array",
     "shfl_down",
     "shfl_up",
@@ -88,9 +107,10 @@ pub(crate) const FLOAT_CONSTS: &[(&str, &str, &str)] = &[
 pub(crate) fn call_hint() -> String {
     let names: Vec<&str> = INDEX_INTRINSICS.iter().map(|i| i.0).collect();
     format!(
-        "a #[kernel] body can call the intrinsics {}(), sync_threads(), shared_array::<T, N>(), \
-         shfl_down/shfl_up/shfl_xor/shfl(v, n), `T::zero()`/`one()`/`infinity()`/`from_f64(x)` and math methods; \
-         write other logic inline",
+        "a #[kernel] body can call the intrinsics {}(), sync_threads(), sync_warp(), thread_fence(), \
+         thread_fence_block(), shared_array::<T, N>(), shfl_down/shfl_up/shfl_xor/shfl(v, n), \
+         ballot/warp_any/warp_all(predicate), `T::zero()`/`one()`/`infinity()`/`from_f64(x)`/`from_f32(x)` and \
+         math methods; write other logic inline",
         names.join("(), ")
     )
 }
@@ -98,7 +118,7 @@ pub(crate) fn call_hint() -> String {
 /// What methods exist, for error hints.
 pub(crate) fn method_hint() -> String {
     format!(
-        "supported methods: {}, {}, mul_add, powi, to_f64 on numbers; len, is_empty on buffers; {} on \
+        "supported methods: {}, {}, mul_add, powi, to_f64, to_f32 on numbers; len, is_empty on buffers; {} on \
          writable buffers and shared arrays",
         UNARY_MATH.join(", "),
         BINARY_MATH.join(", "),

@@ -367,7 +367,7 @@ impl Tr<'_> {
         if last.ident != "shared_array" {
             return None;
         }
-        let hint = "write shared arrays as `let tile = shared_array::<T, 256>();` (a dtype and a literal length)";
+        let hint = "write shared arrays as `let mut tile = shared_array::<T, 256>();` (a dtype and a literal length)";
         let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
             self.err(last, hint);
             return Some(None);
@@ -904,8 +904,46 @@ impl Tr<'_> {
                 }
                 return (cuda.to_string(), Ty::Prim(Prim::Usize));
             }
-            if name == "sync_threads" {
-                return ("__syncthreads()".into(), Ty::Unit);
+            if let Some((_, cuda)) = WARP_SYNC.iter().find(|s| s.0 == name) {
+                if !c.args.is_empty() {
+                    return self.err(&c.args, format!("`{name}()` takes no arguments"));
+                }
+                return (cuda.to_string(), Ty::Unit);
+            }
+            if let Some((_, cuda, ty)) = VOTES.iter().find(|v| v.0 == name) {
+                if c.args.len() != 1 {
+                    return self.err(c, format!("`{name}(predicate)` takes one `bool`"));
+                }
+                let (p, _) = self.expr(&c.args[0], Some(&Ty::Prim(Prim::Bool)));
+                let ty = Ty::Prim(if *ty == "u32" { Prim::U32 } else { Prim::Bool });
+                return (cuda.replace("{p}", &p), ty);
+            }
+            if ATOMICS.iter().any(|a| a.0 == name) {
+                // `atomic_add(&mut y[i], v)`, the CUDA spelling: say the DSL's.
+                let target = match c.args.first() {
+                    Some(syn::Expr::Reference(r)) => match strip_parens(&r.expr) {
+                        syn::Expr::Index(ix) => Some((
+                            quote::ToTokens::to_token_stream(&ix.expr).to_string(),
+                            quote::ToTokens::to_token_stream(&ix.index).to_string(),
+                        )),
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                let rest: Vec<String> = c
+                    .args
+                    .iter()
+                    .skip(1)
+                    .map(|a| quote::ToTokens::to_token_stream(a).to_string())
+                    .collect();
+                let hint = match target {
+                    Some((buf, i)) => format!("write `{buf}.{name}({i}, {})`", rest.join(", ")),
+                    None => format!("write `buffer.{name}(index, …)`"),
+                };
+                return self.err(
+                    c,
+                    format!("atomics are methods of the buffer (or shared array) in a #[kernel]: {hint}"),
+                );
             }
             if name == "cpu_unsupported" {
                 return self.err(
@@ -924,7 +962,7 @@ impl Tr<'_> {
             if name == "shared_array" {
                 return self.err(
                     c,
-                    "bind a shared array with `let`: `let tile = shared_array::<T, 256>();`",
+                    "bind a shared array with `let mut`: `let mut tile = shared_array::<T, 256>();`",
                 );
             }
             return self.err(
@@ -946,6 +984,10 @@ impl Tr<'_> {
                 if fname == "from_f64" && c.args.len() == 1 {
                     let (x, _) = self.expr(&c.args[0], Some(&Ty::Prim(Prim::F64)));
                     return (format!("k_from_f64<{cty}>({x})"), ty);
+                }
+                if fname == "from_f32" && c.args.len() == 1 {
+                    let (x, _) = self.expr(&c.args[0], Some(&Ty::Prim(Prim::F32)));
+                    return (format!("k_from_f32<{cty}>({x})"), ty);
                 }
                 if let Some((_, tpl)) = TYPE_FUNCTIONS.iter().find(|t| t.0 == fname) {
                     if ty.is_int() && (fname == "zero" || fname == "one") {
@@ -1039,6 +1081,7 @@ impl Tr<'_> {
                 (format!("k_powi({r}, {n})"), rt)
             }
             ("to_f64", 0) => (format!("k_to_f64({r})"), Ty::Prim(Prim::F64)),
+            ("to_f32", 0) => (format!("k_to_f32({r})"), Ty::Prim(Prim::F32)),
             _ => self.err(
                 &m.method,
                 format!("`{name}` cannot be called in a #[kernel]; {}", method_hint()),

@@ -18,6 +18,10 @@ fn calls(x: &[f32], y: &mut [f32]) {
     y.push(1.0);
     let j: i32 = 3;
     let k = j.sqrt();
+    atomic_add(&mut y[i], 1.0);
+    atomic_max(y, 2.0);
+    let m = ballot(1.0);
+    sync_warp(1);
 }
 
 fn main() {}

@@ -156,9 +156,8 @@ shuffle_bits! {
 /// reading (so no lane overwrites its slot before the others have read it).
 fn exchange<T: ShuffleBits>(what: &str, v: T, src: impl FnOnce(usize) -> Option<usize>) -> T {
     coop(what, |c, state| {
-        let t = c.linear_thread();
-        let (base, lane) = ((t / 32) * 32, t % 32);
-        let lanes = (c.block_dim.iter().map(|&d| d as usize).product::<usize>() - base).min(32);
+        let (t, base, lanes) = warp_of(c);
+        let lane = t - base;
         state.slots.borrow_mut()[t] = v.to_bits64();
         c.suspend(Wait::Warp);
         let out = match src(lane) {
@@ -168,6 +167,61 @@ fn exchange<T: ShuffleBits>(what: &str, v: T, src: impl FnOnce(usize) -> Option<
         c.suspend(Wait::Warp);
         out
     })
+}
+
+/// The calling thread's index in its block, its warp's first thread, and how many lanes
+/// the warp has (fewer than 32 in a partial last warp).
+fn warp_of(c: &ThreadCtx) -> (usize, usize, usize) {
+    let t = c.linear_thread();
+    let base = (t / 32) * 32;
+    let lanes = (c.block_dim.iter().map(|&d| d as usize).product::<usize>() - base).min(32);
+    (t, base, lanes)
+}
+
+/// `__syncwarp()`: waits until every (live) lane of the warp gets here.
+pub fn sync_warp() {
+    coop("sync_warp()", |c, _| c.suspend(Wait::Warp))
+}
+
+/// `__threadfence()`: this thread's writes are seen by the whole device before its later
+/// ones. The CPU device's emulated threads share one memory in order: a fence there is
+/// the process's.
+pub fn thread_fence() {
+    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// `__threadfence_block()`: as [`thread_fence`], for the threads of the block.
+pub fn thread_fence_block() {
+    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// `__ballot_sync(0xffffffff, predicate)`: bit `l` is set where lane `l`'s predicate
+/// holds (lanes beyond a partial last warp count as false).
+pub fn ballot(predicate: bool) -> u32 {
+    coop("ballot", |c, state| {
+        let (t, base, lanes) = warp_of(c);
+        state.slots.borrow_mut()[t] = predicate as u64;
+        c.suspend(Wait::Warp);
+        let mask = {
+            let slots = state.slots.borrow();
+            (0..lanes)
+                .filter(|&l| slots[base + l] != 0)
+                .fold(0u32, |m, l| m | (1 << l))
+        };
+        c.suspend(Wait::Warp);
+        mask
+    })
+}
+
+/// `__any_sync(0xffffffff, predicate)`: whether the predicate holds in any lane.
+pub fn warp_any(predicate: bool) -> bool {
+    ballot(predicate) != 0
+}
+
+/// `__all_sync(0xffffffff, predicate)`: whether the predicate holds in every lane of
+/// the warp (every lane present in a partial last warp).
+pub fn warp_all(predicate: bool) -> bool {
+    ballot(!predicate) == 0
 }
 
 /// `__shfl_down_sync(0xffffffff, v, delta)`: the value of the lane `delta` above.

@@ -11,6 +11,9 @@ template <class T> struct k_rr<const T> : k_rr<T> {};
 template <class T> __device__ __forceinline__ T k_wide(T v) { return v; }
 template <class T> __device__ __forceinline__ T k_from_f64(double v) { return (T)v; }
 template <class T> __device__ __forceinline__ double k_to_f64(T v) { return (double)k_wide(v); }
+// `T::from_f32`, `x.to_f32()`: no trip through f64 (the half types convert in one step).
+template <class T> __device__ __forceinline__ T k_from_f32(float v) { return (T)v; }
+template <class T> __device__ __forceinline__ float k_to_f32(T v) { return (float)k_wide(v); }
 __device__ __forceinline__ double k_inf() { return __longlong_as_double(0x7ff0000000000000LL); }
 
 // Float math, f32 and f64.
@@ -45,6 +48,7 @@ template <class T> __device__ __forceinline__ T k_rem(T a, T b) { return a % b; 
 #define K_HALF(H, up, down) \
   __device__ __forceinline__ float k_wide(H v) { return up(v); } \
   template <> __device__ __forceinline__ H k_from_f64<H>(double v) { return down((float)v); } \
+  template <> __device__ __forceinline__ H k_from_f32<H>(float v) { return down(v); } \
   K_H1(H, up, down, sqrt) K_H1(H, up, down, rsqrt) K_H1(H, up, down, exp) K_H1(H, up, down, exp2) \
   K_H1(H, up, down, ln) K_H1(H, up, down, log2) K_H1(H, up, down, log10) K_H1(H, up, down, sin) \
   K_H1(H, up, down, cos) K_H1(H, up, down, tan) K_H1(H, up, down, tanh) K_H1(H, up, down, sinh) \
