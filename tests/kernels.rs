@@ -395,6 +395,7 @@ on_both! {
     row_softmax_matches_reference => softmax;
     bad_launches_are_typed_errors => bad_launches;
     warp_votes_fences_and_f32_conversions_match_reference => warp_votes_all;
+    const_items_size_shared_arrays_and_scale => const_items;
 }
 
 /// CPU-device faults of the emulation: typed errors, no hang, the device keeps serving.
@@ -680,5 +681,41 @@ async fn warp_votes_all(config: DeviceConfig) {
     votes_of::<f64>(&d, 1000).await;
     votes_of::<f16>(&d, 300).await;
     votes_of::<bf16>(&d, 300).await;
+    system.shutdown().await;
+}
+
+/// `const` items of the body: a shared tile sized by one, a scale from another. Each
+/// block of `TILE` threads rotates its tile by one and scales it.
+#[kernel]
+pub fn rotate_tiles<T: Float>(x: &[T], y: &mut [T]) {
+    const TILE: usize = 64;
+    const SCALE: f32 = 0.5;
+    let mut tile = shared_array::<T, TILE>();
+    let i = global_index();
+    let t = thread_idx_x();
+    tile[t] = if i < x.len() { x[i] } else { T::zero() };
+    sync_threads();
+    if i < y.len() {
+        y[i] = tile[(t + 1) % TILE] * T::from_f32(SCALE);
+    }
+}
+
+async fn const_items(config: DeviceConfig) {
+    let system = ActorSystem::new("consts");
+    let d = Device::open(&system, config).await.unwrap();
+    let n = 1000;
+    let x = to::<f32>(&rand_vec(n));
+    let xd = d.upload(x.clone()).await.unwrap();
+    let mut yd = d.alloc::<f32>(n).await.unwrap();
+    rotate_tiles::launch::<f32>(&d, LaunchConfig::for_elements(n, 64), &xd, &mut yd)
+        .await
+        .unwrap();
+    let y = d.download(&yd).await.unwrap();
+    for (i, got) in y.iter().enumerate() {
+        let (base, t) = ((i / 64) * 64, i % 64);
+        let src = base + (t + 1) % 64;
+        let want = if src < n { x[src] * 0.5 } else { 0.0 };
+        assert_eq!(*got, want, "rotate_tiles[{i}]");
+    }
     system.shutdown().await;
 }

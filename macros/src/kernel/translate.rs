@@ -39,6 +39,9 @@ struct Tr<'a> {
     out: String,
     indent: usize,
     headers: Vec<&'static str>,
+    /// `const N: usize = 16;` items of the body with an integer literal value: what a
+    /// shared array's length may name.
+    consts: HashMap<String, usize>,
 }
 
 /// C++ keywords and names of the generated source a Rust identifier must not become.
@@ -113,6 +116,7 @@ pub(crate) fn translate(sig: &Signature, block: &syn::Block, errors: &mut Errors
         out: String::new(),
         indent: 1,
         headers: vec![],
+        consts: HashMap::new(),
     };
     for p in &sig.params {
         let name = p.name.to_string();
@@ -236,8 +240,9 @@ impl Tr<'_> {
             match s {
                 syn::Stmt::Local(l) => self.local(l, top),
                 syn::Stmt::Expr(e, _) => self.stmt_expr(e),
+                syn::Stmt::Item(syn::Item::Const(c)) => self.const_item(c),
                 syn::Stmt::Item(i) => {
-                    self.err(i, "items (fn, struct, use, const …) cannot be declared inside a #[kernel]; declare them outside (a constant: write its value, or pass it as a parameter)");
+                    self.err(i, "items (fn, struct, use …) cannot be declared inside a #[kernel]; declare them outside (a constant can be a `const` item in the body, or a parameter)");
                 }
                 syn::Stmt::Macro(m) => {
                     let name = m
@@ -354,6 +359,35 @@ impl Tr<'_> {
         }
     }
 
+    /// `const TILE: usize = 16;` in the body: a C++ `const` of the same type, usable in
+    /// expressions, loops and — when its value is an integer literal — shared array lengths.
+    fn const_item(&mut self, c: &syn::ItemConst) {
+        if !c.generics.params.is_empty() {
+            self.err(&c.generics, "a `const` item in a #[kernel] takes no generic parameters");
+            return;
+        }
+        let Some(ty) = scalar_type(&c.ty, &self.generics).filter(|t| matches!(t, Ty::Prim(_))) else {
+            self.err(
+                &c.ty,
+                "a `const` in a #[kernel] has a primitive number type (usize, u32, i32, f32 …) or bool",
+            );
+            return;
+        };
+        let (v, _) = self.expr(&c.expr, Some(&ty));
+        let name = c.ident.to_string();
+        if let syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Int(i), ..
+        }) = &*c.expr
+        {
+            if let Ok(n) = i.base10_parse::<usize>() {
+                self.consts.insert(name.clone(), n);
+            }
+        }
+        let cname = self.fresh(&name);
+        self.emit(&format!("const {} {cname} = {v};", ty.cuda().unwrap_or_default()));
+        self.declare(name, cname, ty);
+    }
+
     fn declare(&mut self, name: String, cname: String, ty: Ty) {
         self.scopes.last_mut().expect("a scope").insert(name, Var { cname, ty });
     }
@@ -367,7 +401,8 @@ impl Tr<'_> {
         if last.ident != "shared_array" {
             return None;
         }
-        let hint = "write shared arrays as `let mut tile = shared_array::<T, 256>();` (a dtype and a literal length)";
+        let hint = "write shared arrays as `let mut tile = shared_array::<T, 256>();` (a dtype and a literal length, \
+                    or a `const` of the body with one)";
         let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
             self.err(last, hint);
             return Some(None);
@@ -379,7 +414,11 @@ impl Tr<'_> {
                     syn::GenericArgument::Const(syn::Expr::Lit(syn::ExprLit {
                         lit: syn::Lit::Int(i), ..
                     })) => i.base10_parse::<usize>().ok(),
-                    syn::GenericArgument::Type(syn::Type::Path(_)) => None,
+                    // A `const` of the body with a literal value.
+                    syn::GenericArgument::Type(syn::Type::Path(p)) => p
+                        .path
+                        .get_ident()
+                        .and_then(|id| self.consts.get(&id.to_string()).copied()),
                     _ => None,
                 };
                 scalar_type(t, &self.generics)

@@ -4,6 +4,9 @@ use atomr_accel_cuda::kernel;
 fn items_and_macros(y: &mut [f32]) {
     fn helper() {}
     println!("hello");
+    const NAME: &str = "tile";
+    const OK: usize = 4;
+    y[OK] = 1.0;
 }
 
 #[kernel]
