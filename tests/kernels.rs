@@ -396,6 +396,7 @@ on_both! {
     bad_launches_are_typed_errors => bad_launches;
     warp_votes_fences_and_f32_conversions_match_reference => warp_votes_all;
     const_items_size_shared_arrays_and_scale => const_items;
+    integer_match_as_value_and_statement => matches;
 }
 
 /// CPU-device faults of the emulation: typed errors, no hang, the device keeps serving.
@@ -716,6 +717,59 @@ async fn const_items(config: DeviceConfig) {
         let src = base + (t + 1) % 64;
         let want = if src < n { x[src] * 0.5 } else { 0.0 };
         assert_eq!(*got, want, "rotate_tiles[{i}]");
+    }
+    system.shutdown().await;
+}
+
+/// `match` on integers, as a value (literals, `|`, a range with a guard, `_`) and as a
+/// statement (arms of expressions and blocks).
+#[kernel]
+pub fn classify<T: Float>(x: &[T], y: &mut [T], class: &mut [u32]) {
+    let i = global_index();
+    let k: u32 = match i % 7 {
+        0 => 1,
+        1 | 2 => 2,
+        3..=4 if i > 100 => 7,
+        _ => 3,
+    };
+    if i < y.len() {
+        class[i] = k;
+        match k {
+            1 => y[i] = x[i],
+            2 => {
+                y[i] = x[i] * T::from_f64(2.0);
+            }
+            7 => y[i] = -x[i],
+            _ => y[i] = T::zero(),
+        }
+    }
+}
+
+async fn matches(config: DeviceConfig) {
+    let system = ActorSystem::new("matches");
+    let d = Device::open(&system, config).await.unwrap();
+    let n = 500;
+    let x = to::<f64>(&rand_vec(n));
+    let xd = d.upload(x.clone()).await.unwrap();
+    let (mut yd, mut cd) = (d.alloc::<f64>(n).await.unwrap(), d.alloc::<u32>(n).await.unwrap());
+    classify::launch::<f64>(&d, LaunchConfig::for_elements(n, 128), &xd, &mut yd, &mut cd)
+        .await
+        .unwrap();
+    let (y, class) = (d.download(&yd).await.unwrap(), d.download(&cd).await.unwrap());
+    for i in 0..n {
+        let k = match i % 7 {
+            0 => 1,
+            1 | 2 => 2,
+            3..=4 if i > 100 => 7,
+            _ => 3,
+        };
+        let want = match k {
+            1 => x[i],
+            2 => x[i] * 2.0,
+            7 => -x[i],
+            _ => 0.0,
+        };
+        assert_eq!((class[i], y[i]), (k, want), "classify[{i}]");
     }
     system.shutdown().await;
 }

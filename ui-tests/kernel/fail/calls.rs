@@ -22,6 +22,16 @@ fn calls(x: &[f32], y: &mut [f32]) {
     atomic_max(y, 2.0);
     let m = ballot(1.0);
     sync_warp(1);
+    let c: u32 = match i {
+        0 => 1,
+        n => 2,
+    };
+    let d: u32 = match i {
+        0 => 1,
+    };
+    let e: u32 = match shfl_down(3u32, 1) {
+        _ => 1,
+    };
 }
 
 fn main() {}
