@@ -397,6 +397,7 @@ on_both! {
     warp_votes_fences_and_f32_conversions_match_reference => warp_votes_all;
     const_items_size_shared_arrays_and_scale => const_items;
     integer_match_as_value_and_statement => matches;
+    cuda_style_u32_indices_and_histogram => u32_indices;
 }
 
 /// CPU-device faults of the emulation: typed errors, no hang, the device keeps serving.
@@ -507,6 +508,7 @@ fn generated_sources_match_snapshots() {
         ("stencil", stencil::cuda_source()),
         ("affine_i32", affine_i32::cuda_source()),
         ("softmax_rows_f16", softmax_rows::cuda_source::<f16>()),
+        ("transpose_u32_f32", transpose_u32::cuda_source::<f32>()),
     ];
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots");
     for (name, src) in cases {
@@ -771,5 +773,52 @@ async fn matches(config: DeviceConfig) {
         };
         assert_eq!((class[i], y[i]), (k, want), "classify[{i}]");
     }
+    system.shutdown().await;
+}
+
+/// CUDA's spelling of indices: the intrinsics' values meet `u32` sizes (as `threadIdx.x`
+/// is `unsigned`) and index buffers as `u32`; another value in the same kernel meets a
+/// `usize` length and stays `usize`; a histogram indexes an atomic with a computed `u32`.
+#[kernel]
+pub fn transpose_u32<T: Float>(src: &[T], dst: &mut [T], hist: &mut [u32], w: u32, h: u32) {
+    let x = block_idx_x() * block_dim_x() + thread_idx_x();
+    let y = block_idx_y() * block_dim_y() + thread_idx_y();
+    if x < w && y < h {
+        dst[x * h + y] = src[y * w + x];
+        let v = src[y * w + x].to_f32().abs();
+        let bin = (v * 8.0) as u32;
+        hist.atomic_add(bin.min(7), 1);
+    }
+    let lane: u32 = lane_id();
+    let i = global_index();
+    if i < dst.len() && lane > 40 {
+        dst[i] = T::zero();
+    }
+}
+
+async fn u32_indices(config: DeviceConfig) {
+    let system = ActorSystem::new("u32");
+    let d = Device::open(&system, config).await.unwrap();
+    let (w, h) = (37usize, 21usize);
+    let src = to::<f32>(&rand_vec(w * h));
+    let sd = d.upload(src.clone()).await.unwrap();
+    let (mut dd, mut hd) = (d.alloc::<f32>(w * h).await.unwrap(), d.alloc::<u32>(8).await.unwrap());
+    let cfg = LaunchConfig {
+        grid: (w.div_ceil(8) as u32, h.div_ceil(8) as u32, 1),
+        block: (8, 8, 1),
+        shared_mem_bytes: 0,
+    };
+    transpose_u32::launch::<f32>(&d, cfg, &sd, &mut dd, &mut hd, w as u32, h as u32)
+        .await
+        .unwrap();
+    let (dst, hist) = (d.download(&dd).await.unwrap(), d.download(&hd).await.unwrap());
+    let mut want_hist = [0u32; 8];
+    for y in 0..h {
+        for x in 0..w {
+            assert_eq!(dst[x * h + y], src[y * w + x], "transpose[{x}, {y}]");
+            want_hist[((src[y * w + x].abs() * 8.0) as u32).min(7) as usize] += 1;
+        }
+    }
+    assert_eq!(hist, want_hist);
     system.shutdown().await;
 }

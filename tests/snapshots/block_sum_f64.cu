@@ -37,6 +37,6 @@ extern "C" __global__ void block_sum(const T* __restrict__ x, unsigned long long
 #line 43 "tests/kernels.rs"
   if ((t == ((k_usize)0))) {
 #line 44 "tests/kernels.rs"
-    k_atomic_add(&out[((k_usize)0)], tile[((k_usize)0)]);
+    k_atomic_add(&out[0], tile[0]);
   }
 }

@@ -37,7 +37,7 @@ extern "C" __global__ void softmax_rows(k_usize cols, const T* __restrict__ x, u
     s /= ((k_usize)2);
   }
 #line 119 "tests/kernels.rs"
-  const float mx = red[((k_usize)0)];
+  const float mx = red[0];
 #line 120 "tests/kernels.rs"
   __syncthreads();
 #line 121 "tests/kernels.rs"
@@ -66,7 +66,7 @@ extern "C" __global__ void softmax_rows(k_usize cols, const T* __restrict__ x, u
     s /= ((k_usize)2);
   }
 #line 135 "tests/kernels.rs"
-  const float total = red[((k_usize)0)];
+  const float total = red[0];
 #line 136 "tests/kernels.rs"
   for (k_usize j__3 = t; j__3 < cols; j__3 += ((k_usize)blockDim.x)) {
 #line 137 "tests/kernels.rs"

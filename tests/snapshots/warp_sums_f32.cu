@@ -15,7 +15,7 @@ extern "C" __global__ void warp_sums(const T* __restrict__ x, unsigned long long
     offset /= ((unsigned int)2);
   }
 #line 58 "tests/kernels.rs"
-  if ((k_lane_id() == ((k_usize)0))) {
+  if ((((k_usize)k_lane_id()) == ((k_usize)0))) {
 #line 59 "tests/kernels.rs"
     out[(i / ((k_usize)32))] = v;
   }

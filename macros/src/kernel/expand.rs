@@ -9,6 +9,9 @@ use super::translate::cuda_params;
 /// Everything expansion needs, proven by parse and validate.
 pub(crate) struct KernelDef<'a> {
     pub(crate) item: &'a syn::ItemFn,
+    /// The body the CPU emulation runs (the item's, with index intrinsics cast to the
+    /// integer type the translation gave them).
+    pub(crate) cpu_block: &'a syn::Block,
     pub(crate) sig: &'a Signature,
     pub(crate) krate: syn::Path,
     /// The `extern "C"` kernel (translated, or the raw option's text).
@@ -70,7 +73,7 @@ pub(crate) fn expand(def: &KernelDef<'_>) -> TokenStream {
     let name = &sig.name;
     let name_str = name.to_string();
     let docs: Vec<&syn::Attribute> = item.attrs.iter().filter(|a| a.path().is_ident("doc")).collect();
-    let block = &item.block;
+    let block = def.cpu_block;
     let gen_idents: Vec<&syn::Ident> = sig.generics.iter().map(|g| &g.0).collect();
     let gen_params: Vec<&syn::TypeParam> = sig.generics.iter().map(|g| &g.2).collect();
     let turbofish = if gen_idents.is_empty() {

@@ -2,26 +2,27 @@
 //! each with its CUDA C++ form. One table per kind, so the translator, its error hints
 //! and the docs agree.
 
-/// Intrinsic functions without arguments returning `usize`: `(rust, cuda)`.
+/// Index intrinsics, without arguments: `(rust, cuda with {T} for the integer type their
+/// use decides — see `flex`)`.
 pub(crate) const INDEX_INTRINSICS: &[(&str, &str)] = &[
-    ("thread_idx_x", "((k_usize)threadIdx.x)"),
-    ("thread_idx_y", "((k_usize)threadIdx.y)"),
-    ("thread_idx_z", "((k_usize)threadIdx.z)"),
-    ("block_idx_x", "((k_usize)blockIdx.x)"),
-    ("block_idx_y", "((k_usize)blockIdx.y)"),
-    ("block_idx_z", "((k_usize)blockIdx.z)"),
-    ("block_dim_x", "((k_usize)blockDim.x)"),
-    ("block_dim_y", "((k_usize)blockDim.y)"),
-    ("block_dim_z", "((k_usize)blockDim.z)"),
-    ("grid_dim_x", "((k_usize)gridDim.x)"),
-    ("grid_dim_y", "((k_usize)gridDim.y)"),
-    ("grid_dim_z", "((k_usize)gridDim.z)"),
-    ("global_index", "((k_usize)blockIdx.x * blockDim.x + threadIdx.x)"),
-    ("global_index_y", "((k_usize)blockIdx.y * blockDim.y + threadIdx.y)"),
-    ("global_index_z", "((k_usize)blockIdx.z * blockDim.z + threadIdx.z)"),
-    ("grid_stride", "((k_usize)blockDim.x * gridDim.x)"),
-    ("lane_id", "k_lane_id()"),
-    ("warp_size", "((k_usize)32)"),
+    ("thread_idx_x", "(({T})threadIdx.x)"),
+    ("thread_idx_y", "(({T})threadIdx.y)"),
+    ("thread_idx_z", "(({T})threadIdx.z)"),
+    ("block_idx_x", "(({T})blockIdx.x)"),
+    ("block_idx_y", "(({T})blockIdx.y)"),
+    ("block_idx_z", "(({T})blockIdx.z)"),
+    ("block_dim_x", "(({T})blockDim.x)"),
+    ("block_dim_y", "(({T})blockDim.y)"),
+    ("block_dim_z", "(({T})blockDim.z)"),
+    ("grid_dim_x", "(({T})gridDim.x)"),
+    ("grid_dim_y", "(({T})gridDim.y)"),
+    ("grid_dim_z", "(({T})gridDim.z)"),
+    ("global_index", "(({T})blockIdx.x * blockDim.x + threadIdx.x)"),
+    ("global_index_y", "(({T})blockIdx.y * blockDim.y + threadIdx.y)"),
+    ("global_index_z", "(({T})blockIdx.z * blockDim.z + threadIdx.z)"),
+    ("grid_stride", "(({T})blockDim.x * gridDim.x)"),
+    ("lane_id", "(({T})k_lane_id())"),
+    ("warp_size", "(({T})32)"),
 ];
 
 /// Warp shuffles `(rust, cuda)`: `f(value, u32)`, full-warp mask.

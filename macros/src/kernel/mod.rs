@@ -2,6 +2,7 @@
 //! C++; or the raw CUDA option's parameter list) → expand (the kernel's module).
 
 mod expand;
+mod flex;
 mod intrinsics;
 mod options;
 mod raw;
@@ -41,6 +42,7 @@ pub(crate) fn entry(args: TokenStream, input: TokenStream) -> TokenStream {
     let krate = crate::crate_path::runtime_path(options.krate.as_ref());
     let sig = signature::parse(&item, &mut errors);
     let body_tokens = quote::ToTokens::to_token_stream(&item.block);
+    let mut cpu_block = item.block.clone();
     let (kernel_source, mut headers) = match &options.cuda {
         Some(cuda) => {
             raw::check(&sig, cuda, &mut errors);
@@ -55,6 +57,7 @@ pub(crate) fn entry(args: TokenStream, input: TokenStream) -> TokenStream {
         }
         None => {
             let t = translate::translate(&sig, &item.block, &mut errors);
+            *cpu_block = flex::retype_cpu_body(&item.block, &t.casts);
             (expand::kernel_function(&sig, &t.body), t.headers)
         }
     };
@@ -73,6 +76,7 @@ pub(crate) fn entry(args: TokenStream, input: TokenStream) -> TokenStream {
     }
     let def = expand::KernelDef {
         item: &item,
+        cpu_block: &cpu_block,
         sig: &sig,
         krate,
         kernel_source,

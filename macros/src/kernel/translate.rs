@@ -13,6 +13,7 @@ use std::fmt::Write;
 use proc_macro2::Span;
 use syn::spanned::Spanned;
 
+use super::flex::FlexInts;
 use super::intrinsics::*;
 use super::signature::{scalar_type, ParamKind, Signature};
 use super::types::{Bound, Prim, Ty};
@@ -24,6 +25,9 @@ pub(crate) struct Translation {
     pub(crate) body: String,
     /// Concrete half types used (`"Fp16"`, `"Bf16"`), for headers.
     pub(crate) headers: Vec<&'static str>,
+    /// The index intrinsic calls (by address in the block) whose use made them an integer
+    /// type other than `usize`: the CPU body casts them the same way.
+    pub(crate) casts: HashMap<usize, Prim>,
 }
 
 struct Var {
@@ -42,6 +46,8 @@ struct Tr<'a> {
     /// `const N: usize = 16;` items of the body with an integer literal value: what a
     /// shared array's length may name.
     consts: HashMap<String, usize>,
+    /// The integer types of index intrinsic values.
+    flex: FlexInts,
 }
 
 /// C++ keywords and names of the generated source a Rust identifier must not become.
@@ -117,6 +123,7 @@ pub(crate) fn translate(sig: &Signature, block: &syn::Block, errors: &mut Errors
         indent: 1,
         headers: vec![],
         consts: HashMap::new(),
+        flex: FlexInts::default(),
     };
     for p in &sig.params {
         let name = p.name.to_string();
@@ -136,8 +143,9 @@ pub(crate) fn translate(sig: &Signature, block: &syn::Block, errors: &mut Errors
     }
     tr.stmts(&block.stmts, true);
     Translation {
-        body: tr.out,
+        body: tr.flex.fill(&tr.out),
         headers: tr.headers,
+        casts: tr.flex.casts(),
     }
 }
 
@@ -817,7 +825,17 @@ impl Tr<'_> {
         }
     }
 
+    /// Translates `e` where a value of type `expected` is wanted: the two types meet (an
+    /// index intrinsic's value takes the wanted integer type).
     fn expr(&mut self, e: &syn::Expr, expected: Option<&Ty>) -> Out {
+        let out = self.expr_inner(e, expected);
+        if let Some(t) = expected {
+            self.flex.unify(t, &out.1);
+        }
+        out
+    }
+
+    fn expr_inner(&mut self, e: &syn::Expr, expected: Option<&Ty>) -> Out {
         match e {
             syn::Expr::Lit(l) => self.literal(&l.lit, expected),
             syn::Expr::Path(p) => self.path(p),
@@ -1042,7 +1060,8 @@ impl Tr<'_> {
             Ty::Unit => return (b, Ty::Unit),
             _ => return self.err(&ix.expr, "only buffers and shared arrays can be indexed in a #[kernel]"),
         };
-        let (i, it) = self.expr(&ix.index, Some(&Ty::Prim(Prim::Usize)));
+        // Any integer indexes (an index intrinsic's value keeps its own type).
+        let (i, it) = self.expr(&ix.index, None);
         if !it.is_int() && it != Ty::Unit {
             if let syn::Expr::Range(_) = &*ix.index {
                 return self.err(
@@ -1093,7 +1112,8 @@ impl Tr<'_> {
                 if !c.args.is_empty() {
                     return self.err(&c.args, format!("`{name}()` takes no arguments"));
                 }
-                return (cuda.to_string(), Ty::Prim(Prim::Usize));
+                let ty = self.flex.fresh(c);
+                return (cuda.replace("{T}", &ty.cuda().unwrap_or_default()), ty);
             }
             if let Some((_, cuda)) = WARP_SYNC.iter().find(|s| s.0 == name) {
                 if !c.args.is_empty() {
@@ -1234,7 +1254,7 @@ impl Tr<'_> {
                             ),
                         );
                     }
-                    let (i, _) = self.expr(&m.args[0], Some(&Ty::Prim(Prim::Usize)));
+                    let (i, _) = self.expr(&m.args[0], None);
                     let mut args = vec![format!("&{cname}[{i}]")];
                     for a in m.args.iter().skip(1) {
                         args.push(self.expr(a, Some(&elem)).0);

@@ -48,6 +48,9 @@ impl Prim {
     pub(crate) fn cuda(self) -> &'static str {
         PRIMS.iter().find(|p| p.1 == self).map(|p| p.2).unwrap_or("?")
     }
+    pub(crate) fn rust(self) -> &'static str {
+        PRIMS.iter().find(|p| p.1 == self).map(|p| p.0).unwrap_or("?")
+    }
     pub(crate) fn is_float(self) -> bool {
         matches!(self, Prim::F32 | Prim::F64 | Prim::F16 | Prim::Bf16)
     }
@@ -93,6 +96,8 @@ pub(crate) enum Ty {
     Struct(String),
     /// An integer literal whose type its context decides.
     IntLit,
+    /// The value of index intrinsics, whose integer type its uses decide (see `flex`).
+    Flex(usize),
     /// A float literal whose type its context decides.
     FloatLit,
     /// A value whose type only C++ knows (a struct field): the C++ text of the
@@ -109,6 +114,7 @@ impl Ty {
             Ty::Prim(p) => Some(p.cuda().to_string()),
             Ty::Generic(n, _) | Ty::Struct(n) => Some(n.clone()),
             Ty::Unknown(text) => Some(format!("k_rr<decltype(({text}))>::type")),
+            Ty::Flex(id) => Some(super::flex::FlexInts::placeholder(*id)),
             _ => None,
         }
     }
@@ -117,13 +123,13 @@ impl Ty {
     }
     pub(crate) fn is_int(&self) -> bool {
         matches!(self, Ty::Prim(p) if !p.is_float() && *p != Prim::Bool)
-            || matches!(self, Ty::Generic(_, Bound::Int) | Ty::IntLit)
+            || matches!(self, Ty::Generic(_, Bound::Int) | Ty::IntLit | Ty::Flex(_))
     }
     pub(crate) fn is_literal(&self) -> bool {
         matches!(self, Ty::IntLit | Ty::FloatLit)
     }
-    /// A value type the literal can take on (`Prim`, `Generic`, `Unknown`).
+    /// A value type the literal can take on (`Prim`, `Generic`, `Unknown`, `Flex`).
     pub(crate) fn is_value(&self) -> bool {
-        matches!(self, Ty::Prim(_) | Ty::Generic(..) | Ty::Unknown(_))
+        matches!(self, Ty::Prim(_) | Ty::Generic(..) | Ty::Unknown(_) | Ty::Flex(_))
     }
 }

@@ -8,6 +8,7 @@
 
 pub mod atomics;
 pub mod grid;
+pub mod index;
 pub mod intrinsics;
 pub mod launch;
 pub mod registry;
@@ -25,6 +26,7 @@ pub use scalar::{Arith, Float, Int, KernelScalar};
 /// handles. The `#[kernel]` macro imports it into the kernel's module.
 pub mod prelude {
     pub use super::atomics::{AtomicAdd, AtomicOrd, AtomicSwap};
+    pub use super::index::KernelIndex;
     pub use super::intrinsics::*;
     pub use super::scalar::{Arith, Float, Int, KernelScalar};
     pub use super::slices::{GlobalSlice, GlobalSliceMut, SharedArray};

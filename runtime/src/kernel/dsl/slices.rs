@@ -13,6 +13,7 @@ use std::marker::PhantomData;
 use std::ops::{Index, IndexMut};
 
 use super::atomics::{AtomicAdd, AtomicOrd, AtomicSwap};
+use super::index::KernelIndex;
 
 /// A buffer a kernel reads (`&[T]` in the kernel's signature).
 #[derive(Debug)]
@@ -73,8 +74,21 @@ unsafe impl<T: Sync, const N: usize> Sync for SharedArray<T, N> {}
 
 #[cold]
 #[track_caller]
-fn out_of_bounds(i: usize, len: usize) -> ! {
-    panic!("index {i} is out of bounds of a kernel buffer of length {len}")
+fn out_of_bounds(i: Option<usize>, len: usize) -> ! {
+    match i {
+        Some(i) => panic!("index {i} is out of bounds of a kernel buffer of length {len}"),
+        None => panic!("a negative index is out of bounds of a kernel buffer of length {len}"),
+    }
+}
+
+/// The offset of index `i` into `len` elements, checked.
+#[inline]
+#[track_caller]
+fn checked(i: impl KernelIndex, len: usize) -> usize {
+    match i.offset() {
+        Some(k) if k < len => k,
+        other => out_of_bounds(other, len),
+    }
 }
 
 impl<T> GlobalSlice<T> {
@@ -120,12 +134,10 @@ impl<T> GlobalSliceMut<T> {
     }
 
     #[track_caller]
-    fn slot(&self, i: usize) -> *mut T {
-        if i >= self.len {
-            out_of_bounds(i, self.len)
-        }
-        // SAFETY: `i < len`, inside the buffer (see `from_raw`).
-        unsafe { self.ptr.add(i) }
+    fn slot(&self, i: impl KernelIndex) -> *mut T {
+        let k = checked(i, self.len);
+        // SAFETY: `k < len`, inside the buffer (see `from_raw`).
+        unsafe { self.ptr.add(k) }
     }
 }
 
@@ -150,57 +162,53 @@ impl<T, const N: usize> SharedArray<T, N> {
     }
 
     #[track_caller]
-    fn slot(&self, i: usize) -> *mut T {
-        if i >= N {
-            out_of_bounds(i, N)
-        }
-        // SAFETY: `i < N`, inside the array (see `from_raw`).
-        unsafe { self.ptr.add(i) }
+    fn slot(&self, i: impl KernelIndex) -> *mut T {
+        let k = checked(i, N);
+        // SAFETY: `k < N`, inside the array (see `from_raw`).
+        unsafe { self.ptr.add(k) }
     }
 }
 
-impl<T> Index<usize> for GlobalSlice<T> {
+impl<T, I: KernelIndex> Index<I> for GlobalSlice<T> {
     type Output = T;
     #[track_caller]
-    fn index(&self, i: usize) -> &T {
-        if i >= self.len {
-            out_of_bounds(i, self.len)
-        }
-        // SAFETY: `i < len`, inside the buffer, valid for reads (see `from_raw`).
-        unsafe { &*self.ptr.add(i) }
+    fn index(&self, i: I) -> &T {
+        let k = checked(i, self.len);
+        // SAFETY: `k < len`, inside the buffer, valid for reads (see `from_raw`).
+        unsafe { &*self.ptr.add(k) }
     }
 }
 
-impl<T> Index<usize> for GlobalSliceMut<T> {
+impl<T, I: KernelIndex> Index<I> for GlobalSliceMut<T> {
     type Output = T;
     #[track_caller]
-    fn index(&self, i: usize) -> &T {
+    fn index(&self, i: I) -> &T {
         // SAFETY: in bounds (checked by `slot`) and valid for reads.
         unsafe { &*self.slot(i) }
     }
 }
 
-impl<T> IndexMut<usize> for GlobalSliceMut<T> {
+impl<T, I: KernelIndex> IndexMut<I> for GlobalSliceMut<T> {
     #[track_caller]
-    fn index_mut(&mut self, i: usize) -> &mut T {
+    fn index_mut(&mut self, i: I) -> &mut T {
         // SAFETY: in bounds (checked by `slot`) and valid for writes; other threads keep
         // to other elements (module docs).
         unsafe { &mut *self.slot(i) }
     }
 }
 
-impl<T, const N: usize> Index<usize> for SharedArray<T, N> {
+impl<T, I: KernelIndex, const N: usize> Index<I> for SharedArray<T, N> {
     type Output = T;
     #[track_caller]
-    fn index(&self, i: usize) -> &T {
+    fn index(&self, i: I) -> &T {
         // SAFETY: in bounds (checked by `slot`) and valid for reads.
         unsafe { &*self.slot(i) }
     }
 }
 
-impl<T, const N: usize> IndexMut<usize> for SharedArray<T, N> {
+impl<T, I: KernelIndex, const N: usize> IndexMut<I> for SharedArray<T, N> {
     #[track_caller]
-    fn index_mut(&mut self, i: usize) -> &mut T {
+    fn index_mut(&mut self, i: I) -> &mut T {
         // SAFETY: in bounds and valid for writes; threads of the block separate their
         // accesses with `sync_threads()` (module docs).
         unsafe { &mut *self.slot(i) }
@@ -214,28 +222,28 @@ macro_rules! atomic_methods {
         impl<T $(, const $n: usize)?> $ty<T $(, $n)?> {
             /// Adds `v` to element `i` atomically; returns the old value.
             #[track_caller]
-            pub fn atomic_add(&self, i: usize, v: T) -> T where T: AtomicAdd {
+            pub fn atomic_add(&self, i: impl KernelIndex, v: T) -> T where T: AtomicAdd {
                 T::atomic_add(self.slot(i), v)
             }
             /// Stores the smaller of element `i` and `v` atomically; returns the old value.
             #[track_caller]
-            pub fn atomic_min(&self, i: usize, v: T) -> T where T: AtomicOrd {
+            pub fn atomic_min(&self, i: impl KernelIndex, v: T) -> T where T: AtomicOrd {
                 T::atomic_min(self.slot(i), v)
             }
             /// Stores the larger of element `i` and `v` atomically; returns the old value.
             #[track_caller]
-            pub fn atomic_max(&self, i: usize, v: T) -> T where T: AtomicOrd {
+            pub fn atomic_max(&self, i: impl KernelIndex, v: T) -> T where T: AtomicOrd {
                 T::atomic_max(self.slot(i), v)
             }
             /// Stores `v` in element `i` atomically; returns the old value.
             #[track_caller]
-            pub fn atomic_exch(&self, i: usize, v: T) -> T where T: AtomicSwap {
+            pub fn atomic_exch(&self, i: impl KernelIndex, v: T) -> T where T: AtomicSwap {
                 T::atomic_exch(self.slot(i), v)
             }
             /// Stores `new` in element `i` if it equals `current`, atomically; returns
             /// the old value (equal to `current` when the store happened).
             #[track_caller]
-            pub fn atomic_cas(&self, i: usize, current: T, new: T) -> T where T: AtomicSwap {
+            pub fn atomic_cas(&self, i: impl KernelIndex, current: T, new: T) -> T where T: AtomicSwap {
                 T::atomic_cas(self.slot(i), current, new)
             }
         }
