@@ -398,6 +398,7 @@ on_both! {
     const_items_size_shared_arrays_and_scale => const_items;
     integer_match_as_value_and_statement => matches;
     cuda_style_u32_indices_and_histogram => u32_indices;
+    device_fns_called_from_kernels_and_each_other => device_fns;
 }
 
 /// CPU-device faults of the emulation: typed errors, no hang, the device keeps serving.
@@ -509,6 +510,7 @@ fn generated_sources_match_snapshots() {
         ("affine_i32", affine_i32::cuda_source()),
         ("softmax_rows_f16", softmax_rows::cuda_source::<f16>()),
         ("transpose_u32_f32", transpose_u32::cuda_source::<f32>()),
+        ("smooth_blend_f16", smooth_blend::cuda_source::<f16>()),
     ];
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots");
     for (name, src) in cases {
@@ -820,5 +822,116 @@ async fn u32_indices(config: DeviceConfig) {
         }
     }
     assert_eq!(hist, want_hist);
+    system.shutdown().await;
+}
+
+/// A generic `#[device] fn` returning a value.
+#[device]
+pub fn lerp<T: Float>(a: T, b: T, t: T) -> T {
+    a + (b - a) * t
+}
+
+/// A helper reading a buffer, with a loop, a value `if` and a trailing value.
+#[device]
+pub fn window_mean<T: Float>(x: &[T], i: usize, half: usize) -> T {
+    let lo = if i > half { i - half } else { 0 };
+    let hi = (i + half + 1).min(x.len());
+    let mut acc = T::zero();
+    for k in lo..hi {
+        acc += x[k];
+    }
+    acc / T::from_f64((hi - lo) as f64)
+}
+
+/// A helper with warp shuffles (the kernel calling it is emulated cooperatively) that
+/// calls another helper.
+#[device]
+pub fn warp_sum<T: Float>(v: T) -> T {
+    let mut s = v;
+    let mut off: u32 = 16;
+    while off > 0 {
+        s = add_f(s, shfl_down(s, off));
+        off /= 2;
+    }
+    s
+}
+
+/// A helper called by a helper.
+#[device]
+fn add_f<T: Float>(a: T, b: T) -> T {
+    a + b
+}
+
+/// A helper that writes a buffer, returns nothing, and returns early.
+#[device]
+fn put<T: Float>(y: &mut [T], i: usize, v: T) {
+    if i >= y.len() {
+        return;
+    }
+    y[i] = v;
+}
+
+/// A concrete-typed helper called with a turbofish-free integer argument.
+#[device]
+fn twice(k: u32) -> u32 {
+    k * 2
+}
+
+#[kernel]
+pub fn smooth_blend<T: Float>(x: &[T], y: &mut [T], sums: &mut [T], tags: &mut [u32], t: T) {
+    let i = global_index();
+    let v = if i < x.len() { x[i] } else { T::zero() };
+    if i < x.len() {
+        let m = window_mean(x, i, 2);
+        put(y, i, lerp(v, m, t));
+        tags[i] = twice(lane_id());
+    }
+    let s = warp_sum(v);
+    if lane_id() == 0 {
+        sums.atomic_add(0, s);
+    }
+}
+
+async fn device_fns(config: DeviceConfig) {
+    let system = ActorSystem::new("device-fns");
+    let d = Device::open(&system, config).await.unwrap();
+    let n = 1000;
+    let x = rand_vec(n);
+    let xd = d.upload(to::<f32>(&x)).await.unwrap();
+    let (mut yd, mut sd, mut td) = (
+        d.alloc::<f32>(n).await.unwrap(),
+        d.upload(vec![0.0f32]).await.unwrap(),
+        d.alloc::<u32>(n).await.unwrap(),
+    );
+    smooth_blend::launch::<f32>(
+        &d,
+        LaunchConfig::for_elements(n, 128),
+        &xd,
+        &mut yd,
+        &mut sd,
+        &mut td,
+        0.25,
+    )
+    .await
+    .unwrap();
+    let (y, s, tags) = (
+        d.download(&yd).await.unwrap(),
+        d.download(&sd).await.unwrap(),
+        d.download(&td).await.unwrap(),
+    );
+    let xf: Vec<f64> = to::<f32>(&x).iter().map(|&v| v as f64).collect();
+    for i in 0..n {
+        let (lo, hi) = (i.saturating_sub(2), (i + 3).min(n));
+        let m = xf[lo..hi].iter().sum::<f64>() / (hi - lo) as f64;
+        let want = xf[i] + (m - xf[i]) * 0.25;
+        assert!(
+            (y[i] as f64 - want).abs() < 1e-5,
+            "smooth_blend[{i}]: {} vs {want}",
+            y[i]
+        );
+        assert_eq!(tags[i], 2 * (i as u32 % 32), "tags[{i}]");
+    }
+    let total: f64 = xf.iter().sum();
+    assert!((s[0] as f64 - total).abs() < 1e-3, "warp sums {} vs {total}", s[0]);
     system.shutdown().await;
 }

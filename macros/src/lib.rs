@@ -59,6 +59,18 @@ pub fn kernel(args: TokenStream, input: TokenStream) -> TokenStream {
     kernel::entry(args.into(), input.into()).into()
 }
 
+/// Makes a helper that `#[kernel]`s (and other helpers) call: its body is in the same
+/// Rust subset as a kernel's and becomes a `__device__` function (a C++ template over its
+/// `Float`/`Int` generic parameters, deduced from the arguments as C++ does, or given by a
+/// turbofish); the function stays callable as Rust for the CPU device. It takes scalars,
+/// buffers (`&[T]`, `&mut [T]`) and `#[derive(KernelArg)]` structs and returns a scalar or
+/// nothing; it may call intrinsics, synchronise, shuffle and call other helpers, but not
+/// itself (recursion is refused). Options: `crate = path`.
+#[proc_macro_attribute]
+pub fn device(args: TokenStream, input: TokenStream) -> TokenStream {
+    kernel::device_fn_entry(args.into(), input.into()).into()
+}
+
 /// Marks the program's `main` as the entry point of isolated devices' GPU workers too:
 /// started as a worker (by an isolated device of this same program), `main` serves that
 /// device and never returns; otherwise it runs as written. Same as calling

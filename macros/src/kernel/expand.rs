@@ -12,6 +12,8 @@ pub(crate) struct KernelDef<'a> {
     /// The body the CPU emulation runs (the item's, with index intrinsics cast to the
     /// integer type the translation gave them).
     pub(crate) cpu_block: &'a syn::Block,
+    /// The `#[device] fn`s the body calls.
+    pub(crate) calls: &'a [syn::Path],
     pub(crate) sig: &'a Signature,
     pub(crate) krate: syn::Path,
     /// The `extern "C"` kernel (translated, or the raw option's text).
@@ -155,6 +157,7 @@ pub(crate) fn expand(def: &KernelDef<'_>) -> TokenStream {
     }
     let kernel = &def.kernel_source;
     let cooperative = def.cooperative;
+    let calls = def.calls;
     let headers: Vec<TokenStream> = def
         .headers
         .iter()
@@ -209,7 +212,7 @@ pub(crate) fn expand(def: &KernelDef<'_>) -> TokenStream {
             const HEADERS: &[#dsl::scalar::Header] = &[#(#headers),*];
             /// Whether the CPU emulation runs a block's threads together (the body uses
             /// `sync_threads`, shared arrays or shuffles).
-            pub const COOPERATIVE: bool = #cooperative;
+            pub const COOPERATIVE: bool = #cooperative #(|| #calls::COOPERATIVE)*;
 
             /// The body as Rust: what the CPU device runs for each emulated thread.
             #[doc(hidden)]
@@ -217,10 +220,13 @@ pub(crate) fn expand(def: &KernelDef<'_>) -> TokenStream {
 
             /// The CUDA C++ source of this kernel for the given dtypes.
             pub fn cuda_source<#(#gen_params),*>() -> ::std::string::String {
+                let mut device_fns = #dsl::source::DeviceFns::default();
+                #(#calls::collect(&mut device_fns);)*
                 #dsl::source::SourceTemplate { kernel: KERNEL, headers: HEADERS }.assemble(
                     &#dsl::source::Instantiation {
                         generics: ::std::vec![#((#gen_strs, <#gen_idents as #dsl::KernelScalar>::CUDA, <#gen_idents as #dsl::KernelScalar>::HEADER)),*],
                         structs: ::std::vec![#(#struct_decls),*],
+                        device_fns,
                     },
                 )
             }
@@ -281,16 +287,22 @@ pub(crate) fn expand(def: &KernelDef<'_>) -> TokenStream {
     }
 }
 
-/// What is emitted beside errors: the body as plain Rust in the kernel's module, so the
-/// IDE keeps working and uses of the module name resolve.
+/// What is emitted beside errors: the function's signature in the kernel's module, so
+/// the IDE keeps working and uses of the module name resolve. Its body is not re-emitted:
+/// the errors above are the whole report (rustc's own errors about the same statements
+/// would only repeat them); the rest of the body is checked once they are fixed.
 pub(crate) fn fallback(item: &syn::ItemFn, krate: &syn::Path) -> TokenStream {
     let vis = &item.vis;
     let name = &item.sig.ident;
     let mut f = item.clone();
     f.sig.ident = format_ident!("body");
     f.vis = syn::parse_quote!(pub);
+    // `const`/`async` were reported; the stub body is neither.
+    f.sig.constness = None;
+    f.sig.asyncness = None;
+    *f.block = syn::parse_quote!({ ::core::unreachable!("this #[kernel] did not compile") });
     quote! {
-        #[allow(non_snake_case, dead_code)]
+        #[allow(non_snake_case, dead_code, unused_variables)]
         #vis mod #name {
             #![allow(unused_imports)]
             use super::*;

@@ -13,7 +13,7 @@
 //! end; the CPU emulation's Rust body gets the same decision as an `as` cast on each call
 //! whose type is not `usize` — so the two backends cannot disagree.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use syn::visit::Visit;
 use syn::visit_mut::VisitMut;
@@ -109,44 +109,70 @@ fn is_int(p: Prim) -> bool {
 }
 
 /// The body the CPU emulation runs: `block` with `(call as T)` around each intrinsic
-/// call the translator typed `T` other than `usize`. `casts` is keyed by the addresses
-/// of the calls in `block` itself (the block the translator walked).
-pub(crate) fn retype_cpu_body(block: &syn::Block, casts: &HashMap<usize, Prim>) -> syn::Block {
-    if casts.is_empty() {
+/// call the translator typed `T` other than `usize`, and each index value passed to a
+/// `#[device] fn` (whose parameter types a kernel cannot see) converted to the type the
+/// parameter has, as a literal would be. Both maps are keyed by addresses in `block`
+/// itself (the block the translator walked).
+pub(crate) fn retype_cpu_body(
+    block: &syn::Block,
+    casts: &HashMap<usize, Prim>,
+    converts: &HashSet<usize>,
+    krate: &syn::Path,
+) -> syn::Block {
+    if casts.is_empty() && converts.is_empty() {
         return block.clone();
     }
-    // Calls in visiting order; the clone is visited in the same order.
-    struct Calls(Vec<usize>);
-    impl<'ast> Visit<'ast> for Calls {
-        fn visit_expr_call(&mut self, c: &'ast syn::ExprCall) {
-            self.0.push(c as *const syn::ExprCall as usize);
-            syn::visit::visit_expr_call(self, c);
+    // What to do with each expression, in visiting order; the clone is visited in the
+    // same order.
+    struct Plan<'m> {
+        casts: &'m HashMap<usize, Prim>,
+        converts: &'m HashSet<usize>,
+        steps: Vec<(Option<Prim>, bool)>,
+    }
+    impl<'ast> Visit<'ast> for Plan<'_> {
+        fn visit_expr(&mut self, e: &'ast syn::Expr) {
+            let cast = match e {
+                syn::Expr::Call(c) => self.casts.get(&(c as *const syn::ExprCall as usize)).copied(),
+                _ => None,
+            };
+            let convert = self.converts.contains(&(e as *const syn::Expr as usize));
+            self.steps.push((cast, convert));
+            syn::visit::visit_expr(self, e);
         }
     }
-    let mut calls = Calls(vec![]);
-    calls.visit_block(block);
-    let wanted: Vec<Option<Prim>> = calls.0.iter().map(|a| casts.get(a).copied()).collect();
+    let mut plan = Plan {
+        casts,
+        converts,
+        steps: vec![],
+    };
+    plan.visit_block(block);
 
-    struct Retype {
-        wanted: Vec<Option<Prim>>,
+    struct Retype<'k> {
+        steps: Vec<(Option<Prim>, bool)>,
         next: usize,
+        krate: &'k syn::Path,
     }
-    impl VisitMut for Retype {
+    impl VisitMut for Retype<'_> {
         fn visit_expr_mut(&mut self, e: &mut syn::Expr) {
-            let cast = if let syn::Expr::Call(_) = e {
-                self.next += 1;
-                self.wanted[self.next - 1]
-            } else {
-                None
-            };
+            let (cast, convert) = self.steps[self.next];
+            self.next += 1;
             syn::visit_mut::visit_expr_mut(self, e);
             if let Some(p) = cast {
                 let ty = quote::format_ident!("{}", p.rust());
                 *e = syn::parse_quote!((#e as #ty));
             }
+            if convert {
+                let krate = self.krate;
+                *e = syn::parse_quote!(#krate::kernel::dsl::index::FromIndex::from_index(#e));
+            }
         }
     }
     let mut out = block.clone();
-    Retype { wanted, next: 0 }.visit_block_mut(&mut out);
+    Retype {
+        steps: plan.steps,
+        next: 0,
+        krate,
+    }
+    .visit_block_mut(&mut out);
     out
 }

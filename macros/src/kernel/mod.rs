@@ -1,6 +1,7 @@
 //! `#[kernel]`: parse (options, signature) → validate + translate (the body, to CUDA
 //! C++; or the raw CUDA option's parameter list) → expand (the kernel's module).
 
+mod device_fn;
 mod expand;
 mod flex;
 mod intrinsics;
@@ -24,25 +25,36 @@ fn mentions(tokens: TokenStream, names: &[&str]) -> bool {
     })
 }
 
+/// The function the attribute is on, or the input with an error saying where the
+/// attribute goes (`hint`).
+fn parse_fn(input: TokenStream, hint: &str) -> Result<syn::ItemFn, TokenStream> {
+    syn::parse2(input.clone()).map_err(|_| {
+        let e = syn::Error::new(proc_macro2::Span::call_site(), hint).to_compile_error();
+        quote!(#e #input)
+    })
+}
+
+/// `#[device] fn`'s entry point.
+pub(crate) fn device_fn_entry(args: TokenStream, input: TokenStream) -> TokenStream {
+    device_fn::entry(args, input)
+}
+
 /// The macro's entry point.
 pub(crate) fn entry(args: TokenStream, input: TokenStream) -> TokenStream {
     let mut errors = Errors::default();
     let options = options::parse(args, &mut errors);
-    let item: syn::ItemFn = match syn::parse2(input.clone()) {
+    let item = match parse_fn(
+        input,
+        "#[kernel] goes on a function: `#[kernel] fn saxpy<T: Float>(a: T, x: &[T], y: &mut [T]) { … }`",
+    ) {
         Ok(f) => f,
-        Err(_) => {
-            let e = syn::Error::new(
-                proc_macro2::Span::call_site(),
-                "#[kernel] goes on a function: `#[kernel] fn saxpy<T: Float>(a: T, x: &[T], y: &mut [T]) { … }`",
-            )
-            .to_compile_error();
-            return quote!(#e #input);
-        }
+        Err(tokens) => return tokens,
     };
     let krate = crate::crate_path::runtime_path(options.krate.as_ref());
-    let sig = signature::parse(&item, &mut errors);
+    let sig = signature::parse(&item, &mut errors, signature::Role::Kernel);
     let body_tokens = quote::ToTokens::to_token_stream(&item.block);
     let mut cpu_block = item.block.clone();
+    let mut calls = vec![];
     let (kernel_source, mut headers) = match &options.cuda {
         Some(cuda) => {
             raw::check(&sig, cuda, &mut errors);
@@ -57,7 +69,8 @@ pub(crate) fn entry(args: TokenStream, input: TokenStream) -> TokenStream {
         }
         None => {
             let t = translate::translate(&sig, &item.block, &mut errors);
-            *cpu_block = flex::retype_cpu_body(&item.block, &t.casts);
+            *cpu_block = flex::retype_cpu_body(&item.block, &t.casts, &t.converts, &krate);
+            calls = t.calls;
             (expand::kernel_function(&sig, &t.body), t.headers)
         }
     };
@@ -77,6 +90,7 @@ pub(crate) fn entry(args: TokenStream, input: TokenStream) -> TokenStream {
     let def = expand::KernelDef {
         item: &item,
         cpu_block: &cpu_block,
+        calls: &calls,
         sig: &sig,
         krate,
         kernel_source,

@@ -33,6 +33,18 @@ pub(crate) struct Signature {
     /// Generic parameters in order, with their bound and the full bound list.
     pub(crate) generics: Vec<(syn::Ident, Bound, syn::TypeParam)>,
     pub(crate) params: Vec<Param>,
+    /// What the function returns: `None` for a kernel; for a `#[device] fn`, its scalar
+    /// type (`Some(Ty::Unit)` when it returns nothing).
+    pub(crate) ret: Option<Ty>,
+}
+
+/// Which attribute the function carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// `#[kernel]`: an entry point, returns nothing.
+    Kernel,
+    /// `#[device]`: a helper kernels call, may return a scalar.
+    DeviceFn,
 }
 
 impl Signature {
@@ -62,7 +74,27 @@ pub(crate) fn scalar_type(ty: &syn::Type, generics: &BTreeMap<String, Bound>) ->
     Prim::from_name(&name).map(Ty::Prim)
 }
 
-pub(crate) fn parse(f: &syn::ItemFn, errors: &mut Errors) -> Signature {
+/// The checked signature of a `#[kernel]` or `#[device] fn`; every problem is reported
+/// in `errors`, worded for the attribute the function carries.
+pub(crate) fn parse(f: &syn::ItemFn, errors: &mut Errors, role: Role) -> Signature {
+    let mut local = Errors::default();
+    let sig = parse_as_kernel(f, &mut local, role);
+    if let Some(all) = local.into_error() {
+        for e in all {
+            let msg = e.to_string();
+            let msg = match role {
+                Role::Kernel => msg,
+                Role::DeviceFn => msg
+                    .replace("a #[kernel]", "a #[device] fn")
+                    .replace("#[kernel]", "#[device] fn"),
+            };
+            errors.push(syn::Error::new(e.span(), msg));
+        }
+    }
+    sig
+}
+
+fn parse_as_kernel(f: &syn::ItemFn, errors: &mut Errors, role: Role) -> Signature {
     let sig = &f.sig;
     if let Some(a) = &sig.asyncness {
         errors.at(
@@ -97,11 +129,15 @@ pub(crate) fn parse(f: &syn::ItemFn, errors: &mut Errors) -> Signature {
             "a #[kernel] cannot declare an ABI; the macro emits the `extern \"C\"` entry point itself",
         );
     }
+    let mut ret = None;
     if let syn::ReturnType::Type(_, ty) = &sig.output {
-        errors.at(
-            ty,
-            "a #[kernel] returns nothing: write results into a `&mut [T]` parameter instead",
-        );
+        if role == Role::Kernel {
+            errors.at(
+                ty,
+                "a #[kernel] returns nothing: write results into a `&mut [T]` parameter instead \
+                 (a `#[device] fn` helper may return a scalar)",
+            );
+        }
     }
     if let Some(w) = &sig.generics.where_clause {
         errors.at(
@@ -222,9 +258,26 @@ pub(crate) fn parse(f: &syn::ItemFn, errors: &mut Errors) -> Signature {
             kind,
         });
     }
+    if role == Role::DeviceFn {
+        ret = Some(match &sig.output {
+            syn::ReturnType::Default => Ty::Unit,
+            syn::ReturnType::Type(_, ty) => match scalar_type(ty, &gmap) {
+                Some(t) => t,
+                None => {
+                    errors.at(
+                        ty,
+                        "a #[device] fn returns a scalar (f32 f64 f16 bf16 i8 … u64 usize isize bool or a \
+                         generic parameter) or nothing",
+                    );
+                    Ty::Unit
+                }
+            },
+        });
+    }
     Signature {
         name: sig.ident.clone(),
         generics,
         params,
+        ret,
     }
 }

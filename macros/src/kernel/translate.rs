@@ -7,7 +7,7 @@
 //! meets), declare `let`s with their C++ type and pick operators. Every statement is
 //! preceded by a `#line` marker so NVRTC errors point at the Rust source.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write;
 
 use proc_macro2::Span;
@@ -28,6 +28,11 @@ pub(crate) struct Translation {
     /// The index intrinsic calls (by address in the block) whose use made them an integer
     /// type other than `usize`: the CPU body casts them the same way.
     pub(crate) casts: HashMap<usize, Prim>,
+    /// The `#[device] fn`s the body calls, by the path it calls them with (once each).
+    pub(crate) calls: Vec<syn::Path>,
+    /// Index values passed to a `#[device] fn` (by address in the block): the CPU body
+    /// converts each to the parameter's type.
+    pub(crate) converts: HashSet<usize>,
 }
 
 struct Var {
@@ -48,6 +53,13 @@ struct Tr<'a> {
     consts: HashMap<String, usize>,
     /// The integer types of index intrinsic values.
     flex: FlexInts,
+    /// Device functions called, once each.
+    calls: Vec<syn::Path>,
+    /// Index values passed to device functions.
+    converts: HashSet<usize>,
+    /// The function's own name and, for a `#[device] fn`, its return type.
+    name: String,
+    ret: Option<Ty>,
 }
 
 /// C++ keywords and names of the generated source a Rust identifier must not become.
@@ -124,6 +136,10 @@ pub(crate) fn translate(sig: &Signature, block: &syn::Block, errors: &mut Errors
         headers: vec![],
         consts: HashMap::new(),
         flex: FlexInts::default(),
+        calls: vec![],
+        converts: HashSet::new(),
+        name: sig.name.to_string(),
+        ret: sig.ret.clone(),
     };
     for p in &sig.params {
         let name = p.name.to_string();
@@ -141,11 +157,13 @@ pub(crate) fn translate(sig: &Signature, block: &syn::Block, errors: &mut Errors
         let cname = tr.fresh(&name);
         tr.scopes[0].insert(name, Var { cname, ty });
     }
-    tr.stmts(&block.stmts, true);
+    tr.body(block);
     Translation {
         body: tr.flex.fill(&tr.out),
         headers: tr.headers,
         casts: tr.flex.casts(),
+        calls: tr.calls,
+        converts: tr.converts,
     }
 }
 
@@ -193,6 +211,21 @@ impl Tr<'_> {
         self.errors.push(syn::Error::new(at.span(), msg));
         // An unknown type raises no further errors where the value is used.
         (String::from("0"), Ty::Unknown("0".into()))
+    }
+
+    /// The function's statements; a `#[device] fn`'s trailing expression is its value.
+    fn body(&mut self, block: &syn::Block) {
+        let returns = self.ret.as_ref().is_some_and(|t| *t != Ty::Unit);
+        match block.stmts.split_last() {
+            Some((syn::Stmt::Expr(tail, None), rest)) if returns && !is_statement_like(tail) => {
+                self.stmts(rest, true);
+                self.line(tail.span());
+                let ret = self.ret.clone();
+                let (v, _) = self.expr(tail, ret.as_ref());
+                self.emit(&format!("return {v};"));
+            }
+            _ => self.stmts(&block.stmts, true),
+        }
     }
 
     fn note_type(&mut self, ty: &Ty) {
@@ -506,16 +539,28 @@ impl Tr<'_> {
                     self.emit("continue;");
                 }
             }
-            syn::Expr::Return(r) => {
-                if let Some(v) = &r.expr {
+            syn::Expr::Return(r) => match (&r.expr, self.ret.clone()) {
+                (Some(v), Some(t)) if t != Ty::Unit => {
+                    let (v, _) = self.expr(v, Some(&t));
+                    self.emit(&format!("return {v};"));
+                }
+                (Some(v), Some(_)) => {
+                    self.err(
+                        v,
+                        "this #[device] fn returns nothing: declare its return type (`-> f32`) or `return;`",
+                    );
+                }
+                (Some(v), None) => {
                     self.err(
                         v,
                         "a #[kernel] returns nothing: write the value into an output buffer and `return;`",
                     );
-                } else {
-                    self.emit("return;");
                 }
-            }
+                (None, Some(t)) if t != Ty::Unit => {
+                    self.err(r, "this #[device] fn returns a value: `return value;`");
+                }
+                (None, _) => self.emit("return;"),
+            },
             syn::Expr::Assign(a) => {
                 let (l, lt) = self.place(&a.left);
                 let (r, _) = self.expr(&a.right, Some(&lt));
@@ -1176,10 +1221,6 @@ impl Tr<'_> {
                     "bind a shared array with `let mut`: `let mut tile = shared_array::<T, 256>();`",
                 );
             }
-            return self.err(
-                &p.path,
-                format!("`{name}` cannot be called from a #[kernel]: {}", call_hint()),
-            );
         }
         // `T::zero()`, `f32::from_f64(x)`.
         if let [ty_seg, f] = segs.as_slice() {
@@ -1209,12 +1250,88 @@ impl Tr<'_> {
                         return (tpl.replace("{T}", &cty), ty);
                     }
                 }
+                return self.err(
+                    &p.path,
+                    format!("`{tname}::{fname}` cannot be called from a #[kernel]: {}", call_hint()),
+                );
             }
         }
-        self.err(
-            &p.path,
-            format!("this function cannot be called from a #[kernel]: {}", call_hint()),
-        )
+        self.device_call(c, p)
+    }
+
+    /// A call of a `#[device] fn` (any other function is reported by rustc where the
+    /// kernel's module names the helper's generated items): `name(args)` in C++, a buffer
+    /// argument passed with its length, generic arguments deduced as C++ does or given
+    /// by a turbofish.
+    fn device_call(&mut self, c: &syn::ExprCall, p: &syn::ExprPath) -> Out {
+        let Some(last) = p.path.segments.last() else {
+            return self.err(&p.path, call_hint());
+        };
+        if p.qself.is_some() || p.path.segments.iter().rev().skip(1).any(|s| !s.arguments.is_none()) {
+            return self.err(
+                &p.path,
+                format!("this function cannot be called from a #[kernel]: {}", call_hint()),
+            );
+        }
+        let name = last.ident.to_string();
+        if name == self.name && self.ret.is_some() {
+            return self.err(
+                &p.path,
+                format!("`{name}` calls itself: a #[device] fn cannot recurse (CUDA's per-thread stack is small and the depth unknown); write it as a loop"),
+            );
+        }
+        let mut template = String::new();
+        if let syn::PathArguments::AngleBracketed(a) = &last.arguments {
+            let mut tys = vec![];
+            for g in &a.args {
+                match g {
+                    syn::GenericArgument::Type(t) => match scalar_type(t, &self.generics) {
+                        Some(t) => tys.push(t.cuda().unwrap_or_default()),
+                        None => {
+                            return self.err(
+                                t,
+                                "a #[device] fn's generic argument is a scalar type or a generic parameter",
+                            )
+                        }
+                    },
+                    other => return self.err(other, "a #[device] fn takes type arguments only"),
+                }
+            }
+            template = format!("<{}>", tys.join(", "));
+        }
+        let mut path = p.path.clone();
+        if let Some(l) = path.segments.last_mut() {
+            l.arguments = syn::PathArguments::None;
+        }
+        let key = quote::ToTokens::to_token_stream(&path).to_string();
+        if !self
+            .calls
+            .iter()
+            .any(|c| quote::ToTokens::to_token_stream(c).to_string() == key)
+        {
+            self.calls.push(path);
+        }
+        let mut args = vec![];
+        for a in &c.args {
+            let (t, ty) = self.expr(a, None);
+            match ty {
+                Ty::Slice { .. } => args.push(format!("{t}, {t}_len")),
+                Ty::Shared { .. } => {
+                    return self.err(
+                        a,
+                        "shared arrays cannot be passed to a #[device] fn; index them in the kernel and pass values",
+                    );
+                }
+                Ty::Flex(_) => {
+                    self.converts.insert(a as *const syn::Expr as usize);
+                    args.push(t);
+                }
+                _ => args.push(t),
+            }
+        }
+        let cname = param_cname(&name);
+        let text = format!("{cname}{template}({})", args.join(", "));
+        (text.clone(), Ty::Unknown(text))
     }
 
     fn method(&mut self, m: &syn::ExprMethodCall) -> Out {
@@ -1311,6 +1428,23 @@ fn pattern_names(p: &syn::Pat, out: &mut Vec<String>) {
         syn::Pat::Type(t) => pattern_names(&t.pat, out),
         syn::Pat::Struct(s) => s.fields.iter().for_each(|f| pattern_names(&f.pat, out)),
         _ => {}
+    }
+}
+
+/// True for an expression that reads as a statement when it ends a block (a loop, an
+/// `if` without `else`, an assignment), not as the block's value.
+fn is_statement_like(e: &syn::Expr) -> bool {
+    match e {
+        syn::Expr::If(i) => i.else_branch.is_none(),
+        syn::Expr::While(_)
+        | syn::Expr::ForLoop(_)
+        | syn::Expr::Loop(_)
+        | syn::Expr::Assign(_)
+        | syn::Expr::Return(_)
+        | syn::Expr::Break(_)
+        | syn::Expr::Continue(_) => true,
+        syn::Expr::Binary(b) => compound(&b.op).is_some(),
+        _ => false,
     }
 }
 

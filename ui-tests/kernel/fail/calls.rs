@@ -1,14 +1,9 @@
 use atomr_accel_cuda::kernel;
 use atomr_accel_cuda::prelude::*;
 
-fn helper(v: f32) -> f32 {
-    v
-}
-
 #[kernel]
 fn calls(x: &[f32], y: &mut [f32]) {
     let i = global_index(3);
-    y[0] = helper(x[0]);
     y[1] = f32::unknown();
     y[2] = x[0].frobnicate();
     y[3] = shfl_down(x[0]);

@@ -9,16 +9,37 @@
 pub trait KernelIndex: Copy {
     /// The element offset, or `None` for a negative one.
     fn offset(self) -> Option<usize>;
+    /// The value's bits, as `as u64` gives them.
+    fn bits(self) -> u64;
 }
 
-/// Implements [`KernelIndex`] for each type: `try_from` widens an unsigned one and
-/// refuses a negative signed one.
+/// The integer an index value becomes where a kernel passes it to a `#[device] fn`: the
+/// parameter's type decides, as it would for a literal (the kernel cannot see the
+/// helper's signature, so the generated CPU body calls this and rustc picks `Self`). The
+/// conversion is `as`'s, as C++'s implicit conversion is on the GPU.
+pub trait FromIndex {
+    /// `i as Self`.
+    fn from_index(i: impl KernelIndex) -> Self;
+}
+
+/// Implements [`KernelIndex`] and [`FromIndex`] for each type: `try_from` widens an
+/// unsigned offset and refuses a negative signed one.
 macro_rules! kernel_index {
     ($($t:ty),*) => {$(
         impl KernelIndex for $t {
             #[inline]
             fn offset(self) -> Option<usize> {
                 usize::try_from(self).ok()
+            }
+            #[inline]
+            fn bits(self) -> u64 {
+                self as u64
+            }
+        }
+        impl FromIndex for $t {
+            #[inline]
+            fn from_index(i: impl KernelIndex) -> Self {
+                i.bits() as $t
             }
         }
     )*};

@@ -11,6 +11,8 @@ use std::ops::{Add, AddAssign, BitAnd, BitOr, BitXor, Div, DivAssign, Mul, MulAs
 use cudarc::driver::DeviceRepr;
 use half::{bf16, f16};
 
+use super::atomics::AtomicAdd;
+use super::intrinsics::ShuffleBits;
 use crate::dtype::DTypeBase;
 
 /// A CUDA header a type needs in generated source.
@@ -90,11 +92,12 @@ impl<T> Arith for T where
 }
 
 /// Floating-point element types of a kernel (f32, f64, f16, bf16): arithmetic, the math
-/// methods CUDA provides, and constants.
+/// methods CUDA provides, constants, warp shuffles and `atomic_add` (CUDA has both for
+/// every one of them, so a `T: Float` kernel needs no further bound to use them).
 ///
 /// f16 and bf16 compute through f32 in both the emulation and the generated source, as
 /// CUDA's own half-precision math functions do.
-pub trait Float: Arith + PartialOrd + Neg<Output = Self> {
+pub trait Float: Arith + PartialOrd + Neg<Output = Self> + ShuffleBits + AtomicAdd {
     /// +∞.
     fn infinity() -> Self;
     /// -∞.

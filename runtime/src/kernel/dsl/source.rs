@@ -26,6 +26,44 @@ pub struct Instantiation<'a> {
     pub generics: Vec<(&'a str, &'a str, Header)>,
     /// `struct … { … };` of each `#[derive(KernelArg)]` parameter type.
     pub structs: Vec<String>,
+    /// The `#[device] fn`s the kernel calls.
+    pub device_fns: DeviceFns,
+}
+
+/// The `#[device] fn`s one kernel calls, directly or through each other: each defined
+/// once, callees before their callers (C++ needs a function declared before its use).
+/// Each helper's generated `collect` walks its callees first, then defines itself.
+#[derive(Debug, Clone, Default)]
+pub struct DeviceFns {
+    /// `(key, C++ name)` of each helper begun, in order.
+    begun: Vec<(&'static str, &'static str)>,
+    source: String,
+    headers: Vec<Header>,
+}
+
+impl DeviceFns {
+    /// Starts the helper `key` (its module path and name) named `name` in C++: false if
+    /// it was already collected. Two different helpers with one C++ name cannot share a
+    /// translation unit: the source then carries an `#error` naming both, so the compile
+    /// fails saying why.
+    pub fn begin(&mut self, key: &'static str, name: &'static str) -> bool {
+        if self.begun.iter().any(|b| b.0 == key) {
+            return false;
+        }
+        if let Some((other, _)) = self.begun.iter().find(|b| b.1 == name) {
+            self.source.push_str(&format!(
+                "#error \"two #[device] fns named `{name}` ({other} and {key}) are called by one kernel; rename one\"\n"
+            ));
+        }
+        self.begun.push((key, name));
+        true
+    }
+
+    /// Defines a helper begun with [`DeviceFns::begin`] (after its callees).
+    pub fn define(&mut self, source: &str, headers: &[Header]) {
+        self.source.push_str(source);
+        self.headers.extend_from_slice(headers);
+    }
 }
 
 impl SourceTemplate {
@@ -36,6 +74,7 @@ impl SourceTemplate {
             .iter()
             .copied()
             .chain(inst.generics.iter().map(|g| g.2))
+            .chain(inst.device_fns.headers.iter().copied())
             .collect();
         let mut s = String::with_capacity(PRELUDE.len() + self.kernel.len() + 256);
         if headers.contains(&Header::Fp16) {
@@ -52,6 +91,7 @@ impl SourceTemplate {
         for (name, cuda, _) in &inst.generics {
             s.push_str(&format!("typedef {cuda} {name};\n"));
         }
+        s.push_str(&inst.device_fns.source);
         s.push_str(self.kernel);
         s
     }
