@@ -399,6 +399,8 @@ on_both! {
     integer_match_as_value_and_statement => matches;
     cuda_style_u32_indices_and_histogram => u32_indices;
     device_fns_called_from_kernels_and_each_other => device_fns;
+    vec4_loads_and_stores => vector_access;
+    dynamic_shared_memory_sized_at_launch => dynamic_shared;
 }
 
 /// CPU-device faults of the emulation: typed errors, no hang, the device keeps serving.
@@ -511,6 +513,8 @@ fn generated_sources_match_snapshots() {
         ("softmax_rows_f16", softmax_rows::cuda_source::<f16>()),
         ("transpose_u32_f32", transpose_u32::cuda_source::<f32>()),
         ("smooth_blend_f16", smooth_blend::cuda_source::<f16>()),
+        ("axpby4_f32", axpby4::cuda_source::<f32>()),
+        ("block_reverse_f64", block_reverse::cuda_source::<f64>()),
     ];
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots");
     for (name, src) in cases {
@@ -933,5 +937,115 @@ async fn device_fns(config: DeviceConfig) {
     }
     let total: f64 = xf.iter().sum();
     assert!((s[0] as f64 - total).abs() < 1e-3, "warp sums {} vs {total}", s[0]);
+    system.shutdown().await;
+}
+
+/// Vector access: four elements per load and store (`Vec4` arithmetic with vectors and
+/// scalars, an element written by name), and a scalar tail for a length not divisible by 4.
+#[kernel]
+pub fn axpby4<T: Float>(a: T, b: T, x: &[T], y: &mut [T]) {
+    let i = global_index();
+    let n4 = y.len() / 4;
+    if i < n4 {
+        let xv = x.load4(i);
+        let mut yv: Vec4<T> = y.load4(i);
+        yv = xv * a + yv * b;
+        yv.w = yv.w * T::one();
+        let mut acc = Vec4::splat(T::zero());
+        acc += yv;
+        y.store4(i, -(-acc));
+    }
+    let t = n4 * 4 + i;
+    if t < y.len() {
+        y[t] = a * x[t] + b * y[t];
+    }
+}
+
+async fn vector_access(config: DeviceConfig) {
+    let system = ActorSystem::new("vec4");
+    let d = Device::open(&system, config).await.unwrap();
+    let n = 1003;
+    let (x, y) = (rand_vec(n), rand_vec(n));
+    let xd = d.upload(to::<f32>(&x)).await.unwrap();
+    let mut yd = d.upload(to::<f32>(&y)).await.unwrap();
+    axpby4::launch::<f32>(&d, LaunchConfig::for_elements(n / 4 + 1, 64), 1.5, -0.5, &xd, &mut yd)
+        .await
+        .unwrap();
+    let got = d.download(&yd).await.unwrap();
+    let (xf, yf) = (to::<f32>(&x), to::<f32>(&y));
+    for i in 0..n {
+        let want = 1.5 * xf[i] as f64 - 0.5 * yf[i] as f64;
+        assert!((got[i] as f64 - want).abs() < 1e-6, "axpby4[{i}]: {} vs {want}", got[i]);
+    }
+    // f16 too (8-byte vectors).
+    let xh = d.upload(to::<f16>(&x)).await.unwrap();
+    let mut yh = d.upload(to::<f16>(&y)).await.unwrap();
+    axpby4::launch::<f16>(
+        &d,
+        LaunchConfig::for_elements(n / 4 + 1, 64),
+        f16::from_f64(1.5),
+        f16::from_f64(-0.5),
+        &xh,
+        &mut yh,
+    )
+    .await
+    .unwrap();
+    let got = d.download(&yh).await.unwrap();
+    for i in 0..n {
+        let want = 1.5 * x[i] - 0.5 * y[i];
+        assert!(
+            (got[i].to_f64() - want).abs() < 4e-3,
+            "axpby4 f16[{i}]: {} vs {want}",
+            got[i]
+        );
+    }
+    system.shutdown().await;
+}
+
+/// Dynamic shared memory sized at launch: each block reverses its part of `x` through a
+/// buffer of the launch's size, and reports the buffer's length.
+#[kernel]
+pub fn block_reverse<T: Float>(x: &[T], y: &mut [T], lens: &mut [u32]) {
+    let mut buf = dyn_shared::<T>();
+    let t = thread_idx_x();
+    let b = block_dim_x();
+    let i = block_idx_x() * b + t;
+    buf[t] = if i < x.len() { x[i] } else { T::zero() };
+    sync_threads();
+    let j = block_idx_x() * b + (b - 1 - t);
+    if j < y.len() {
+        y[j] = buf[t];
+    }
+    if i == 0 {
+        lens[0] = buf.len() as u32;
+    }
+}
+
+async fn dynamic_shared(config: DeviceConfig) {
+    let system = ActorSystem::new("dyn-shared");
+    let d = Device::open(&system, config).await.unwrap();
+    let (n, b) = (1000usize, 128usize);
+    let x = to::<f32>(&rand_vec(n));
+    let xd = d.upload(x.clone()).await.unwrap();
+    // Exactly a block's worth, then 100 KiB (above the 48 KiB a kernel gets by default).
+    for bytes in [b * 4, 100 * 1024] {
+        let (mut yd, mut ld) = (d.alloc::<f32>(n).await.unwrap(), d.alloc::<u32>(1).await.unwrap());
+        let mut cfg = LaunchConfig::for_elements(n, b as u32);
+        cfg.shared_mem_bytes = bytes as u32;
+        block_reverse::launch::<f32>(&d, cfg, &xd, &mut yd, &mut ld)
+            .await
+            .unwrap();
+        let (y, lens) = (d.download(&yd).await.unwrap(), d.download(&ld).await.unwrap());
+        assert_eq!(lens[0] as usize, bytes / 4, "dyn_shared length");
+        for s in (0..n).step_by(b) {
+            for t in 0..b {
+                let j = s + b - 1 - t;
+                if j < n {
+                    let want = if s + t < n { x[s + t] } else { 0.0 };
+                    assert_eq!(y[j], want, "block_reverse[{j}] with {bytes} bytes");
+                }
+            }
+        }
+    }
     system.shutdown().await;
 }

@@ -119,6 +119,23 @@ pub(crate) struct LaunchLimits {
     pub(crate) cluster_launch: bool,
 }
 
+/// Lets `f` be launched with as much dynamic shared memory as the device allows a block
+/// (the opt-in maximum less its static shared memory), not only the default 48 KiB: a
+/// kernel sized at launch should not fail above 48 KiB where the GPU has 227.
+pub(crate) fn allow_dynamic_shared(
+    f: &cudarc::driver::CudaFunction,
+    ctx: &cudarc::driver::CudaContext,
+) -> Result<(), GpuError> {
+    use cudarc::driver::sys::{CUdevice_attribute as A, CUfunction_attribute as F};
+    let optin = ctx.attribute(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
+    let fixed = f.shared_size_bytes()?;
+    f.set_attribute(
+        F::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+        (optin - fixed).max(0),
+    )?;
+    Ok(())
+}
+
 impl LaunchLimits {
     /// The limits of the device behind `ctx`.
     pub(crate) fn of(ctx: &cudarc::driver::CudaContext) -> Result<LaunchLimits, GpuError> {
@@ -136,7 +153,8 @@ impl LaunchLimits {
                 attr(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?,
                 attr(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
             ),
-            max_shared_mem: attr(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?,
+            // The opt-in maximum: every loaded kernel is allowed it (`allow_dynamic_shared`).
+            max_shared_mem: attr(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?,
             cluster_launch: attr(A::CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH)? != 0,
         })
     }

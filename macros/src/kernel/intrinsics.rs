@@ -56,6 +56,7 @@ pub(crate) const COOPERATIVE: &[&str] = &[
     "warp_any",
     "warp_all",
     "shared_array",
+    "dyn_shared",
     "shfl_down",
     "shfl_up",
     "shfl_xor",
@@ -109,7 +110,7 @@ pub(crate) fn call_hint() -> String {
     let names: Vec<&str> = INDEX_INTRINSICS.iter().map(|i| i.0).collect();
     format!(
         "a #[kernel] body can call the intrinsics {}(), sync_threads(), sync_warp(), thread_fence(), \
-         thread_fence_block(), shared_array::<T, N>(), shfl_down/shfl_up/shfl_xor/shfl(v, n), \
+         thread_fence_block(), shared_array::<T, N>(), dyn_shared::<T>(), shfl_down/shfl_up/shfl_xor/shfl(v, n), \
          ballot/warp_any/warp_all(predicate), `T::zero()`/`one()`/`infinity()`/`from_f64(x)`/`from_f32(x)`, \
          math methods and `#[device] fn` helpers; write other logic inline or in a `#[device] fn`",
         names.join("(), ")

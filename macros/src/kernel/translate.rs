@@ -57,6 +57,8 @@ struct Tr<'a> {
     calls: Vec<syn::Path>,
     /// Index values passed to device functions.
     converts: HashSet<usize>,
+    /// Whether the `extern __shared__` bytes of `dyn_shared` are declared.
+    dyn_smem: bool,
     /// The function's own name and, for a `#[device] fn`, its return type.
     name: String,
     ret: Option<Ty>,
@@ -138,6 +140,7 @@ pub(crate) fn translate(sig: &Signature, block: &syn::Block, errors: &mut Errors
         flex: FlexInts::default(),
         calls: vec![],
         converts: HashSet::new(),
+        dyn_smem: false,
         name: sig.name.to_string(),
         ret: sig.ret.clone(),
     };
@@ -232,7 +235,7 @@ impl Tr<'_> {
         let h = match ty {
             Ty::Prim(Prim::F16) => "Fp16",
             Ty::Prim(Prim::Bf16) => "Bf16",
-            Ty::Slice { elem, .. } | Ty::Shared { elem, .. } => return self.note_type(&elem.clone()),
+            Ty::Slice { elem, .. } | Ty::Shared { elem, .. } | Ty::Vec4(elem) => return self.note_type(&elem.clone()),
             _ => return,
         };
         if !self.headers.contains(&h) {
@@ -324,8 +327,39 @@ impl Tr<'_> {
                 self.err(diverge, "`let … else` is not supported in a #[kernel]; use `if`");
                 return;
             }
+            if let Some(dynamic) = self.dyn_shared_decl(&init.expr) {
+                let Some(elem) = dynamic else { return };
+                if !top || self.ret.is_some() {
+                    self.err(&l.pat, "declare `dyn_shared` at the top level of a #[kernel] body (one view per block), not inside a loop, branch or #[device] fn");
+                    return;
+                }
+                self.note_type(&elem);
+                if !self.dyn_smem {
+                    self.dyn_smem = true;
+                    self.emit("extern __shared__ __align__(16) unsigned char k_dyn_smem[];");
+                }
+                let cname = self.fresh(&name);
+                let cty = elem.cuda().unwrap_or_default();
+                self.emit(&format!("{cty}* const {cname} = reinterpret_cast<{cty}*>(k_dyn_smem);"));
+                self.emit(&format!(
+                    "const k_usize {cname}_len = k_dyn_smem_size() / sizeof({cty});"
+                ));
+                self.declare(
+                    name,
+                    cname,
+                    Ty::Slice {
+                        elem: Box::new(elem),
+                        mutable: true,
+                    },
+                );
+                return;
+            }
             if let Some(shared) = self.shared_decl(&init.expr) {
                 let Some((elem, n)) = shared else { return };
+                if self.ret.is_some() {
+                    self.err(&l.pat, "a #[device] fn cannot declare shared arrays (CUDA would share one array between all its calls); declare it in the kernel");
+                    return;
+                }
                 if !top {
                     self.err(&l.pat, "declare shared arrays at the top level of the kernel body (CUDA allocates them once per block), not inside a loop or branch");
                     return;
@@ -345,10 +379,10 @@ impl Tr<'_> {
             }
         }
         let declared = match annotated {
-            Some(t) => match scalar_type(t, &self.generics) {
+            Some(t) => match scalar_type(t, &self.generics).or_else(|| self.vec4_type(t)) {
                 Some(ty) => Some(ty),
                 None => {
-                    self.err(t, "a `let` in a #[kernel] holds a scalar: annotate it with f32 f64 f16 bf16 i8 … u64 usize isize bool or a generic parameter");
+                    self.err(t, "a `let` in a #[kernel] holds a scalar or a `Vec4`: annotate it with f32 f64 f16 bf16 i8 … u64 usize isize bool, a generic parameter or `Vec4<T>`");
                     return;
                 }
             },
@@ -431,6 +465,32 @@ impl Tr<'_> {
 
     fn declare(&mut self, name: String, cname: String, ty: Ty) {
         self.scopes.last_mut().expect("a scope").insert(name, Var { cname, ty });
+    }
+
+    /// `dyn_shared::<T>()`: `Some(Some(T))`, `Some(None)` if malformed (reported), `None`
+    /// if the expression is something else.
+    fn dyn_shared_decl(&mut self, e: &syn::Expr) -> Option<Option<Ty>> {
+        let syn::Expr::Call(c) = e else { return None };
+        let syn::Expr::Path(p) = &*c.func else { return None };
+        let last = p.path.segments.last()?;
+        if last.ident != "dyn_shared" {
+            return None;
+        }
+        let elem = match &last.arguments {
+            syn::PathArguments::AngleBracketed(a) if c.args.is_empty() => {
+                match a.args.iter().collect::<Vec<_>>().as_slice() {
+                    [syn::GenericArgument::Type(t)] => {
+                        scalar_type(t, &self.generics).filter(|t| t != &Ty::Prim(Prim::Bool))
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        if elem.is_none() {
+            self.err(e, "write dynamic shared memory as `let mut buf = dyn_shared::<T>();` (its length is the launch's `shared_mem_bytes` / size of T)");
+        }
+        Some(elem)
     }
 
     /// `shared_array::<T, N>()`: `Some(Some((T, N)))`, `Some(None)` if malformed
@@ -601,6 +661,7 @@ impl Tr<'_> {
                 None => self.expr(e, None),
             },
             syn::Expr::Path(_) => self.expr(e, None),
+            syn::Expr::Field(f) if matches!(strip_parens(&f.base), syn::Expr::Path(_)) => self.expr(e, None),
             other => self.err(other, "assign to a variable or a buffer element (`y[i] = …`)"),
         }
     }
@@ -915,8 +976,17 @@ impl Tr<'_> {
                 let syn::Member::Named(field) = &f.member else {
                     return self.err(&f.member, "tuple fields are not supported in a #[kernel]");
                 };
+                if let Ty::Vec4(elem) = &bt {
+                    return match field.to_string().as_str() {
+                        "x" | "y" | "z" | "w" => (format!("{base}.{field}"), (**elem).clone()),
+                        _ => self.err(field, "a `Vec4`'s elements are `x`, `y`, `z` and `w`"),
+                    };
+                }
                 if !matches!(bt, Ty::Struct(_)) {
-                    return self.err(f, "fields can only be read from a #[derive(KernelArg)] parameter");
+                    return self.err(
+                        f,
+                        "fields can only be read from a #[derive(KernelArg)] parameter or a `Vec4`",
+                    );
                 }
                 let text = format!("{base}.{field}");
                 (text.clone(), Ty::Unknown(text))
@@ -1221,6 +1291,17 @@ impl Tr<'_> {
                     "bind a shared array with `let mut`: `let mut tile = shared_array::<T, 256>();`",
                 );
             }
+            if name == "dyn_shared" {
+                return self.err(
+                    c,
+                    "bind dynamic shared memory with `let mut`: `let mut buf = dyn_shared::<T>();`",
+                );
+            }
+        }
+        if let [ty_seg, f] = segs.as_slice() {
+            if ty_seg.ident == "Vec4" {
+                return self.vec4_constructor(c, &f.ident, expected);
+            }
         }
         // `T::zero()`, `f32::from_f64(x)`.
         if let [ty_seg, f] = segs.as_slice() {
@@ -1257,6 +1338,91 @@ impl Tr<'_> {
             }
         }
         self.device_call(c, p)
+    }
+
+    /// `Vec4<T>` written in a `let` annotation, if `t` is one.
+    fn vec4_type(&self, t: &syn::Type) -> Option<Ty> {
+        let syn::Type::Path(p) = t else { return None };
+        let seg = p.path.segments.last().filter(|s| s.ident == "Vec4")?;
+        let syn::PathArguments::AngleBracketed(a) = &seg.arguments else {
+            return None;
+        };
+        match a.args.iter().collect::<Vec<_>>().as_slice() {
+            [syn::GenericArgument::Type(e)] => scalar_type(e, &self.generics)
+                .filter(|e| *e != Ty::Prim(Prim::Bool))
+                .map(|e| Ty::Vec4(Box::new(e))),
+            _ => None,
+        }
+    }
+
+    /// `x.load4(i)` (elements `4i .. 4i + 4` as one `Vec4`) and `y.store4(i, v)`.
+    fn vector_access(&mut self, m: &syn::ExprMethodCall, cname: &str, elem: &Ty, mutable: bool) -> Out {
+        let name = m.method.to_string();
+        let vec = Ty::Vec4(Box::new(elem.clone()));
+        self.note_type(&vec);
+        if name == "load4" {
+            if m.args.len() != 1 {
+                return self.err(
+                    &m.method,
+                    "`load4(i)` takes the vector's index (elements `4i .. 4i + 4`)",
+                );
+            }
+            let (i, _) = self.expr(&m.args[0], None);
+            return (format!("k_load4({cname}, {i})"), vec);
+        }
+        if !mutable {
+            return self.err(&m.receiver, "`store4` writes: take the buffer as `&mut [T]`");
+        }
+        if m.args.len() != 2 {
+            return self.err(&m.method, "`store4(i, v)` takes the vector's index and a `Vec4`");
+        }
+        let (i, _) = self.expr(&m.args[0], None);
+        let (v, vt) = self.expr(&m.args[1], Some(&vec));
+        if !matches!(vt, Ty::Vec4(_) | Ty::Unknown(_)) {
+            return self.err(
+                &m.args[1],
+                "`store4` stores a `Vec4` (`Vec4::new(a, b, c, d)`, `Vec4::splat(a)` or a `load4`)",
+            );
+        }
+        (format!("k_store4({cname}, {i}, {v})"), Ty::Unit)
+    }
+
+    /// `Vec4::new(a, b, c, d)` and `Vec4::splat(a)`: the element type is the first typed
+    /// argument's, or the wanted `Vec4`'s.
+    fn vec4_constructor(&mut self, c: &syn::ExprCall, f: &syn::Ident, expected: Option<&Ty>) -> Out {
+        let arity = match f.to_string().as_str() {
+            "new" => 4,
+            "splat" => 1,
+            _ => return self.err(f, "a `Vec4` is made with `Vec4::new(x, y, z, w)` or `Vec4::splat(v)`"),
+        };
+        if c.args.len() != arity {
+            return self.err(c, format!("`Vec4::{f}` takes {arity} element(s)"));
+        }
+        let mut elem = match expected {
+            Some(Ty::Vec4(e)) => Some((**e).clone()),
+            _ => None,
+        };
+        let mut parts = vec![];
+        for a in &c.args {
+            let (t, ty) = self.expr(a, elem.as_ref());
+            if elem.is_none() && ty.is_value() {
+                elem = Some(ty);
+            }
+            parts.push(t);
+        }
+        let Some(elem) = elem else {
+            return self.err(
+                c,
+                "give a `Vec4`'s elements a type (`Vec4::splat(0.0f32)`, `Vec4::splat(T::zero())`)",
+            );
+        };
+        let cty = elem.cuda().unwrap_or_default();
+        let parts: Vec<String> = parts.into_iter().map(|p| format!("(({cty})({p}))")).collect();
+        let vec = Ty::Vec4(Box::new(elem));
+        self.note_type(&vec);
+        // `splat` evaluates its argument once.
+        let ctor = if arity == 1 { "k_vec4_splat" } else { "k_vec4_new" };
+        (format!("{ctor}<{cty}>({})", parts.join(", ")), vec)
     }
 
     /// A call of a `#[device] fn` (any other function is reported by rustc where the
@@ -1348,6 +1514,9 @@ impl Tr<'_> {
                     (Ty::Slice { .. }, "is_empty") => return (format!("({cname}_len == 0)"), Ty::Prim(Prim::Bool)),
                     (Ty::Shared { n, .. }, "len") => return (format!("((k_usize){n})"), Ty::Prim(Prim::Usize)),
                     _ => {}
+                }
+                if let (Ty::Slice { elem, mutable }, "load4" | "store4") = (&ty, name.as_str()) {
+                    return self.vector_access(m, &cname, elem, *mutable);
                 }
                 if let Some((_, helper, n)) = ATOMICS.iter().find(|a| a.0 == name) {
                     let elem = match &ty {

@@ -94,6 +94,8 @@ pub(crate) enum Ty {
     },
     /// A `#[derive(KernelArg)]` struct.
     Struct(String),
+    /// `Vec4<elem>`: four elements loaded or stored as one access.
+    Vec4(Box<Ty>),
     /// An integer literal whose type its context decides.
     IntLit,
     /// The value of index intrinsics, whose integer type its uses decide (see `flex`).
@@ -115,6 +117,7 @@ impl Ty {
             Ty::Generic(n, _) | Ty::Struct(n) => Some(n.clone()),
             Ty::Unknown(text) => Some(format!("k_rr<decltype(({text}))>::type")),
             Ty::Flex(id) => Some(super::flex::FlexInts::placeholder(*id)),
+            Ty::Vec4(e) => e.cuda().map(|e| format!("k_vec4<{e}>")),
             _ => None,
         }
     }

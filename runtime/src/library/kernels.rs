@@ -86,6 +86,7 @@ impl KernelCore {
         let function = module
             .load_function(name)
             .map_err(|e| GpuError::invalid(format!("kernel `{name}` is not in its generated module ({e})")))?;
+        crate::launch::allow_dynamic_shared(&function, &cuda.ctx)?;
         loaded.insert(
             id,
             Loaded {

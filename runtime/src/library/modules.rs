@@ -111,6 +111,7 @@ impl ModuleCore {
                     "kernel `{name}` is not in the module ({e}); declare it `extern \"C\" __global__`"
                 ))
             })?;
+            crate::launch::allow_dynamic_shared(&f, &cuda.ctx)?;
             functions.insert(name.clone(), f);
         }
         let m = ModuleRef::new(device_id, generation, kernels.to_vec(), from_cache);

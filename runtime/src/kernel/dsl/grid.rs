@@ -31,6 +31,10 @@ use crate::launch::LaunchConfig;
 /// Static shared memory a block may use, as on the GPU (48 KiB).
 pub(crate) const SHARED_LIMIT: usize = 48 * 1024;
 
+/// Dynamic shared memory a launch may ask for: the opt-in maximum of an sm_90 GPU
+/// (227 KiB), which the GPU path unlocks for every loaded kernel.
+pub(crate) const DYNAMIC_SHARED_LIMIT: u32 = 227 * 1024;
+
 /// Stack of one emulated thread in cooperative mode.
 const THREAD_STACK: usize = 256 * 1024;
 
@@ -40,7 +44,7 @@ pub(crate) const LIMITS: crate::launch::LaunchLimits = crate::launch::LaunchLimi
     max_threads_per_block: 1024,
     max_block: (1024, 1024, 64),
     max_grid: (i32::MAX as u32, 65535, 65535),
-    max_shared_mem: SHARED_LIMIT as u32,
+    max_shared_mem: DYNAMIC_SHARED_LIMIT,
     cluster_launch: false,
 };
 
@@ -64,6 +68,10 @@ pub(crate) struct BlockState {
     pub(crate) slots: RefCell<Vec<u64>>,
     /// Shared arrays, in declaration order (every thread declares them in the same order).
     pub(crate) shared: RefCell<Vec<Box<[u64]>>>,
+    /// The dynamic shared memory the launch asked for (`dyn_shared`), zeroed per block.
+    pub(crate) dynamic: std::cell::UnsafeCell<Box<[u64]>>,
+    /// Its size in bytes.
+    pub(crate) dynamic_bytes: usize,
 }
 
 /// Where the current emulated thread is: what the intrinsics read.
@@ -198,7 +206,8 @@ pub fn run_grid(kernel: &str, cfg: &LaunchConfig, cooperative: bool, body: Kerne
                 return;
             }
             if cooperative {
-                run_block(kernel, b, grid, block, threads, &body, &first, &mut stacks);
+                let dynamic = cfg.shared_mem_bytes as usize;
+                run_block(kernel, b, grid, block, threads, dynamic, &body, &first, &mut stacks);
             } else {
                 run_block_independent(kernel, b, grid, block, threads, &*body, &first);
             }
@@ -245,6 +254,7 @@ fn run_block(
     grid: [u32; 3],
     block: [u32; 3],
     threads: usize,
+    dynamic_bytes: usize,
     body: &KernelBody,
     first: &FirstError,
     stacks: &mut Vec<DefaultStack>,
@@ -252,6 +262,8 @@ fn run_block(
     let state = Rc::new(BlockState {
         slots: RefCell::new(vec![0; threads.div_ceil(32) * 32]),
         shared: RefCell::new(vec![]),
+        dynamic: std::cell::UnsafeCell::new(vec![0u64; dynamic_bytes.div_ceil(8)].into_boxed_slice()),
+        dynamic_bytes,
     });
     let ctxs: Vec<ThreadCtx> = (0..threads)
         .map(|t| ThreadCtx::new(t, b, block, grid, Some(state.clone())))

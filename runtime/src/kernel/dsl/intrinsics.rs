@@ -8,7 +8,7 @@
 use half::{bf16, f16};
 
 use super::grid::{ThreadCtx, Wait, CTX, SHARED_LIMIT};
-use super::slices::SharedArray;
+use super::slices::{GlobalSliceMut, SharedArray};
 use crate::dtype::DTypeBase;
 
 #[track_caller]
@@ -119,6 +119,28 @@ pub fn shared_array<T: DTypeBase, const N: usize>() -> SharedArray<T, N> {
         // ValidAsZeroBits) elements aligned to 8 bytes; it lives, unmoved, in the block
         // state until every thread of the block has finished the block.
         unsafe { SharedArray::from_raw(ptr) }
+    })
+}
+
+/// `extern __shared__ T buf[]`: the block's dynamic shared memory, sized at launch by
+/// `LaunchConfig::shared_mem_bytes`, as a buffer of `shared_mem_bytes / size_of::<T>()`
+/// elements (zeroed at the start of the block on the CPU device; uninitialised on the
+/// GPU, as in CUDA). Every call in a kernel views the same bytes, as every `extern
+/// __shared__` array of a CUDA kernel does: partition it by offsets.
+pub fn dyn_shared<T: DTypeBase>() -> GlobalSliceMut<T> {
+    coop("dyn_shared", |_, state| {
+        let ptr = state.dynamic.get();
+        // SAFETY: the storage lives, unmoved, in the block state until every thread of
+        // the block has finished; it is 8-byte aligned and zeroed (valid for every
+        // DTypeBase, which is ValidAsZeroBits); threads of the block separate their
+        // accesses with `sync_threads()`, as on the GPU.
+        unsafe {
+            let bytes = &mut **ptr;
+            GlobalSliceMut::from_raw(
+                bytes.as_mut_ptr() as *mut T,
+                state.dynamic_bytes / std::mem::size_of::<T>(),
+            )
+        }
     })
 }
 

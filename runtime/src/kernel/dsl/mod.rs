@@ -16,6 +16,7 @@ pub mod scalar;
 pub mod slices;
 pub mod source;
 pub mod stream_launch;
+pub mod vec4;
 mod wire;
 
 pub use launch::{KernelArg, KernelCall};
@@ -30,6 +31,7 @@ pub mod prelude {
     pub use super::intrinsics::*;
     pub use super::scalar::{Arith, Float, Int, KernelScalar};
     pub use super::slices::{GlobalSlice, GlobalSliceMut, SharedArray};
+    pub use super::vec4::Vec4;
     pub use crate::dtype::DTypeBase as _;
     pub use half::{bf16, f16};
 }

@@ -98,3 +98,35 @@ __device__ __forceinline__ double k_atomic_cas(double* p, double c, double v) {
 __device__ __forceinline__ k_usize k_lane_id() {
   return ((threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x) & 31u;
 }
+
+// `Vec4<T>`: four elements as one access, aligned to its size so a load or store is one
+// vector instruction. Elementwise operators with a Vec4 or a scalar on the right.
+template <class T> struct alignas(4 * sizeof(T)) k_vec4 { T x, y, z, w; };
+template <class T> __device__ __forceinline__ k_vec4<T> k_vec4_new(T x, T y, T z, T w) {
+  k_vec4<T> v; v.x = x; v.y = y; v.z = z; v.w = w; return v;
+}
+template <class T> __device__ __forceinline__ k_vec4<T> k_vec4_splat(T v) { return k_vec4_new<T>(v, v, v, v); }
+template <class T> __device__ __forceinline__ k_vec4<T> k_load4(const T* p, k_usize i) {
+  return reinterpret_cast<const k_vec4<T>*>(p)[i];
+}
+template <class T> __device__ __forceinline__ void k_store4(T* p, k_usize i, k_vec4<T> v) {
+  reinterpret_cast<k_vec4<T>*>(p)[i] = v;
+}
+#define K_VEC4_OP(op) \
+  template <class T> __device__ __forceinline__ k_vec4<T> operator op(k_vec4<T> a, k_vec4<T> b) { \
+    return k_vec4_new<T>(a.x op b.x, a.y op b.y, a.z op b.z, a.w op b.w); } \
+  template <class T, class U> __device__ __forceinline__ k_vec4<T> operator op(k_vec4<T> a, U s) { \
+    const T b = (T)s; return k_vec4_new<T>(a.x op b, a.y op b, a.z op b, a.w op b); } \
+  template <class T, class U> __device__ __forceinline__ k_vec4<T>& operator op##=(k_vec4<T>& a, U b) { \
+    a = a op b; return a; }
+K_VEC4_OP(+) K_VEC4_OP(-) K_VEC4_OP(*) K_VEC4_OP(/)
+template <class T> __device__ __forceinline__ k_vec4<T> operator-(k_vec4<T> a) {
+  return k_vec4_new<T>(-a.x, -a.y, -a.z, -a.w);
+}
+
+// The bytes of dynamic shared memory this launch has (`dyn_shared`).
+__device__ __forceinline__ k_usize k_dyn_smem_size() {
+  unsigned int r;
+  asm volatile("mov.u32 %0, %%dynamic_smem_size;" : "=r"(r));
+  return (k_usize)r;
+}

@@ -14,6 +14,7 @@ use std::ops::{Index, IndexMut};
 
 use super::atomics::{AtomicAdd, AtomicOrd, AtomicSwap};
 use super::index::KernelIndex;
+use super::vec4::Vec4;
 
 /// A buffer a kernel reads (`&[T]` in the kernel's signature).
 #[derive(Debug)]
@@ -251,3 +252,52 @@ macro_rules! atomic_methods {
 }
 
 atomic_methods!(GlobalSliceMut, SharedArray<N>);
+
+/// The first element of vector `i` (elements `4i .. 4i + 4`) of `len`, checked.
+#[inline]
+#[track_caller]
+fn vector(i: impl KernelIndex, len: usize) -> usize {
+    match i.offset().and_then(|k| k.checked_mul(4)) {
+        Some(k) if k.checked_add(4).is_some_and(|end| end <= len) => k,
+        _ => panic!(
+            "vector {} (elements 4i .. 4i + 4) is out of bounds of a kernel buffer of length {len}",
+            i.offset()
+                .map_or_else(|| "with a negative index".to_string(), |k| k.to_string())
+        ),
+    }
+}
+
+/// `load4`, for both buffer handles.
+macro_rules! load4 {
+    ($($ty:ident),*) => {$(
+        impl<T: Copy> $ty<T> {
+            /// Elements `4i .. 4i + 4` as one access (CUDA: one `float4`-wide load).
+            #[track_caller]
+            pub fn load4(&self, i: impl KernelIndex) -> Vec4<T> {
+                let k = vector(i, self.len);
+                // SAFETY: `k + 4 <= len`, inside the buffer, valid for reads.
+                unsafe {
+                    Vec4::new(*self.ptr.add(k), *self.ptr.add(k + 1), *self.ptr.add(k + 2), *self.ptr.add(k + 3))
+                }
+            }
+        }
+    )*};
+}
+
+load4!(GlobalSlice, GlobalSliceMut);
+
+impl<T: Copy> GlobalSliceMut<T> {
+    /// Writes `v` to elements `4i .. 4i + 4` as one access (CUDA: one vector store).
+    #[track_caller]
+    pub fn store4(&mut self, i: impl KernelIndex, v: Vec4<T>) {
+        let k = vector(i, self.len);
+        // SAFETY: `k + 4 <= len`, inside the buffer, valid for writes; other threads keep
+        // to other elements (module docs).
+        unsafe {
+            *self.ptr.add(k) = v.x;
+            *self.ptr.add(k + 1) = v.y;
+            *self.ptr.add(k + 2) = v.z;
+            *self.ptr.add(k + 3) = v.w;
+        }
+    }
+}

@@ -78,6 +78,7 @@ impl KernelCall {
                     let f = module.load_function(self.name).map_err(|e| {
                         GpuError::invalid(format!("kernel `{}` is not in its generated module ({e})", self.name))
                     })?;
+                    crate::launch::allow_dynamic_shared(&f, &ctx)?;
                     entry.functions.insert(self.id, (module, f.clone()));
                     f
                 }
