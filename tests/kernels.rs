@@ -401,6 +401,7 @@ on_both! {
     device_fns_called_from_kernels_and_each_other => device_fns;
     vec4_loads_and_stores => vector_access;
     dynamic_shared_memory_sized_at_launch => dynamic_shared;
+    two_d_views_with_row_strides => two_d_views;
 }
 
 /// CPU-device faults of the emulation: typed errors, no hang, the device keeps serving.
@@ -515,6 +516,7 @@ fn generated_sources_match_snapshots() {
         ("smooth_blend_f16", smooth_blend::cuda_source::<f16>()),
         ("axpby4_f32", axpby4::cuda_source::<f32>()),
         ("block_reverse_f64", block_reverse::cuda_source::<f64>()),
+        ("tiled_matmul_f32", tiled_matmul::cuda_source::<f32>()),
     ];
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots");
     for (name, src) in cases {
@@ -1045,6 +1047,81 @@ async fn dynamic_shared(config: DeviceConfig) {
                     assert_eq!(y[j], want, "block_reverse[{j}] with {bytes} bytes");
                 }
             }
+        }
+    }
+    system.shutdown().await;
+}
+
+/// 2-D views: `C = A·B` with row strides (each matrix a panel of a wider buffer), 16×16
+/// shared-memory tiles, CUDA's u32 indexing throughout.
+#[kernel]
+pub fn tiled_matmul<T: Float>(a: &[T], b: &[T], c: &mut [T], m: u32, n: u32, k: u32, lda: u32, ldb: u32, ldc: u32) {
+    const TILE: u32 = 16;
+    let mut ta = shared_array::<T, 256>();
+    let mut tb = shared_array::<T, 256>();
+    let a = a.rows(lda);
+    let b = b.rows(ldb);
+    let mut c = c.rows(ldc);
+    let tx = thread_idx_x();
+    let ty = thread_idx_y();
+    let row = block_idx_y() * TILE + ty;
+    let col = block_idx_x() * TILE + tx;
+    let mut acc = T::zero();
+    let mut t0: u32 = 0;
+    while t0 < k {
+        ta[ty * TILE + tx] = if row < m && t0 + tx < k {
+            a[(row, t0 + tx)]
+        } else {
+            T::zero()
+        };
+        tb[ty * TILE + tx] = if t0 + ty < k && col < n {
+            b[(t0 + ty, col)]
+        } else {
+            T::zero()
+        };
+        sync_threads();
+        for q in 0..TILE {
+            acc += ta[ty * TILE + q] * tb[q * TILE + tx];
+        }
+        sync_threads();
+        t0 += TILE;
+    }
+    if row < m && col < n {
+        c[(row, col)] = acc;
+    }
+}
+
+async fn two_d_views(config: DeviceConfig) {
+    let system = ActorSystem::new("rows");
+    let d = Device::open(&system, config).await.unwrap();
+    let (m, n, k) = (37usize, 29usize, 45usize);
+    let (lda, ldb, ldc) = (k + 3, n + 1, n + 2);
+    let (a, b) = (rand_vec(m * lda), rand_vec(k * ldb));
+    let ad = d.upload(to::<f64>(&a)).await.unwrap();
+    let bd = d.upload(to::<f64>(&b)).await.unwrap();
+    let sentinel = vec![7.0f64; m * ldc];
+    let mut cd = d.upload(sentinel).await.unwrap();
+    let cfg = LaunchConfig {
+        grid: (n.div_ceil(16) as u32, m.div_ceil(16) as u32, 1),
+        block: (16, 16, 1),
+        shared_mem_bytes: 0,
+    };
+    let dims = [m, n, k, lda, ldb, ldc].map(|v| v as u32);
+    tiled_matmul::launch::<f64>(
+        &d, cfg, &ad, &bd, &mut cd, dims[0], dims[1], dims[2], dims[3], dims[4], dims[5],
+    )
+    .await
+    .unwrap();
+    let c = d.download(&cd).await.unwrap();
+    for r in 0..m {
+        for col in 0..ldc {
+            let got = c[r * ldc + col];
+            if col >= n {
+                assert_eq!(got, 7.0, "padding of C[{r}, {col}] untouched");
+                continue;
+            }
+            let want: f64 = (0..k).map(|q| a[r * lda + q] * b[q * ldb + col]).sum();
+            assert!((got - want).abs() < 1e-12 * k as f64, "C[{r}, {col}]: {got} vs {want}");
         }
     }
     system.shutdown().await;

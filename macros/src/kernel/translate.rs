@@ -327,6 +327,24 @@ impl Tr<'_> {
                 self.err(diverge, "`let … else` is not supported in a #[kernel]; use `if`");
                 return;
             }
+            if let Some(view) = self.rows_decl(&init.expr) {
+                let Some((elem, mutable, base, ld)) = view else { return };
+                let cname = self.fresh(&name);
+                let cty = elem.cuda().unwrap_or_default();
+                let konst = if mutable { "" } else { "const " };
+                self.emit(&format!("{konst}{cty}* const {cname} = {base};"));
+                self.emit(&format!("const k_usize {cname}_len = {base}_len;"));
+                self.emit(&format!("const k_usize {cname}_ld = {ld};"));
+                self.declare(
+                    name,
+                    cname,
+                    Ty::Rows {
+                        elem: Box::new(elem),
+                        mutable,
+                    },
+                );
+                return;
+            }
             if let Some(dynamic) = self.dyn_shared_decl(&init.expr) {
                 let Some(elem) = dynamic else { return };
                 if !top || self.ret.is_some() {
@@ -404,7 +422,7 @@ impl Tr<'_> {
                 return;
             }
             Ty::Unknown(_) => "auto".to_string(),
-            Ty::Unit | Ty::Slice { .. } | Ty::Shared { .. } => {
+            Ty::Unit | Ty::Slice { .. } | Ty::Shared { .. } | Ty::Rows { .. } => {
                 self.err(&l.pat, format!("`{name}` must hold a scalar; buffers and shared arrays cannot be rebound (index them directly)"));
                 return;
             }
@@ -465,6 +483,34 @@ impl Tr<'_> {
 
     fn declare(&mut self, name: String, cname: String, ty: Ty) {
         self.scopes.last_mut().expect("a scope").insert(name, Var { cname, ty });
+    }
+
+    /// `x.rows(ld)` on a buffer: `Some(Some((elem, mutable, buffer's C++ name, stride)))`,
+    /// `Some(None)` if malformed (reported), `None` if the expression is something else.
+    #[allow(clippy::type_complexity)]
+    fn rows_decl(&mut self, e: &syn::Expr) -> Option<Option<(Ty, bool, String, String)>> {
+        let syn::Expr::MethodCall(m) = e else { return None };
+        if m.method != "rows" {
+            return None;
+        }
+        let syn::Expr::Path(p) = strip_parens(&m.receiver) else {
+            return None;
+        };
+        let v = self.lookup(&p.path.get_ident()?.to_string())?;
+        let (cname, ty) = (v.cname.clone(), v.ty.clone());
+        let Ty::Slice { elem, mutable } = ty else {
+            self.err(
+                &m.receiver,
+                "`rows(ld)` views a buffer parameter (or `dyn_shared`) as a matrix",
+            );
+            return Some(None);
+        };
+        if m.args.len() != 1 {
+            self.err(&m.method, "`rows(ld)` takes the row stride in elements");
+            return Some(None);
+        }
+        let (ld, _) = self.expr(&m.args[0], None);
+        Some(Some((*elem, mutable, cname, ld)))
     }
 
     /// `dyn_shared::<T>()`: `Some(Some(T))`, `Some(None)` if malformed (reported), `None`
@@ -672,7 +718,10 @@ impl Tr<'_> {
             return None;
         };
         let ident = p.path.get_ident()?;
-        let read_only = matches!(self.lookup(&ident.to_string())?.ty, Ty::Slice { mutable: false, .. });
+        let read_only = matches!(
+            self.lookup(&ident.to_string())?.ty,
+            Ty::Slice { mutable: false, .. } | Ty::Rows { mutable: false, .. }
+        );
         read_only.then(|| ident.to_string())
     }
 
@@ -1170,7 +1219,23 @@ impl Tr<'_> {
             return self.err(&ix.expr, "index a buffer or shared array by name (`x[i]`); nested indexing is not supported (compute a flat index)");
         };
         let (b, bt) = self.path(p);
+        if let syn::Expr::Tuple(t) = &*ix.index {
+            let Ty::Rows { elem, .. } = bt else {
+                return self.err(
+                    &ix.index,
+                    "a buffer takes one index; for rows and columns view it as a matrix: `let m = x.rows(ld);` then `m[(r, c)]`",
+                );
+            };
+            let [r, c] = [t.elems.first(), t.elems.get(1)];
+            let (Some(r), Some(c), 2) = (r, c, t.elems.len()) else {
+                return self.err(&ix.index, "index a 2-D view with `(row, column)`");
+            };
+            let (r, _) = self.expr(r, None);
+            let (c, _) = self.expr(c, None);
+            return (format!("{b}[({r}) * {b}_ld + ({c})]"), *elem);
+        }
         let elem = match bt {
+            Ty::Rows { .. } => return self.err(&ix.index, "index a 2-D view with `m[(row, column)]`"),
             Ty::Slice { elem, .. } | Ty::Shared { elem, .. } => *elem,
             Ty::Unit => return (b, Ty::Unit),
             _ => return self.err(&ix.expr, "only buffers and shared arrays can be indexed in a #[kernel]"),
@@ -1510,8 +1575,16 @@ impl Tr<'_> {
             if let Some(v) = p.path.get_ident().and_then(|i| self.lookup(&i.to_string())) {
                 let (cname, ty) = (v.cname.clone(), v.ty.clone());
                 match (&ty, name.as_str()) {
-                    (Ty::Slice { .. }, "len") => return (format!("{cname}_len"), Ty::Prim(Prim::Usize)),
-                    (Ty::Slice { .. }, "is_empty") => return (format!("({cname}_len == 0)"), Ty::Prim(Prim::Bool)),
+                    (Ty::Slice { .. } | Ty::Rows { .. }, "len") => {
+                        return (format!("{cname}_len"), Ty::Prim(Prim::Usize))
+                    }
+                    (Ty::Rows { .. }, "stride") => return (format!("{cname}_ld"), Ty::Prim(Prim::Usize)),
+                    (Ty::Slice { .. }, "rows") => {
+                        return self.err(m, "bind a 2-D view with `let`: `let m = x.rows(ld);`, then `m[(r, c)]`")
+                    }
+                    (Ty::Slice { .. } | Ty::Rows { .. }, "is_empty") => {
+                        return (format!("({cname}_len == 0)"), Ty::Prim(Prim::Bool))
+                    }
                     (Ty::Shared { n, .. }, "len") => return (format!("((k_usize){n})"), Ty::Prim(Prim::Usize)),
                     _ => {}
                 }
@@ -1547,7 +1620,7 @@ impl Tr<'_> {
                     }
                     return (format!("{helper}({})", args.join(", ")), elem);
                 }
-                if matches!(ty, Ty::Slice { .. } | Ty::Shared { .. }) {
+                if matches!(ty, Ty::Slice { .. } | Ty::Shared { .. } | Ty::Rows { .. }) {
                     return self.err(
                         &m.method,
                         format!("`{name}` is not a #[kernel] buffer method; {}", method_hint()),
@@ -1556,6 +1629,10 @@ impl Tr<'_> {
             }
         }
         let (r, rt) = self.expr(&m.receiver, None);
+        if rt == Ty::Unknown("0".into()) {
+            // The receiver was reported already.
+            return (r, rt);
+        }
         let arity = m.args.len();
         if UNARY_MATH.contains(&name.as_str()) && arity == 0 {
             if !(rt.is_float() || (rt.is_int() && name == "abs")) {

@@ -94,6 +94,12 @@ pub(crate) enum Ty {
     },
     /// A `#[derive(KernelArg)]` struct.
     Struct(String),
+    /// A buffer seen as rows (`x.rows(ld)`); the C++ names of its length and stride are
+    /// `<name>_len` and `<name>_ld`.
+    Rows {
+        elem: Box<Ty>,
+        mutable: bool,
+    },
     /// `Vec4<elem>`: four elements loaded or stored as one access.
     Vec4(Box<Ty>),
     /// An integer literal whose type its context decides.

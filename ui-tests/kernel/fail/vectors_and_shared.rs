@@ -22,6 +22,17 @@ fn dynamic(y: &mut [f32]) {
     y[0] = dyn_shared::<f32>()[0];
 }
 
+#[kernel]
+fn views(x: &[f32], y: &mut [f32], s: f32) {
+    let m = x.rows();
+    let v = s.rows(4);
+    let w = x.rows(4);
+    y[(1, 2)] = w[3];
+    y[0] = w[(1, 2, 3)];
+    let n = x.rows(4).len();
+    w[(0, 0)] = 1.0;
+}
+
 #[device]
 fn helper_with_shared(v: f32) -> f32 {
     let mut tile = shared_array::<f32, 32>();

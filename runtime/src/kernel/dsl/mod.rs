@@ -12,6 +12,7 @@ pub mod index;
 pub mod intrinsics;
 pub mod launch;
 pub mod registry;
+pub mod rows;
 pub mod scalar;
 pub mod slices;
 pub mod source;
@@ -29,6 +30,7 @@ pub mod prelude {
     pub use super::atomics::{AtomicAdd, AtomicOrd, AtomicSwap};
     pub use super::index::KernelIndex;
     pub use super::intrinsics::*;
+    pub use super::rows::Rows;
     pub use super::scalar::{Arith, Float, Int, KernelScalar};
     pub use super::slices::{GlobalSlice, GlobalSliceMut, SharedArray};
     pub use super::vec4::Vec4;
