@@ -79,6 +79,57 @@ pub fn saxpy4<T: Float>(a: T, x: &[T], y: &mut [T]) {
     }
 }
 
+/// y = a·x + y with one vector load of x, one of y and one vector store per thread
+/// (`Vec4`: 16 bytes each for f32).
+#[kernel]
+pub fn saxpy_v4<T: Float>(a: T, x: &[T], y: &mut [T]) {
+    let i = global_index();
+    if i < y.len() / 4 {
+        let xv = x.load4(i);
+        let yv = y.load4(i);
+        y.store4(i, xv * a + yv);
+    }
+}
+
+/// C = A·B with 16×16 shared-memory tiles over 2-D views, CUDA's u32 indexing: the
+/// textbook tiled GEMM, to compare the translation with the same algorithm in CUDA C.
+#[kernel]
+pub fn sgemm_tiled<T: Float>(a: &[T], b: &[T], c: &mut [T], m: u32, n: u32, k: u32, lda: u32, ldb: u32, ldc: u32) {
+    const TILE: u32 = 16;
+    let mut ta = shared_array::<T, 256>();
+    let mut tb = shared_array::<T, 256>();
+    let a = a.rows(lda);
+    let b = b.rows(ldb);
+    let mut c = c.rows(ldc);
+    let tx = thread_idx_x();
+    let ty = thread_idx_y();
+    let row = block_idx_y() * TILE + ty;
+    let col = block_idx_x() * TILE + tx;
+    let mut acc = T::zero();
+    let mut t0: u32 = 0;
+    while t0 < k {
+        ta[ty * TILE + tx] = if row < m && t0 + tx < k {
+            a[(row, t0 + tx)]
+        } else {
+            T::zero()
+        };
+        tb[ty * TILE + tx] = if t0 + ty < k && col < n {
+            b[(t0 + ty, col)]
+        } else {
+            T::zero()
+        };
+        sync_threads();
+        for q in 0..TILE {
+            acc += ta[ty * TILE + q] * tb[q * TILE + tx];
+        }
+        sync_threads();
+        t0 += TILE;
+    }
+    if row < m && col < n {
+        c[(row, col)] = acc;
+    }
+}
+
 /// Sum of `x` into `out[0]`.
 #[kernel]
 pub fn sum<T: Float + AtomicAdd>(x: &[T], out: &mut [T]) {
@@ -148,6 +199,33 @@ extern "C" __global__ void saxpy4_hand(float a, const float* __restrict__ x, uns
         for (unsigned long long j = i; j < n; j += b) y[j] = a * x[j] + y[j];
     }
 }
+extern "C" __global__ void saxpy_v4_hand(float a, const float* __restrict__ x, unsigned long long nx,
+                                         float* __restrict__ y, unsigned long long n) {
+    unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n / 4) {
+        float4 xv = reinterpret_cast<const float4*>(x)[i];
+        float4 yv = reinterpret_cast<const float4*>(y)[i];
+        yv.x = a * xv.x + yv.x; yv.y = a * xv.y + yv.y; yv.z = a * xv.z + yv.z; yv.w = a * xv.w + yv.w;
+        reinterpret_cast<float4*>(y)[i] = yv;
+    }
+}
+extern "C" __global__ void sgemm_tiled_hand(const float* __restrict__ a, unsigned long long na,
+        const float* __restrict__ b, unsigned long long nb, float* __restrict__ c, unsigned long long nc,
+        unsigned int m, unsigned int n, unsigned int k, unsigned int lda, unsigned int ldb, unsigned int ldc) {
+    __shared__ float ta[256];
+    __shared__ float tb[256];
+    unsigned int tx = threadIdx.x, ty = threadIdx.y;
+    unsigned int row = blockIdx.y * 16 + ty, col = blockIdx.x * 16 + tx;
+    float acc = 0.0f;
+    for (unsigned int t0 = 0; t0 < k; t0 += 16) {
+        ta[ty * 16 + tx] = (row < m && t0 + tx < k) ? a[(unsigned long long)row * lda + t0 + tx] : 0.0f;
+        tb[ty * 16 + tx] = (t0 + ty < k && col < n) ? b[(unsigned long long)(t0 + ty) * ldb + col] : 0.0f;
+        __syncthreads();
+        for (unsigned int q = 0; q < 16; ++q) acc += ta[ty * 16 + q] * tb[q * 16 + tx];
+        __syncthreads();
+    }
+    if (row < m && col < n) c[(unsigned long long)row * ldc + col] = acc;
+}
 extern "C" __global__ void sum_hand(const float* __restrict__ x, unsigned long long n,
                                     float* __restrict__ out, unsigned long long nout) {
     __shared__ float tile[256];
@@ -170,6 +248,7 @@ extern "C" __global__ void sum_hand(const float* __restrict__ x, unsigned long l
 "#;
 
 const N: usize = 64 << 20; // 256 MiB of f32
+const SGEMM: usize = 2048;
 const REPS: usize = 20;
 const ROUNDS: usize = 7;
 
@@ -221,6 +300,16 @@ fn main() {
         let saxpy_gs_gen = load(&ctx, &saxpy_gs::cuda_source::<f32>(), "saxpy_gs", arch);
         let saxpy4_gen = load(&ctx, &saxpy4::cuda_source::<f32>(), "saxpy4", arch);
         let sum_gen = load(&ctx, &sum::cuda_source::<f32>(), "sum", arch);
+        let saxpy_v4_hand = load(&ctx, HAND, "saxpy_v4_hand", arch);
+        let saxpy_v4_gen = load(&ctx, &saxpy_v4::cuda_source::<f32>(), "saxpy_v4", arch);
+        let sgemm_hand = load(&ctx, HAND, "sgemm_tiled_hand", arch);
+        let sgemm_gen = load(&ctx, &sgemm_tiled::cuda_source::<f32>(), "sgemm_tiled", arch);
+        // One float4 per thread.
+        let vec4 = cudarc::driver::LaunchConfig {
+            grid_dim: ((N as u32 / 4).div_ceil(256), 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
         let elem = cudarc::driver::LaunchConfig {
             grid_dim: ((N as u32).div_ceil(256), 1, 1),
             block_dim: (256, 1, 1),
@@ -253,6 +342,7 @@ fn main() {
         let t_saxpy = (axpy(&saxpy_hand, elem), axpy(&saxpy_gen, elem));
         let t_saxpy_gs = (axpy(&saxpy_gs_hand, strided), axpy(&saxpy_gs_gen, strided));
         let t_saxpy4 = (axpy(&saxpy4_hand, four), axpy(&saxpy4_gen, four));
+        let t_saxpy_v4 = (axpy(&saxpy_v4_hand, vec4), axpy(&saxpy_v4_gen, vec4));
         let mut total = |f: &CudaFunction| {
             time(&stream, || unsafe {
                 let b = &mut stream.launch_builder(f);
@@ -260,6 +350,52 @@ fn main() {
             })
         };
         let t_sum = (total(&sum_hand), total(&sum_gen));
+
+        // Tiled SGEMM, S×S×S: the same algorithm generated and hand-written.
+        let s = SGEMM as u32;
+        let (ga, gb) = (
+            stream.clone_htod(&host[..SGEMM * SGEMM]).unwrap(),
+            stream.clone_htod(&host[..SGEMM * SGEMM]).unwrap(),
+        );
+        let mut gc = stream.alloc_zeros::<f32>(SGEMM * SGEMM).unwrap();
+        let sq = (SGEMM * SGEMM) as u64;
+        let tiles = cudarc::driver::LaunchConfig {
+            grid_dim: (s / 16, s / 16, 1),
+            block_dim: (16, 16, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: a, len, b, len, c, len, m, n, k, lda, ldb, ldc: both kernels' parameters.
+        let mut gemm = |f: &CudaFunction| {
+            time(&stream, || unsafe {
+                let l = &mut stream.launch_builder(f);
+                l.arg(&ga).arg(&sq).arg(&gb).arg(&sq).arg(&mut gc).arg(&sq);
+                l.arg(&s).arg(&s).arg(&s).arg(&s).arg(&s).arg(&s).launch(tiles).unwrap();
+            })
+        };
+        let t_sgemm = (gemm(&sgemm_hand), gemm(&sgemm_gen));
+        let flops = 2.0 * (SGEMM as f64).powi(3);
+        println!(
+            "RESULT | tiled SGEMM {SGEMM}^3 (16x16 shared tiles), hand-written CUDA C (NVRTC) | {:.2} TFLOP/s ({:.1} us)",
+            flops / t_sgemm.0 / 1e12,
+            t_sgemm.0 * 1e6
+        );
+        println!(
+            "RESULT | tiled SGEMM {SGEMM}^3 (16x16 shared tiles), #[kernel] generated (2-D views, u32 indices), raw launch | {:.2} TFLOP/s ({:.1} us) | {:.3}x hand-written",
+            flops / t_sgemm.1 / 1e12,
+            t_sgemm.1 * 1e6,
+            t_sgemm.0 / t_sgemm.1
+        );
+        let bytes = (N * 4) as f64;
+        let copy = 2.0 * bytes / t_copy / 1e12;
+        for (what, (hand, gen)) in [("saxpy, Vec4 loads/stores", t_saxpy_v4)] {
+            println!(
+                "RESULT | {what} 256 MiB f32 | hand-written float4 {:.2} TB/s, #[kernel] {:.2} TB/s | {:.3}x hand-written, {:.3} of copy bandwidth",
+                3.0 * bytes / hand / 1e12,
+                3.0 * bytes / gen / 1e12,
+                hand / gen,
+                3.0 * bytes / gen / 1e12 / copy
+            );
+        }
 
         // Through the device's kernel actor (an ask per launch, awaited).
         let xd = dev.upload(host.clone()).await.unwrap();
