@@ -402,6 +402,7 @@ on_both! {
     vec4_loads_and_stores => vector_access;
     dynamic_shared_memory_sized_at_launch => dynamic_shared;
     two_d_views_with_row_strides => two_d_views;
+    match_on_const_items_and_paths => const_patterns;
 }
 
 /// CPU-device faults of the emulation: typed errors, no hang, the device keeps serving.
@@ -1123,6 +1124,50 @@ async fn two_d_views(config: DeviceConfig) {
             let want: f64 = (0..k).map(|q| a[r * lda + q] * b[q * ldb + col]).sum();
             assert!((got - want).abs() < 1e-12 * k as f64, "C[{r}, {col}]: {got} vs {want}");
         }
+    }
+    system.shutdown().await;
+}
+
+/// `match` on an operation code against `const`s of the body (enums as integers) and a
+/// path constant.
+#[kernel]
+pub fn apply_op(ops: &[u32], x: &[f32], y: &mut [f32]) {
+    const ADD: u32 = 0;
+    const MUL: u32 = 1;
+    const NEG: u32 = 2;
+    let i = global_index();
+    if i < y.len() {
+        y[i] = match ops[i] {
+            ADD => x[i] + 1.0,
+            MUL => x[i] * 2.0,
+            NEG | u32::MAX => -x[i],
+            _ => 0.0,
+        };
+    }
+}
+
+async fn const_patterns(config: DeviceConfig) {
+    let system = ActorSystem::new("const-match");
+    let d = Device::open(&system, config).await.unwrap();
+    let n = 300;
+    let x = to::<f32>(&rand_vec(n));
+    let ops: Vec<u32> = (0..n as u32)
+        .map(|i| if i % 5 == 4 { u32::MAX } else { i % 5 })
+        .collect();
+    let (od, xd) = (d.upload(ops.clone()).await.unwrap(), d.upload(x.clone()).await.unwrap());
+    let mut yd = d.alloc::<f32>(n).await.unwrap();
+    apply_op::launch(&d, LaunchConfig::for_elements(n, 64), &od, &xd, &mut yd)
+        .await
+        .unwrap();
+    let y = d.download(&yd).await.unwrap();
+    for i in 0..n {
+        let want = match ops[i] {
+            0 => x[i] + 1.0,
+            1 => x[i] * 2.0,
+            2 | u32::MAX => -x[i],
+            _ => 0.0,
+        };
+        assert_eq!(y[i], want, "apply_op[{i}] (op {})", ops[i]);
     }
     system.shutdown().await;
 }

@@ -59,6 +59,8 @@ struct Tr<'a> {
     converts: HashSet<usize>,
     /// Whether the `extern __shared__` bytes of `dyn_shared` are declared.
     dyn_smem: bool,
+    /// The names of the body's `const` items (a pattern naming one compares with it).
+    const_names: HashSet<String>,
     /// The function's own name and, for a `#[device] fn`, its return type.
     name: String,
     ret: Option<Ty>,
@@ -141,6 +143,7 @@ pub(crate) fn translate(sig: &Signature, block: &syn::Block, errors: &mut Errors
         calls: vec![],
         converts: HashSet::new(),
         dyn_smem: false,
+        const_names: HashSet::new(),
         name: sig.name.to_string(),
         ret: sig.ret.clone(),
     };
@@ -477,6 +480,7 @@ impl Tr<'_> {
             }
         }
         let cname = self.fresh(&name);
+        self.const_names.insert(name.clone());
         self.emit(&format!("const {} {cname} = {v};", ty.cuda().unwrap_or_default()));
         self.declare(name, cname, ty);
     }
@@ -804,6 +808,21 @@ impl Tr<'_> {
     fn pattern_cond(&mut self, pat: &syn::Pat, s: &str, st: &Ty) -> Option<Option<String>> {
         match pat {
             syn::Pat::Wild(_) => Some(None),
+            // A `const` of the body (`ADD => …`): Rust compares with it, as here.
+            syn::Pat::Ident(i)
+                if i.subpat.is_none() && i.by_ref.is_none() && self.const_names.contains(&i.ident.to_string()) =>
+            {
+                let v = self
+                    .lookup(&i.ident.to_string())
+                    .map(|v| v.cname.clone())
+                    .unwrap_or_default();
+                Some(Some(format!("({s} == {v})")))
+            }
+            // `u32::MAX`, a body const by path.
+            syn::Pat::Path(p) => {
+                let (v, _) = self.path(p);
+                Some(Some(format!("({s} == {v})")))
+            }
             syn::Pat::Lit(l) => {
                 let (v, _) = self.literal(&l.lit, Some(st));
                 Some(Some(format!("({s} == {v})")))
@@ -837,8 +856,8 @@ impl Tr<'_> {
             other => {
                 self.err(
                     other,
-                    "a #[kernel] `match` takes integer or bool patterns: literals, `a | b`, ranges `a..=b` and `_` \
-                     (no bindings: use the scrutinee itself)",
+                    "a #[kernel] `match` takes integer or bool patterns: literals, `const`s of the body, `a | b`, \
+                     ranges `a..=b` and `_` (no bindings: use the scrutinee itself)",
                 );
                 None
             }
