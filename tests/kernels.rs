@@ -403,6 +403,8 @@ on_both! {
     dynamic_shared_memory_sized_at_launch => dynamic_shared;
     two_d_views_with_row_strides => two_d_views;
     match_on_const_items_and_paths => const_patterns;
+    const_generics_size_tiles_and_switch_code => const_generics;
+    untyped_literal_lets_typed_by_use => literal_typed_lets;
 }
 
 /// CPU-device faults of the emulation: typed errors, no hang, the device keeps serving.
@@ -518,6 +520,8 @@ fn generated_sources_match_snapshots() {
         ("axpby4_f32", axpby4::cuda_source::<f32>()),
         ("block_reverse_f64", block_reverse::cuda_source::<f64>()),
         ("tiled_matmul_f32", tiled_matmul::cuda_source::<f32>()),
+        ("tile_sums_f32_64_true", tile_sums::cuda_source::<f32, 64, true>()),
+        ("literal_lets", literal_lets::cuda_source()),
     ];
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots");
     for (name, src) in cases {
@@ -1168,6 +1172,104 @@ async fn const_patterns(config: DeviceConfig) {
             _ => 0.0,
         };
         assert_eq!(y[i], want, "apply_op[{i}] (op {})", ops[i]);
+    }
+    system.shutdown().await;
+}
+
+/// Const generics: a tile size and an unroll switch fixed per instantiation, sizing a
+/// shared array and bounding loops; `consts(…)` registers two tile sizes (CI compiles
+/// them with NVRTC; `precompile_all` and isolated devices find them).
+#[kernel(consts(TILE = [32, 64], UNROLLED = [true, false]))]
+pub fn tile_sums<T: Float, const TILE: usize, const UNROLLED: bool>(x: &[T], y: &mut [T]) {
+    let mut tile = shared_array::<T, TILE>();
+    let t = thread_idx_x();
+    let i = global_index();
+    tile[t] = if i < x.len() { x[i] } else { T::zero() };
+    sync_threads();
+    if t == 0 {
+        let mut acc = T::zero();
+        if UNROLLED {
+            let mut k = 0;
+            while k < TILE {
+                acc += tile[k] + tile[k + 1];
+                k += 2;
+            }
+        } else {
+            for k in 0..TILE {
+                acc += tile[k];
+            }
+        }
+        y[block_idx_x()] = acc;
+    }
+}
+
+async fn const_generics(config: DeviceConfig) {
+    let system = ActorSystem::new("const-generics");
+    let d = Device::open(&system, config).await.unwrap();
+    let n = 1000;
+    let x = rand_vec(n);
+    let xd = d.upload(to::<f64>(&x)).await.unwrap();
+    let check = |y: &[f64], tile: usize| {
+        for (b, got) in y.iter().enumerate() {
+            let want: f64 = x[(b * tile).min(n)..((b + 1) * tile).min(n)].iter().sum();
+            assert!((got - want).abs() < 1e-12, "tile_sums<{tile}>[{b}]: {got} vs {want}");
+        }
+    };
+    let mut yd = d.alloc::<f64>(n.div_ceil(32)).await.unwrap();
+    tile_sums::launch::<f64, 32, true>(&d, LaunchConfig::for_elements(n, 32), &xd, &mut yd)
+        .await
+        .unwrap();
+    check(&d.download(&yd).await.unwrap(), 32);
+    let mut yd = d.alloc::<f64>(n.div_ceil(64)).await.unwrap();
+    tile_sums::launch::<f64, 64, false>(&d, LaunchConfig::for_elements(n, 64), &xd, &mut yd)
+        .await
+        .unwrap();
+    check(&d.download(&yd).await.unwrap(), 64);
+    // A value not in `consts(…)`: compiled at its first launch all the same.
+    let mut yd = d.alloc::<f64>(n.div_ceil(16)).await.unwrap();
+    tile_sums::launch::<f64, 16, false>(&d, LaunchConfig::for_elements(n, 16), &xd, &mut yd)
+        .await
+        .unwrap();
+    check(&d.download(&yd).await.unwrap(), 16);
+    system.shutdown().await;
+}
+
+/// `let`s of untyped literals, typed by their uses as rustc types them: `acc` meets f32
+/// elements, `k` a u32 bound, `hits` nothing (i32, rustc's fallback).
+#[kernel]
+pub fn literal_lets(x: &[f32], y: &mut [f32], n: u32) {
+    let i = global_index();
+    let mut acc = 0.0;
+    let mut hits = 0;
+    let mut k = 0;
+    while k < n {
+        let v = x[(i + k as usize) % x.len()];
+        acc += v;
+        if v > 0.0 {
+            hits += 1;
+        }
+        k += 1;
+    }
+    if i < y.len() {
+        y[i] = acc + hits as f32;
+    }
+}
+
+async fn literal_typed_lets(config: DeviceConfig) {
+    let system = ActorSystem::new("literal-lets");
+    let d = Device::open(&system, config).await.unwrap();
+    let n = 200;
+    let x = to::<f32>(&rand_vec(n));
+    let xd = d.upload(x.clone()).await.unwrap();
+    let mut yd = d.alloc::<f32>(n).await.unwrap();
+    literal_lets::launch(&d, LaunchConfig::for_elements(n, 64), &xd, &mut yd, 5)
+        .await
+        .unwrap();
+    let y = d.download(&yd).await.unwrap();
+    for i in 0..n {
+        let vals: Vec<f32> = (0..5).map(|k| x[(i + k) % n]).collect();
+        let want = vals.iter().sum::<f32>() + vals.iter().filter(|v| **v > 0.0).count() as f32;
+        assert!((y[i] - want).abs() < 1e-5, "literal_lets[{i}]: {} vs {want}", y[i]);
     }
     system.shutdown().await;
 }

@@ -30,6 +30,12 @@ pub(crate) fn entry(args: TokenStream, input: TokenStream) -> TokenStream {
         Ok(f) => f,
         Err(tokens) => return tokens,
     };
+    if let Some((name, _)) = options.consts.first() {
+        errors.at(
+            name,
+            "`consts(…)` registers a kernel's const generic values; a #[device] fn has none",
+        );
+    }
     if let Some(cuda) = &options.cuda {
         errors.at(
             cuda,

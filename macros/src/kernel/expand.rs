@@ -5,6 +5,7 @@ use quote::{format_ident, quote};
 
 use super::signature::{ParamKind, Signature};
 use super::translate::cuda_params;
+use super::types::Prim;
 
 /// Everything expansion needs, proven by parse and validate.
 pub(crate) struct KernelDef<'a> {
@@ -14,6 +15,8 @@ pub(crate) struct KernelDef<'a> {
     pub(crate) cpu_block: &'a syn::Block,
     /// The `#[device] fn`s the body calls.
     pub(crate) calls: &'a [syn::Path],
+    /// The `consts(…)` option: const generic values to register.
+    pub(crate) consts: &'a [(syn::Ident, Vec<syn::Lit>)],
     pub(crate) sig: &'a Signature,
     pub(crate) krate: syn::Path,
     /// The `extern "C"` kernel (translated, or the raw option's text).
@@ -51,17 +54,34 @@ fn dtype_path(krate: &syn::Path, d: &str) -> TokenStream {
     }
 }
 
-/// Every binding of the generic parameters to the dtypes their bounds admit.
-fn instances(sig: &Signature) -> Vec<Vec<&'static str>> {
-    let mut all = vec![vec![]];
+/// Every binding of the generic parameters to the dtypes their bounds admit, and of the
+/// const generics to the values `consts(…)` lists: `(dtypes, const values)`. None when a
+/// const generic has no listed values (such a kernel compiles at its first launch).
+fn instances(sig: &Signature, consts: &[(syn::Ident, Vec<syn::Lit>)]) -> Vec<(Vec<&'static str>, Vec<syn::Lit>)> {
+    let mut all = vec![(vec![], vec![])];
     for (_, b, _) in &sig.generics {
         all = all
             .into_iter()
-            .flat_map(|prefix: Vec<&'static str>| {
+            .flat_map(|(prefix, c): (Vec<&'static str>, Vec<syn::Lit>)| {
                 b.dtypes().iter().map(move |d| {
                     let mut v = prefix.clone();
                     v.push(*d);
-                    v
+                    (v, c.clone())
+                })
+            })
+            .collect();
+    }
+    for (ident, _, _) in &sig.consts {
+        let Some((_, values)) = consts.iter().find(|(n, _)| n == ident) else {
+            return vec![];
+        };
+        all = all
+            .into_iter()
+            .flat_map(|(d, prefix)| {
+                values.iter().map(move |v| {
+                    let mut c = prefix.clone();
+                    c.push(v.clone());
+                    (d.clone(), c)
                 })
             })
             .collect();
@@ -76,8 +96,21 @@ pub(crate) fn expand(def: &KernelDef<'_>) -> TokenStream {
     let name_str = name.to_string();
     let docs: Vec<&syn::Attribute> = item.attrs.iter().filter(|a| a.path().is_ident("doc")).collect();
     let block = def.cpu_block;
-    let gen_idents: Vec<&syn::Ident> = sig.generics.iter().map(|g| &g.0).collect();
-    let gen_params: Vec<&syn::TypeParam> = sig.generics.iter().map(|g| &g.2).collect();
+    let type_idents: Vec<&syn::Ident> = sig.generics.iter().map(|g| &g.0).collect();
+    let const_idents: Vec<&syn::Ident> = sig.consts.iter().map(|c| &c.0).collect();
+    let gen_idents: Vec<&syn::Ident> = type_idents.iter().chain(const_idents.iter()).copied().collect();
+    let gen_params: Vec<TokenStream> = sig
+        .generics
+        .iter()
+        .map(|g| {
+            let tp = &g.2;
+            quote!(#tp)
+        })
+        .chain(sig.consts.iter().map(|c| {
+            let (i, ty) = (&c.2.ident, &c.2.ty);
+            quote!(const #i: #ty)
+        }))
+        .collect();
     let turbofish = if gen_idents.is_empty() {
         quote!()
     } else {
@@ -88,8 +121,27 @@ pub(crate) fn expand(def: &KernelDef<'_>) -> TokenStream {
             pub struct __Kernel;
         )
     } else {
-        quote!(pub struct __Kernel<#(#gen_idents),*>(::core::marker::PhantomData<(#(#gen_idents,)*)>);)
+        quote!(pub struct __Kernel<#(#gen_params),*>(::core::marker::PhantomData<(#(#type_idents,)*)>);)
     };
+    // Each const generic's `static const` line, its value formatted at instantiation.
+    let const_decls: Vec<TokenStream> = sig
+        .consts
+        .iter()
+        .map(|(ident, prim, _)| {
+            let suffix = match prim {
+                Prim::U64 | Prim::Usize => "ull",
+                Prim::I64 | Prim::Isize => "ll",
+                Prim::U32 | Prim::U16 | Prim::U8 => "u",
+                _ => "",
+            };
+            let decl = format!(
+                "static const {} {} = {{}}{suffix};",
+                prim.cuda(),
+                super::translate::param_cname(&ident.to_string())
+            );
+            quote!(::std::format!(#decl, #ident))
+        })
+        .collect();
     let dsl = quote!(#krate::kernel::dsl);
 
     let mut body_params = vec![];
@@ -166,12 +218,22 @@ pub(crate) fn expand(def: &KernelDef<'_>) -> TokenStream {
             quote!(#dsl::scalar::Header::#h)
         })
         .collect();
-    let gen_strs: Vec<String> = gen_idents.iter().map(|g| g.to_string()).collect();
-    let registered: Vec<TokenStream> = instances(sig)
+    let gen_strs: Vec<String> = type_idents.iter().map(|g| g.to_string()).collect();
+    let registered: Vec<TokenStream> = instances(sig, def.consts)
         .into_iter()
-        .map(|dts| {
-            let label = dts.join(", ");
-            let paths: Vec<TokenStream> = dts.iter().map(|d| dtype_path(krate, d)).collect();
+        .map(|(dts, values)| {
+            let mut label = dts.join(", ");
+            for ((ident, _, _), v) in sig.consts.iter().zip(&values) {
+                if !label.is_empty() {
+                    label.push_str(", ");
+                }
+                label.push_str(&format!("{ident} = {}", quote!(#v)));
+            }
+            let paths: Vec<TokenStream> = dts
+                .iter()
+                .map(|d| dtype_path(krate, d))
+                .chain(values.iter().map(|v| quote!(#v)))
+                .collect();
             let tf = if paths.is_empty() {
                 quote!()
             } else {
@@ -224,7 +286,8 @@ pub(crate) fn expand(def: &KernelDef<'_>) -> TokenStream {
                 #(#calls::collect(&mut device_fns);)*
                 #dsl::source::SourceTemplate { kernel: KERNEL, headers: HEADERS }.assemble(
                     &#dsl::source::Instantiation {
-                        generics: ::std::vec![#((#gen_strs, <#gen_idents as #dsl::KernelScalar>::CUDA, <#gen_idents as #dsl::KernelScalar>::HEADER)),*],
+                        generics: ::std::vec![#((#gen_strs, <#type_idents as #dsl::KernelScalar>::CUDA, <#type_idents as #dsl::KernelScalar>::HEADER)),*],
+                        consts: ::std::vec![#(#const_decls),*],
                         structs: ::std::vec![#(#struct_decls),*],
                         device_fns,
                     },

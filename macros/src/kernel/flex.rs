@@ -1,4 +1,4 @@
-//! The integer type of an index intrinsic's value, decided by its use.
+//! Types decided by use: index intrinsics' values and `let`s of untyped literals.
 //!
 //! CUDA's `threadIdx.x` is an `unsigned int`, and CUDA users write
 //! `let x = block_idx_x() * block_dim_x() + thread_idx_x(); if x < w { … }` with
@@ -8,36 +8,56 @@
 //! annotated `let`, an assignment target, a `for` bound), and is `usize` when it meets
 //! none. Values computed from several intrinsics share one type.
 //!
-//! The translator tracks each intrinsic call as a *flex* variable (union–find over the
-//! calls whose values meet), writes a placeholder for its C++ type and fills it in at the
-//! end; the CPU emulation's Rust body gets the same decision as an `as` cast on each call
-//! whose type is not `usize` — so the two backends cannot disagree.
+//! A `let` of an untyped literal (`let mut k = 0;`, `let mut acc = 0.0;`) is typed the
+//! same way, as rustc types it: by what it meets (`k < n`, `acc += x[i]` with `x: &[T]`),
+//! `i32` / `f64` when it meets nothing (rustc's fallback). An intrinsic's value assigned
+//! to such a `let` makes it `usize`, as rustc does.
+//!
+//! The translator tracks each as a *flex* variable (union–find over the values that
+//! meet), writes a placeholder for its C++ type and fills it in at the end; the CPU
+//! emulation's Rust body gets the same decision for intrinsics as an `as` cast on each
+//! call whose type is not `usize` (rustc infers the literals itself) — so the two
+//! backends agree.
 
 use std::collections::{HashMap, HashSet};
 
 use syn::visit::Visit;
 use syn::visit_mut::VisitMut;
 
-use super::types::{Prim, Ty};
+use super::types::{Bound, Prim, Ty};
 
-/// The flex variables of one kernel body.
+/// The flex variables of one body.
 #[derive(Default)]
 pub(crate) struct FlexInts {
     parent: Vec<usize>,
-    resolved: Vec<Option<Prim>>,
+    resolved: Vec<Option<Ty>>,
+    /// What each root becomes when nothing decides: `usize` for intrinsics, rustc's
+    /// fallback (`i32`, `f64`) for literals.
+    fallback: Vec<Prim>,
     /// Each intrinsic call's address in the parsed body, and its variable.
     sites: Vec<(usize, usize)>,
 }
 
 impl FlexInts {
-    /// A new variable for the intrinsic call `site`: its type, and the placeholder its C++
-    /// text uses for the type.
-    pub(crate) fn fresh(&mut self, site: &syn::ExprCall) -> Ty {
+    fn push(&mut self, fallback: Prim) -> usize {
         let id = self.parent.len();
         self.parent.push(id);
         self.resolved.push(None);
+        self.fallback.push(fallback);
+        id
+    }
+
+    /// A new variable for the intrinsic call `site`.
+    pub(crate) fn fresh(&mut self, site: &syn::ExprCall) -> Ty {
+        let id = self.push(Prim::Usize);
         self.sites.push((site as *const syn::ExprCall as usize, id));
-        Ty::Flex(id)
+        Ty::Flex(id, false)
+    }
+
+    /// A new variable for a `let` of an untyped literal (`float`: a float literal).
+    pub(crate) fn literal(&mut self, float: bool) -> Ty {
+        let id = self.push(if float { Prim::F64 } else { Prim::I32 });
+        Ty::Flex(id, float)
     }
 
     fn find(&self, mut i: usize) -> usize {
@@ -48,28 +68,39 @@ impl FlexInts {
     }
 
     /// Two values meet (operands of one operator, a target and its value): a flex one
-    /// takes the other's integer type, or two flex ones become one.
+    /// takes the other's type if it is of its kind, or two flex ones become one.
     pub(crate) fn unify(&mut self, a: &Ty, b: &Ty) {
         match (a, b) {
-            (Ty::Flex(x), Ty::Flex(y)) => {
+            (Ty::Flex(x, fx), Ty::Flex(y, fy)) if fx == fy => {
                 let (rx, ry) = (self.find(*x), self.find(*y));
                 if rx != ry {
-                    let r = self.resolved[rx].or(self.resolved[ry]);
+                    let r = self.resolved[rx].clone().or(self.resolved[ry].clone());
+                    // An intrinsic's value makes a literal's variable `usize` (rustc
+                    // sees the intrinsic's `usize`).
+                    let fallback = if self.fallback[ry] == Prim::Usize {
+                        Prim::Usize
+                    } else {
+                        self.fallback[rx]
+                    };
                     self.parent[ry] = rx;
                     self.resolved[rx] = r;
+                    self.fallback[rx] = fallback;
                 }
             }
-            (Ty::Flex(x), Ty::Prim(p)) | (Ty::Prim(p), Ty::Flex(x)) if is_int(*p) => {
+            (Ty::Flex(x, float), t) | (t, Ty::Flex(x, float)) if fits(t, *float) => {
                 let r = self.find(*x);
-                self.resolved[r].get_or_insert(*p);
+                if self.resolved[r].is_none() {
+                    self.resolved[r] = Some(t.clone());
+                }
             }
             _ => {}
         }
     }
 
     /// The type variable `id` ended up with.
-    pub(crate) fn prim(&self, id: usize) -> Prim {
-        self.resolved[self.find(id)].unwrap_or(Prim::Usize)
+    fn ty(&self, id: usize) -> Ty {
+        let r = self.find(id);
+        self.resolved[r].clone().unwrap_or(Ty::Prim(self.fallback[r]))
     }
 
     /// The C++ placeholder for variable `id`'s type.
@@ -86,26 +117,33 @@ impl FlexInts {
             let tail = &rest[at + 5..];
             let end = tail.find('@').expect("a placeholder ends with @");
             let id: usize = tail[..end].parse().expect("a placeholder holds a number");
-            out.push_str(self.prim(id).cuda());
+            out.push_str(&self.ty(id).cuda().unwrap_or_default());
             rest = &tail[end + 1..];
         }
         out.push_str(rest);
         out
     }
 
-    /// The calls whose type is not `usize` (what the intrinsic returns in Rust), by
-    /// address in the parsed body.
+    /// The intrinsic calls whose type is a primitive other than `usize` (what the
+    /// intrinsic returns in Rust), by address in the parsed body.
     pub(crate) fn casts(&self) -> HashMap<usize, Prim> {
         self.sites
             .iter()
-            .map(|&(addr, id)| (addr, self.prim(id)))
-            .filter(|(_, p)| *p != Prim::Usize)
+            .filter_map(|&(addr, id)| match self.ty(id) {
+                Ty::Prim(p) if p != Prim::Usize => Some((addr, p)),
+                _ => None,
+            })
             .collect()
     }
 }
 
-fn is_int(p: Prim) -> bool {
-    !p.is_float() && p != Prim::Bool
+/// Whether a flex variable of the kind (`float`) can become `t`.
+fn fits(t: &Ty, float: bool) -> bool {
+    match t {
+        Ty::Prim(p) => *p != Prim::Bool && p.is_float() == float,
+        Ty::Generic(_, b) => (*b == Bound::Float) == float,
+        _ => false,
+    }
 }
 
 /// The body the CPU emulation runs: `block` with `(call as T)` around each intrinsic

@@ -34,6 +34,26 @@ fn parse_fn(input: TokenStream, hint: &str) -> Result<syn::ItemFn, TokenStream> 
     })
 }
 
+/// Each `consts(N = [...])` entry names a const generic of the kernel and lists values
+/// of its kind.
+fn check_const_values(sig: &signature::Signature, consts: &[(syn::Ident, Vec<syn::Lit>)], errors: &mut Errors) {
+    for (name, values) in consts {
+        let Some((_, prim, _)) = sig.consts.iter().find(|c| &c.0 == name) else {
+            errors.at(
+                name,
+                format!("`{name}` is not a const generic parameter of this #[kernel]"),
+            );
+            continue;
+        };
+        let boolean = *prim == types::Prim::Bool;
+        for v in values {
+            if matches!(v, syn::Lit::Bool(_)) != boolean {
+                errors.at(v, format!("`{name}` is a `{}`: list values of that type", prim.rust()));
+            }
+        }
+    }
+}
+
 /// `#[device] fn`'s entry point.
 pub(crate) fn device_fn_entry(args: TokenStream, input: TokenStream) -> TokenStream {
     device_fn::entry(args, input)
@@ -52,6 +72,7 @@ pub(crate) fn entry(args: TokenStream, input: TokenStream) -> TokenStream {
     };
     let krate = crate::crate_path::runtime_path(options.krate.as_ref());
     let sig = signature::parse(&item, &mut errors, signature::Role::Kernel);
+    check_const_values(&sig, &options.consts, &mut errors);
     let body_tokens = quote::ToTokens::to_token_stream(&item.block);
     let mut cpu_block = item.block.clone();
     let mut calls = vec![];
@@ -91,6 +112,7 @@ pub(crate) fn entry(args: TokenStream, input: TokenStream) -> TokenStream {
         item: &item,
         cpu_block: &cpu_block,
         calls: &calls,
+        consts: &options.consts,
         sig: &sig,
         krate,
         kernel_source,

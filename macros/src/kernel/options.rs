@@ -12,9 +12,13 @@ pub(crate) struct Options {
     pub(crate) cuda: Option<syn::LitStr>,
     /// `crate = path`: where the runtime is.
     pub(crate) krate: Option<syn::Path>,
+    /// `consts(N = [8, 16], …)`: the values of const generic parameters to register
+    /// (for `precompile_all`, isolated devices and CI's NVRTC check), per parameter.
+    pub(crate) consts: Vec<(syn::Ident, Vec<syn::Lit>)>,
 }
 
-const KEYS: &str = "valid options: `cuda = \"…\"` (a raw CUDA C++ kernel), `crate = path`";
+const KEYS: &str = "valid options: `cuda = \"…\"` (a raw CUDA C++ kernel), `crate = path`, \
+                    `consts(N = [8, 16])` (the const generic values to register)";
 
 pub(crate) fn parse(args: TokenStream, errors: &mut Errors) -> Options {
     let mut o = Options::default();
@@ -24,6 +28,53 @@ pub(crate) fn parse(args: TokenStream, errors: &mut Errors) -> Options {
                 return Err(meta.error("`cuda` is set twice"));
             }
             o.cuda = Some(meta.value()?.parse()?);
+        } else if meta.path.is_ident("consts") {
+            if !o.consts.is_empty() {
+                return Err(meta.error("`consts` is set twice"));
+            }
+            meta.parse_nested_meta(|inner| {
+                let Some(name) = inner.path.get_ident().cloned() else {
+                    return Err(inner.error("name a const generic parameter: `consts(N = [8, 16])`"));
+                };
+                let list: syn::ExprArray = inner.value()?.parse()?;
+                let mut values = vec![];
+                for e in &list.elems {
+                    let lit = match e {
+                        syn::Expr::Lit(l) if matches!(l.lit, syn::Lit::Int(_) | syn::Lit::Bool(_)) => {
+                            Some(l.lit.clone())
+                        }
+                        // A negative integer: one literal with its sign.
+                        syn::Expr::Unary(syn::ExprUnary {
+                            op: syn::UnOp::Neg(_),
+                            expr,
+                            ..
+                        }) => match &**expr {
+                            syn::Expr::Lit(syn::ExprLit {
+                                lit: syn::Lit::Int(i), ..
+                            }) => Some(syn::Lit::Int(syn::LitInt::new(
+                                &format!("-{}", i.base10_digits()),
+                                i.span(),
+                            ))),
+                            _ => None,
+                        },
+                        _ => None,
+                    };
+                    match lit {
+                        Some(l) => values.push(l),
+                        None => {
+                            return Err(syn::Error::new_spanned(
+                                e,
+                                "a const generic value is an integer or bool literal",
+                            ))
+                        }
+                    }
+                }
+                if values.is_empty() {
+                    return Err(syn::Error::new_spanned(list, "list at least one value: `N = [16]`"));
+                }
+                o.consts.push((name, values));
+                Ok(())
+            })?;
         } else if meta.path.is_ident("crate") {
             if o.krate.is_some() {
                 return Err(meta.error("`crate` is set twice"));

@@ -32,6 +32,8 @@ pub(crate) struct Signature {
     pub(crate) name: syn::Ident,
     /// Generic parameters in order, with their bound and the full bound list.
     pub(crate) generics: Vec<(syn::Ident, Bound, syn::TypeParam)>,
+    /// Const generic parameters (after the type parameters), with their type.
+    pub(crate) consts: Vec<(syn::Ident, Prim, syn::ConstParam)>,
     pub(crate) params: Vec<Param>,
     /// What the function returns: `None` for a kernel; for a `#[device] fn`, its scalar
     /// type (`Some(Ty::Unit)` when it returns nothing).
@@ -146,9 +148,16 @@ fn parse_as_kernel(f: &syn::ItemFn, errors: &mut Errors, role: Role) -> Signatur
         );
     }
     let mut generics = vec![];
+    let mut consts = vec![];
     for g in &sig.generics.params {
         match g {
             syn::GenericParam::Type(tp) => {
+                if !consts.is_empty() {
+                    errors.at(
+                        &tp.ident,
+                        "put a #[kernel]'s type parameters before its const generics (`<T: Float, const N: usize>`)",
+                    );
+                }
                 let mut bound = None;
                 for b in &tp.bounds {
                     if let syn::TypeParamBound::Trait(t) = b {
@@ -184,10 +193,17 @@ fn parse_as_kernel(f: &syn::ItemFn, errors: &mut Errors, role: Role) -> Signatur
                 l,
                 "a #[kernel] takes no lifetime parameters; remove it (buffers are `&[T]`)",
             ),
-            syn::GenericParam::Const(c) => errors.at(
+            syn::GenericParam::Const(c) if role == Role::DeviceFn => errors.at(
                 c,
-                "a #[kernel] takes no const generics; pass the value as a parameter or write it as a literal",
+                "a #[device] fn takes no const generics; pass the value as a parameter",
             ),
+            syn::GenericParam::Const(c) => match scalar_type(&c.ty, &BTreeMap::new()) {
+                Some(Ty::Prim(p)) if !p.is_float() => consts.push((c.ident.clone(), p, c.clone())),
+                _ => errors.at(
+                    &c.ty,
+                    "a #[kernel]'s const generic is an integer (usize, u32, i32 …) or a bool",
+                ),
+            },
         }
     }
     let gmap: BTreeMap<String, Bound> = generics.iter().map(|(i, b, _)| (i.to_string(), *b)).collect();
@@ -277,6 +293,7 @@ fn parse_as_kernel(f: &syn::ItemFn, errors: &mut Errors, role: Role) -> Signatur
     Signature {
         name: sig.ident.clone(),
         generics,
+        consts,
         params,
         ret,
     }

@@ -59,8 +59,11 @@ struct Tr<'a> {
     converts: HashSet<usize>,
     /// Whether the `extern __shared__` bytes of `dyn_shared` are declared.
     dyn_smem: bool,
-    /// The names of the body's `const` items (a pattern naming one compares with it).
+    /// The names of the body's `const` items and const generics (a pattern naming one
+    /// compares with it).
     const_names: HashSet<String>,
+    /// Const generic parameters: what a shared array's length may name besides literals.
+    generic_consts: HashSet<String>,
     /// The function's own name and, for a `#[device] fn`, its return type.
     name: String,
     ret: Option<Ty>,
@@ -144,9 +147,24 @@ pub(crate) fn translate(sig: &Signature, block: &syn::Block, errors: &mut Errors
         converts: HashSet::new(),
         dyn_smem: false,
         const_names: HashSet::new(),
+        generic_consts: HashSet::new(),
         name: sig.name.to_string(),
         ret: sig.ret.clone(),
     };
+    // Const generics: values of the instantiation, `static const` in its source.
+    for (ident, prim, _) in &sig.consts {
+        let name = ident.to_string();
+        tr.const_names.insert(name.clone());
+        tr.generic_consts.insert(name.clone());
+        let cname = tr.fresh(&name);
+        tr.scopes[0].insert(
+            name,
+            Var {
+                cname,
+                ty: Ty::Prim(*prim),
+            },
+        );
+    }
     for p in &sig.params {
         let name = p.name.to_string();
         let ty = match &p.kind {
@@ -418,12 +436,13 @@ impl Tr<'_> {
                 return;
             }
         };
+        // An untyped literal: typed by its uses, as rustc types it (see `flex`).
+        let ty = match ty {
+            Ty::IntLit => self.flex.literal(false),
+            Ty::FloatLit => self.flex.literal(true),
+            t => t,
+        };
         let cty = match &ty {
-            Ty::IntLit | Ty::FloatLit => {
-                let example = if ty == Ty::IntLit { "usize = 0" } else { "f32 = 0.0" };
-                self.err(&l.pat, format!("give `{name}` a type (`let {name}: {example};`): the type of a literal comes from its use in Rust, which the CUDA translation cannot see"));
-                return;
-            }
             Ty::Unknown(_) => "auto".to_string(),
             Ty::Unit | Ty::Slice { .. } | Ty::Shared { .. } | Ty::Rows { .. } => {
                 self.err(&l.pat, format!("`{name}` must hold a scalar; buffers and shared arrays cannot be rebound (index them directly)"));
@@ -553,7 +572,7 @@ impl Tr<'_> {
             return None;
         }
         let hint = "write shared arrays as `let mut tile = shared_array::<T, 256>();` (a dtype and a literal length, \
-                    or a `const` of the body with one)";
+                    a `const` of the body with one, or a const generic)";
         let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
             self.err(last, hint);
             return Some(None);
@@ -564,12 +583,16 @@ impl Tr<'_> {
                 let n = match n {
                     syn::GenericArgument::Const(syn::Expr::Lit(syn::ExprLit {
                         lit: syn::Lit::Int(i), ..
-                    })) => i.base10_parse::<usize>().ok(),
-                    // A `const` of the body with a literal value.
-                    syn::GenericArgument::Type(syn::Type::Path(p)) => p
-                        .path
-                        .get_ident()
-                        .and_then(|id| self.consts.get(&id.to_string()).copied()),
+                    })) => i.base10_parse::<usize>().ok().map(|n| n.to_string()),
+                    // A `const` of the body with a literal value, or a const generic.
+                    syn::GenericArgument::Type(syn::Type::Path(p)) => p.path.get_ident().and_then(|id| {
+                        let name = id.to_string();
+                        match self.consts.get(&name) {
+                            Some(n) => Some(n.to_string()),
+                            None if self.generic_consts.contains(&name) => Some(param_cname(&name)),
+                            None => None,
+                        }
+                    }),
                     _ => None,
                 };
                 scalar_type(t, &self.generics)
@@ -579,7 +602,7 @@ impl Tr<'_> {
             _ => None,
         };
         match parsed {
-            Some((t, n)) if c.args.is_empty() => Some(Some((t, n.to_string()))),
+            Some((t, n)) if c.args.is_empty() => Some(Some((t, n))),
             _ => {
                 self.err(e, hint);
                 Some(None)
@@ -1261,7 +1284,8 @@ impl Tr<'_> {
         };
         // Any integer indexes (an index intrinsic's value keeps its own type).
         let (i, it) = self.expr(&ix.index, None);
-        if !it.is_int() && it != Ty::Unit {
+        // A value only C++ types (a struct field), or one reported already, passes.
+        if !it.is_int() && it != Ty::Unit && !matches!(it, Ty::Unknown(_)) {
             if let syn::Expr::Range(_) = &*ix.index {
                 return self.err(
                     &ix.index,
@@ -1572,7 +1596,7 @@ impl Tr<'_> {
                         "shared arrays cannot be passed to a #[device] fn; index them in the kernel and pass values",
                     );
                 }
-                Ty::Flex(_) => {
+                Ty::Flex(_, false) => {
                     self.converts.insert(a as *const syn::Expr as usize);
                     args.push(t);
                 }

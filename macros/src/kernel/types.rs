@@ -104,8 +104,9 @@ pub(crate) enum Ty {
     Vec4(Box<Ty>),
     /// An integer literal whose type its context decides.
     IntLit,
-    /// The value of index intrinsics, whose integer type its uses decide (see `flex`).
-    Flex(usize),
+    /// A value whose type its uses decide (see `flex`): an index intrinsic's, or a `let`
+    /// of an untyped literal. The flag says a float literal's.
+    Flex(usize, bool),
     /// A float literal whose type its context decides.
     FloatLit,
     /// A value whose type only C++ knows (a struct field): the C++ text of the
@@ -122,23 +123,24 @@ impl Ty {
             Ty::Prim(p) => Some(p.cuda().to_string()),
             Ty::Generic(n, _) | Ty::Struct(n) => Some(n.clone()),
             Ty::Unknown(text) => Some(format!("k_rr<decltype(({text}))>::type")),
-            Ty::Flex(id) => Some(super::flex::FlexInts::placeholder(*id)),
+            Ty::Flex(id, _) => Some(super::flex::FlexInts::placeholder(*id)),
             Ty::Vec4(e) => e.cuda().map(|e| format!("k_vec4<{e}>")),
             _ => None,
         }
     }
     pub(crate) fn is_float(&self) -> bool {
-        matches!(self, Ty::Prim(p) if p.is_float()) || matches!(self, Ty::Generic(_, Bound::Float) | Ty::FloatLit)
+        matches!(self, Ty::Prim(p) if p.is_float())
+            || matches!(self, Ty::Generic(_, Bound::Float) | Ty::FloatLit | Ty::Flex(_, true))
     }
     pub(crate) fn is_int(&self) -> bool {
         matches!(self, Ty::Prim(p) if !p.is_float() && *p != Prim::Bool)
-            || matches!(self, Ty::Generic(_, Bound::Int) | Ty::IntLit | Ty::Flex(_))
+            || matches!(self, Ty::Generic(_, Bound::Int) | Ty::IntLit | Ty::Flex(_, false))
     }
     pub(crate) fn is_literal(&self) -> bool {
         matches!(self, Ty::IntLit | Ty::FloatLit)
     }
     /// A value type the literal can take on (`Prim`, `Generic`, `Unknown`, `Flex`).
     pub(crate) fn is_value(&self) -> bool {
-        matches!(self, Ty::Prim(_) | Ty::Generic(..) | Ty::Unknown(_) | Ty::Flex(_))
+        matches!(self, Ty::Prim(_) | Ty::Generic(..) | Ty::Unknown(_) | Ty::Flex(..))
     }
 }

@@ -8,7 +8,23 @@ fn unbounded<T: Copy>(y: &mut [T]) {}
 fn lifetime<'a>(y: &mut [f32]) {}
 
 #[kernel]
-fn const_generic<const N: usize>(y: &mut [f32]) {}
+fn const_before_type<const N: usize, T: Float>(y: &mut [T]) {}
+
+#[kernel]
+fn float_const<const X: f32>(y: &mut [f32]) {}
+
+#[kernel(consts(M = [1], N = [true], K = [x]))]
+fn bad_const_values<const N: usize>(y: &mut [f32]) {}
+
+#[device]
+fn device_const<const N: usize>(v: f32) -> f32 {
+    v
+}
+
+#[device(consts(N = [1]))]
+fn device_consts_option(v: f32) -> f32 {
+    v
+}
 
 #[kernel]
 fn both<T: Float + Int>(y: &mut [T]) {}

@@ -28,6 +28,8 @@ pub struct Instantiation<'a> {
     pub structs: Vec<String>,
     /// The `#[device] fn`s the kernel calls.
     pub device_fns: DeviceFns,
+    /// `static const` declarations of the kernel's const generic parameters.
+    pub consts: Vec<String>,
 }
 
 /// The `#[device] fn`s one kernel calls, directly or through each other: each defined
@@ -90,6 +92,10 @@ impl SourceTemplate {
         }
         for (name, cuda, _) in &inst.generics {
             s.push_str(&format!("typedef {cuda} {name};\n"));
+        }
+        for c in &inst.consts {
+            s.push_str(c);
+            s.push('\n');
         }
         s.push_str(&inst.device_fns.source);
         s.push_str(self.kernel);
