@@ -405,6 +405,7 @@ on_both! {
     match_on_const_items_and_paths => const_patterns;
     const_generics_size_tiles_and_switch_code => const_generics;
     untyped_literal_lets_typed_by_use => literal_typed_lets;
+    tuple_lets_bind_after_computing => tuples;
 }
 
 /// CPU-device faults of the emulation: typed errors, no hang, the device keeps serving.
@@ -1270,6 +1271,39 @@ async fn literal_typed_lets(config: DeviceConfig) {
         let vals: Vec<f32> = (0..5).map(|k| x[(i + k) % n]).collect();
         let want = vals.iter().sum::<f32>() + vals.iter().filter(|v| **v > 0.0).count() as f32;
         assert!((y[i] - want).abs() < 1e-5, "literal_lets[{i}]: {} vs {want}", y[i]);
+    }
+    system.shutdown().await;
+}
+
+/// Tuple `let`s: every value computed before any name is bound (a swap), annotated or
+/// typed by use.
+#[kernel]
+pub fn tuple_lets(x: &[f32], y: &mut [f32]) {
+    let i = global_index();
+    if i + 1 < x.len() {
+        let (a, b) = (x[i], x[i + 1]);
+        let (a, b) = (b, a);
+        let (mut lo, hi): (f32, f32) = (a.min(b), a.max(b));
+        lo *= 2.0;
+        y[i] = lo + hi * 10.0 + a - b;
+    }
+}
+
+async fn tuples(config: DeviceConfig) {
+    let system = ActorSystem::new("tuples");
+    let d = Device::open(&system, config).await.unwrap();
+    let n = 300;
+    let x = to::<f32>(&rand_vec(n));
+    let xd = d.upload(x.clone()).await.unwrap();
+    let mut yd = d.upload(vec![0.0f32; n]).await.unwrap();
+    tuple_lets::launch(&d, LaunchConfig::for_elements(n, 64), &xd, &mut yd)
+        .await
+        .unwrap();
+    let y = d.download(&yd).await.unwrap();
+    for i in 0..n - 1 {
+        let (a, b) = (x[i + 1], x[i]);
+        let want = a.min(b) * 2.0 + a.max(b) * 10.0 + a - b;
+        assert!((y[i] - want).abs() < 1e-5, "tuple_lets[{i}]: {} vs {want}", y[i]);
     }
     system.shutdown().await;
 }

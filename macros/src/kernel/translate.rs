@@ -332,6 +332,9 @@ impl Tr<'_> {
     }
 
     fn local(&mut self, l: &syn::Local, top: bool) {
+        if self.tuple_local(l) {
+            return;
+        }
         let (ident, annotated) = match &l.pat {
             syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => (pi.ident.clone(), None),
             syn::Pat::Type(pt) => match &*pt.pat {
@@ -460,12 +463,104 @@ impl Tr<'_> {
         self.declare(name, cname, ty);
     }
 
+    /// `let (a, mut b) = (x, y);` (optionally `: (f32, u32)`): every value is computed
+    /// before any name is bound, as in Rust (`let (a, b) = (b, a);` swaps), then one C++
+    /// variable per name. False if `l` is not a tuple `let`.
+    fn tuple_local(&mut self, l: &syn::Local) -> bool {
+        let (pat, annotated) = match &l.pat {
+            syn::Pat::Tuple(t) => (t, None),
+            syn::Pat::Type(pt) => match &*pt.pat {
+                syn::Pat::Tuple(t) => (t, Some(&*pt.ty)),
+                _ => return false,
+            },
+            _ => return false,
+        };
+        let hint = "a tuple `let` binds plain names to a tuple of values: `let (a, b) = (x, y);`";
+        let Some(syn::Expr::Tuple(values)) = l.init.as_ref().map(|i| strip_parens(&i.expr)) else {
+            self.err(&l.pat, hint);
+            return true;
+        };
+        let mut names = vec![];
+        for p in &pat.elems {
+            match p {
+                syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
+                    names.push((pi.ident.to_string(), pi.mutability.is_some()))
+                }
+                other => {
+                    self.err(other, hint);
+                    return true;
+                }
+            }
+        }
+        if names.len() != values.elems.len() {
+            self.err(
+                values,
+                format!(
+                    "this tuple `let` binds {} names to {} values: give one value per name",
+                    names.len(),
+                    values.elems.len()
+                ),
+            );
+            return true;
+        }
+        let types: Vec<Option<Ty>> = match annotated {
+            None => vec![None; names.len()],
+            Some(syn::Type::Tuple(t)) if t.elems.len() == names.len() => {
+                let mut v = vec![];
+                for e in &t.elems {
+                    match scalar_type(e, &self.generics) {
+                        Some(ty) => v.push(Some(ty)),
+                        None => {
+                            self.err(e, "a tuple `let` holds scalars");
+                            return true;
+                        }
+                    }
+                }
+                v
+            }
+            Some(other) => {
+                self.err(
+                    other,
+                    "annotate a tuple `let` with a tuple of as many scalar types: `(f32, u32)`",
+                );
+                return true;
+            }
+        };
+        let mut computed = vec![];
+        for (v, t) in values.elems.iter().zip(&types) {
+            let (text, ty) = self.expr(v, t.as_ref());
+            let ty = match (t, ty) {
+                (Some(t), _) => t.clone(),
+                (None, Ty::IntLit) => self.flex.literal(false),
+                (None, Ty::FloatLit) => self.flex.literal(true),
+                (None, ty) if ty.is_value() => ty,
+                (None, _) => {
+                    self.err(v, "a tuple `let` holds scalars");
+                    return true;
+                }
+            };
+            computed.push((text, ty));
+        }
+        for ((name, mutable), (text, ty)) in names.into_iter().zip(computed) {
+            self.note_type(&ty);
+            let cname = self.fresh(&name);
+            let cty = match &ty {
+                Ty::Unknown(_) => "auto".to_string(),
+                t => t.cuda().unwrap_or_default(),
+            };
+            let konst = if mutable { "" } else { "const " };
+            self.emit(&format!("{konst}{cty} {cname} = {text};"));
+            self.declare(name, cname, ty);
+        }
+        true
+    }
+
     /// Reports a destructuring `let`, and declares the names it binds (of unknown type)
     /// so their uses raise no further errors.
     fn bad_pattern(&mut self, p: &syn::Pat) {
         self.err(
             p,
-            "bind one plain name per `let` in a #[kernel] (no tuple or struct patterns)",
+            "bind one plain name per `let` in a #[kernel], or a tuple of names to a tuple of values (no struct patterns)",
         );
         let mut names = vec![];
         pattern_names(p, &mut names);

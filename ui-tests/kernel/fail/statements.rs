@@ -17,6 +17,11 @@ fn lets(y: &mut [f32]) {
     let no_init;
     let alias = y;
     let Some(v) = Some(1.0f32) else { return };
+    let (c, d) = y[0];
+    let (e, f) = (1.0f32,);
+    let (g, (h, i)) = (1.0f32, (2.0f32, 3.0f32));
+    let (j, k): f32 = (1.0f32, 2.0f32);
+    let (l, m) = (y, 1.0f32);
 }
 
 #[kernel]
