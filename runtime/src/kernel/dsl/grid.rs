@@ -201,13 +201,16 @@ pub fn run_grid(kernel: &str, cfg: &LaunchConfig, cooperative: bool, body: Kerne
     };
     let worker = |w: usize| {
         let mut stacks = vec![];
+        // One handle per worker, cloned per emulated thread without touching the shared
+        // (atomic) count: the workers would otherwise bounce its cache line per thread.
+        let local: Rc<KernelBody> = Rc::new(body.clone());
         for b in (w..blocks).step_by(workers) {
             if first.failed() {
                 return;
             }
             if cooperative {
                 let dynamic = cfg.shared_mem_bytes as usize;
-                run_block(kernel, b, grid, block, threads, dynamic, &body, &first, &mut stacks);
+                run_block(kernel, b, grid, block, threads, dynamic, &local, &first, &mut stacks);
             } else {
                 run_block_independent(kernel, b, grid, block, threads, &*body, &first);
             }
@@ -255,7 +258,7 @@ fn run_block(
     block: [u32; 3],
     threads: usize,
     dynamic_bytes: usize,
-    body: &KernelBody,
+    body: &Rc<KernelBody>,
     first: &FirstError,
     stacks: &mut Vec<DefaultStack>,
 ) {
@@ -288,7 +291,7 @@ fn run_block(
         let body = body.clone();
         coroutines.push(Some(Coroutine::with_stack(stack, move |y: &Yielder<(), Wait>, ()| {
             CTX.with(|c| c.yielder.set(y as *const _));
-            body()
+            (**body)()
         })));
     }
     // `None`: runnable; `Some(w)`: suspended at `w`.
