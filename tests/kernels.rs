@@ -406,6 +406,7 @@ on_both! {
     const_generics_size_tiles_and_switch_code => const_generics;
     untyped_literal_lets_typed_by_use => literal_typed_lets;
     tuple_lets_bind_after_computing => tuples;
+    struct_values_built_in_kernels => struct_values;
 }
 
 /// CPU-device faults of the emulation: typed errors, no hang, the device keeps serving.
@@ -523,6 +524,7 @@ fn generated_sources_match_snapshots() {
         ("tiled_matmul_f32", tiled_matmul::cuda_source::<f32>()),
         ("tile_sums_f32_64_true", tile_sums::cuda_source::<f32, 64, true>()),
         ("literal_lets", literal_lets::cuda_source()),
+        ("complex_pow4", complex_pow4::cuda_source()),
     ];
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots");
     for (name, src) in cases {
@@ -1304,6 +1306,62 @@ async fn tuples(config: DeviceConfig) {
         let (a, b) = (x[i + 1], x[i]);
         let want = a.min(b) * 2.0 + a.max(b) * 10.0 + a - b;
         assert!((y[i] - want).abs() < 1e-5, "tuple_lets[{i}]: {} vs {want}", y[i]);
+    }
+    system.shutdown().await;
+}
+
+/// A pair of scalars built as a value inside kernels and passed to helpers.
+#[derive(Clone, Copy, KernelArg)]
+#[repr(C)]
+pub struct Cplx {
+    pub re: f32,
+    pub im: f32,
+}
+
+/// A helper taking a struct (its declaration travels with the helper).
+#[device]
+fn norm2(z: Cplx) -> f32 {
+    z.re * z.re + z.im * z.im
+}
+
+/// Struct values: literals (fields in any order), an annotated `let`, field writes and
+/// whole-value assignment; `out = |z⁴|²`.
+#[kernel]
+pub fn complex_pow4(re: &[f32], im: &[f32], out: &mut [f32]) {
+    let i = global_index();
+    if i < out.len() {
+        let mut z: Cplx = Cplx { im: im[i], re: re[i] };
+        for _k in 0..2 {
+            let sq = Cplx {
+                re: z.re * z.re - z.im * z.im,
+                im: 2.0 * z.re * z.im,
+            };
+            z = sq;
+        }
+        z.im = -z.im;
+        out[i] = norm2(z);
+    }
+}
+
+async fn struct_values(config: DeviceConfig) {
+    let system = ActorSystem::new("structs");
+    let d = Device::open(&system, config).await.unwrap();
+    let n = 500;
+    let (re, im) = (to::<f32>(&rand_vec(n)), to::<f32>(&rand_vec(n)));
+    let (rd, id) = (d.upload(re.clone()).await.unwrap(), d.upload(im.clone()).await.unwrap());
+    let mut od = d.alloc::<f32>(n).await.unwrap();
+    complex_pow4::launch(&d, LaunchConfig::for_elements(n, 128), &rd, &id, &mut od)
+        .await
+        .unwrap();
+    let out = d.download(&od).await.unwrap();
+    for i in 0..n {
+        let m2 = (re[i] as f64).powi(2) + (im[i] as f64).powi(2);
+        let want = m2.powi(4);
+        assert!(
+            (out[i] as f64 - want).abs() <= 1e-5 * want.max(1e-6),
+            "complex_pow4[{i}]: {} vs {want}",
+            out[i]
+        );
     }
     system.shutdown().await;
 }

@@ -50,12 +50,28 @@ pub(crate) fn entry(args: TokenStream, input: TokenStream) -> TokenStream {
         // The signature stays (callers resolve), the body does not: the errors above are
         // the whole report, not repeated by rustc's about the same statements.
         let stub_body: syn::Block = syn::parse_quote!({ ::core::unreachable!("this #[device] fn did not compile") });
-        let stub = expand(&item, &sig, &krate, "", &[], &[], &stub_body);
+        let none = Uses {
+            headers: &[],
+            calls: &[],
+            structs: &[],
+        };
+        let stub = expand(&item, &sig, &krate, "", &none, &stub_body);
         return quote!(#compile_errors #stub);
     }
     let source = definition(&sig, &t.body);
     let cpu_block = retype_cpu_body(&item.block, &t.casts, &t.converts, &krate);
-    expand(&item, &sig, &krate, &source, &t.headers, &t.calls, &cpu_block)
+    let mut structs = t.structs;
+    for p in &sig.params {
+        if let ParamKind::Struct(path) = &p.kind {
+            structs.push(path.clone());
+        }
+    }
+    let uses = Uses {
+        headers: &t.headers,
+        calls: &t.calls,
+        structs: &structs,
+    };
+    expand(&item, &sig, &krate, &source, &uses, &cpu_block)
 }
 
 /// The C++ definition: `template <typename T> __device__ RET name(params) { body }`.
@@ -79,15 +95,23 @@ fn definition(sig: &Signature, body: &str) -> String {
     )
 }
 
+/// What a helper's source needs besides itself: headers, the helpers it calls and the
+/// `#[derive(KernelArg)]` structs it takes or builds.
+struct Uses<'a> {
+    headers: &'a [&'static str],
+    calls: &'a [syn::Path],
+    structs: &'a [syn::Path],
+}
+
 fn expand(
     item: &syn::ItemFn,
     sig: &Signature,
     krate: &syn::Path,
     source: &str,
-    headers: &[&'static str],
-    calls: &[syn::Path],
+    uses: &Uses<'_>,
     cpu_block: &syn::Block,
 ) -> TokenStream {
+    let (headers, calls, structs) = (uses.headers, uses.calls, uses.structs);
     let dsl = quote!(#krate::kernel::dsl);
     let name = &sig.name;
     let name_str = super::translate::param_cname(&name.to_string());
@@ -169,7 +193,11 @@ fn expand(
             pub fn collect(out: &mut #dsl::source::DeviceFns) {
                 if out.begin(::core::concat!(::core::module_path!(), "::", #name_str), #name_str) {
                     #(#calls::collect(out);)*
-                    out.define(SOURCE, &[#(#header_idents),*]);
+                    out.define(
+                        SOURCE,
+                        &[#(#header_idents),*],
+                        ::std::vec![#(<#structs as #dsl::KernelArg>::cuda_decl()),*],
+                    );
                 }
             }
         }

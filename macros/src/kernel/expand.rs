@@ -15,6 +15,8 @@ pub(crate) struct KernelDef<'a> {
     pub(crate) cpu_block: &'a syn::Block,
     /// The `#[device] fn`s the body calls.
     pub(crate) calls: &'a [syn::Path],
+    /// `#[derive(KernelArg)]` structs the body builds or declares.
+    pub(crate) structs: &'a [syn::Path],
     /// The `consts(…)` option: const generic values to register.
     pub(crate) consts: &'a [(syn::Ident, Vec<syn::Lit>)],
     pub(crate) sig: &'a Signature,
@@ -205,6 +207,13 @@ pub(crate) fn expand(def: &KernelDef<'_>) -> TokenStream {
                     wire_args.push(quote!(&#n));
                 }
             }
+        }
+    }
+    for path in def.structs {
+        let key = quote!(#path).to_string();
+        if !structs.contains(&key) {
+            structs.push(key);
+            struct_decls.push(quote!(<#path as #dsl::KernelArg>::cuda_decl()));
         }
     }
     let kernel = &def.kernel_source;

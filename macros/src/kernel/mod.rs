@@ -76,6 +76,7 @@ pub(crate) fn entry(args: TokenStream, input: TokenStream) -> TokenStream {
     let body_tokens = quote::ToTokens::to_token_stream(&item.block);
     let mut cpu_block = item.block.clone();
     let mut calls = vec![];
+    let mut structs = vec![];
     let (kernel_source, mut headers) = match &options.cuda {
         Some(cuda) => {
             raw::check(&sig, cuda, &mut errors);
@@ -92,6 +93,7 @@ pub(crate) fn entry(args: TokenStream, input: TokenStream) -> TokenStream {
             let t = translate::translate(&sig, &item.block, &mut errors);
             *cpu_block = flex::retype_cpu_body(&item.block, &t.casts, &t.converts, &krate);
             calls = t.calls;
+            structs = t.structs;
             (expand::kernel_function(&sig, &t.body), t.headers)
         }
     };
@@ -112,6 +114,7 @@ pub(crate) fn entry(args: TokenStream, input: TokenStream) -> TokenStream {
         item: &item,
         cpu_block: &cpu_block,
         calls: &calls,
+        structs: &structs,
         consts: &options.consts,
         sig: &sig,
         krate,

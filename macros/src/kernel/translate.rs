@@ -33,6 +33,9 @@ pub(crate) struct Translation {
     /// Index values passed to a `#[device] fn` (by address in the block): the CPU body
     /// converts each to the parameter's type.
     pub(crate) converts: HashSet<usize>,
+    /// `#[derive(KernelArg)]` structs the body builds or declares (their C++ declaration
+    /// must be in the source).
+    pub(crate) structs: Vec<syn::Path>,
 }
 
 struct Var {
@@ -57,6 +60,8 @@ struct Tr<'a> {
     calls: Vec<syn::Path>,
     /// Index values passed to device functions.
     converts: HashSet<usize>,
+    /// Structs the body builds or declares.
+    structs: Vec<syn::Path>,
     /// Whether the `extern __shared__` bytes of `dyn_shared` are declared.
     dyn_smem: bool,
     /// The names of the body's `const` items and const generics (a pattern naming one
@@ -145,6 +150,7 @@ pub(crate) fn translate(sig: &Signature, block: &syn::Block, errors: &mut Errors
         flex: FlexInts::default(),
         calls: vec![],
         converts: HashSet::new(),
+        structs: vec![],
         dyn_smem: false,
         const_names: HashSet::new(),
         generic_consts: HashSet::new(),
@@ -188,6 +194,7 @@ pub(crate) fn translate(sig: &Signature, block: &syn::Block, errors: &mut Errors
         casts: tr.flex.casts(),
         calls: tr.calls,
         converts: tr.converts,
+        structs: tr.structs,
     }
 }
 
@@ -421,7 +428,10 @@ impl Tr<'_> {
             }
         }
         let declared = match annotated {
-            Some(t) => match scalar_type(t, &self.generics).or_else(|| self.vec4_type(t)) {
+            Some(t) => match scalar_type(t, &self.generics)
+                .or_else(|| self.vec4_type(t))
+                .or_else(|| self.struct_type(t))
+            {
                 Some(ty) => Some(ty),
                 None => {
                     self.err(t, "a `let` in a #[kernel] holds a scalar or a `Vec4`: annotate it with f32 f64 f16 bf16 i8 … u64 usize isize bool, a generic parameter or `Vec4<T>`");
@@ -1196,6 +1206,7 @@ impl Tr<'_> {
                 self.stmt_expr(e);
                 unit()
             }
+            syn::Expr::Struct(st) => self.struct_literal(st),
             other => {
                 let what = match other {
                     syn::Expr::Closure(_) => "closures",
@@ -1203,7 +1214,6 @@ impl Tr<'_> {
                     syn::Expr::Tuple(_) => "tuples",
                     syn::Expr::Array(_) | syn::Expr::Repeat(_) => "arrays (use `shared_array` or a buffer)",
                     syn::Expr::Range(_) => "ranges outside a `for` loop",
-                    syn::Expr::Struct(_) => "struct literals",
                     syn::Expr::Try(_) => "the `?` operator",
                     syn::Expr::Async(_) | syn::Expr::Await(_) => "async code",
                     syn::Expr::Macro(_) => "macros (a GPU kernel cannot print, format or panic)",
@@ -1541,6 +1551,59 @@ impl Tr<'_> {
             }
         }
         self.device_call(c, p)
+    }
+
+    /// `P { x: a, y: b }` of a `#[derive(KernelArg)]` struct (its C++ declaration joins
+    /// the source): every field given, each converted to its field's type by C++.
+    fn struct_literal(&mut self, st: &syn::ExprStruct) -> Out {
+        if let Some(rest) = &st.rest {
+            return self.err(
+                rest,
+                "give every field of a struct literal in a #[kernel] (no `..base`)",
+            );
+        }
+        if st.qself.is_some() {
+            return self.err(st, "name the struct by its path: `Params { … }`");
+        }
+        let name = st.path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
+        let mut sets = vec![];
+        for f in &st.fields {
+            let syn::Member::Named(field) = &f.member else {
+                return self.err(&f.member, "a #[kernel] struct literal names its fields");
+            };
+            let (v, _) = self.expr(&f.expr, None);
+            sets.push(format!("k_s.{field} = {v};"));
+        }
+        self.note_struct(&st.path);
+        // An immediately-called lambda: a value expression whatever the field order.
+        (
+            format!("([&]() {{ {name} k_s; {} return k_s; }}())", sets.join(" ")),
+            Ty::Struct(name),
+        )
+    }
+
+    /// Records a `#[derive(KernelArg)]` struct the body uses, for its declaration.
+    fn note_struct(&mut self, path: &syn::Path) {
+        let key = quote::ToTokens::to_token_stream(path).to_string();
+        if !self
+            .structs
+            .iter()
+            .any(|p| quote::ToTokens::to_token_stream(p).to_string() == key)
+        {
+            self.structs.push(path.clone());
+        }
+    }
+
+    /// A `#[derive(KernelArg)]` struct named in a `let` annotation, if `t` is one.
+    fn struct_type(&mut self, t: &syn::Type) -> Option<Ty> {
+        let syn::Type::Path(p) = t else { return None };
+        let last = p.path.segments.last()?;
+        let name = last.ident.to_string();
+        if p.qself.is_some() || !last.arguments.is_none() || name == "Vec4" || !name.starts_with(char::is_uppercase) {
+            return None;
+        }
+        self.note_struct(&p.path);
+        Some(Ty::Struct(name))
     }
 
     /// `Vec4<T>` written in a `let` annotation, if `t` is one.

@@ -24,6 +24,19 @@ fn lets(y: &mut [f32]) {
     let (l, m) = (y, 1.0f32);
 }
 
+#[derive(Clone, Copy, atomr_accel_cuda::KernelArg)]
+#[repr(C)]
+pub struct Pair {
+    pub a: f32,
+    pub b: f32,
+}
+
+#[kernel]
+fn struct_literals(p: Pair, y: &mut [f32]) {
+    let q = Pair { a: 1.0, ..p };
+    let r = <Pair>::default();
+}
+
 #[kernel]
 fn shared_inside_loop(y: &mut [f32]) {
     for i in 0..4 {

@@ -41,6 +41,8 @@ pub struct DeviceFns {
     begun: Vec<(&'static str, &'static str)>,
     source: String,
     headers: Vec<Header>,
+    /// Declarations of the `#[derive(KernelArg)]` structs the helpers use.
+    structs: Vec<String>,
 }
 
 impl DeviceFns {
@@ -61,10 +63,12 @@ impl DeviceFns {
         true
     }
 
-    /// Defines a helper begun with [`DeviceFns::begin`] (after its callees).
-    pub fn define(&mut self, source: &str, headers: &[Header]) {
+    /// Defines a helper begun with [`DeviceFns::begin`] (after its callees), with the
+    /// headers and struct declarations it needs.
+    pub fn define(&mut self, source: &str, headers: &[Header], structs: Vec<String>) {
         self.source.push_str(source);
         self.headers.extend_from_slice(headers);
+        self.structs.extend(structs);
     }
 }
 
@@ -86,9 +90,14 @@ impl SourceTemplate {
             s.push_str("#define K_BF16 1\n#include <cuda_bf16.h>\n");
         }
         s.push_str(PRELUDE);
-        for st in &inst.structs {
-            s.push_str(st);
-            s.push('\n');
+        // Each struct once: the kernel and its helpers may name the same one.
+        let mut declared: Vec<&String> = vec![];
+        for st in inst.structs.iter().chain(&inst.device_fns.structs) {
+            if !declared.contains(&st) {
+                declared.push(st);
+                s.push_str(st);
+                s.push('\n');
+            }
         }
         for (name, cuda, _) in &inst.generics {
             s.push_str(&format!("typedef {cuda} {name};\n"));
