@@ -407,6 +407,7 @@ on_both! {
     untyped_literal_lets_typed_by_use => literal_typed_lets;
     tuple_lets_bind_after_computing => tuples;
     struct_values_built_in_kernels => struct_values;
+    vec2_packed_half_arithmetic => packed_pairs;
 }
 
 /// CPU-device faults of the emulation: typed errors, no hang, the device keeps serving.
@@ -525,6 +526,7 @@ fn generated_sources_match_snapshots() {
         ("tile_sums_f32_64_true", tile_sums::cuda_source::<f32, 64, true>()),
         ("literal_lets", literal_lets::cuda_source()),
         ("complex_pow4", complex_pow4::cuda_source()),
+        ("axpy2_f16", axpy2::cuda_source::<f16>()),
     ];
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots");
     for (name, src) in cases {
@@ -1363,5 +1365,55 @@ async fn struct_values(config: DeviceConfig) {
             out[i]
         );
     }
+    system.shutdown().await;
+}
+
+/// `Vec2` access and arithmetic: for f16/bf16 the generated source computes with CUDA's
+/// packed `__half2` / `__nv_bfloat162` instructions, two lanes per instruction.
+#[kernel]
+pub fn axpy2<T: Float>(a: T, x: &[T], y: &mut [T]) {
+    let i = global_index();
+    if i < y.len() / 2 {
+        let xv = x.load2(i);
+        let yv: Vec2<T> = y.load2(i);
+        let r = xv * Vec2::splat(a) + yv - Vec2::new(T::zero(), T::zero());
+        y.store2(i, -(-r) / Vec2::splat(T::one()));
+    }
+    if i == 0 && y.len() % 2 == 1 {
+        let last = y.len() - 1;
+        y[last] = a * x[last] + y[last];
+    }
+}
+
+async fn packed_pairs(config: DeviceConfig) {
+    let system = ActorSystem::new("vec2");
+    let d = Device::open(&system, config).await.unwrap();
+    let n = 1001;
+    let (x, y) = (rand_vec(n), rand_vec(n));
+    macro_rules! check {
+        ($t:ty, $tol:expr) => {{
+            let (xt, yt) = (to::<$t>(&x), to::<$t>(&y));
+            let xd = d.upload(xt.clone()).await.unwrap();
+            let mut yd = d.upload(yt.clone()).await.unwrap();
+            let a = to::<$t>(&[0.75])[0];
+            let (xb, yb) = (back(&xt), back(&yt));
+            axpy2::launch::<$t>(&d, LaunchConfig::for_elements(n / 2 + 1, 64), a, &xd, &mut yd)
+                .await
+                .unwrap();
+            let got = back(&d.download(&yd).await.unwrap());
+            for i in 0..n {
+                let want = 0.75 * xb[i] + yb[i];
+                assert!(
+                    (got[i] - want).abs() <= $tol,
+                    "axpy2<{}>[{i}]: {} vs {want}",
+                    stringify!($t),
+                    got[i]
+                );
+            }
+        }};
+    }
+    check!(f32, 1e-6);
+    check!(f16, 4e-3);
+    check!(bf16, 3e-2);
     system.shutdown().await;
 }

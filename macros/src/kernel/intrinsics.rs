@@ -120,8 +120,8 @@ pub(crate) fn call_hint() -> String {
 /// What methods exist, for error hints.
 pub(crate) fn method_hint() -> String {
     format!(
-        "supported methods: {}, {}, mul_add, powi, to_f64, to_f32 on numbers; len, is_empty, load4(i), rows(ld) on \
-         buffers; store4(i, v) on writable buffers; len, stride on 2-D views; {} on writable buffers and shared arrays",
+        "supported methods: {}, {}, mul_add, powi, to_f64, to_f32 on numbers; len, is_empty, load2/load4(i), rows(ld) on \
+         buffers; store2/store4(i, v) on writable buffers; len, stride on 2-D views; {} on writable buffers and shared arrays",
         UNARY_MATH.join(", "),
         BINARY_MATH.join(", "),
         ATOMICS.iter().map(|a| a.0).collect::<Vec<_>>().join(", ")

@@ -19,6 +19,8 @@ use super::signature::{scalar_type, ParamKind, Signature};
 use super::types::{Bound, Prim, Ty};
 use crate::errors::Errors;
 
+mod vectors;
+
 /// The translation of a body.
 pub(crate) struct Translation {
     /// The statements of the kernel function, C++.
@@ -263,7 +265,9 @@ impl Tr<'_> {
         let h = match ty {
             Ty::Prim(Prim::F16) => "Fp16",
             Ty::Prim(Prim::Bf16) => "Bf16",
-            Ty::Slice { elem, .. } | Ty::Shared { elem, .. } | Ty::Vec4(elem) => return self.note_type(&elem.clone()),
+            Ty::Slice { elem, .. } | Ty::Shared { elem, .. } | Ty::Vector(elem, _) => {
+                return self.note_type(&elem.clone())
+            }
             _ => return,
         };
         if !self.headers.contains(&h) {
@@ -429,12 +433,12 @@ impl Tr<'_> {
         }
         let declared = match annotated {
             Some(t) => match scalar_type(t, &self.generics)
-                .or_else(|| self.vec4_type(t))
+                .or_else(|| self.vector_type(t))
                 .or_else(|| self.struct_type(t))
             {
                 Some(ty) => Some(ty),
                 None => {
-                    self.err(t, "a `let` in a #[kernel] holds a scalar or a `Vec4`: annotate it with f32 f64 f16 bf16 i8 … u64 usize isize bool, a generic parameter or `Vec4<T>`");
+                    self.err(t, "a `let` in a #[kernel] holds a scalar, a `Vec2`/`Vec4` or a struct: annotate it with f32 f64 f16 bf16 i8 … u64 usize isize bool, a generic parameter, `Vec4<T>` or a `#[derive(KernelArg)]` struct");
                     return;
                 }
             },
@@ -1172,16 +1176,13 @@ impl Tr<'_> {
                 let syn::Member::Named(field) = &f.member else {
                     return self.err(&f.member, "tuple fields are not supported in a #[kernel]");
                 };
-                if let Ty::Vec4(elem) = &bt {
-                    return match field.to_string().as_str() {
-                        "x" | "y" | "z" | "w" => (format!("{base}.{field}"), (**elem).clone()),
-                        _ => self.err(field, "a `Vec4`'s elements are `x`, `y`, `z` and `w`"),
-                    };
+                if let Ty::Vector(elem, lanes) = &bt {
+                    return self.vector_field(field, &base, elem, *lanes);
                 }
                 if !matches!(bt, Ty::Struct(_)) {
                     return self.err(
                         f,
-                        "fields can only be read from a #[derive(KernelArg)] parameter or a `Vec4`",
+                        "fields can only be read from a #[derive(KernelArg)] struct or a `Vec2`/`Vec4`",
                     );
                 }
                 let text = format!("{base}.{field}");
@@ -1512,8 +1513,8 @@ impl Tr<'_> {
             }
         }
         if let [ty_seg, f] = segs.as_slice() {
-            if ty_seg.ident == "Vec4" {
-                return self.vec4_constructor(c, &f.ident, expected);
+            if let Some(kind) = vectors::kind_named(&ty_seg.ident.to_string()) {
+                return self.vector_constructor(c, kind, &f.ident, expected);
             }
         }
         // `T::zero()`, `f32::from_f64(x)`.
@@ -1599,96 +1600,15 @@ impl Tr<'_> {
         let syn::Type::Path(p) = t else { return None };
         let last = p.path.segments.last()?;
         let name = last.ident.to_string();
-        if p.qself.is_some() || !last.arguments.is_none() || name == "Vec4" || !name.starts_with(char::is_uppercase) {
+        if p.qself.is_some()
+            || !last.arguments.is_none()
+            || vectors::kind_named(&name).is_some()
+            || !name.starts_with(char::is_uppercase)
+        {
             return None;
         }
         self.note_struct(&p.path);
         Some(Ty::Struct(name))
-    }
-
-    /// `Vec4<T>` written in a `let` annotation, if `t` is one.
-    fn vec4_type(&self, t: &syn::Type) -> Option<Ty> {
-        let syn::Type::Path(p) = t else { return None };
-        let seg = p.path.segments.last().filter(|s| s.ident == "Vec4")?;
-        let syn::PathArguments::AngleBracketed(a) = &seg.arguments else {
-            return None;
-        };
-        match a.args.iter().collect::<Vec<_>>().as_slice() {
-            [syn::GenericArgument::Type(e)] => scalar_type(e, &self.generics)
-                .filter(|e| *e != Ty::Prim(Prim::Bool))
-                .map(|e| Ty::Vec4(Box::new(e))),
-            _ => None,
-        }
-    }
-
-    /// `x.load4(i)` (elements `4i .. 4i + 4` as one `Vec4`) and `y.store4(i, v)`.
-    fn vector_access(&mut self, m: &syn::ExprMethodCall, cname: &str, elem: &Ty, mutable: bool) -> Out {
-        let name = m.method.to_string();
-        let vec = Ty::Vec4(Box::new(elem.clone()));
-        self.note_type(&vec);
-        if name == "load4" {
-            if m.args.len() != 1 {
-                return self.err(
-                    &m.method,
-                    "`load4(i)` takes the vector's index (elements `4i .. 4i + 4`)",
-                );
-            }
-            let (i, _) = self.expr(&m.args[0], None);
-            return (format!("k_load4({cname}, {i})"), vec);
-        }
-        if !mutable {
-            return self.err(&m.receiver, "`store4` writes: take the buffer as `&mut [T]`");
-        }
-        if m.args.len() != 2 {
-            return self.err(&m.method, "`store4(i, v)` takes the vector's index and a `Vec4`");
-        }
-        let (i, _) = self.expr(&m.args[0], None);
-        let (v, vt) = self.expr(&m.args[1], Some(&vec));
-        if !matches!(vt, Ty::Vec4(_) | Ty::Unknown(_)) {
-            return self.err(
-                &m.args[1],
-                "`store4` stores a `Vec4` (`Vec4::new(a, b, c, d)`, `Vec4::splat(a)` or a `load4`)",
-            );
-        }
-        (format!("k_store4({cname}, {i}, {v})"), Ty::Unit)
-    }
-
-    /// `Vec4::new(a, b, c, d)` and `Vec4::splat(a)`: the element type is the first typed
-    /// argument's, or the wanted `Vec4`'s.
-    fn vec4_constructor(&mut self, c: &syn::ExprCall, f: &syn::Ident, expected: Option<&Ty>) -> Out {
-        let arity = match f.to_string().as_str() {
-            "new" => 4,
-            "splat" => 1,
-            _ => return self.err(f, "a `Vec4` is made with `Vec4::new(x, y, z, w)` or `Vec4::splat(v)`"),
-        };
-        if c.args.len() != arity {
-            return self.err(c, format!("`Vec4::{f}` takes {arity} element(s)"));
-        }
-        let mut elem = match expected {
-            Some(Ty::Vec4(e)) => Some((**e).clone()),
-            _ => None,
-        };
-        let mut parts = vec![];
-        for a in &c.args {
-            let (t, ty) = self.expr(a, elem.as_ref());
-            if elem.is_none() && ty.is_value() {
-                elem = Some(ty);
-            }
-            parts.push(t);
-        }
-        let Some(elem) = elem else {
-            return self.err(
-                c,
-                "give a `Vec4`'s elements a type (`Vec4::splat(0.0f32)`, `Vec4::splat(T::zero())`)",
-            );
-        };
-        let cty = elem.cuda().unwrap_or_default();
-        let parts: Vec<String> = parts.into_iter().map(|p| format!("(({cty})({p}))")).collect();
-        let vec = Ty::Vec4(Box::new(elem));
-        self.note_type(&vec);
-        // `splat` evaluates its argument once.
-        let ctor = if arity == 1 { "k_vec4_splat" } else { "k_vec4_new" };
-        (format!("{ctor}<{cty}>({})", parts.join(", ")), vec)
     }
 
     /// A call of a `#[device] fn` (any other function is reported by rustc where the
@@ -1789,8 +1709,8 @@ impl Tr<'_> {
                     (Ty::Shared { n, .. }, "len") => return (format!("((k_usize){n})"), Ty::Prim(Prim::Usize)),
                     _ => {}
                 }
-                if let (Ty::Slice { elem, mutable }, "load4" | "store4") = (&ty, name.as_str()) {
-                    return self.vector_access(m, &cname, elem, *mutable);
+                if let (Ty::Slice { elem, mutable }, Some((kind, store))) = (&ty, vectors::access_named(&name)) {
+                    return self.vector_access(m, kind, store, &cname, elem, *mutable);
                 }
                 if let Some((_, helper, n)) = ATOMICS.iter().find(|a| a.0 == name) {
                     let elem = match &ty {

@@ -100,8 +100,8 @@ pub(crate) enum Ty {
         elem: Box<Ty>,
         mutable: bool,
     },
-    /// `Vec4<elem>`: four elements loaded or stored as one access.
-    Vec4(Box<Ty>),
+    /// `Vec2<elem>` / `Vec4<elem>`: lanes loaded or stored as one access.
+    Vector(Box<Ty>, usize),
     /// An integer literal whose type its context decides.
     IntLit,
     /// A value whose type its uses decide (see `flex`): an index intrinsic's, or a `let`
@@ -124,7 +124,7 @@ impl Ty {
             Ty::Generic(n, _) | Ty::Struct(n) => Some(n.clone()),
             Ty::Unknown(text) => Some(format!("k_rr<decltype(({text}))>::type")),
             Ty::Flex(id, _) => Some(super::flex::FlexInts::placeholder(*id)),
-            Ty::Vec4(e) => e.cuda().map(|e| format!("k_vec4<{e}>")),
+            Ty::Vector(e, lanes) => e.cuda().map(|e| format!("k_vec{lanes}<{e}>")),
             _ => None,
         }
     }

@@ -17,7 +17,7 @@ pub mod scalar;
 pub mod slices;
 pub mod source;
 pub mod stream_launch;
-pub mod vec4;
+pub mod vectors;
 mod wire;
 
 pub use launch::{KernelArg, KernelCall};
@@ -33,7 +33,7 @@ pub mod prelude {
     pub use super::rows::Rows;
     pub use super::scalar::{Arith, Float, Int, KernelScalar};
     pub use super::slices::{GlobalSlice, GlobalSliceMut, SharedArray};
-    pub use super::vec4::Vec4;
+    pub use super::vectors::{Vec2, Vec4};
     pub use crate::dtype::DTypeBase as _;
     pub use half::{bf16, f16};
 }

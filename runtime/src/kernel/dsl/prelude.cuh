@@ -99,30 +99,58 @@ __device__ __forceinline__ k_usize k_lane_id() {
   return ((threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x) & 31u;
 }
 
-// `Vec4<T>`: four elements as one access, aligned to its size so a load or store is one
-// vector instruction. Elementwise operators with a Vec4 or a scalar on the right.
+// `Vec2<T>` / `Vec4<T>`: lanes as one access, aligned to their size so a load or store
+// is one vector instruction. Elementwise operators with a vector or a scalar on the right.
+template <class T> struct alignas(2 * sizeof(T)) k_vec2 { T x, y; };
 template <class T> struct alignas(4 * sizeof(T)) k_vec4 { T x, y, z, w; };
+template <class T> __device__ __forceinline__ k_vec2<T> k_vec2_new(T x, T y) {
+  k_vec2<T> v; v.x = x; v.y = y; return v;
+}
 template <class T> __device__ __forceinline__ k_vec4<T> k_vec4_new(T x, T y, T z, T w) {
   k_vec4<T> v; v.x = x; v.y = y; v.z = z; v.w = w; return v;
 }
+template <class T> __device__ __forceinline__ k_vec2<T> k_vec2_splat(T v) { return k_vec2_new<T>(v, v); }
 template <class T> __device__ __forceinline__ k_vec4<T> k_vec4_splat(T v) { return k_vec4_new<T>(v, v, v, v); }
-template <class T> __device__ __forceinline__ k_vec4<T> k_load4(const T* p, k_usize i) {
-  return reinterpret_cast<const k_vec4<T>*>(p)[i];
-}
-template <class T> __device__ __forceinline__ void k_store4(T* p, k_usize i, k_vec4<T> v) {
-  reinterpret_cast<k_vec4<T>*>(p)[i] = v;
-}
-#define K_VEC4_OP(op) \
+#define K_VEC_ACCESS(N) \
+  template <class T> __device__ __forceinline__ k_vec##N<T> k_load##N(const T* p, k_usize i) { \
+    return reinterpret_cast<const k_vec##N<T>*>(p)[i]; } \
+  template <class T> __device__ __forceinline__ void k_store##N(T* p, k_usize i, k_vec##N<T> v) { \
+    reinterpret_cast<k_vec##N<T>*>(p)[i] = v; }
+K_VEC_ACCESS(2) K_VEC_ACCESS(4)
+#define K_VEC_OP(op) \
+  template <class T> __device__ __forceinline__ k_vec2<T> operator op(k_vec2<T> a, k_vec2<T> b) { \
+    return k_vec2_new<T>(a.x op b.x, a.y op b.y); } \
+  template <class T, class U> __device__ __forceinline__ k_vec2<T> operator op(k_vec2<T> a, U s) { \
+    const T b = (T)s; return k_vec2_new<T>(a.x op b, a.y op b); } \
+  template <class T, class U> __device__ __forceinline__ k_vec2<T>& operator op##=(k_vec2<T>& a, U b) { \
+    a = a op b; return a; } \
   template <class T> __device__ __forceinline__ k_vec4<T> operator op(k_vec4<T> a, k_vec4<T> b) { \
     return k_vec4_new<T>(a.x op b.x, a.y op b.y, a.z op b.z, a.w op b.w); } \
   template <class T, class U> __device__ __forceinline__ k_vec4<T> operator op(k_vec4<T> a, U s) { \
     const T b = (T)s; return k_vec4_new<T>(a.x op b, a.y op b, a.z op b, a.w op b); } \
   template <class T, class U> __device__ __forceinline__ k_vec4<T>& operator op##=(k_vec4<T>& a, U b) { \
     a = a op b; return a; }
-K_VEC4_OP(+) K_VEC4_OP(-) K_VEC4_OP(*) K_VEC4_OP(/)
+K_VEC_OP(+) K_VEC_OP(-) K_VEC_OP(*) K_VEC_OP(/)
+template <class T> __device__ __forceinline__ k_vec2<T> operator-(k_vec2<T> a) { return k_vec2_new<T>(-a.x, -a.y); }
 template <class T> __device__ __forceinline__ k_vec4<T> operator-(k_vec4<T> a) {
   return k_vec4_new<T>(-a.x, -a.y, -a.z, -a.w);
 }
+// A Vec2 of half types: CUDA's packed instructions, two lanes at once (preferred over the
+// templates above as exact non-template matches).
+#define K_PACKED2(H, H2, pack, lo, hi) \
+  K_PACKED2_OP(H, H2, pack, lo, hi, +, __hadd2) K_PACKED2_OP(H, H2, pack, lo, hi, -, __hsub2) \
+  K_PACKED2_OP(H, H2, pack, lo, hi, *, __hmul2) K_PACKED2_OP(H, H2, pack, lo, hi, /, __h2div) \
+  __device__ __forceinline__ k_vec2<H> operator-(k_vec2<H> a) { \
+    const H2 r = __hneg2(pack(a.x, a.y)); return k_vec2_new<H>(lo(r), hi(r)); }
+#define K_PACKED2_OP(H, H2, pack, lo, hi, op, f) \
+  __device__ __forceinline__ k_vec2<H> operator op(k_vec2<H> a, k_vec2<H> b) { \
+    const H2 r = f(pack(a.x, a.y), pack(b.x, b.y)); return k_vec2_new<H>(lo(r), hi(r)); }
+#if defined(K_FP16)
+K_PACKED2(__half, __half2, __halves2half2, __low2half, __high2half)
+#endif
+#if defined(K_BF16)
+K_PACKED2(__nv_bfloat16, __nv_bfloat162, __halves2bfloat162, __low2bfloat16, __high2bfloat16)
+#endif
 
 // The bytes of dynamic shared memory this launch has (`dyn_shared`).
 __device__ __forceinline__ k_usize k_dyn_smem_size() {

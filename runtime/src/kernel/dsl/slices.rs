@@ -14,7 +14,7 @@ use std::ops::{Index, IndexMut};
 
 use super::atomics::{AtomicAdd, AtomicOrd, AtomicSwap};
 use super::index::KernelIndex;
-use super::vec4::Vec4;
+use super::vectors::{Vec2, Vec4};
 
 /// A buffer a kernel reads (`&[T]` in the kernel's signature).
 #[derive(Debug)]
@@ -253,51 +253,55 @@ macro_rules! atomic_methods {
 
 atomic_methods!(GlobalSliceMut, SharedArray<N>);
 
-/// The first element of vector `i` (elements `4i .. 4i + 4`) of `len`, checked.
+/// The first element of vector `i` of `lanes` elements (elements `lanes·i ..
+/// lanes·(i + 1)`) of `len`, checked.
 #[inline]
 #[track_caller]
-fn vector(i: impl KernelIndex, len: usize) -> usize {
-    match i.offset().and_then(|k| k.checked_mul(4)) {
-        Some(k) if k.checked_add(4).is_some_and(|end| end <= len) => k,
+fn vector(i: impl KernelIndex, lanes: usize, len: usize) -> usize {
+    match i.offset().and_then(|k| k.checked_mul(lanes)) {
+        Some(k) if k.checked_add(lanes).is_some_and(|end| end <= len) => k,
         _ => panic!(
-            "vector {} (elements 4i .. 4i + 4) is out of bounds of a kernel buffer of length {len}",
+            "vector {} of {lanes} elements is out of bounds of a kernel buffer of length {len}",
             i.offset()
                 .map_or_else(|| "with a negative index".to_string(), |k| k.to_string())
         ),
     }
 }
 
-/// `load4`, for both buffer handles.
-macro_rules! load4 {
-    ($($ty:ident),*) => {$(
-        impl<T: Copy> $ty<T> {
-            /// Elements `4i .. 4i + 4` as one access (CUDA: one `float4`-wide load).
+/// `loadN` on both buffer handles and `storeN` on the writable one, per vector type.
+macro_rules! vector_access {
+    ($($v:ident $lanes:literal $load:ident $store:ident [$($lane:ident $k:literal),*]);*) => {
+        load_on!(GlobalSlice $(, $v $lanes $load [$($lane $k),*])*);
+        load_on!(GlobalSliceMut $(, $v $lanes $load [$($lane $k),*])*);
+        impl<T: Copy> GlobalSliceMut<T> {$(
+            #[doc = concat!("Writes `v` to elements `", $lanes, "i ..` as one access (CUDA: one vector store).")]
             #[track_caller]
-            pub fn load4(&self, i: impl KernelIndex) -> Vec4<T> {
-                let k = vector(i, self.len);
-                // SAFETY: `k + 4 <= len`, inside the buffer, valid for reads.
-                unsafe {
-                    Vec4::new(*self.ptr.add(k), *self.ptr.add(k + 1), *self.ptr.add(k + 2), *self.ptr.add(k + 3))
-                }
+            pub fn $store(&mut self, i: impl KernelIndex, v: $v<T>) {
+                let k = vector(i, $lanes, self.len);
+                // SAFETY: the vector is inside the buffer (checked), valid for writes;
+                // other threads keep to other elements (module docs).
+                unsafe { $(*self.ptr.add(k + $k) = v.$lane;)* }
             }
-        }
-    )*};
+        )*}
+    };
 }
 
-load4!(GlobalSlice, GlobalSliceMut);
-
-impl<T: Copy> GlobalSliceMut<T> {
-    /// Writes `v` to elements `4i .. 4i + 4` as one access (CUDA: one vector store).
-    #[track_caller]
-    pub fn store4(&mut self, i: impl KernelIndex, v: Vec4<T>) {
-        let k = vector(i, self.len);
-        // SAFETY: `k + 4 <= len`, inside the buffer, valid for writes; other threads keep
-        // to other elements (module docs).
-        unsafe {
-            *self.ptr.add(k) = v.x;
-            *self.ptr.add(k + 1) = v.y;
-            *self.ptr.add(k + 2) = v.z;
-            *self.ptr.add(k + 3) = v.w;
-        }
-    }
+/// The loads of one buffer handle.
+macro_rules! load_on {
+    ($ty:ident $(, $v:ident $lanes:literal $load:ident [$($lane:ident $k:literal),*])*) => {
+        impl<T: Copy> $ty<T> {$(
+            #[doc = concat!("Elements `", $lanes, "i ..` as one access (CUDA: one vector load).")]
+            #[track_caller]
+            pub fn $load(&self, i: impl KernelIndex) -> $v<T> {
+                let k = vector(i, $lanes, self.len);
+                // SAFETY: the vector is inside the buffer (checked), valid for reads.
+                unsafe { $v { $($lane: *self.ptr.add(k + $k)),* } }
+            }
+        )*}
+    };
 }
+
+vector_access!(
+    Vec2 2 load2 store2 [x 0, y 1];
+    Vec4 4 load4 store4 [x 0, y 1, z 2, w 3]
+);
