@@ -90,7 +90,7 @@ fn definition(sig: &Signature, body: &str) -> String {
     let params: Vec<String> = cuda_params(sig).into_iter().map(|(t, n)| format!("{t} {n}")).collect();
     format!(
         "{template}__device__ __forceinline__ {ret} {}({}) {{\n{body}}}\n",
-        super::translate::param_cname(&sig.name.to_string()),
+        super::names::param_cname(&sig.name.to_string()),
         params.join(", ")
     )
 }
@@ -114,7 +114,7 @@ fn expand(
     let (headers, calls, structs) = (uses.headers, uses.calls, uses.structs);
     let dsl = quote!(#krate::kernel::dsl);
     let name = &sig.name;
-    let name_str = super::translate::param_cname(&name.to_string());
+    let name_str = super::names::param_cname(&name.to_string());
     let vis = &item.vis;
     let attrs: Vec<&syn::Attribute> = item.attrs.iter().collect();
     let gen_params: Vec<&syn::TypeParam> = sig.generics.iter().map(|g| &g.2).collect();

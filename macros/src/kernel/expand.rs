@@ -139,7 +139,7 @@ pub(crate) fn expand(def: &KernelDef<'_>) -> TokenStream {
             let decl = format!(
                 "static const {} {} = {{}}{suffix};",
                 prim.cuda(),
-                super::translate::param_cname(&ident.to_string())
+                super::names::param_cname(&ident.to_string())
             );
             quote!(::std::format!(#decl, #ident))
         })

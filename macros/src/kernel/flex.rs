@@ -103,11 +103,6 @@ impl FlexInts {
         self.resolved[r].clone().unwrap_or(Ty::Prim(self.fallback[r]))
     }
 
-    /// The C++ placeholder for variable `id`'s type.
-    pub(crate) fn placeholder(id: usize) -> String {
-        format!("@FLEX{id}@")
-    }
-
     /// `text` with every placeholder replaced by its C++ type.
     pub(crate) fn fill(&self, text: &str) -> String {
         let mut out = String::with_capacity(text.len());

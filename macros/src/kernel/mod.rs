@@ -5,6 +5,7 @@ mod device_fn;
 mod expand;
 mod flex;
 mod intrinsics;
+mod names;
 mod options;
 mod raw;
 mod signature;

@@ -114,7 +114,7 @@ fn parse_as_kernel(f: &syn::ItemFn, errors: &mut Errors, role: Role) -> Signatur
         errors.at(c, "a #[kernel] cannot be `const`; remove `const`");
     }
     let name = sig.ident.to_string();
-    if crate::kernel::translate::reserved(&name) {
+    if super::names::reserved(&name) {
         let why = if name.starts_with("k_") || name.starts_with("__") {
             "names starting with `k_` or `__` are reserved for the generated code's helpers".to_string()
         } else {

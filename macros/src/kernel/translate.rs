@@ -21,6 +21,7 @@ use syn::spanned::Spanned;
 
 use super::flex::FlexInts;
 use super::intrinsics::*;
+use super::names::param_cname;
 use super::signature::{scalar_type, ParamKind, Signature};
 use super::types::{Bound, Prim, Ty};
 use crate::errors::Errors;
@@ -88,55 +89,6 @@ struct Tr<'a> {
     name: String,
     ret: Option<Ty>,
 }
-
-/// C++ keywords and names of the generated source a Rust identifier must not become.
-const RESERVED: &[&str] = &[
-    "auto",
-    "bool",
-    "case",
-    "char",
-    "class",
-    "const",
-    "default",
-    "delete",
-    "do",
-    "double",
-    "float",
-    "goto",
-    "inline",
-    "int",
-    "long",
-    "namespace",
-    "new",
-    "operator",
-    "private",
-    "protected",
-    "public",
-    "register",
-    "short",
-    "signed",
-    "sizeof",
-    "switch",
-    "template",
-    "this",
-    "throw",
-    "typedef",
-    "typename",
-    "union",
-    "unsigned",
-    "using",
-    "virtual",
-    "void",
-    "volatile",
-    "threadIdx",
-    "blockIdx",
-    "blockDim",
-    "gridDim",
-    "warpSize",
-    "signed",
-    "NULL",
-    "nullptr",
-];
 
 type Out = (String, Ty);
 
@@ -235,21 +187,6 @@ pub(crate) fn cuda_params(sig: &Signature) -> Vec<(String, String)> {
         }
     }
     v
-}
-
-/// A parameter's C++ name (keywords get a suffix).
-/// True for a name the generated CUDA C++ cannot use as is: a C++ keyword or reserved
-/// name, our prelude's `k_` prefix, or a leading `__`.
-pub(crate) fn reserved(name: &str) -> bool {
-    RESERVED.contains(&name) || name.starts_with("k_") || name.starts_with("__")
-}
-
-pub(crate) fn param_cname(name: &str) -> String {
-    if reserved(name) {
-        format!("{name}_")
-    } else {
-        name.to_string()
-    }
 }
 
 impl Tr<'_> {

@@ -123,7 +123,7 @@ impl Ty {
             Ty::Prim(p) => Some(p.cuda().to_string()),
             Ty::Generic(n, _) | Ty::Struct(n) => Some(n.clone()),
             Ty::Unknown(text) => Some(format!("k_rr<decltype(({text}))>::type")),
-            Ty::Flex(id, _) => Some(super::flex::FlexInts::placeholder(*id)),
+            Ty::Flex(id, _) => Some(flex_placeholder(*id)),
             Ty::Vector(e, lanes) => e.cuda().map(|e| format!("k_vec{lanes}<{e}>")),
             _ => None,
         }
@@ -143,4 +143,10 @@ impl Ty {
     pub(crate) fn is_value(&self) -> bool {
         matches!(self, Ty::Prim(_) | Ty::Generic(..) | Ty::Unknown(_) | Ty::Flex(..))
     }
+}
+
+/// The C++ placeholder for flex variable `id`'s type, filled in when the walk is over
+/// (see `flex`).
+pub(crate) fn flex_placeholder(id: usize) -> String {
+    format!("@FLEX{id}@")
 }
