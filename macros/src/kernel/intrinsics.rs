@@ -127,3 +127,57 @@ pub(crate) fn method_hint() -> String {
         ATOMICS.iter().map(|a| a.0).collect::<Vec<_>>().join(", ")
     )
 }
+
+/// CUDA C++ spellings a CUDA user writes first, with the DSL's: `(cuda, dsl)`. A call or
+/// name of the left column is an error at its token saying the right one.
+pub(crate) const CUDA_SPELLINGS: &[(&str, &str)] = &[
+    ("threadIdx", "`thread_idx_x()` / `thread_idx_y()` / `thread_idx_z()`"),
+    ("blockIdx", "`block_idx_x()` / `block_idx_y()` / `block_idx_z()`"),
+    ("blockDim", "`block_dim_x()` / `block_dim_y()` / `block_dim_z()`"),
+    ("gridDim", "`grid_dim_x()` / `grid_dim_y()` / `grid_dim_z()`"),
+    ("warpSize", "`warp_size()`"),
+    ("__syncthreads", "`sync_threads()`"),
+    ("__syncwarp", "`sync_warp()`"),
+    ("__threadfence", "`thread_fence()`"),
+    ("__threadfence_block", "`thread_fence_block()`"),
+    ("__shfl_down_sync", "`shfl_down(v, delta)` (full-warp mask)"),
+    ("__shfl_up_sync", "`shfl_up(v, delta)` (full-warp mask)"),
+    ("__shfl_xor_sync", "`shfl_xor(v, mask)` (full-warp mask)"),
+    ("__shfl_sync", "`shfl(v, lane)` (full-warp mask)"),
+    ("__ballot_sync", "`ballot(predicate)` (full-warp mask)"),
+    ("__any_sync", "`warp_any(predicate)`"),
+    ("__all_sync", "`warp_all(predicate)`"),
+    ("atomicAdd", "`buffer.atomic_add(i, v)`"),
+    ("atomicMin", "`buffer.atomic_min(i, v)`"),
+    ("atomicMax", "`buffer.atomic_max(i, v)`"),
+    ("atomicExch", "`buffer.atomic_exch(i, v)`"),
+    ("atomicCAS", "`buffer.atomic_cas(i, current, new)`"),
+    ("sqrtf", "`x.sqrt()`"),
+    ("rsqrtf", "`x.rsqrt()`"),
+    ("expf", "`x.exp()`"),
+    ("logf", "`x.ln()`"),
+    ("sinf", "`x.sin()`"),
+    ("cosf", "`x.cos()`"),
+    ("tanhf", "`x.tanh()`"),
+    ("fabsf", "`x.abs()`"),
+    ("fabs", "`x.abs()`"),
+    ("fminf", "`a.min(b)`"),
+    ("fmaxf", "`a.max(b)`"),
+    ("fmin", "`a.min(b)`"),
+    ("fmax", "`a.max(b)`"),
+    ("powf", "`x.powf(y)`"),
+    ("fmaf", "`x.mul_add(a, b)`"),
+    ("floorf", "`x.floor()`"),
+    ("ceilf", "`x.ceil()`"),
+    ("__float2half", "`f16::from_f32(x)`"),
+    ("__half2float", "`x.to_f32()`"),
+    ("__float2bfloat16", "`bf16::from_f32(x)`"),
+    ("__bfloat162float", "`x.to_f32()`"),
+    ("min", "`a.min(b)`"),
+    ("max", "`a.max(b)`"),
+];
+
+/// The DSL's spelling of a CUDA name, if `name` is one.
+pub(crate) fn cuda_spelling(name: &str) -> Option<&'static str> {
+    CUDA_SPELLINGS.iter().find(|c| c.0 == name).map(|c| c.1)
+}

@@ -338,6 +338,10 @@ impl Tr<'_> {
             syn::Expr::Index(ix) => self.index(ix),
             syn::Expr::Field(f) => {
                 let (base, bt) = self.expr(&f.base, None);
+                if bt == Ty::Unknown("0".into()) {
+                    // The base was reported already.
+                    return (base, bt);
+                }
                 let syn::Member::Named(field) = &f.member else {
                     return self.err(&f.member, "tuple fields are not supported in a #[kernel]");
                 };

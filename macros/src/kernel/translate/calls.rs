@@ -143,6 +143,12 @@ impl Tr<'_> {
             );
         }
         let name = last.ident.to_string();
+        if let (true, Some(dsl)) = (p.path.segments.len() == 1, cuda_spelling(&name)) {
+            return self.err(
+                &p.path,
+                format!("`{name}` is CUDA C++'s spelling; a #[kernel] writes {dsl}"),
+            );
+        }
         if name == self.name && self.ret.is_some() {
             return self.err(
                 &p.path,

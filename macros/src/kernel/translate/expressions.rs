@@ -80,7 +80,10 @@ impl Tr<'_> {
             let name = ident.to_string();
             return match self.lookup(&name) {
                 Some(v) => (v.cname.clone(), v.ty.clone()),
-                None => self.err(ident, format!("`{name}` is not a parameter or local of this #[kernel]; items from outside are not visible to the generated CUDA (write a constant's value, or pass it as a parameter)")),
+                None => match cuda_spelling(&name) {
+                    Some(dsl) => self.err(ident, format!("`{name}` is CUDA C++'s spelling; a #[kernel] writes {dsl}")),
+                    None => self.err(ident, format!("`{name}` is not a parameter or local of this #[kernel]; items from outside are not visible to the generated CUDA (write a constant's value, or pass it as a parameter)")),
+                },
             };
         }
         // `f32::MAX`, `core::f32::consts::PI`, `u32::MAX`.
