@@ -128,27 +128,7 @@ fn expand(
     for p in &sig.params {
         let n = &p.name;
         args.push(quote!(#n));
-        let elem = |ty: &syn::Type| match ty {
-            syn::Type::Reference(r) => match &*r.elem {
-                syn::Type::Slice(s) => (*s.elem).clone(),
-                other => other.clone(),
-            },
-            other => other.clone(),
-        };
-        params.push(match &p.kind {
-            ParamKind::Slice { mutable: true, .. } => {
-                let e = elem(&p.ty);
-                quote!(mut #n: #dsl::slices::GlobalSliceMut<#e>)
-            }
-            ParamKind::Slice { mutable: false, .. } => {
-                let e = elem(&p.ty);
-                quote!(#n: #dsl::slices::GlobalSlice<#e>)
-            }
-            _ => {
-                let ty = &p.ty;
-                quote!(#n: #ty)
-            }
-        });
+        params.push(p.cpu_param(&dsl));
     }
     let header_idents: Vec<TokenStream> = headers
         .iter()

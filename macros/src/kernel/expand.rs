@@ -154,52 +154,39 @@ pub(crate) fn expand(def: &KernelDef<'_>) -> TokenStream {
     // How `call_from_wire` reads each parameter back in a worker, and passes it on.
     let mut wire_reads = vec![];
     let mut wire_args = vec![];
-    let mut structs: Vec<String> = vec![];
-    let mut struct_decls = vec![];
+    // The structs whose declarations the source needs: parameters' and the body's.
+    let mut struct_paths: Vec<&syn::Path> = vec![];
     let mut buf_index = 0usize;
     for p in &sig.params {
         let n = &p.name;
         let ty = &p.ty;
         arg_names.push(quote!(#n));
+        body_params.push(p.cpu_param(&dsl));
         match &p.kind {
             ParamKind::Scalar(_) => {
-                body_params.push(quote!(#n: #ty));
                 launch_params.push(quote!(#n: #ty));
                 push_args.push(quote!(.dtype(#n)));
                 wire_reads.push(quote!(let #n: #ty = wire.scalar()?;));
                 wire_args.push(quote!(#n));
             }
             ParamKind::Struct(path) => {
-                body_params.push(quote!(#n: #ty));
                 launch_params.push(quote!(#n: #ty));
                 push_args.push(quote!(.kernel_arg(#n)));
                 wire_reads.push(quote!(let #n: #ty = wire.scalar()?;));
                 wire_args.push(quote!(#n));
-                let key = quote!(#path).to_string();
-                if !structs.contains(&key) {
-                    structs.push(key);
-                    struct_decls.push(quote!(<#path as #dsl::KernelArg>::cuda_decl()));
-                }
+                struct_paths.push(path);
             }
             ParamKind::Slice { mutable, .. } => {
-                let elem = match &p.ty {
-                    syn::Type::Reference(r) => match &*r.elem {
-                        syn::Type::Slice(s) => (*s.elem).clone(),
-                        other => other.clone(),
-                    },
-                    other => other.clone(),
-                };
+                let elem = p.elem();
                 let i = buf_index;
                 buf_index += 1;
                 if *mutable {
-                    body_params.push(quote!(mut #n: #dsl::slices::GlobalSliceMut<#elem>));
                     launch_params.push(quote!(#n: &mut #krate::gpu_ref::GpuRef<#elem>));
                     push_args.push(quote!(.buf_mut(#n).named(stringify!(#n)).dtype(#n.len() as u64)));
                     bind_bufs.push(quote!(let #n = bufs.write::<#elem>(#i)?;));
                     wire_reads.push(quote!(let mut #n = wire.buffer::<#elem>()?; wire.skip()?;));
                     wire_args.push(quote!(&mut #n));
                 } else {
-                    body_params.push(quote!(#n: #dsl::slices::GlobalSlice<#elem>));
                     launch_params.push(quote!(#n: &#krate::gpu_ref::GpuRef<#elem>));
                     push_args.push(quote!(.buf(#n).named(stringify!(#n)).dtype(#n.len() as u64)));
                     bind_bufs.push(quote!(let #n = bufs.read::<#elem>(#i)?;));
@@ -209,13 +196,18 @@ pub(crate) fn expand(def: &KernelDef<'_>) -> TokenStream {
             }
         }
     }
-    for path in def.structs {
-        let key = quote!(#path).to_string();
-        if !structs.contains(&key) {
-            structs.push(key);
-            struct_decls.push(quote!(<#path as #dsl::KernelArg>::cuda_decl()));
-        }
-    }
+    struct_paths.extend(def.structs);
+    let mut seen: Vec<String> = vec![];
+    let struct_decls: Vec<TokenStream> = struct_paths
+        .into_iter()
+        .filter(|path| {
+            let key = quote!(#path).to_string();
+            let new = !seen.contains(&key);
+            seen.push(key);
+            new
+        })
+        .map(|path| quote!(<#path as #dsl::KernelArg>::cuda_decl()))
+        .collect();
     let kernel = &def.kernel_source;
     let cooperative = def.cooperative;
     let calls = def.calls;

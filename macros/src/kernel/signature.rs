@@ -26,6 +26,30 @@ pub(crate) struct Param {
     pub(crate) kind: ParamKind,
 }
 
+impl Param {
+    /// The element type of a buffer parameter (`T` of `&[T]`); the type itself otherwise.
+    pub(crate) fn elem(&self) -> syn::Type {
+        match &self.ty {
+            syn::Type::Reference(r) => match &*r.elem {
+                syn::Type::Slice(s) => (*s.elem).clone(),
+                other => other.clone(),
+            },
+            other => other.clone(),
+        }
+    }
+
+    /// The parameter as the CPU emulation's Rust body takes it: buffers become the
+    /// emulation's handles (`dsl` is the path of the runtime's `kernel::dsl`).
+    pub(crate) fn cpu_param(&self, dsl: &proc_macro2::TokenStream) -> proc_macro2::TokenStream {
+        let (n, ty, elem) = (&self.name, &self.ty, self.elem());
+        match &self.kind {
+            ParamKind::Slice { mutable: true, .. } => quote::quote!(mut #n: #dsl::slices::GlobalSliceMut<#elem>),
+            ParamKind::Slice { mutable: false, .. } => quote::quote!(#n: #dsl::slices::GlobalSlice<#elem>),
+            _ => quote::quote!(#n: #ty),
+        }
+    }
+}
+
 /// The checked signature.
 #[derive(Clone)]
 pub(crate) struct Signature {

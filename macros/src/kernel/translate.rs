@@ -193,7 +193,7 @@ impl Tr<'_> {
     fn err(&mut self, at: impl Spanned, msg: impl std::fmt::Display) -> Out {
         self.errors.push(syn::Error::new(at.span(), msg));
         // An unknown type raises no further errors where the value is used.
-        (String::from("0"), Ty::Unknown("0".into()))
+        (String::from("0"), Ty::reported())
     }
 
     /// The function's statements; a `#[device] fn`'s trailing expression is its value.
@@ -338,7 +338,7 @@ impl Tr<'_> {
             syn::Expr::Index(ix) => self.index(ix),
             syn::Expr::Field(f) => {
                 let (base, bt) = self.expr(&f.base, None);
-                if bt == Ty::Unknown("0".into()) {
+                if bt.is_reported() {
                     // The base was reported already.
                     return (base, bt);
                 }
@@ -368,11 +368,8 @@ impl Tr<'_> {
             | syn::Expr::ForLoop(_)
             | syn::Expr::Break(_)
             | syn::Expr::Continue(_)
-            | syn::Expr::Return(_) => {
-                self.stmt_expr(e);
-                unit()
-            }
-            syn::Expr::Block(_) => {
+            | syn::Expr::Return(_)
+            | syn::Expr::Block(_) => {
                 self.stmt_expr(e);
                 unit()
             }

@@ -139,6 +139,15 @@ impl Ty {
     pub(crate) fn is_literal(&self) -> bool {
         matches!(self, Ty::IntLit | Ty::FloatLit)
     }
+    /// The type of an expression whose error was reported: a value of unknown C++ type
+    /// that raises no further errors where it is used.
+    pub(crate) fn reported() -> Ty {
+        Ty::Unknown("0".into())
+    }
+    /// True for [`Ty::reported`]'s type (its uses stay silent).
+    pub(crate) fn is_reported(&self) -> bool {
+        matches!(self, Ty::Unknown(t) if t == "0")
+    }
     /// A value type the literal can take on (`Prim`, `Generic`, `Unknown`, `Flex`).
     pub(crate) fn is_value(&self) -> bool {
         matches!(self, Ty::Prim(_) | Ty::Generic(..) | Ty::Unknown(_) | Ty::Flex(..))

@@ -273,7 +273,7 @@ impl Tr<'_> {
             }
         }
         let (r, rt) = self.expr(&m.receiver, None);
-        if rt == Ty::Unknown("0".into()) {
+        if rt.is_reported() {
             // The receiver was reported already.
             return (r, rt);
         }
