@@ -15,6 +15,10 @@ use atomr_accel_cuda::testing::TestHooks;
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, PushKernelArg};
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 
+#[path = "../tests/shared/tiled_matmul.rs"]
+mod tiled;
+use tiled::tiled_matmul;
+
 #[path = "support/gpu_bench.rs"]
 mod gpu_bench;
 use gpu_bench::{median, run_gpu};
@@ -88,45 +92,6 @@ pub fn saxpy_v4<T: Float>(a: T, x: &[T], y: &mut [T]) {
         let xv = x.load4(i);
         let yv = y.load4(i);
         y.store4(i, xv * a + yv);
-    }
-}
-
-/// C = A·B with 16×16 shared-memory tiles over 2-D views, CUDA's u32 indexing: the
-/// textbook tiled GEMM, to compare the translation with the same algorithm in CUDA C.
-#[kernel]
-pub fn sgemm_tiled<T: Float>(a: &[T], b: &[T], c: &mut [T], m: u32, n: u32, k: u32, lda: u32, ldb: u32, ldc: u32) {
-    const TILE: u32 = 16;
-    let mut ta = shared_array::<T, 256>();
-    let mut tb = shared_array::<T, 256>();
-    let a = a.rows(lda);
-    let b = b.rows(ldb);
-    let mut c = c.rows(ldc);
-    let tx = thread_idx_x();
-    let ty = thread_idx_y();
-    let row = block_idx_y() * TILE + ty;
-    let col = block_idx_x() * TILE + tx;
-    let mut acc = T::zero();
-    let mut t0: u32 = 0;
-    while t0 < k {
-        ta[ty * TILE + tx] = if row < m && t0 + tx < k {
-            a[(row, t0 + tx)]
-        } else {
-            T::zero()
-        };
-        tb[ty * TILE + tx] = if t0 + ty < k && col < n {
-            b[(t0 + ty, col)]
-        } else {
-            T::zero()
-        };
-        sync_threads();
-        for q in 0..TILE {
-            acc += ta[ty * TILE + q] * tb[q * TILE + tx];
-        }
-        sync_threads();
-        t0 += TILE;
-    }
-    if row < m && col < n {
-        c[(row, col)] = acc;
     }
 }
 
@@ -303,7 +268,7 @@ fn main() {
         let saxpy_v4_hand = load(&ctx, HAND, "saxpy_v4_hand", arch);
         let saxpy_v4_gen = load(&ctx, &saxpy_v4::cuda_source::<f32>(), "saxpy_v4", arch);
         let sgemm_hand = load(&ctx, HAND, "sgemm_tiled_hand", arch);
-        let sgemm_gen = load(&ctx, &sgemm_tiled::cuda_source::<f32>(), "sgemm_tiled", arch);
+        let sgemm_gen = load(&ctx, &tiled_matmul::cuda_source::<f32>(), "tiled_matmul", arch);
         // One float4 per thread.
         let vec4 = cudarc::driver::LaunchConfig {
             grid_dim: ((N as u32 / 4).div_ceil(256), 1, 1),
