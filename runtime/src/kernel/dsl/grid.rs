@@ -68,8 +68,9 @@ pub(crate) struct BlockState {
     pub(crate) slots: RefCell<Vec<u64>>,
     /// Shared arrays, in declaration order (every thread declares them in the same order).
     pub(crate) shared: RefCell<Vec<Box<[u64]>>>,
-    /// The dynamic shared memory the launch asked for (`dyn_shared`), zeroed per block.
-    pub(crate) dynamic: std::cell::UnsafeCell<Box<[u64]>>,
+    /// The dynamic shared memory the launch asked for (`dyn_shared`), zeroed per block;
+    /// every thread's view points into it (cells: written through shared pointers).
+    pub(crate) dynamic: Box<[std::cell::UnsafeCell<u64>]>,
     /// Its size in bytes.
     pub(crate) dynamic_bytes: usize,
 }
@@ -265,7 +266,9 @@ fn run_block(
     let state = Rc::new(BlockState {
         slots: RefCell::new(vec![0; threads.div_ceil(32) * 32]),
         shared: RefCell::new(vec![]),
-        dynamic: std::cell::UnsafeCell::new(vec![0u64; dynamic_bytes.div_ceil(8)].into_boxed_slice()),
+        dynamic: (0..dynamic_bytes.div_ceil(8))
+            .map(|_| std::cell::UnsafeCell::new(0))
+            .collect(),
         dynamic_bytes,
     });
     let ctxs: Vec<ThreadCtx> = (0..threads)

@@ -7,7 +7,7 @@
 
 use half::{bf16, f16};
 
-use super::grid::{ThreadCtx, Wait, CTX, SHARED_LIMIT};
+use super::grid::{ThreadCtx, Wait, CTX, DYNAMIC_SHARED_LIMIT, SHARED_LIMIT};
 use super::slices::{GlobalSliceMut, SharedArray};
 use crate::dtype::DTypeBase;
 
@@ -112,6 +112,14 @@ pub fn shared_array<T: DTypeBase, const N: usize>() -> SharedArray<T, N> {
                     used + bytes
                 );
             }
+            if used + bytes + state.dynamic_bytes > DYNAMIC_SHARED_LIMIT as usize {
+                panic!(
+                    "shared arrays of {} bytes and {} bytes of dynamic shared memory exceed the {DYNAMIC_SHARED_LIMIT} \
+                     bytes a block has",
+                    used + bytes,
+                    state.dynamic_bytes
+                );
+            }
             arrays.push(vec![0u64; bytes.div_ceil(8)].into_boxed_slice());
         }
         let ptr = arrays[k].as_mut_ptr() as *mut T;
@@ -129,18 +137,12 @@ pub fn shared_array<T: DTypeBase, const N: usize>() -> SharedArray<T, N> {
 /// __shared__` array of a CUDA kernel does: partition it by offsets.
 pub fn dyn_shared<T: DTypeBase>() -> GlobalSliceMut<T> {
     coop("dyn_shared", |_, state| {
-        let ptr = state.dynamic.get();
-        // SAFETY: the storage lives, unmoved, in the block state until every thread of
-        // the block has finished; it is 8-byte aligned and zeroed (valid for every
-        // DTypeBase, which is ValidAsZeroBits); threads of the block separate their
-        // accesses with `sync_threads()`, as on the GPU.
-        unsafe {
-            let bytes = &mut **ptr;
-            GlobalSliceMut::from_raw(
-                bytes.as_mut_ptr() as *mut T,
-                state.dynamic_bytes / std::mem::size_of::<T>(),
-            )
-        }
+        let ptr = std::cell::UnsafeCell::raw_get(state.dynamic.as_ptr()) as *mut T;
+        // SAFETY: the cells live, unmoved, in the block state until every thread of the
+        // block has finished; they are 8-byte aligned and zeroed (valid for every
+        // DTypeBase, which is ValidAsZeroBits) and span `dynamic_bytes`; threads of the
+        // block separate their accesses with `sync_threads()`, as on the GPU.
+        unsafe { GlobalSliceMut::from_raw(ptr, state.dynamic_bytes / std::mem::size_of::<T>()) }
     })
 }
 
