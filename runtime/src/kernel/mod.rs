@@ -3,4 +3,6 @@
 //! program. The device's `KernelActor` that runs launches is a library actor
 //! (`library::kernels`).
 
+pub(crate) mod cache;
 pub mod dsl;
+pub(crate) mod once_loads;

@@ -8,24 +8,21 @@
 //! every buffer's last writer is waited for and this launch recorded as its reader or
 //! writer.
 
-use std::any::TypeId;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
-use cudarc::nvrtc::Ptx;
+use cudarc::driver::{CudaFunction, CudaStream};
 
 use super::launch::KernelCall;
 use crate::error::GpuError;
+use crate::kernel::cache::KernelCache;
 use crate::launch::LaunchLimits;
 
 /// What a context has loaded for direct launches.
 struct ContextKernels {
-    /// Keeps the context (and so the key below) alive while its functions are cached.
-    _ctx: Arc<CudaContext>,
-    arch: String,
     limits: LaunchLimits,
-    functions: HashMap<TypeId, (Arc<CudaModule>, CudaFunction)>,
+    /// Holds the context, so the key below is not reused while it is cached.
+    kernels: Arc<KernelCache>,
 }
 
 /// Per context (by address; the entry holds the context, so the address is not reused).
@@ -54,36 +51,25 @@ impl KernelCall {
     /// load happens inside a capture.
     pub(crate) fn function_for(&self, stream: &Arc<CudaStream>) -> Result<CudaFunction, GpuError> {
         let ctx = stream.context().clone();
-        let f = {
+        // The registry's lock is held to find the context's cache, never across a
+        // compile: that runs on a thread of its own and is shared by concurrent callers.
+        let kernels = {
             let mut all = registry().lock().unwrap_or_else(|p| p.into_inner());
             let key = Arc::as_ptr(&ctx) as usize;
             let entry = match all.entry(key) {
                 std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
                 std::collections::hash_map::Entry::Vacant(v) => {
-                    let cc = ctx.compute_capability()?;
+                    let arch = crate::nvrtc_cache::sm_arch(ctx.compute_capability()?);
                     v.insert(ContextKernels {
-                        arch: crate::nvrtc_cache::sm_arch(cc),
                         limits: LaunchLimits::of(&ctx)?,
-                        functions: HashMap::new(),
-                        _ctx: ctx.clone(),
+                        kernels: Arc::new(KernelCache::new(ctx.clone(), arch, None)),
                     })
                 }
             };
             self.cfg.validate(&entry.limits)?;
-            match entry.functions.get(&self.id) {
-                Some((_, f)) => f.clone(),
-                None => {
-                    let (image, _) = crate::nvrtc_cache::compile_cached(&(self.source)(), &entry.arch, &[], None)?;
-                    let module = ctx.load_module(Ptx::from_binary(image))?;
-                    let f = module.load_function(self.name).map_err(|e| {
-                        GpuError::invalid(format!("kernel `{}` is not in its generated module ({e})", self.name))
-                    })?;
-                    crate::launch::allow_dynamic_shared(&f, &ctx)?;
-                    entry.functions.insert(self.id, (module, f.clone()));
-                    f
-                }
-            }
+            entry.kernels.clone()
         };
+        let f = kernels.lookup(self.id, self.name, self.source)?.wait()?.function;
         Ok(f)
     }
 }
