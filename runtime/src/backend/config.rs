@@ -99,6 +99,19 @@ pub struct DeviceConfig {
     /// [`StreamStrategy::PerActor`], where the FFT actor's stream is its own (a capture
     /// would take in other actors' work on a shared stream). Default: on.
     pub fft_graphs: bool,
+    /// How many actors serve each of the BLAS, FFT, solver and kernel libraries for
+    /// callers outside any actor (at least 1; the RNG is one actor: a seeded sequence is
+    /// its state). Each member has its own thread, stream and handle — made on first use,
+    /// beyond the first — and a request goes to the least busy one, so independent tasks
+    /// calling `Device` methods overlap on the GPU while a lone caller keeps to one
+    /// member. Actors with a GPU of their own (`ActorGpu`) do not use them. Default: 8 (with
+    /// four, eight concurrent tasks reached only 0.75× of raw cudarc, BENCHMARKS.md).
+    pub library_pool: usize,
+    /// After the device opens, warm each library in the background (a tiny GEMM, RNG
+    /// fill, FFT and factorization) so that the libraries' one-time initialisation —
+    /// 84–119 ms on the H200 for the first call of each — is not paid by the first
+    /// request. Default: on.
+    pub warm_up: bool,
     /// Kernel disk cache directory (None: `KernelCache::default_dir()`).
     pub kernel_cache_dir: Option<std::path::PathBuf>,
     /// Diagnostics and test hook: the inner tier waits this long before building its
@@ -128,6 +141,8 @@ impl Default for DeviceConfig {
             reply_spin: Duration::from_millis(5),
             idle_spin: Duration::from_millis(5),
             fft_graphs: true,
+            library_pool: 8,
+            warm_up: true,
             isolation: None,
         }
     }
@@ -181,6 +196,12 @@ impl DeviceConfig {
     /// As [`DeviceConfig::isolated`], with the worker's settings.
     pub fn with_isolation(mut self, iso: IsolationConfig) -> Self {
         self.isolation = Some(iso);
+        self
+    }
+
+    /// Sets how many actors serve each pooled library ([`DeviceConfig::library_pool`]).
+    pub fn with_library_pool(mut self, n: usize) -> Self {
+        self.library_pool = n.max(1);
         self
     }
 

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use atomr_accel_cuda_macros::gpu_actor;
 
+use super::pool::Pool;
 use super::route::{Inner, InnerRefs};
 use crate::actor::{Context, Deferred, Failure};
 use crate::backend::engine::ContextCore;
@@ -56,6 +57,39 @@ impl ContextActor {
         )
     }
 
+    /// Starts a pool of `DeviceConfig::library_pool` actors of one library, each on a
+    /// thread of its own (`name`, `name-1`, …): the first builds its core as it starts,
+    /// the others on first use (a device used by one caller at a time never makes them).
+    #[allow(clippy::too_many_arguments)]
+    fn spawn_pool<A: crate::actor::Actor, C: crate::library::shell::Core + 'static, R>(
+        &self,
+        ctx: &mut Context<Self>,
+        name: &str,
+        seed: &LibrarySeed,
+        spin: std::time::Duration,
+        wrap: fn(Library<C>) -> A,
+        props: fn(Box<dyn Fn() -> A + Send + Sync>) -> crate::actor::Props<A>,
+        client: fn(crate::actor::ActorRef<A::Msg>) -> R,
+    ) -> Result<Pool<R>, GpuError> {
+        let members = (0..self.shared.config.library_pool.max(1))
+            .map(|i| {
+                let seed = seed.clone();
+                let make: Box<dyn Fn() -> A + Send + Sync> = if i == 0 {
+                    Box::new(move || wrap(Library::new(seed.clone())))
+                } else {
+                    Box::new(move || wrap(Library::lazy(seed.clone())))
+                };
+                let member = if i == 0 {
+                    name.to_string()
+                } else {
+                    format!("{name}-{i}")
+                };
+                self.spawn_library(ctx, &member, props(make), spin).map(client)
+            })
+            .collect::<Result<Vec<R>, GpuError>>()?;
+        Ok(Pool::new(members))
+    }
+
     /// The idle spin of the device's GPU threads with `engine`: the configured one on a
     /// GPU; none on the CPU device, whose threads do the work themselves and have no GPU
     /// to wait for.
@@ -89,9 +123,15 @@ impl ContextActor {
         }
         let libs = self.shared.config.libraries;
         let blas = if libs.blas {
-            let seed = seed.clone();
-            let props = BlasActor::gpu_props(move || BlasActor(Library::new(seed.clone())));
-            Some(BlasActorRef::new(self.spawn_library(ctx, "blas", props, spin)?))
+            Some(self.spawn_pool(
+                ctx,
+                "blas",
+                &seed,
+                spin,
+                BlasActor,
+                BlasActor::gpu_props,
+                BlasActorRef::new,
+            )?)
         } else {
             None
         };
@@ -102,11 +142,15 @@ impl ContextActor {
         } else {
             None
         };
-        let kernel = {
-            let seed = seed.clone();
-            let props = KernelActor::gpu_props(move || KernelActor(Library::new(seed.clone())));
-            KernelActorRef::new(self.spawn_library(ctx, "kernel", props, spin)?)
-        };
+        let kernel = self.spawn_pool(
+            ctx,
+            "kernel",
+            &seed,
+            spin,
+            KernelActor,
+            KernelActor::gpu_props,
+            KernelActorRef::new,
+        )?;
         let module = {
             let seed = seed.clone();
             let props = ModuleActor::gpu_props(move || ModuleActor(Library::new(seed.clone())));
@@ -123,15 +167,20 @@ impl ContextActor {
             GraphActorRef::new(self.spawn_library(ctx, "graph", props, spin)?)
         };
         let solver = if libs.solver {
-            let seed = seed.clone();
-            let props = SolverActor::gpu_props(move || SolverActor(Library::new(seed.clone())));
-            Some(SolverActorRef::new(self.spawn_library(ctx, "solver", props, spin)?))
+            Some(self.spawn_pool(
+                ctx,
+                "solver",
+                &seed,
+                spin,
+                SolverActor,
+                SolverActor::gpu_props,
+                SolverActorRef::new,
+            )?)
         } else {
             None
         };
         let fft = if libs.fft {
-            let props = FftActor::gpu_props(move || FftActor(Library::new(seed.clone())));
-            Some(FftActorRef::new(self.spawn_library(ctx, "fft", props, spin)?))
+            Some(self.spawn_pool(ctx, "fft", &seed, spin, FftActor, FftActor::gpu_props, FftActorRef::new)?)
         } else {
             None
         };
@@ -152,6 +201,7 @@ impl ContextActor {
                 module,
                 event,
                 graph,
+                seed,
             })));
         });
         self.core = Some(core);

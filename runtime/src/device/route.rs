@@ -16,6 +16,8 @@ use crate::library::solver::{SolverActorMsg, SolverActorRef};
 use crate::wire::{Journalled, Reader, ReplySlot, ReplyTap, ReplyWait, WireMessage, Writer};
 
 use super::context_actor::{ContextActorMsg, ContextActorRef};
+use super::pool::{Busy, Pool};
+use crate::library::seed::LibrarySeed;
 
 /// Declares the inner actors of a device once — variant, message and client types, the
 /// field of [`InnerRefs`] that holds its address, whether a `DeviceConfig` may leave it
@@ -29,10 +31,12 @@ macro_rules! inner_actors {
         $(#[$doc:meta])*
         $variant:ident($msg:ty, $client:ty) at $field:ident, $presence:ident $(($lib:literal))?, $cross:ident($how:tt);
     )*) => {
-        /// The addresses of the current inner tier.
+        /// The addresses of the current inner tier, and the seed its library actors were
+        /// built from (an actor's own GPU builds its cores from it).
         #[derive(Clone)]
         pub(crate) struct InnerRefs {
             $(pub(crate) $field: inner_actors!(@field $presence, $client),)*
+            pub(crate) seed: LibrarySeed,
         }
 
         /// A request addressed to one of the inner actors.
@@ -78,10 +82,11 @@ macro_rules! inner_actors {
                 Err(GpuError::invalid(format!("unknown actor tag {tag}")))
             }
 
-            /// Sends the request to the inner actor it is for. A library the device was
-            /// configured without answers `Unsupported`; a send to a stopped actor drops
-            /// the message, whose reply then tells its asker.
-            async fn send_local(self, inner: &InnerRefs) -> Result<(), GpuError> {
+            /// Sends the request to the inner actor it is for (the least busy member of a
+            /// pooled library, counted busy while the returned guard lives). A library the
+            /// device was configured without answers `Unsupported`; a send to a stopped
+            /// actor drops the message, whose reply then tells its asker.
+            async fn send_local(self, inner: &InnerRefs) -> Result<Option<Busy>, GpuError> {
                 match self {
                     $(Routed::$variant(m) => inner_actors!(@send $presence $(($lib))?, m, inner.$field),)*
                 }
@@ -96,6 +101,8 @@ macro_rules! inner_actors {
     };
     (@field required, $client:ty) => { $client };
     (@field optional, $client:ty) => { Option<$client> };
+    (@field pooled, $client:ty) => { Pool<$client> };
+    (@field pooled_optional, $client:ty) => { Option<Pool<$client>> };
     (@encode wire($tag:literal), $m:ident, $w:ident) => {{
         $w.put_tag($tag);
         $m.encode($w)
@@ -132,17 +139,33 @@ macro_rules! inner_actors {
     };
     (@decode local($what:literal), $t:ident, $r:ident, $variant:ident) => {};
     (@send required, $m:ident, $at:expr) => {
-        $at.actor_ref().send($m).await
+        $at.actor_ref().send($m).await.map(|()| None)
     };
     (@send optional($lib:literal), $m:ident, $at:expr) => {
         match &$at {
-            Some(a) => a.actor_ref().send($m).await,
+            Some(a) => a.actor_ref().send($m).await.map(|()| None),
             None => {
                 $m.fail(GpuError::Unsupported(format!(
                     "{} is disabled in this DeviceConfig (libraries)",
                     $lib
                 )));
-                Ok(())
+                Ok(None)
+            }
+        }
+    };
+    (@send pooled, $m:ident, $at:expr) => {{
+        let (a, busy) = $at.pick();
+        a.actor_ref().send($m).await.map(|()| Some(busy))
+    }};
+    (@send pooled_optional($lib:literal), $m:ident, $at:expr) => {
+        match &$at {
+            Some(pool) => inner_actors!(@send pooled, $m, pool),
+            None => {
+                $m.fail(GpuError::Unsupported(format!(
+                    "{} is disabled in this DeviceConfig (libraries)",
+                    $lib
+                )));
+                Ok(None)
             }
         }
     };
@@ -151,16 +174,16 @@ macro_rules! inner_actors {
 inner_actors! {
     /// For the context actor.
     Ctx(ContextActorMsg, ContextActorRef) at ctx, required, wire(0);
-    /// For the BLAS actor.
-    Blas(BlasActorMsg, BlasActorRef) at blas, optional("BLAS"), wire(1);
-    /// For the RNG actor.
+    /// For the BLAS actors.
+    Blas(BlasActorMsg, BlasActorRef) at blas, pooled_optional("BLAS"), wire(1);
+    /// For the RNG actor (one: a seeded generator's sequence is its state).
     Rng(RngActorMsg, RngActorRef) at rng, optional("RNG"), wire(2);
-    /// For the FFT actor.
-    Fft(FftActorMsg, FftActorRef) at fft, optional("FFT"), wire(3);
-    /// For the solver actor.
-    Solver(SolverActorMsg, SolverActorRef) at solver, optional("the solver"), wire(4);
-    /// For the kernel actor.
-    Kernel(KernelActorMsg, KernelActorRef) at kernel, required, wire(5);
+    /// For the FFT actors.
+    Fft(FftActorMsg, FftActorRef) at fft, pooled_optional("FFT"), wire(3);
+    /// For the solver actors.
+    Solver(SolverActorMsg, SolverActorRef) at solver, pooled_optional("the solver"), wire(4);
+    /// For the kernel actors.
+    Kernel(KernelActorMsg, KernelActorRef) at kernel, pooled, wire(5);
     /// For the module actor.
     Module(ModuleActorMsg, ModuleActorRef) at module, required, local("raw CUDA modules");
     /// For the event actor.
@@ -183,14 +206,14 @@ pub(crate) enum Inner {
 }
 
 impl Routed {
-    /// Sends the request to the inner tier: its actor in this process, or an isolated
-    /// device's worker.
-    pub(crate) async fn send_to(self, inner: &Inner) -> Result<(), GpuError> {
+    /// Sends the request to the inner tier: its actor in this process (with the guard
+    /// that counts it at a pooled actor until its reply), or an isolated device's worker.
+    pub(crate) async fn send_to(self, inner: &Inner) -> Result<Option<Busy>, GpuError> {
         match inner {
             Inner::Local(refs) => self.send_local(refs).await,
             Inner::Worker(link) => {
                 link.submit(self);
-                Ok(())
+                Ok(None)
             }
         }
     }

@@ -1,32 +1,25 @@
-//! `KernelActor`: runs `#[kernel]` launches of one device — on a GPU it compiles (or
-//! loads from the disk cache) each instantiation once, keeps the loaded function, and
-//! launches on its own stream; on the CPU device it runs the kernel's emulated form.
+//! `KernelActor`: runs `#[kernel]` launches of one device — on a GPU it launches on its
+//! own stream the functions of the generation's kernel cache (compiled, or read from the
+//! disk cache, once per instantiation, off this actor's thread); on the CPU device it runs
+//! the kernel's emulated form.
 //! Written with `#[gpu_actor]`.
 
 use std::any::TypeId;
-use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use atomr_accel_cuda_macros::gpu_actor;
-use cudarc::driver::{CudaFunction, CudaModule, CudaStream};
-use cudarc::nvrtc::Ptx;
+use cudarc::driver::{CudaFunction, CudaStream};
 
 use crate::actor::{Context, Deferred};
 use crate::backend::state::DeviceShared;
 use crate::completion::Completer;
 use crate::error::GpuError;
 use crate::kernel::dsl::launch::KernelCall;
+use crate::kernel::once_loads::Lookup;
 use crate::launch::with_host_buffers;
 use crate::library::seed::{CudaSeed, LibrarySeed};
 use crate::library::shell::{Core, Library};
 use crate::observability::{cpu_op, gpu_timed};
-
-/// A loaded instantiation.
-struct Loaded {
-    _module: Arc<CudaModule>,
-    function: CudaFunction,
-}
 
 enum KernelEngine {
     Cpu,
@@ -34,16 +27,15 @@ enum KernelEngine {
         cuda: Box<CudaSeed>,
         stream: Arc<CudaStream>,
         completer: Completer,
-        loaded: HashMap<TypeId, Loaded>,
     },
 }
 
-/// The kernel launcher of one generation of a device.
+/// The kernel launcher of one generation of a device (a kernel actor's, or an actor's
+/// lane's).
 pub(crate) struct KernelCore {
     shared: Arc<DeviceShared>,
     generation: u64,
     engine: KernelEngine,
-    cache_dir: Option<PathBuf>,
 }
 
 impl Core for KernelCore {
@@ -55,7 +47,6 @@ impl Core for KernelCore {
                 cuda: Box::new(cuda.clone()),
                 stream,
                 completer,
-                loaded: HashMap::new(),
             },
             _ => KernelEngine::Cpu,
         };
@@ -63,41 +54,58 @@ impl Core for KernelCore {
             shared: seed.shared.clone(),
             generation: seed.generation,
             engine,
-            cache_dir: seed.shared.config.kernel_cache_dir.clone(),
         })
     }
 }
 
+/// Enqueues one launch of `f` on `stream` and returns its completion (`wait`), or
+/// nothing more to wait for.
+fn enqueue(
+    shared: &Arc<DeviceShared>,
+    stream: &Arc<CudaStream>,
+    completer: &Completer,
+    f: &CudaFunction,
+    call: &KernelCall,
+    wait: bool,
+) -> Result<Deferred<()>, GpuError> {
+    let device = shared.config.device_id;
+    // SAFETY: the call was built by a `#[kernel]` launcher, whose Rust signature generated
+    // both this argument list and the kernel's C++ parameter list (checked at compile
+    // time); arguments were validated and the launch dimensions checked against the
+    // device before this is called.
+    gpu_timed(stream, device, "kernel", call.name, || unsafe {
+        crate::launch::enqueue(stream, f, call.cfg, &call.args)
+    })
+    .map_err(|e| shared.observe(e))?;
+    Ok(if wait {
+        shared.deferred(completer.done(stream))
+    } else {
+        Deferred::Now(())
+    })
+}
+
 impl KernelCore {
-    /// The loaded function of instantiation `id`, compiling `source()` on a miss.
-    fn function(
-        cuda: &CudaSeed,
-        loaded: &mut HashMap<TypeId, Loaded>,
-        cache_dir: Option<&std::path::Path>,
-        id: TypeId,
-        name: &str,
-        source: impl FnOnce() -> String,
-    ) -> Result<(bool, CudaFunction), GpuError> {
-        if let Some(l) = loaded.get(&id) {
-            return Ok((true, l.function.clone()));
-        }
-        let (image, from_cache) = crate::nvrtc_cache::compile_cached(&source(), &cuda.arch, &[], cache_dir)?;
-        let module = cuda.ctx.load_module(Ptx::from_binary(image))?;
-        let function = module
-            .load_function(name)
-            .map_err(|e| GpuError::invalid(format!("kernel `{name}` is not in its generated module ({e})")))?;
-        crate::launch::allow_dynamic_shared(&function, &cuda.ctx)?;
-        loaded.insert(
-            id,
-            Loaded {
-                _module: module,
-                function: function.clone(),
-            },
-        );
-        Ok((from_cache, function))
+    /// Launches and resolves when the kernel has finished.
+    fn launch(&mut self, call: KernelCall) -> Result<Deferred<()>, GpuError> {
+        self.run(call, true)
     }
 
-    fn launch(&mut self, call: KernelCall) -> Result<Deferred<()>, GpuError> {
+    /// Enqueues on this core's stream and resolves once enqueued (at once, unless the
+    /// instantiation is still compiling): for a caller that launches many and then waits
+    /// once ([`KernelCore::synchronize`]), as raw CUDA code does.
+    pub(crate) fn enqueue(&mut self, call: KernelCall) -> Result<Deferred<()>, GpuError> {
+        self.run(call, false)
+    }
+
+    /// Resolves when everything enqueued on this core's stream so far has finished.
+    pub(crate) fn synchronize(&mut self) -> Deferred<()> {
+        match &self.engine {
+            KernelEngine::Cpu => Deferred::Now(()),
+            KernelEngine::Cuda { stream, completer, .. } => self.shared.deferred(completer.done(stream)),
+        }
+    }
+
+    fn run(&mut self, call: KernelCall, wait: bool) -> Result<Deferred<()>, GpuError> {
         let _span =
             tracing::debug_span!("kernel", name = call.name, grid = ?call.cfg.grid, block = ?call.cfg.block).entered();
         call.args.validate(self.shared.config.device_id, self.generation)?;
@@ -113,32 +121,46 @@ impl KernelCore {
                 cuda,
                 stream,
                 completer,
-                loaded,
             } => {
                 call.cfg.validate(&cuda.limits)?;
-                let (_, f) = Self::function(cuda, loaded, self.cache_dir.as_deref(), call.id, call.name, call.source)
+                let found = cuda
+                    .kernels
+                    .lookup(call.id, call.name, call.source)
                     .map_err(|e| self.shared.observe(e))?;
-                let device = self.shared.config.device_id;
-                // SAFETY: the call was built by a `#[kernel]` launcher, whose Rust
-                // signature generated both this argument list and the kernel's C++
-                // parameter list (checked at compile time); arguments were validated and
-                // the launch dimensions checked against the device above.
-                gpu_timed(stream, device, "kernel", call.name, || unsafe {
-                    crate::launch::enqueue(stream, &f, call.cfg, &call.args)
-                })
-                .map_err(|e| self.shared.observe(e))?;
-                Ok(self.shared.deferred(completer.done(stream)))
+                match found {
+                    Lookup::Ready(l) => enqueue(&self.shared, stream, completer, &l.function, &call, wait),
+                    // Compiling (for this launch or another's) on a thread of its own:
+                    // this actor goes on with its other launches meanwhile, and this one
+                    // is enqueued when the function is loaded.
+                    Lookup::Pending(loading) => {
+                        let (shared, stream, completer) = (self.shared.clone(), stream.clone(), completer.clone());
+                        Ok(Deferred::later(async move {
+                            let l = loading.await.map_err(|e| shared.observe(e))?;
+                            enqueue(&shared, &stream, &completer, &l.function, &call, wait)?
+                                .resolve()
+                                .await
+                        }))
+                    }
+                }
             }
         }
     }
 
-    fn preload(&mut self, id: TypeId, name: &str, source: String) -> Result<bool, GpuError> {
+    fn preload(&mut self, id: TypeId, name: &str, source: String) -> Result<Deferred<bool>, GpuError> {
         match &mut self.engine {
-            KernelEngine::Cpu => Ok(true),
-            KernelEngine::Cuda { cuda, loaded, .. } => {
-                Self::function(cuda, loaded, self.cache_dir.as_deref(), id, name, || source)
-                    .map(|(hit, _)| hit)
-                    .map_err(|e| self.shared.observe(e))
+            KernelEngine::Cpu => Ok(Deferred::Now(true)),
+            KernelEngine::Cuda { cuda, .. } => {
+                let shared = self.shared.clone();
+                match cuda
+                    .kernels
+                    .lookup(id, name, || source)
+                    .map_err(|e| shared.observe(e))?
+                {
+                    Lookup::Ready(l) => Ok(Deferred::Now(l.from_disk)),
+                    Lookup::Pending(loading) => Ok(Deferred::later(async move {
+                        loading.await.map(|l| l.from_disk).map_err(|e| shared.observe(e))
+                    })),
+                }
             }
         }
     }
@@ -165,7 +187,7 @@ impl KernelActor {
     /// Compiles (or loads from the disk cache) and loads an instantiation without
     /// launching it; `true` if no NVRTC run was needed.
     #[handler(volatile)]
-    fn preload(&mut self, id: TypeId, name: String, source: String) -> Result<bool, GpuError> {
+    fn preload(&mut self, id: TypeId, name: String, source: String) -> Result<Deferred<bool>, GpuError> {
         self.0.core()?.preload(id, &name, source)
     }
 }

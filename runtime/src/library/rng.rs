@@ -48,10 +48,11 @@ impl Core for RngCore {
 
     /// Builds the generator of a generation.
     fn build(seed: &LibrarySeed) -> Result<Self, GpuError> {
+        let first = seed.rng_seed.unwrap_or(DEFAULT_SEED);
         let engine = match seed.cuda_stream()? {
-            None => RngEngine::Cpu(Box::new(ChaCha12Rng::seed_from_u64(DEFAULT_SEED))),
+            None => RngEngine::Cpu(Box::new(ChaCha12Rng::seed_from_u64(first))),
             Some((stream, completer)) => RngEngine::Cuda {
-                gen: CurandGen::new(stream.clone(), DEFAULT_SEED)?,
+                gen: CurandGen::new(stream.clone(), first)?,
                 stream,
                 completer,
             },

@@ -1,5 +1,6 @@
-//! What a library actor is built from: the device's shared state, the generation it
-//! serves, and — on a GPU — where its stream comes from and how it waits.
+//! What a library actor (or an actor's lane) is built from: the device's shared state,
+//! the generation it serves, and — on a GPU — where its stream comes from, how it waits
+//! and the kernels its context has loaded.
 
 use std::sync::Arc;
 
@@ -9,6 +10,7 @@ use crate::backend::engine::Engine;
 use crate::backend::state::DeviceShared;
 use crate::completion::Completer;
 use crate::error::GpuError;
+use crate::kernel::cache::KernelCache;
 use crate::launch::LaunchLimits;
 use crate::stream::StreamSource;
 
@@ -21,6 +23,13 @@ pub(crate) struct CudaSeed {
     pub(crate) limits: LaunchLimits,
     /// `sm_XY` of the device.
     pub(crate) arch: String,
+    /// The `#[kernel]` instantiations loaded in this generation's context, shared by
+    /// every kernel actor and lane of it (one compile each, off their threads).
+    pub(crate) kernels: Arc<KernelCache>,
+    /// The stream every core built from this seed enqueues on (an actor's lane: its
+    /// BLAS, FFT, RNG, solver and kernel work in one stream order); `None`: each core
+    /// takes its own from `streams`.
+    pub(crate) stream: Option<Arc<CudaStream>>,
 }
 
 /// Captured by a library actor's props, so each restart builds a fresh core.
@@ -29,6 +38,10 @@ pub(crate) struct LibrarySeed {
     pub(crate) shared: Arc<DeviceShared>,
     pub(crate) generation: u64,
     pub(crate) cuda: Option<CudaSeed>,
+    /// The seed of a random generator built from this seed (`None`: the device's
+    /// default); an actor's own GPU gets a seed of its own, so two actors do not draw the
+    /// same numbers.
+    pub(crate) rng_seed: Option<u64>,
 }
 
 impl LibrarySeed {
@@ -41,12 +54,19 @@ impl LibrarySeed {
                 ctx: c.ctx.clone(),
                 limits: c.limits,
                 arch: c.arch.clone(),
+                kernels: Arc::new(KernelCache::new(
+                    c.ctx.clone(),
+                    c.arch.clone(),
+                    shared.config.kernel_cache_dir.clone(),
+                )),
+                stream: None,
             }),
         };
         LibrarySeed {
             shared,
             generation,
             cuda,
+            rng_seed: None,
         }
     }
 
@@ -66,12 +86,28 @@ impl LibrarySeed {
         Ok(Some((stream, polled)))
     }
 
-    /// A stream (per the device's stream strategy) and the completer, on a GPU; `None`
-    /// on the CPU device.
+    /// A stream and the completer, on a GPU (the seed's own stream for a lane, else one
+    /// per the device's stream strategy); `None` on the CPU device.
     pub(crate) fn cuda_stream(&self) -> Result<Option<(Arc<CudaStream>, Completer)>, GpuError> {
         match &self.cuda {
             None => Ok(None),
-            Some(c) => Ok(Some((c.streams.take()?, c.completer.clone()))),
+            Some(c) => {
+                let stream = match &c.stream {
+                    Some(s) => s.clone(),
+                    None => c.streams.take()?,
+                };
+                Ok(Some((stream, c.completer.clone())))
+            }
         }
+    }
+
+    /// This seed with one stream of its own (per the device's stream strategy) that
+    /// every core built from it shares: an actor's lane. The CPU device has no streams.
+    pub(crate) fn with_own_stream(&self) -> Result<LibrarySeed, GpuError> {
+        let mut seed = self.clone();
+        if let Some(c) = &mut seed.cuda {
+            c.stream = Some(c.streams.take()?);
+        }
+        Ok(seed)
     }
 }

@@ -19,25 +19,52 @@ pub(crate) trait Core: Sized {
 pub(crate) struct Library<C> {
     seed: LibrarySeed,
     core: Option<C>,
+    /// Build the core when the actor starts (else on first use).
+    eager: bool,
 }
 
 impl<C: Core> Library<C> {
     /// Not started yet: the core is built in the actor's `pre_start`
     /// ([`Library::start`]), on the actor's own thread.
     pub(crate) fn new(seed: LibrarySeed) -> Self {
-        Library { seed, core: None }
+        Library {
+            seed,
+            core: None,
+            eager: true,
+        }
     }
 
-    /// Builds the core (the actor's `pre_start`). A failure is shown to the device first
-    /// (a sticky one loses it), then fails the start, so supervision sees it.
+    /// Not started: the core is built by the first handler that needs it — a pool member
+    /// beyond the first, or a library of an actor's own GPU, costs nothing until used.
+    pub(crate) fn lazy(seed: LibrarySeed) -> Self {
+        Library {
+            seed,
+            core: None,
+            eager: false,
+        }
+    }
+
+    /// The actor's `pre_start`: builds the core unless the library is lazy. A failure is
+    /// shown to the device first (a sticky one loses it), then fails the start, so
+    /// supervision sees it.
     pub(crate) fn start(&mut self) -> Result<(), GpuError> {
+        if self.eager {
+            self.build()?;
+        }
+        Ok(())
+    }
+
+    fn build(&mut self) -> Result<(), GpuError> {
         self.core = Some(C::build(&self.seed).map_err(|e| self.seed.shared.observe(e))?);
         Ok(())
     }
 
-    /// The core, for a handler: `DeviceLost` once the device is lost, or if the core
-    /// never started.
+    /// The core, for a handler (built now if the library is lazy and this is its first
+    /// use): `DeviceLost` once the device is lost.
     pub(crate) fn core(&mut self) -> Result<&mut C, GpuError> {
+        if self.core.is_none() && self.seed.shared.lost().is_none() {
+            self.build()?;
+        }
         self.seed.shared.usable(&mut self.core, C::WHAT)
     }
 }
