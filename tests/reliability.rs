@@ -285,6 +285,20 @@ async fn load(mut config: DeviceConfig) {
     let gpu = !matches!(config.backend, atomr_accel_cuda::device::BackendChoice::Cpu);
     let asks = if gpu { 10_000 } else { 300 };
     let (_sys, dev) = open(config).await;
+    // Every library pool member the load will use makes its handle (and workspace) on
+    // its first request: let 64 clients make them before memory is measured.
+    let warm = (0..64).map(|_| {
+        let dev = dev.clone();
+        tokio::spawn(async move {
+            let x = dev.upload(vec![1.0f32; 4]).await.unwrap();
+            for _ in 0..20 {
+                dev.dot(&x, &x).await.unwrap();
+            }
+        })
+    });
+    for w in futures::future::join_all(warm).await {
+        w.unwrap();
+    }
     let (free0, _) = dev.memory().await.unwrap();
     let t0 = Instant::now();
     let mut clients = vec![];

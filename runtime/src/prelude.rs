@@ -5,7 +5,7 @@ pub use crate::actor::{
 };
 pub use crate::device::precompile_all;
 pub use crate::device::Svd;
-pub use crate::device::{BackendChoice, BackendKind, Device, DeviceConfig, Libraries};
+pub use crate::device::{ActorGpu, BackendChoice, BackendKind, Device, DeviceConfig, Libraries};
 pub use crate::device::{Blas1Scalar, BlasScalar, DType, FftScalar, RandomScalar, SolverScalar};
 pub use crate::dispatcher::{Dispatcher, GpuDispatcher};
 pub use crate::dtype::{c32, c64, Complex, FloatDType};

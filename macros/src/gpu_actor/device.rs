@@ -65,8 +65,53 @@ fn is_gpu_ref(ty: &Type) -> bool {
     matches!(ty, Type::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == "GpuRef"))
 }
 
+/// How a generated method takes a handler's arguments: its parameter declarations
+/// (`GpuRef`s and `device(borrow(..))` by reference, `device(into(..))` as `impl Into`),
+/// the statements that turn them into the message's owned fields, and the field names.
+pub(crate) struct MethodArgs {
+    pub(crate) decls: Vec<TokenStream>,
+    pub(crate) clones: Vec<TokenStream>,
+    pub(crate) fields: Vec<Ident>,
+}
+
+/// The arguments of the generated method for handler `h`.
+pub(crate) fn method_args(h: &Handler) -> MethodArgs {
+    let borrowed = |n: &Ident, t: &Type| is_gpu_ref(t) || h.borrow.contains(n);
+    let decls = h
+        .args
+        .iter()
+        .map(|(n, t)| {
+            if h.into.contains(n) {
+                quote!(#n: impl ::core::convert::Into<#t>)
+            } else if borrowed(n, t) {
+                quote!(#n: &#t)
+            } else {
+                quote!(#n: #t)
+            }
+        })
+        .collect();
+    let clones = h
+        .args
+        .iter()
+        .filter_map(|(n, t)| {
+            if h.into.contains(n) {
+                Some(quote!(let #n: #t = ::core::convert::Into::into(#n);))
+            } else if borrowed(n, t) {
+                Some(quote!(let #n = ::core::clone::Clone::clone(#n);))
+            } else {
+                None
+            }
+        })
+        .collect();
+    MethodArgs {
+        decls,
+        clones,
+        fields: h.args.iter().map(|(n, _)| n.clone()).collect(),
+    }
+}
+
 /// `CamelCase` → `snake_case`.
-fn snake(s: &str) -> String {
+pub(crate) fn snake(s: &str) -> String {
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
         if c.is_uppercase() {
@@ -87,16 +132,9 @@ pub(crate) fn surface_macro_name(def: &ActorDef) -> Ident {
     format_ident!("{}_device_surface", snake(&def.name.to_string()))
 }
 
-/// A `macro_rules!` that writes `impl Device { … }` with one method per
-/// `#[handler(device)]`, for the device tier to expand: `<actor>_device_surface!(path::to::
-/// the::actor::module; blas1 = Blas1Scalar, …)` names the actor's module and the public
-/// bound of each of its dtype sets. The methods are written here, from the handlers; they
-/// are placed there, so the device tier depends on the actors and not the reverse.
-pub(crate) fn device_methods(def: &ActorDef, krate: &syn::Path) -> TokenStream {
-    if def.options.device.is_none() {
-        return quote!();
-    }
-    let (msg, _) = def.names();
+/// The named dtype sets of the actor's generic `#[handler(device)]`s, each once: the
+/// public bounds a surface macro is given.
+pub(crate) fn device_sets(def: &ActorDef) -> Vec<Ident> {
     let mut sets: Vec<Ident> = vec![];
     for h in def
         .handlers
@@ -109,30 +147,25 @@ pub(crate) fn device_methods(def: &ActorDef, krate: &syn::Path) -> TokenStream {
             }
         }
     }
+    sets
+}
+
+/// A `macro_rules!` that writes `impl Device { … }` with one method per
+/// `#[handler(device)]`, for the device tier to expand: `<actor>_device_surface!(path::to::
+/// the::actor::module; blas1 = Blas1Scalar, …)` names the actor's module and the public
+/// bound of each of its dtype sets. The methods are written here, from the handlers; they
+/// are placed there, so the device tier depends on the actors and not the reverse.
+pub(crate) fn device_methods(def: &ActorDef, krate: &syn::Path) -> TokenStream {
+    if def.options.device.is_none() {
+        return quote!();
+    }
+    let (msg, _) = def.names();
+    let sets = device_sets(def);
     let methods = def.handlers.iter().filter_map(|h| {
         let (name, _) = h.device.as_ref()?;
         let docs = &h.docs;
         let p = h.payload();
-        let borrowed = |n: &Ident, t: &Type| is_gpu_ref(t) || h.borrow.contains(n);
-        let decls = h.args.iter().map(|(n, t)| {
-            if h.into.contains(n) {
-                quote!(#n: impl ::core::convert::Into<#t>)
-            } else if borrowed(n, t) {
-                quote!(#n: &#t)
-            } else {
-                quote!(#n: #t)
-            }
-        });
-        let clones = h.args.iter().filter_map(|(n, t)| {
-            if h.into.contains(n) {
-                Some(quote!(let #n: #t = ::core::convert::Into::into(#n);))
-            } else if borrowed(n, t) {
-                Some(quote!(let #n = ::core::clone::Clone::clone(#n);))
-            } else {
-                None
-            }
-        });
-        let fields: Vec<&Ident> = h.args.iter().map(|(n, _)| n).collect();
+        let MethodArgs { decls, clones, fields } = method_args(h);
         let span = name.span();
         Some(match &h.generic {
             None => {
@@ -161,18 +194,34 @@ pub(crate) fn device_methods(def: &ActorDef, krate: &syn::Path) -> TokenStream {
         })
     });
     let name = surface_macro_name(def);
+    let target = quote!(#krate::device::Device);
+    surface_macro(def, &name, quote!($($m:ident)::+), &sets, target, methods.collect())
+}
+
+/// The `macro_rules! <name>` that writes `impl <target> { <methods> }` for the device tier
+/// to expand, taking `<lead>` and then `<set> = <bound>` for each named dtype set (the
+/// methods name the bounds as `$<set>`), and re-exported within the crate.
+pub(crate) fn surface_macro(
+    def: &ActorDef,
+    name: &Ident,
+    lead: TokenStream,
+    sets: &[Ident],
+    target: TokenStream,
+    methods: Vec<TokenStream>,
+) -> TokenStream {
     let sep = (!sets.is_empty()).then(|| quote!(;));
     let doc = format!(
-        " Writes the `Device` methods of `{}`'s `#[handler(device)]`s (generated by `#[gpu_actor(device)]`; \
+        " Writes the `{}` methods of `{}`'s `#[handler(device)]`s (generated by `#[gpu_actor(device)]`; \
          expanded in the device tier).",
+        target.to_string().rsplit(' ').next().unwrap_or_default(),
         def.name
     );
     quote! {
         #[doc = #doc]
         #[allow(unused_macros)]
         macro_rules! #name {
-            ($($m:ident)::+ #sep #(#sets = $#sets:path),*) => {
-                impl #krate::device::Device {
+            (#lead #sep #(#sets = $#sets:path),*) => {
+                impl #target {
                     #(#methods)*
                 }
             };

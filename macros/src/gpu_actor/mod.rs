@@ -1,5 +1,6 @@
 //! `#[gpu_actor]`: parse → validate → expand.
 
+mod actor_gpu;
 mod device;
 mod expand;
 mod options;

@@ -319,15 +319,28 @@ pub(crate) fn expand(def: &KernelDef<'_>) -> TokenStream {
                 ::std::result::Result::Ok(call #turbofish(cfg, #(#wire_args),*))
             }
 
-            /// Launches the kernel on `device` (compiled once per device and dtype, or
-            /// loaded from the disk cache; emulated on the CPU device) and resolves when
+            /// Launches the kernel on `device` — a `Device`, or an actor's own GPU
+            /// (`ActorGpu`: on the actor's stream) — compiled once per device and dtype or
+            /// loaded from the disk cache (emulated on the CPU device), and resolves when
             /// it has finished.
             pub async fn launch<#(#gen_params),*>(
-                device: &#krate::Device,
+                device: &impl #dsl::LaunchTarget,
                 cfg: #krate::launch::LaunchConfig,
                 #(#launch_params),*
             ) -> ::std::result::Result<(), #krate::GpuError> {
-                device.launch_kernel(call #turbofish(cfg, #(#arg_names),*)).await
+                #dsl::LaunchTarget::launch_kernel(device, call #turbofish(cfg, #(#arg_names),*)).await
+            }
+
+            /// Enqueues the kernel on an actor's own stream (`ActorGpu`) and resolves once
+            /// it is enqueued, without waiting for it: launch many, then wait once with
+            /// `ActorGpu::synchronize` (the first enqueue of an instantiation waits for
+            /// its compile).
+            pub async fn enqueue<#(#gen_params),*>(
+                gpu: &#krate::device::ActorGpu,
+                cfg: #krate::launch::LaunchConfig,
+                #(#launch_params),*
+            ) -> ::std::result::Result<(), #krate::GpuError> {
+                gpu.enqueue_kernel(call #turbofish(cfg, #(#arg_names),*)).await
             }
 
             /// Enqueues the kernel on a cudarc stream of the caller's, without the device's

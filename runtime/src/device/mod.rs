@@ -6,21 +6,25 @@
 //! (bounded: `Backpressure` beyond `queue_capacity`); once the device is lost every
 //! request fails at once with `DeviceLost`.
 
+mod actor_gpu;
 mod bounds;
 pub(crate) mod context_actor;
 pub(crate) mod device_actor;
 mod graph_api;
 mod observability_api;
+mod pool;
 mod precompile;
 pub(crate) mod route;
 mod solver_api;
 mod surface;
 pub(crate) mod test_hooks;
+mod warm;
 
 use std::sync::Arc;
 
 use tokio::sync::{oneshot, watch};
 
+pub use self::actor_gpu::ActorGpu;
 pub use self::bounds::{Blas1Scalar, BlasScalar, DType, FftScalar, RandomScalar, SolverScalar};
 pub use self::precompile::{precompile_all, PrecompileSummary};
 pub use self::solver_api::Svd;
@@ -38,7 +42,6 @@ use crate::gpu_ref::GpuRef;
 use crate::host::PinnedBuf;
 use crate::kernel::dsl::registry::KernelInstance;
 use crate::launch::{KernelArgs, LaunchConfig};
-use crate::library::blas::{Batch, Gemm};
 use crate::library::kernels::KernelActorMsg;
 use crate::library::modules::ModuleActorMsg;
 use crate::module::{KernelSource, ModuleImage, ModuleRef};
@@ -100,10 +103,15 @@ impl Device {
         })
     }
 
-    /// Starts a device and waits until it is ready (or has failed to start).
+    /// Starts a device and waits until it is ready (or has failed to start) and, with
+    /// `DeviceConfig::warm_up` (the default), until its libraries are warm
+    /// ([`Device::warm_up`]), so that no first call pays their initialisation.
     pub async fn open(system: &ActorSystem, config: DeviceConfig) -> Result<Device, GpuError> {
         let d = Device::start(system, config)?;
         d.ready().await?;
+        if d.config().warm_up {
+            d.warm_up().await;
+        }
         Ok(d)
     }
 
@@ -160,8 +168,15 @@ impl Device {
     ) -> Result<R, GpuError> {
         let _counted = InFlight::enter(&self.shared);
         let (reply, rx) = Reply::pair();
-        self.submit(make(reply).route()).await?;
+        // Counts the request at a pooled library actor until its reply is in.
+        let _busy = self.submit(make(reply).route()).await?;
         self.await_reply(rx).await
+    }
+
+    /// Counts a request in flight until the guard drops: an `ActorGpu`'s call in place,
+    /// which does not pass through [`Device::call`].
+    pub(crate) fn counted(&self) -> impl Drop + '_ {
+        InFlight::enter(&self.shared)
     }
 
     /// Requests made through this device's handles that have not been answered yet
@@ -170,7 +185,7 @@ impl Device {
         self.shared.in_flight.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    async fn submit(&self, routed: Routed) -> Result<(), GpuError> {
+    async fn submit(&self, routed: Routed) -> Result<Option<pool::Busy>, GpuError> {
         // A `Recorder` journals the request (as the wire frame a worker would get) and
         // sees its answer; every routed operation is journalled so, none by hand.
         let routed = match self.shared.journal.get() {
@@ -196,6 +211,7 @@ impl Device {
                 self.outer
                     .ask_try(|reply| DeviceActorMsg::Submit { routed, reply }, timeout)
                     .await
+                    .map(|()| None)
             }
         }
     }
@@ -365,18 +381,6 @@ impl Device {
     /// Bytes of free pinned buffers the pool holds.
     pub fn pinned_pool_bytes(&self) -> u64 {
         self.shared.pinned.cached_bytes()
-    }
-
-    /// `C = alpha·op(A)·op(B) + beta·C` through the device's `BlasActor`; resolves when
-    /// the GPU has finished.
-    pub async fn gemm<T: BlasScalar>(
-        &self,
-        g: Gemm<T>,
-        a: &GpuRef<T>,
-        b: &GpuRef<T>,
-        c: &GpuRef<T>,
-    ) -> Result<(), GpuError> {
-        self.gemm_strided_batched(g, Batch::one(), a, b, c).await
     }
 
     /// Hands a request to the device as `call` does, without waiting for its reply

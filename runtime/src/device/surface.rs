@@ -24,3 +24,32 @@ crate::library::fft::fft_actor_device_surface!(crate::library::fft; blas1 = FftS
 crate::library::solver::solver_actor_device_surface!(crate::library::solver; blas1 = SolverScalar);
 crate::library::kernels::kernel_actor_device_surface!(crate::library::kernels);
 crate::event::event_actor_device_surface!(crate::event);
+
+impl crate::kernel::dsl::LaunchTarget for super::Device {
+    fn launch_kernel(&self, call: KernelCall) -> impl std::future::Future<Output = Result<(), crate::GpuError>> + Send {
+        super::Device::launch_kernel(self, call)
+    }
+}
+
+/// `gemm`: `gemm_strided_batched` with a batch of one — written once for the `Device`
+/// and for an `ActorGpu`, whose `gemm_strided_batched` each calls its own way.
+macro_rules! gemm_shorthand {
+    () => {
+        /// `C = alpha·op(A)·op(B) + beta·C`; resolves when the GPU has finished.
+        pub async fn gemm<T: BlasScalar>(
+            &self,
+            g: Gemm<T>,
+            a: &GpuRef<T>,
+            b: &GpuRef<T>,
+            c: &GpuRef<T>,
+        ) -> Result<(), crate::GpuError> {
+            self.gemm_strided_batched(g, crate::library::blas::Batch::one(), a, b, c)
+                .await
+        }
+    };
+}
+pub(crate) use gemm_shorthand;
+
+impl super::Device {
+    gemm_shorthand!();
+}

@@ -54,3 +54,11 @@ impl KernelCall {
         self.name
     }
 }
+
+/// Where a `#[kernel]` launcher sends its launch: a `Device` (its kernel actors) or an
+/// actor's own GPU (`ActorGpu`: the actor's stream, in place). The generated `launch`
+/// takes either.
+pub trait LaunchTarget: Sync {
+    /// Runs the launch; resolves when the kernel has finished.
+    fn launch_kernel(&self, call: KernelCall) -> impl std::future::Future<Output = Result<(), GpuError>> + Send;
+}
