@@ -1,6 +1,7 @@
 //! A user-defined GPU actor written with `#[gpu_actor]`: a scaled-GEMM service with one
-//! generic handler expanded to f32 and f64, run on the GPU when present (else the CPU
-//! device) and checked against a float64 CPU reference.
+//! generic handler expanded to f32 and f64, spawned with a GPU of its own (`spawn_on`: its
+//! GEMMs run in place on its own stream and cuBLAS handle), run on the GPU when present
+//! (else the CPU device) and checked against a float64 CPU reference.
 
 use std::time::Instant;
 
@@ -9,7 +10,7 @@ use atomr_accel_cuda::{gpu_actor, Gemm};
 
 /// Multiplies square matrices and scales the product, keeping a count of its work.
 struct ScaledGemm {
-    device: Device,
+    gpu: ActorGpu,
     served: u64,
 }
 
@@ -21,12 +22,12 @@ impl ScaledGemm {
         if a.len() != n * n || b.len() != n * n {
             return Err(GpuError::invalid(format!("expected two {n}x{n} matrices")));
         }
-        let (ga, gb) = (self.device.upload(a).await?, self.device.upload(b).await?);
-        let gc = self.device.alloc::<T>(n * n).await?;
+        let (ga, gb) = (self.gpu.upload(a).await?, self.gpu.upload(b).await?);
+        let gc = self.gpu.alloc::<T>(n * n).await?;
         let g = Gemm::<T>::new(n, n, n).scaled(scale, T::from_f64(0.0));
-        self.device.gemm(g, &ga, &gb, &gc).await?;
+        self.gpu.gemm(g, &ga, &gb, &gc).await?;
         self.served += 1;
-        self.device.download(&gc).await
+        self.gpu.download(&gc).await
     }
 
     /// How many products this actor computed.
@@ -71,11 +72,7 @@ async fn main() -> Result<(), GpuError> {
     let device = Device::open(&system, DeviceConfig::auto()).await?;
     let info = device.ready().await?;
     println!("device: {} ({:?})", info.name, info.backend);
-    let dev = device.clone();
-    let service = ScaledGemmRef::spawn(&system, "scaled-gemm", move || ScaledGemm {
-        device: dev.clone(),
-        served: 0,
-    })?;
+    let service = ScaledGemmRef::spawn_on(&device, &system, "scaled-gemm", |gpu| ScaledGemm { gpu, served: 0 })?;
 
     let n = 256;
     let seed = std::time::SystemTime::now()

@@ -9,15 +9,15 @@ use common::rand_vec;
 
 #[rustfmt::skip]
 // README: begin
-struct Normalizer { device: Device }
+struct Normalizer { gpu: ActorGpu }
 
 #[gpu_actor(supervision(resume_on = [InvalidArgument]))]
 impl Normalizer {
     /// Scales `x` to unit length; returns the old norm.
     #[handler(dtypes(f32, f64))]
     async fn normalize<T: Blas1Scalar>(&mut self, x: GpuRef<T>) -> Result<T, GpuError> {
-        let n = self.device.nrm2(&x).await?;
-        self.device.scal(T::from_f64(1.0) / n, &x).await?;
+        let n = self.gpu.nrm2(&x).await?;
+        self.gpu.scal(T::from_f64(1.0) / n, &x).await?;
         Ok(n)
     }
 }
@@ -30,10 +30,10 @@ async fn the_readme_actor_runs_as_shown() -> Result<(), GpuError> {
     let host: Vec<f32> = rand_vec(1000).into_iter().map(|v| v as f32).collect();
     let x = dev.upload(host.clone()).await?;
     // README: begin
-    // NormalizerMsg, NormalizerRef and Normalizer::gpu_props are generated. The factory
-    // builds each incarnation (again after a restart), so it clones what it captures:
-    let d = dev.clone();
-    let n = NormalizerRef::spawn(&system, "normalizer", move || Normalizer { device: d.clone() })?;
+    // NormalizerMsg, NormalizerRef and Normalizer::gpu_props are generated. `spawn_on` runs
+    // the actor on a thread of its own with a GPU of its own; the factory builds each
+    // incarnation (again after a restart, with a fresh ActorGpu):
+    let n = NormalizerRef::spawn_on(&dev, &system, "normalizer", |gpu| Normalizer { gpu })?;
     let norm = n.normalize::<f32>(x).await?;
     // README: end
     let want = host.iter().map(|&v| (v as f64) * (v as f64)).sum::<f64>().sqrt();
