@@ -380,7 +380,9 @@ async fn the_solver_answers_while_a_factorization_runs() {
     let sys = ActorSystem::new("solver-free");
     // One solver actor, so the bad request meets the actor that runs the factorization
     // (with a pool it would go to another member).
-    let d = Device::open(&sys, DeviceConfig::cuda(0).with_library_pool(1)).await.unwrap();
+    let d = Device::open(&sys, DeviceConfig::cuda(0).with_library_pool(1))
+        .await
+        .unwrap();
     let n = 8192;
     let a = d.upload(rand_vec(n * n)).await.unwrap();
     let big = {
