@@ -515,6 +515,15 @@ impl KernelArgs {
         KernelArgs::default()
     }
 
+    /// No arguments yet, with room for `n` (a `#[kernel]` launcher knows its count: one
+    /// allocation per list instead of one per growth, on every launch).
+    pub fn with_capacity(n: usize) -> Self {
+        KernelArgs {
+            items: Vec::with_capacity(n),
+            names: Vec::with_capacity(n),
+        }
+    }
+
     /// A buffer the kernel reads (`const T*`).
     pub fn buf<T: DTypeBase>(mut self, r: &GpuRef<T>) -> Self {
         self.items.push(Arg::Buffer(Box::new(BufItem {
@@ -613,14 +622,20 @@ impl KernelArgs {
 
     /// Rejects a buffer passed twice (one launch locks each buffer once).
     pub(crate) fn check_distinct(&self) -> Result<(), GpuError> {
-        let mut seen: Vec<(u64, usize)> = vec![];
+        // Compared pairwise in place: a launch has a handful of buffers, and this runs on
+        // every launch, so it allocates nothing.
+        let buffer = |a: &Arg| match a {
+            Arg::Buffer(b) => Some(b.id()),
+            Arg::Scalar(_) => None,
+        };
         for (i, a) in self.items.iter().enumerate() {
             if let Arg::Buffer(b) = a {
-                if let Some((_, first)) = seen.iter().find(|(id, _)| *id == b.id()) {
+                let earlier = self.items[..i].iter().position(|e| buffer(e) == Some(b.id()));
+                if let Some(first) = earlier {
                     let mut e = Invalid::new(format!(
                         "{} and {} are the same buffer: one launch takes each buffer once (a kernel must not \
                          read and write it through two pointers); pass it once, or copy it first",
-                        self.describe(*first),
+                        self.describe(first),
                         self.describe(i),
                     ));
                     if let Some(name) = self.name_of(i) {
@@ -628,7 +643,6 @@ impl KernelArgs {
                     }
                     return Err(GpuError::InvalidArgument(e));
                 }
-                seen.push((b.id(), i));
             }
         }
         Ok(())

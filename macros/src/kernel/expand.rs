@@ -257,6 +257,8 @@ pub(crate) fn expand(def: &KernelDef<'_>) -> TokenStream {
     let call_doc =
         format!("A launch of `{name_str}` with these arguments, for `Device::launch_kernel` (what [`launch`] sends).");
 
+    // Room for every argument item: a buffer pushes two (pointer, length), others one.
+    let n_push = push_args.len() * 2;
     quote! {
         #(#docs)*
         #[allow(non_snake_case)]
@@ -300,7 +302,7 @@ pub(crate) fn expand(def: &KernelDef<'_>) -> TokenStream {
                 cfg: #krate::launch::LaunchConfig,
                 #(#launch_params),*
             ) -> #dsl::KernelCall {
-                let args = #krate::launch::KernelArgs::new() #(#push_args)*;
+                let args = #krate::launch::KernelArgs::with_capacity(#n_push) #(#push_args)*;
                 let emulate: #dsl::launch::Emulation = ::std::boxed::Box::new(move |bufs: &#dsl::launch::HostBufs| {
                     #(#bind_bufs)*
                     #dsl::grid::run_grid(NAME, &cfg, COOPERATIVE, ::std::sync::Arc::new(move || body #turbofish(#(#arg_names),*)))

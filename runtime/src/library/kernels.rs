@@ -5,6 +5,7 @@
 //! Written with `#[gpu_actor]`.
 
 use std::any::TypeId;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use atomr_accel_cuda_macros::gpu_actor;
@@ -27,6 +28,9 @@ enum KernelEngine {
         cuda: Box<CudaSeed>,
         stream: Arc<CudaStream>,
         completer: Completer,
+        /// The functions this core has launched: found without the shared cache's lock
+        /// on every later launch (its modules stay loaded while the seed holds the cache).
+        seen: HashMap<TypeId, CudaFunction>,
     },
 }
 
@@ -47,6 +51,7 @@ impl Core for KernelCore {
                 cuda: Box::new(cuda.clone()),
                 stream,
                 completer,
+                seen: HashMap::new(),
             },
             _ => KernelEngine::Cpu,
         };
@@ -121,14 +126,21 @@ impl KernelCore {
                 cuda,
                 stream,
                 completer,
+                seen,
             } => {
                 call.cfg.validate(&cuda.limits)?;
+                if let Some(f) = seen.get(&call.id) {
+                    return enqueue(&self.shared, stream, completer, f, &call, wait);
+                }
                 let found = cuda
                     .kernels
                     .lookup(call.id, call.name, call.source)
                     .map_err(|e| self.shared.observe(e))?;
                 match found {
-                    Lookup::Ready(l) => enqueue(&self.shared, stream, completer, &l.function, &call, wait),
+                    Lookup::Ready(l) => {
+                        seen.insert(call.id, l.function.clone());
+                        enqueue(&self.shared, stream, completer, &l.function, &call, wait)
+                    }
                     // Compiling (for this launch or another's) on a thread of its own:
                     // this actor goes on with its other launches meanwhile, and this one
                     // is enqueued when the function is loaded.
