@@ -82,10 +82,7 @@ macro_rules! in_place {
                         .ok_or_else(|| GpuError::Internal("an ActorGpu used before its seed".into()))?;
                     let enabled: fn(&crate::backend::config::Libraries) -> bool = $enabled;
                     if !enabled(&seed.shared.config.libraries) {
-                        return Err(GpuError::Unsupported(format!(
-                            "{} is disabled in this DeviceConfig (libraries)",
-                            $what
-                        )));
+                        return Err(super::route::disabled($what));
                     }
                     if self.$field.is_none() {
                         self.$field = Some($actor(Library::lazy(seed.clone())));
@@ -111,19 +108,26 @@ crate::library::fft::fft_actor_actor_gpu_surface!(via = fft; blas1 = FftScalar);
 crate::library::solver::solver_actor_actor_gpu_surface!(via = solver; blas1 = SolverScalar);
 crate::library::kernels::kernel_actor_actor_gpu_surface!(via = kernel);
 
+impl Local {
+    /// No library actor built yet, for `seed`'s generation.
+    fn new(seed: Option<LibrarySeed>) -> Self {
+        Local {
+            seed,
+            blas: None,
+            rng: None,
+            fft: None,
+            solver: None,
+            kernel: None,
+        }
+    }
+}
+
 impl ActorGpu {
     fn new(device: Device) -> Self {
         ActorGpu {
             device,
             id: NEXT.fetch_add(1, Ordering::Relaxed),
-            local: Mutex::new(Local {
-                seed: None,
-                blas: None,
-                rng: None,
-                fft: None,
-                solver: None,
-                kernel: None,
-            }),
+            local: Mutex::new(Local::new(None)),
         }
     }
 
@@ -202,8 +206,8 @@ impl ActorGpu {
     /// The in-place library actors, current for the device's generation (rebuilt, with a
     /// new stream, after a context rebuild); `None` when the device is not in this
     /// process or not ready, or while a `Recorder` journals it, so the call goes to the
-    /// `Device`. Used by the generated
-    /// methods; the guard is held only while a call enqueues.
+    /// `Device`. Used by the generated methods; the guard is held only while a call
+    /// enqueues.
     pub(crate) fn local(&self) -> Result<Option<MutexGuard<'_, Local>>, GpuError> {
         if let Some(e) = self.device.shared.lost() {
             return Err(GpuError::lost(self.device.id(), &e));
@@ -222,14 +226,7 @@ impl ActorGpu {
             Some(Some(seed)) => {
                 let mut seed = seed.with_own_stream()?;
                 seed.rng_seed = Some(DEFAULT_SEED ^ self.id.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-                *local = Local {
-                    seed: Some(seed),
-                    blas: None,
-                    rng: None,
-                    fft: None,
-                    solver: None,
-                    kernel: None,
-                };
+                *local = Local::new(Some(seed));
                 Ok(Some(local))
             }
         }
@@ -265,11 +262,7 @@ impl Device {
     /// the thread an `ActorGpu`'s handles are used from. Used by `spawn_on`.
     pub fn pin<A: Actor>(&self, props: Props<A>) -> Result<Props<A>, GpuError> {
         let thread = GpuDispatcher::new(&format!("actor-gpu-{}", self.id()))?;
-        let on_gpu = matches!(
-            self.shared.state.borrow().info.as_ref().map(|i| i.backend),
-            Some(crate::backend::state::BackendKind::Cuda)
-        );
-        if on_gpu {
+        if self.on_gpu() {
             thread.set_idle_spin(self.shared.config.idle_spin);
         }
         Ok(props.dispatcher(thread))

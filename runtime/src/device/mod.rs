@@ -160,6 +160,15 @@ impl Device {
         self.shared.config.device_id
     }
 
+    /// Whether the device is a GPU (a CUDA context is ready): what decides if its
+    /// threads and callers spin for GPU work and if there are libraries to warm.
+    fn on_gpu(&self) -> bool {
+        matches!(
+            self.shared.state.borrow().info.as_ref().map(|i| i.backend),
+            Some(crate::backend::state::BackendKind::Cuda)
+        )
+    }
+
     /// Sends a request to the inner actor it is for (the short path when ready, through
     /// the `DeviceActor` otherwise) and awaits its reply.
     pub(crate) async fn call<M: Routable, R: Send + 'static>(
@@ -227,11 +236,7 @@ impl Device {
         // of a GPU operation wakes tens of microseconds late (BENCHMARKS.md). On a GPU
         // only: the CPU device's work runs on this machine's cores, which a spinning
         // caller would take from it.
-        let on_gpu = matches!(
-            self.shared.state.borrow().info.as_ref().map(|i| i.backend),
-            Some(crate::backend::state::BackendKind::Cuda)
-        );
-        let spin = if on_gpu {
+        let spin = if self.on_gpu() {
             self.shared.config.reply_spin
         } else {
             std::time::Duration::ZERO

@@ -145,10 +145,7 @@ macro_rules! inner_actors {
         match &$at {
             Some(a) => a.actor_ref().send($m).await.map(|()| None),
             None => {
-                $m.fail(GpuError::Unsupported(format!(
-                    "{} is disabled in this DeviceConfig (libraries)",
-                    $lib
-                )));
+                $m.fail(disabled($lib));
                 Ok(None)
             }
         }
@@ -161,10 +158,7 @@ macro_rules! inner_actors {
         match &$at {
             Some(pool) => inner_actors!(@send pooled, $m, pool),
             None => {
-                $m.fail(GpuError::Unsupported(format!(
-                    "{} is disabled in this DeviceConfig (libraries)",
-                    $lib
-                )));
+                $m.fail(disabled($lib));
                 Ok(None)
             }
         }
@@ -190,6 +184,12 @@ inner_actors! {
     Event(EventActorMsg, EventActorRef) at event, required, local("events");
     /// For the graph actor.
     Graph(GraphActorMsg, GraphActorRef) at graph, required, local("CUDA graphs");
+}
+
+/// What a request for a library the `DeviceConfig` left out gets (from the `Device` or
+/// an `ActorGpu`).
+pub(crate) fn disabled(library: &str) -> GpuError {
+    GpuError::Unsupported(format!("{library} is disabled in this DeviceConfig (libraries)"))
 }
 
 /// Where requests go while a device is ready.

@@ -6,8 +6,9 @@
 //! (BENCHMARKS.md). Paid here, once, with the libraries warmed at the same time, a user's
 //! first call costs what every later one does. The CPU device has nothing to warm.
 
+use super::bounds::BlasScalar;
 use super::Device;
-use crate::dtype::{c32, Complex};
+use crate::dtype::c32;
 use crate::error::GpuError;
 use crate::library::blas::Gemm;
 use crate::library::fft::FftShape;
@@ -18,43 +19,17 @@ impl Device {
     /// `Device::open` calls it when `DeviceConfig::warm_up` is on; a failure here is the
     /// device's to report at the first real call, so it is only traced.
     pub async fn warm_up(&self) {
-        let on_gpu = matches!(
-            self.state().info.map(|i| i.backend),
-            Some(crate::backend::state::BackendKind::Cuda)
-        );
-        if !on_gpu {
+        if !self.on_gpu() {
             return;
         }
         let libs = self.config().libraries;
         let (blas, rng, fft, solver) = futures::join!(
-            async {
-                if libs.blas {
-                    self.warm_blas().await
-                } else {
-                    Ok(())
-                }
-            },
-            async {
-                if libs.rng {
-                    self.warm_rng().await
-                } else {
-                    Ok(())
-                }
-            },
-            async {
-                if libs.fft {
-                    self.warm_fft().await
-                } else {
-                    Ok(())
-                }
-            },
-            async {
-                if libs.solver {
-                    self.warm_solver().await
-                } else {
-                    Ok(())
-                }
-            },
+            when(libs.blas, async {
+                self.warm_gemm::<f32>().await.and(self.warm_gemm::<f64>().await)
+            }),
+            when(libs.rng, self.warm_rng()),
+            when(libs.fft, self.warm_fft()),
+            when(libs.solver, self.warm_solver()),
         );
         for (what, r) in [("BLAS", blas), ("RNG", rng), ("FFT", fft), ("solver", solver)] {
             if let Err(e) = r {
@@ -63,12 +38,10 @@ impl Device {
         }
     }
 
-    async fn warm_blas(&self) -> Result<(), GpuError> {
+    async fn warm_gemm<T: BlasScalar>(&self) -> Result<(), GpuError> {
         let n = 64;
-        let (a, c) = (self.alloc::<f32>(n * n).await?, self.alloc::<f32>(n * n).await?);
-        self.gemm(Gemm::<f32>::new(n, n, n), &a, &a, &c).await?;
-        let (a, c) = (self.alloc::<f64>(n * n).await?, self.alloc::<f64>(n * n).await?);
-        self.gemm(Gemm::<f64>::new(n, n, n), &a, &a, &c).await
+        let (a, c) = (self.alloc::<T>(n * n).await?, self.alloc::<T>(n * n).await?);
+        self.gemm(Gemm::<T>::new(n, n, n), &a, &a, &c).await
     }
 
     async fn warm_rng(&self) -> Result<(), GpuError> {
@@ -78,8 +51,7 @@ impl Device {
     }
 
     async fn warm_fft(&self) -> Result<(), GpuError> {
-        let x = self.alloc::<c32>(256).await?;
-        let y = self.alloc::<Complex<f32>>(256).await?;
+        let (x, y) = (self.alloc::<c32>(256).await?, self.alloc::<c32>(256).await?);
         self.fft_c2c(&x, &y, &FftShape::new(&[256], 1), false).await
     }
 
@@ -88,5 +60,15 @@ impl Device {
         let eye: Vec<f32> = (0..n * n).map(|k| if k % (n + 1) == 0 { 1.0 } else { 0.0 }).collect();
         let a = self.upload(eye).await?;
         self.cholesky(&a, n).await
+    }
+}
+
+/// `warm`, unless its library is left out of the config (then nothing: the future is
+/// never polled).
+async fn when(on: bool, warm: impl std::future::Future<Output = Result<(), GpuError>>) -> Result<(), GpuError> {
+    if on {
+        warm.await
+    } else {
+        Ok(())
     }
 }
