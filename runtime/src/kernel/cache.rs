@@ -1,5 +1,5 @@
 //! The `#[kernel]` instantiations one CUDA context has loaded, shared by everything that
-//! launches in it: the device's kernel actors, every actor's lane, launches on a
+//! launches in it: the device's kernel actors, every `ActorGpu`, launches on a
 //! caller's stream. A function loaded in a context runs on any of its streams, so one
 //! compile serves them all; a miss compiles (or reads the disk cache) and loads on a
 //! thread of its own ([`OnceLoads`]), so a cold compile never holds up a launch of a

@@ -34,8 +34,8 @@ enum KernelEngine {
     },
 }
 
-/// The kernel launcher of one generation of a device (a kernel actor's, or an actor's
-/// lane's).
+/// The kernel launcher of one generation of a device (a kernel actor's, or an
+/// `ActorGpu`'s).
 pub(crate) struct KernelCore {
     shared: Arc<DeviceShared>,
     generation: u64,

@@ -1,4 +1,4 @@
-//! What a library actor (or an actor's lane) is built from: the device's shared state,
+//! What a library actor (or an `ActorGpu`'s in-place one) is built from: the device's shared state,
 //! the generation it serves, and — on a GPU — where its stream comes from, how it waits
 //! and the kernels its context has loaded.
 
@@ -24,9 +24,9 @@ pub(crate) struct CudaSeed {
     /// `sm_XY` of the device.
     pub(crate) arch: String,
     /// The `#[kernel]` instantiations loaded in this generation's context, shared by
-    /// every kernel actor and lane of it (one compile each, off their threads).
+    /// every kernel actor and `ActorGpu` of it (one compile each, off their threads).
     pub(crate) kernels: Arc<KernelCache>,
-    /// The stream every core built from this seed enqueues on (an actor's lane: its
+    /// The stream every core built from this seed enqueues on (an `ActorGpu`: its
     /// BLAS, FFT, RNG, solver and kernel work in one stream order); `None`: each core
     /// takes its own from `streams`.
     pub(crate) stream: Option<Arc<CudaStream>>,
@@ -86,7 +86,7 @@ impl LibrarySeed {
         Ok(Some((stream, polled)))
     }
 
-    /// A stream and the completer, on a GPU (the seed's own stream for a lane, else one
+    /// A stream and the completer, on a GPU (the seed's own stream for an `ActorGpu`, else one
     /// per the device's stream strategy); `None` on the CPU device.
     pub(crate) fn cuda_stream(&self) -> Result<Option<(Arc<CudaStream>, Completer)>, GpuError> {
         match &self.cuda {
@@ -102,7 +102,7 @@ impl LibrarySeed {
     }
 
     /// This seed with one stream of its own (per the device's stream strategy) that
-    /// every core built from it shares: an actor's lane. The CPU device has no streams.
+    /// every core built from it shares: an `ActorGpu`'s. The CPU device has no streams.
     pub(crate) fn with_own_stream(&self) -> Result<LibrarySeed, GpuError> {
         let mut seed = self.clone();
         if let Some(c) = &mut seed.cuda {
