@@ -14,10 +14,10 @@
 //! Every strategy reports a failed stream as the classified `GpuError` and every wait has
 //! a deadline, so no reply hangs.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::mpsc as std_mpsc;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::task::{Poll, Waker};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
@@ -30,8 +30,10 @@ use crate::dispatcher::spin::spin_for;
 use crate::error::GpuError;
 
 mod event_pool;
+mod stream_waits;
 
 use event_pool::{EventPool, PooledEvent};
+use stream_waits::{Step, StreamWaits};
 
 /// How completions are observed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -121,12 +123,33 @@ impl Completer {
 
     /// Marks the current end of `stream` and returns a future resolving when the GPU has
     /// reached it. Call on the thread that enqueued the work.
-    pub(crate) fn done(&self, stream: &Arc<CudaStream>) -> BoxFuture<'static, Result<(), GpuError>> {
+    pub(crate) fn done(&self, stream: &Arc<CudaStream>) -> Completion {
+        if self.strategy != CompletionStrategy::Spin {
+            return Completion::Boxed(self.done_per_event(stream));
+        }
+        // Waits in flight on one stream share their events (`stream_waits`).
+        let waits = waits_of(stream);
+        let (events, stream) = (self.events.clone(), stream.clone());
+        match waits.join(|| events.record(&stream)) {
+            Ok(seq) => Completion::Spin(SpinWait {
+                joined: Some(Joined { waits, seq }),
+                stream,
+                events,
+                deadline: self.deadline,
+                start: Instant::now(),
+                _wait: idle::wait_started(),
+            }),
+            Err(e) => Completion::Failed(Some(e)),
+        }
+    }
+
+    /// `done` with an event of its own (every strategy but `Spin`).
+    fn done_per_event(&self, stream: &Arc<CudaStream>) -> BoxFuture<'static, Result<(), GpuError>> {
+        let deadline = self.deadline;
         let mut event = match self.events.record(stream) {
             Ok(e) => e,
             Err(e) => return futures::future::ready(Err(e)).boxed(),
         };
-        let deadline = self.deadline;
         match self.strategy {
             CompletionStrategy::Blocking => {
                 let start = Instant::now();
@@ -142,10 +165,7 @@ impl Completer {
                 };
                 futures::future::ready(r).boxed()
             }
-            CompletionStrategy::Spin => {
-                let ticket = SpinTicket::join(stream.cu_stream() as usize);
-                spin_task(event, ticket, deadline, idle::wait_started()).boxed()
-            }
+            CompletionStrategy::Spin => unreachable!("`done` waits on shared events for `Spin`"),
             CompletionStrategy::Polled => {
                 let (tx, rx) = oneshot::channel();
                 let poller = self.poller.as_ref().expect("polled completer has a poller");
@@ -199,128 +219,107 @@ impl Completer {
     }
 }
 
-/// `Spin` waits not yet resolved, per stream, oldest first. Events recorded on one stream
-/// complete in stream order, so only the oldest wait of a stream queries the driver; the
-/// others sleep until it resolves and wakes the next. With many requests in flight this
-/// keeps one query loop per stream instead of one per request.
-#[derive(Default)]
-struct SpinQueues {
-    next_ticket: u64,
-    streams: HashMap<usize, VecDeque<(u64, Option<Waker>)>>,
+/// The `Spin` waits of every stream of the process, by stream (see [`stream_waits`]).
+fn waits_of(stream: &Arc<CudaStream>) -> StreamWaits<PooledEvent> {
+    static WAITS: OnceLock<Mutex<HashMap<usize, StreamWaits<PooledEvent>>>> = OnceLock::new();
+    let mut all = WAITS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    // Idle queues of gone streams (rebuilt contexts) go once there are many.
+    if all.len() > KEPT_QUEUES {
+        all.retain(|_, w| !w.is_idle());
+    }
+    all.entry(stream.cu_stream() as usize).or_default().clone()
 }
 
-/// Stream queues kept when empty: a queue per live stream of the process, so that a wait
+/// Stream queues kept when idle: one per live stream of the process, so that a wait
 /// does not allocate one.
 const KEPT_QUEUES: usize = 64;
 
-fn spin_queues() -> std::sync::MutexGuard<'static, SpinQueues> {
-    static QUEUES: OnceLock<Mutex<SpinQueues>> = OnceLock::new();
-    QUEUES
-        .get_or_init(|| Mutex::new(SpinQueues::default()))
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-}
-
-/// One `Spin` wait's place in its stream's queue; leaving (resolved, or the future
-/// dropped) wakes the wait behind it if this one was first.
-struct SpinTicket {
-    stream: usize,
-    ticket: u64,
-}
-
-impl SpinTicket {
-    /// Joins the back of `stream`'s queue. Called when the event is recorded, so the
-    /// queue order is the stream order.
-    fn join(stream: usize) -> Self {
-        let mut q = spin_queues();
-        let ticket = q.next_ticket;
-        q.next_ticket += 1;
-        q.streams.entry(stream).or_default().push_back((ticket, None));
-        SpinTicket { stream, ticket }
-    }
-
-    /// True if this wait is the oldest of its stream; otherwise `waker` is kept, to be
-    /// woken when the waits ahead have resolved.
-    fn first_or_park(&self, waker: &Waker) -> bool {
-        let mut q = spin_queues();
-        let Some(queue) = q.streams.get_mut(&self.stream) else {
-            return true;
-        };
-        if queue.front().is_none_or(|(t, _)| *t == self.ticket) {
-            return true;
-        }
-        if let Some(entry) = queue.iter_mut().find(|(t, _)| *t == self.ticket) {
-            entry.1 = Some(waker.clone());
-        }
-        false
+impl stream_waits::Mark for PooledEvent {
+    fn query(&mut self) -> Result<bool, GpuError> {
+        PooledEvent::query(self)
     }
 }
 
-impl Drop for SpinTicket {
+/// A `Spin` wait's place in its stream's queue, left when dropped (resolved, or the
+/// future dropped), which wakes the wait behind it.
+struct Joined {
+    waits: StreamWaits<PooledEvent>,
+    seq: u64,
+}
+
+impl Drop for Joined {
     fn drop(&mut self) {
-        let next = {
-            let mut q = spin_queues();
-            let Some(queue) = q.streams.get_mut(&self.stream) else {
-                return;
-            };
-            let was_first = queue.front().is_some_and(|(t, _)| *t == self.ticket);
-            queue.retain(|(t, _)| *t != self.ticket);
-            let next = if was_first {
-                queue.front_mut().and_then(|(_, w)| w.take())
-            } else {
-                None
-            };
-            // An emptied queue stays (with its buffer) for the stream's next wait, until
-            // there are more than `KEPT_QUEUES`: streams of rebuilt contexts then go.
-            if q.streams.len() > KEPT_QUEUES {
-                q.streams.retain(|_, queue| !queue.is_empty());
-            }
-            next
-        };
-        if let Some(w) = next {
-            w.wake();
+        self.waits.leave(self.seq);
+    }
+}
+
+/// A completion: the future [`Completer::done`] returns (one allocation fewer per
+/// request than a boxed future for the default `Spin` strategy).
+pub(crate) enum Completion {
+    /// The wait could not start (the mark was not recorded); taken by the first poll.
+    Failed(Option<GpuError>),
+    /// A `Spin` wait.
+    Spin(SpinWait),
+    /// Any other strategy's wait.
+    Boxed(BoxFuture<'static, Result<(), GpuError>>),
+}
+
+impl std::future::Future for Completion {
+    type Output = Result<(), GpuError>;
+
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            Completion::Failed(e) => Poll::Ready(Err(e
+                .take()
+                .unwrap_or_else(|| GpuError::Internal("a failed completion polled again".into())))),
+            Completion::Spin(w) => w.poll(cx),
+            Completion::Boxed(f) => f.as_mut().poll(cx),
         }
     }
 }
 
-/// The `Spin` wait. The oldest wait of its stream queries the event at each poll; if the
-/// GPU is not there yet, it pauses briefly (the pause of a spinning wait, cut short when
-/// another thread schedules work here) and wakes itself, so the executor runs the
-/// thread's other tasks — the actor's next messages — in between. Younger waits of the
-/// stream sleep until it is their turn; the deadline still holds for each.
+/// The `Spin` wait. The oldest wait of its stream queries the stream's marks at each
+/// poll; if the GPU is not there yet, it pauses briefly (the pause of a spinning wait,
+/// cut short when another thread schedules work here) and wakes itself, so the executor
+/// runs the thread's other tasks — the actor's next messages — in between. Younger waits
+/// of the stream sleep until it is their turn; the deadline still holds for each.
 ///
 /// `_wait` counts it on its GPU thread until it ends, so the thread's actors do not spin
 /// for mail meanwhile (`dispatcher::idle`).
-async fn spin_task(
-    mut event: PooledEvent,
-    ticket: SpinTicket,
+pub(crate) struct SpinWait {
+    /// Its place in the stream's queue, left as soon as it resolves.
+    joined: Option<Joined>,
+    stream: Arc<CudaStream>,
+    events: EventPool,
     deadline: Duration,
+    start: Instant,
     _wait: WaitGuard,
-) -> Result<(), GpuError> {
-    let start = Instant::now();
-    let r = futures::future::poll_fn(|cx| {
-        let late = start.elapsed() > deadline;
-        if !ticket.first_or_park(cx.waker()) {
-            return if late {
-                Poll::Ready(Err(GpuError::Timeout(deadline)))
-            } else {
-                Poll::Pending
-            };
-        }
-        match event.query() {
-            Ok(true) => Poll::Ready(Ok(())),
-            Err(e) => Poll::Ready(Err(e)),
-            Ok(false) if late => Poll::Ready(Err(GpuError::Timeout(deadline))),
-            Ok(false) => {
-                idle::pause(query_pause(start.elapsed()));
+}
+
+impl SpinWait {
+    fn poll(&mut self, cx: &mut std::task::Context<'_>) -> Poll<Result<(), GpuError>> {
+        let Some(joined) = &self.joined else {
+            return Poll::Ready(Err(GpuError::Internal("a completion polled after it resolved".into())));
+        };
+        let late = self.start.elapsed() > self.deadline;
+        let (stream, events) = (&self.stream, &self.events);
+        let r = match joined.waits.poll(joined.seq, cx.waker(), || events.record(stream)) {
+            Step::Done(r) => r,
+            Step::Park | Step::Spin if late => Err(GpuError::Timeout(self.deadline)),
+            Step::Park => return Poll::Pending,
+            Step::Spin => {
+                idle::pause(query_pause(self.start.elapsed()));
                 cx.waker().wake_by_ref();
-                Poll::Pending
+                return Poll::Pending;
             }
-        }
-    })
-    .await;
-    drop(ticket);
-    r
+        };
+        // Leaving wakes the wait behind it now, not when this future is dropped.
+        self.joined = None;
+        Poll::Ready(r)
+    }
 }
 
 /// A sticky error the stream reports, if any (probed with an event query, which reports

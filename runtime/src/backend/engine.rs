@@ -125,11 +125,7 @@ impl ContextCore {
     fn done(&self) -> Deferred<()> {
         match &self.engine {
             Engine::Cpu => Deferred::Now(()),
-            Engine::Cuda(c) => {
-                let shared = self.shared.clone();
-                let fut = c.completer.done(&c.stream);
-                Deferred::later(async move { fut.await.map_err(|e| shared.observe(e)) })
-            }
+            Engine::Cuda(c) => self.shared.deferred(c.completer.done(&c.stream)),
         }
     }
 

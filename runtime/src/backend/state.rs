@@ -199,7 +199,7 @@ impl DeviceShared {
     /// device's state.
     pub(crate) fn deferred(
         self: &Arc<Self>,
-        fut: futures::future::BoxFuture<'static, Result<(), GpuError>>,
+        fut: impl std::future::Future<Output = Result<(), GpuError>> + Send + 'static,
     ) -> crate::actor::Deferred<()> {
         let shared = self.clone();
         crate::actor::Deferred::later(async move { fut.await.map_err(|e| shared.observe(e)) })

@@ -5,12 +5,11 @@ use std::sync::Arc;
 
 use cudarc::cublas::{sys as cbsys, CudaBlas, GemmConfig, GemvConfig, StridedBatchedConfig};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
-use futures::future::BoxFuture;
 
 use crate::actor::Context;
 use crate::actor::Deferred;
 use crate::backend::state::DeviceShared;
-use crate::completion::Completer;
+use crate::completion::{Completer, Completion};
 use crate::dtype::{Blas1Base, BlasBase, DTypeBase};
 use crate::error::{GpuError, Invalid};
 use crate::gpu_ref::{GpuRef, Storage};
@@ -686,7 +685,7 @@ impl BlasCore {
     /// Waits for `done`, then reads the 1-element device result.
     fn scalar_result<T: cudarc::driver::DeviceRepr + Copy + Send + 'static>(
         &self,
-        done: BoxFuture<'static, Result<(), GpuError>>,
+        done: Completion,
         stream: Arc<CudaStream>,
         out: CudaSlice<T>,
     ) -> Deferred<T> {
@@ -707,7 +706,7 @@ impl BlasCore {
         self.shared.observe(e)
     }
 
-    fn pending(&self, fut: BoxFuture<'static, Result<(), GpuError>>) -> Deferred<()> {
+    fn pending(&self, fut: Completion) -> Deferred<()> {
         self.shared.deferred(fut)
     }
 }
