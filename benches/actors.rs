@@ -157,6 +157,31 @@ fn raw_axpy_launch(stream: &Arc<CudaStream>, f: &CudaFunction, x: &CudaSlice<f32
     }
 }
 
+/// One raw launch as `raw_axpy_launch`, without cudarc's per-use events: `x` and `y`
+/// are passed as integer addresses (what a careful hand-written loop on one stream does).
+fn untracked_axpy_launch(stream: &Arc<CudaStream>, f: &CudaFunction, x: u64, y: u64) {
+    let len = AXPY_N as u64;
+    // SAFETY: as `raw_axpy_launch`, with x's and y's addresses; the callers keep the
+    // slices alive until the stream is synchronized.
+    unsafe {
+        stream
+            .launch_builder(f)
+            .arg(&1.0f32)
+            .arg(&x)
+            .arg(&len)
+            .arg(&y)
+            .arg(&len)
+            .launch(RawCfg::for_num_elems(AXPY_N as u32))
+            .unwrap();
+    }
+}
+
+/// The addresses of `x` and `y`, for `untracked_axpy_launch`.
+fn addresses(stream: &Arc<CudaStream>, x: &CudaSlice<f32>, y: &CudaSlice<f32>) -> (u64, u64) {
+    use cudarc::driver::DevicePtr;
+    (x.device_ptr(stream).0, y.device_ptr(stream).0)
+}
+
 /// The raw baseline of one worker: its own thread, stream, cuBLAS handle and buffers.
 fn raw_worker(ctx: Arc<CudaContext>, f: CudaFunction, op: Op, ops: usize) {
     let stream = ctx.new_stream().unwrap();
@@ -369,6 +394,8 @@ async fn launch_rate(dev: &Device, stream: &Arc<CudaStream>, f: &CudaFunction) {
     let x = stream.clone_htod(&vec![1.0f32; AXPY_N]).unwrap();
     let mut y = stream.alloc_zeros::<f32>(AXPY_N).unwrap();
     let cfg = LaunchConfig::for_elements(AXPY_N, 256);
+    let (xp, yp) = addresses(stream, &x, &y);
+    let untracked_launch = || untracked_axpy_launch(stream, f, xp, yp);
     let mut raw_launch = || raw_axpy_launch(stream, f, &x, &mut y);
     async fn many(
         target: &impl atomr_accel_cuda::kernel::dsl::LaunchTarget,
@@ -404,7 +431,14 @@ async fn launch_rate(dev: &Device, stream: &Arc<CudaStream>, f: &CudaFunction) {
     };
     enqueue_all(1000).await;
     let (mut raw, mut ours, mut device, mut enq) = (vec![], vec![], vec![], vec![]);
+    let mut untracked = vec![];
     for _ in 0..ROUNDS {
+        let s = Instant::now();
+        for _ in 0..M {
+            untracked_launch();
+        }
+        stream.synchronize().unwrap();
+        untracked.push(M as f64 / s.elapsed().as_secs_f64());
         let s = Instant::now();
         enqueue_all(M).await;
         enq.push(M as f64 / s.elapsed().as_secs_f64());
@@ -435,6 +469,12 @@ async fn launch_rate(dev: &Device, stream: &Arc<CudaStream>, f: &CudaFunction) {
         e / r,
         o / r,
         d / r
+    );
+    let u = median(&mut untracked);
+    println!(
+        "\nRaw cudarc untracked (addresses as integers, no per-use events): {u:.0} launches/s; `enqueue` **{:.3}**×, 64 awaited in flight **{:.3}**× of it",
+        e / u,
+        o / u
     );
 
     // The awaited tiny launch, alternating raw / ours.
@@ -477,7 +517,15 @@ async fn breakdown(dev: &Device, stream: &Arc<CudaStream>, f: &CudaFunction) {
         ("raw launch + an event recorded", vec![]),
         ("`KernelCall` built and dropped (no GPU)", vec![]),
         ("`launch_on` our enqueue (validate, order, launch)", vec![]),
+        ("raw launch, untracked (addresses passed as integers)", vec![]),
+        (
+            "raw launch + its own event, 64 in flight (oldest queried before reuse)",
+            vec![],
+        ),
+        ("`Instant::now()`", vec![]),
     ];
+    let (xp, yp) = addresses(stream, &x, &y);
+    let ring: Vec<_> = (0..64).map(|_| stream.record_event(None).unwrap()).collect();
     for _ in 0..ROUNDS {
         let s = Instant::now();
         for _ in 0..M {
@@ -503,6 +551,28 @@ async fn breakdown(dev: &Device, stream: &Arc<CudaStream>, f: &CudaFunction) {
         }
         stream.synchronize().unwrap();
         rows[3].1.push(per(s));
+        let s = Instant::now();
+        for _ in 0..M {
+            untracked_axpy_launch(stream, f, xp, yp);
+        }
+        stream.synchronize().unwrap();
+        rows[4].1.push(per(s));
+        let s = Instant::now();
+        for i in 0..M {
+            let ev = &ring[i % ring.len()];
+            while !ev.is_complete() {}
+            raw_axpy_launch(stream, f, &x, &mut y);
+            ev.record(stream).unwrap();
+        }
+        stream.synchronize().unwrap();
+        rows[5].1.push(per(s));
+        let s = Instant::now();
+        let mut t = s;
+        for _ in 0..M {
+            t = std::hint::black_box(Instant::now());
+        }
+        let _ = t;
+        rows[6].1.push(per(s));
     }
     println!("\n## Host time per launch, by step ({M} back to back, then one sync; median of {ROUNDS})");
     println!("| step | µs per launch |");

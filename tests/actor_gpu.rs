@@ -11,6 +11,7 @@ use atomr_accel_cuda::actor::ActorSystem;
 use atomr_accel_cuda::prelude::*;
 use atomr_accel_cuda::testing::TestHooks;
 use atomr_accel_cuda::{gpu_actor, kernel, Gemm};
+use common::slow::slow_copy;
 use common::{gemm_ref, rand_vec, rel_err, spd};
 
 /// y = a·x + y.
@@ -19,23 +20,6 @@ pub fn axpy_k<T: Float>(a: T, x: &[T], y: &mut [T]) {
     let i = global_index();
     if i < y.len() {
         y[i] = a * x[i] + y[i];
-    }
-}
-
-/// y[i] = x[i] scaled `rounds` times by (1 + 1e-7) and back: slow on purpose (a reader on
-/// another stream that did not wait for it would see the old y).
-#[kernel]
-pub fn slow_copy(rounds: u32, x: &[f32], y: &mut [f32]) {
-    let i = global_index();
-    if i < y.len() {
-        let mut v = x[i];
-        let mut r = 0;
-        while r < rounds {
-            v = v * 1.0000001;
-            v = v / 1.0000001;
-            r += 1;
-        }
-        y[i] = v + 1.0;
     }
 }
 
@@ -143,6 +127,64 @@ on_both! {
     concurrent_tasks_are_served_by_the_library_pool => library_pool;
     a_disabled_library_is_unsupported_on_an_actor_gpu => disabled_library;
     launches_enqueued_without_waiting_are_all_done_after_synchronize => enqueue_then_synchronize;
+    a_buffer_launched_on_one_stream_is_ordered_for_every_other => one_stream_then_others;
+}
+
+/// Many launches of one actor on the same buffer (after the first, launched without
+/// cudarc's per-use events: `gpu_ref::locked`) and then readers and writers on other
+/// streams: each sees exactly the work enqueued before it.
+async fn one_stream_then_others(config: DeviceConfig) {
+    let (sys, dev) = open(config).await;
+    let on_gpu = dev.state().info.map(|i| i.backend) == Some(BackendKind::Cuda);
+    let (len, n) = (1 << 21, 40);
+    let rounds = if on_gpu { 20_000 } else { 1 };
+    let cfg = LaunchConfig::for_elements(len, 256);
+    let (x, y0) = (rand_vec(len), rand_vec(len));
+    let gx = dev.upload(f32s(&x)).await.unwrap();
+    let gy = dev.upload(f32s(&y0)).await.unwrap();
+    let (a, b) = (dev.actor_gpu(), dev.actor_gpu());
+    let close = |got: f32, want: f64| (got as f64 - want).abs() < 1e-4 * (1.0 + want.abs());
+    // n launches on a's stream, not awaited; b's launch reads y on its stream.
+    for _ in 0..n {
+        axpy_k::enqueue::<f32>(&a, cfg, 1.0, &gx, &mut gy.clone())
+            .await
+            .unwrap();
+    }
+    let mut gz = dev.alloc::<f32>(len).await.unwrap();
+    slow_copy::launch(&b, cfg, 1, &gy, &mut gz).await.unwrap();
+    let z = dev.download(&gz).await.unwrap();
+    for i in (0..len).step_by(997) {
+        let want = y0[i] + n as f64 * x[i] + 1.0;
+        assert!(close(z[i], want), "b read y[{i}] = {} (+1), want {want}", z[i]);
+    }
+    // A slow read on b's stream, still running when a writes y again: the write waits.
+    let gz2 = dev.alloc::<f32>(len).await.unwrap();
+    let mut gz2_w = gz2.clone();
+    let read = slow_copy::launch(&b, cfg, rounds, &gy, &mut gz2_w);
+    futures::pin_mut!(read);
+    let first = futures::poll!(read.as_mut());
+    for _ in 0..n {
+        axpy_k::enqueue::<f32>(&a, cfg, 1.0, &gx, &mut gy.clone())
+            .await
+            .unwrap();
+    }
+    match first {
+        std::task::Poll::Ready(r) => r.unwrap(),
+        std::task::Poll::Pending => read.await.unwrap(),
+    }
+    a.synchronize().await.unwrap();
+    let (z2, y) = (dev.download(&gz2).await.unwrap(), dev.download(&gy).await.unwrap());
+    for i in (0..len).step_by(997) {
+        let before = y0[i] + n as f64 * x[i];
+        assert!(
+            close(z2[i], before + 1.0),
+            "the slow read saw y[{i}] = {} (+1), want {before}",
+            z2[i]
+        );
+        let after = before + n as f64 * x[i];
+        assert!(close(y[i], after), "y[{i}] = {}, want {after}", y[i]);
+    }
+    sys.shutdown().await;
 }
 
 async fn enqueue_then_synchronize(config: DeviceConfig) {

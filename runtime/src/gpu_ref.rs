@@ -1,9 +1,14 @@
 //! `GpuRef<T>`: a typed, generation-checked handle to a device buffer.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use cudarc::driver::CudaSlice;
+
+mod locked;
+
+use locked::Held;
+pub(crate) use locked::Locked;
 
 use crate::dtype::DTypeBase;
 use crate::error::GpuError;
@@ -48,7 +53,7 @@ pub(crate) struct Buffer<T> {
     device_id: usize,
     generation: u64,
     len: usize,
-    storage: Mutex<Storage<T>>,
+    storage: Mutex<Held<T>>,
     /// Returns the bytes to the CPU device's budget when the buffer goes.
     on_drop: Option<Box<dyn Fn(u64) + Send + Sync>>,
     /// Managed (unified) memory: host-addressable, freed with `cuMemFree`.
@@ -63,9 +68,11 @@ impl<T> Drop for Buffer<T> {
         if let Some(f) = &self.on_drop {
             f((self.len * std::mem::size_of::<T>()) as u64);
         }
+        let held = self.storage.get_mut().unwrap_or_else(|p| p.into_inner());
+        // cudarc frees the slice after the uses its events know of: all of them, then.
+        held.record();
         if self.managed {
-            let storage = self.storage.get_mut().unwrap_or_else(|p| p.into_inner());
-            if let Storage::Cuda(s) = std::mem::replace(storage, Storage::Cpu(Vec::new())) {
+            if let Storage::Cuda(s) = std::mem::replace(&mut held.storage, Storage::Cpu(Vec::new())) {
                 if let Err(e) = crate::sys::managed::free_managed(s) {
                     tracing::warn!(error = %e, "could not free managed memory");
                 }
@@ -119,7 +126,7 @@ impl<T: DTypeBase> GpuRef<T> {
                 device_id,
                 generation,
                 len,
-                storage: Mutex::new(storage),
+                storage: Mutex::new(Held::new(storage)),
                 on_drop,
                 managed: false,
                 remote: None,
@@ -263,8 +270,18 @@ impl<T: DTypeBase> GpuRef<T> {
         Ok(())
     }
 
-    /// Locks the storage (held only while enqueueing, or for a CPU op).
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Storage<T>> {
-        self.buf.storage.lock().unwrap_or_else(|p| p.into_inner())
+    /// Locks the storage (held only while enqueueing, or for a CPU op), its cudarc
+    /// events current: uses by launches not yet recorded are recorded first
+    /// (`gpu_ref::locked`).
+    pub(crate) fn lock(&self) -> Locked<'_, T> {
+        let mut l = self.lock_for_launch();
+        l.record();
+        l
+    }
+
+    /// Locks the storage for a launch, which orders the buffer itself
+    /// ([`Locked::launch_address`]).
+    pub(crate) fn lock_for_launch(&self) -> Locked<'_, T> {
+        Locked(self.buf.storage.lock().unwrap_or_else(|p| p.into_inner()))
     }
 }

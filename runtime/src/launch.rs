@@ -4,13 +4,13 @@
 //! their last writers, scalars copied — and the one `unsafe` enqueue.
 
 use std::any::TypeId;
-use std::sync::MutexGuard;
+use std::sync::Arc;
 
-use cudarc::driver::{DeviceRepr, LaunchArgs, PushKernelArg, SyncOnDrop};
+use cudarc::driver::{CudaStream, DeviceRepr, LaunchArgs, PushKernelArg, SyncOnDrop};
 
 use crate::dtype::DTypeBase;
 use crate::error::{GpuError, Invalid};
-use crate::gpu_ref::{GpuRef, Storage};
+use crate::gpu_ref::{GpuRef, Locked, Storage};
 use crate::kernel::dsl::slices::{GlobalSlice, GlobalSliceMut};
 
 /// A plain struct a kernel takes by value: `#[derive(KernelArg)]` implements it for a
@@ -197,7 +197,7 @@ impl LaunchConfig {
 /// `args` must match `f`'s parameter list in number, order and type, and have been
 /// validated (`KernelArgs::validate`) and `cfg` checked against the device's limits.
 pub(crate) unsafe fn enqueue(
-    stream: &cudarc::driver::CudaStream,
+    stream: &Arc<CudaStream>,
     f: &cudarc::driver::CudaFunction,
     cfg: LaunchConfig,
     args: &KernelArgs,
@@ -212,7 +212,7 @@ pub(crate) unsafe fn enqueue(
         match slot {
             Ok(h) => {
                 if h.is_param() {
-                    h.push(&mut b)?
+                    h.push(&mut b, stream, &mut ordered)?
                 } else {
                     ordered.push(h.address(stream)?.1)
                 }
@@ -308,7 +308,12 @@ pub(crate) trait BufferArg: Send {
 
 /// A locked argument, ready to push onto a launch.
 pub(crate) trait HeldArg {
-    fn push<'b>(&'b mut self, b: &mut LaunchArgs<'b>) -> Result<(), GpuError>;
+    fn push<'b>(
+        &'b mut self,
+        b: &mut LaunchArgs<'b>,
+        stream: &'b Arc<CudaStream>,
+        recorded_after: &mut Vec<SyncOnDrop<'b>>,
+    ) -> Result<(), GpuError>;
     /// False for a buffer the kernel reaches through something else (a TMA descriptor):
     /// ordered and kept alive, but not a parameter.
     fn is_param(&self) -> bool;
@@ -330,9 +335,13 @@ struct BufItem<T: DTypeBase> {
 }
 
 struct HeldBuf<'a, T> {
-    guard: MutexGuard<'a, Storage<T>>,
+    /// Locked for a launch: the other accesses record its launch uses first.
+    guard: Locked<'a, T>,
     writes: bool,
     param: bool,
+    /// The address pushed as the launch's parameter (lives as long as the launch's
+    /// argument list).
+    address: u64,
 }
 
 impl<T: DTypeBase> BufferArg for BufItem<T> {
@@ -352,29 +361,31 @@ impl<T: DTypeBase> BufferArg for BufItem<T> {
     }
     fn lock(&self) -> Box<dyn HeldArg + '_> {
         Box::new(HeldBuf {
-            guard: self.r.lock(),
+            guard: self.r.lock_for_launch(),
             writes: self.writes,
             param: self.param,
+            address: 0,
         })
     }
 }
 
 impl<T: DTypeBase> HeldArg for HeldBuf<'_, T> {
-    fn push<'b>(&'b mut self, b: &mut LaunchArgs<'b>) -> Result<(), GpuError> {
-        // cudarc orders the launch after the buffer's last writer and records this launch
-        // as its reader (or writer).
-        let writes = self.writes;
-        match &mut *self.guard {
-            Storage::Cuda(s) => {
-                if writes {
-                    b.arg(s);
-                } else {
-                    b.arg(&*s);
-                }
-                Ok(())
-            }
-            Storage::Cpu(_) => Err(GpuError::invalid("a CPU-device buffer in a CUDA launch")),
-        }
+    fn push<'b>(
+        &'b mut self,
+        b: &mut LaunchArgs<'b>,
+        stream: &'b Arc<CudaStream>,
+        recorded_after: &mut Vec<SyncOnDrop<'b>>,
+    ) -> Result<(), GpuError> {
+        // Ordered after the buffer's last writer (and readers) unless its last launch
+        // was on this stream (`gpu_ref::locked`); the guard records this launch's use.
+        let HeldBuf {
+            guard, writes, address, ..
+        } = self;
+        let (a, recorded) = guard.launch_address(stream, *writes)?;
+        *address = a;
+        b.arg(&*address);
+        recorded_after.extend(recorded);
+        Ok(())
     }
 
     fn is_param(&self) -> bool {
@@ -384,6 +395,7 @@ impl<T: DTypeBase> HeldArg for HeldBuf<'_, T> {
     fn address<'b>(&'b mut self, stream: &'b cudarc::driver::CudaStream) -> Result<(u64, SyncOnDrop<'b>), GpuError> {
         use cudarc::driver::{DevicePtr, DevicePtrMut};
         let writes = self.writes;
+        self.guard.record();
         let Storage::Cuda(s) = &mut *self.guard else {
             return Err(GpuError::invalid("a CPU-device buffer in a CUDA launch"));
         };
@@ -396,6 +408,7 @@ impl<T: DTypeBase> HeldArg for HeldBuf<'_, T> {
 
     fn wait_on(&mut self, stream: &cudarc::driver::CudaStream) -> Result<(), GpuError> {
         use cudarc::driver::DevicePtr;
+        self.guard.record();
         match &*self.guard {
             Storage::Cuda(s) => {
                 // Taking the pointer for `stream` queues the wait; the guard records the
@@ -408,6 +421,7 @@ impl<T: DTypeBase> HeldArg for HeldBuf<'_, T> {
     }
 
     fn host(&mut self) -> Result<RawBuf, GpuError> {
+        self.guard.record();
         match &mut *self.guard {
             Storage::Cpu(v) => Ok(RawBuf {
                 ptr: v.as_mut_ptr() as *mut u8,

@@ -3,6 +3,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+pub mod slow;
+
 static SEED: AtomicU64 = AtomicU64::new(0);
 
 /// Fresh random values in [-1, 1): a new seed per call, mixed with the clock, so no two
