@@ -19,6 +19,7 @@ use atomr_accel_cuda::kernel::dsl::prelude::*;
 use atomr_accel_cuda::module::{KernelSource, LaunchConfig};
 use atomr_accel_cuda::testing::TestHooks;
 use atomr_accel_cuda::{gpu_main, kernel, Device, DeviceConfig, FftShape, Gemm, GpuError, GpuRef, KernelArg};
+use common::slow::slow_copy;
 use common::{check_sgemm, gemm_ref, rand_vec, rel_err};
 
 /// Parameters by value, with trailing padding (20 bytes of fields in 24).
@@ -536,6 +537,66 @@ fn gpu_round_trip(config: DeviceConfig) -> Pin<Box<dyn Future<Output = ()> + Sen
     })
 }
 
+/// Each `ActorGpu` gets a stream of its own in the worker (and its own handles
+/// there): with one library actor of each kind in the worker, actor b's launch is
+/// served while actor a's slow kernel still runs — through the worker's library pool it
+/// would queue behind it.
+fn actor_gpus_have_streams_of_their_own_in_the_worker(
+    config: DeviceConfig,
+) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    Box::pin(async move {
+        let on_gpu = config.backend == atomr_accel_cuda::device::BackendChoice::Cuda;
+        let (_sys, dev) = open(config.with_library_pool(1)).await;
+        let (len, rounds) = if on_gpu {
+            (1 << 20, 4_000_000)
+        } else {
+            (1 << 12, 40_000)
+        };
+        let cfg = LaunchConfig::for_elements(len, 256);
+        let small = LaunchConfig::for_elements(256, 256);
+        let x: Vec<f32> = rand_vec(len).iter().map(|&v| v as f32).collect();
+        let gx = dev.upload(x.clone()).await.unwrap();
+        let ya = dev.alloc::<f32>(len).await.unwrap();
+        let xb = dev.upload(x[..256].to_vec()).await.unwrap();
+        let yb = dev.alloc::<f32>(256).await.unwrap();
+        let (a, b) = (dev.actor_gpu(), dev.actor_gpu());
+        assert!(!a.in_place(), "an isolated device's GPU is in the worker");
+        // Both actors' streams made in the worker (and the kernel loaded) before the race.
+        for gpu in [&a, &b] {
+            slow_copy::launch(gpu, small, 1, &gx, &mut yb.clone()).await.unwrap();
+        }
+        {
+            let mut ya_w = ya.clone();
+            let slow = slow_copy::launch(&a, cfg, rounds, &gx, &mut ya_w);
+            futures::pin_mut!(slow);
+            // The first poll sends a's request (frames reach the worker in order).
+            assert!(futures::poll!(slow.as_mut()).is_pending());
+            // b's buffers are not a's (the CPU device locks a launch's buffers while
+            // it runs).
+            let t = Instant::now();
+            slow_copy::launch(&b, small, 1, &xb, &mut yb.clone()).await.unwrap();
+            let quick = t.elapsed();
+            assert!(
+                futures::poll!(slow.as_mut()).is_pending(),
+                "b's launch ({quick:?}) was served only after a's slow kernel: no stream of its own"
+            );
+            slow.await.unwrap();
+            println!("    b's launch {quick:?} during a's slow kernel ({:?})", t.elapsed());
+        }
+        let y = dev.download(&ya).await.unwrap();
+        for (i, (y, x)) in y.iter().zip(&x).enumerate().step_by(97) {
+            assert!((y - (x + 1.0)).abs() < 1e-3, "y[{i}] = {y}, want {}", x + 1.0);
+        }
+        // The worker drops their streams with the ActorGpus; the device keeps serving.
+        drop((a, b));
+        let again = dev.actor_gpu();
+        slow_copy::launch(&again, small, 1, &gx, &mut yb.clone()).await.unwrap();
+        let yb = dev.download(&yb).await.unwrap();
+        assert!((yb[3] - (x[3] + 1.0)).abs() < 1e-3);
+        dev.stop().await;
+    })
+}
+
 #[gpu_main]
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -597,7 +658,19 @@ fn main() {
             cpu,
             false,
         ),
+        (
+            "cpu::actor_gpus_have_streams_of_their_own",
+            actor_gpus_have_streams_of_their_own_in_the_worker,
+            cpu,
+            false,
+        ),
         ("gpu::round_trip", gpu_round_trip, gpu, true),
+        (
+            "gpu::actor_gpus_have_streams_of_their_own",
+            actor_gpus_have_streams_of_their_own_in_the_worker,
+            gpu,
+            true,
+        ),
         ("gpu::a_recorded_session_replays", a_recorded_session_replays, gpu, true),
         (
             "gpu::bad_input",

@@ -60,9 +60,62 @@ pub(crate) fn shims(def: &ActorDef, krate: &syn::Path) -> TokenStream {
             }
         }
     });
+    let serve = serve(def, krate);
     quote! {
         impl #self_ty {
             #(#fns)*
+            #serve
+        }
+    }
+}
+
+/// `fn __serve`: a request message answered by running its handler in place (through
+/// its shim) — what an isolated device's worker does with the requests of one user
+/// actor's `ActorGpu`, on that actor's own stream there. Answers `Ok` with the reply
+/// still to come (`Some`: a future that sends it), or gives back a message of a handler
+/// that does not run in place.
+fn serve(def: &ActorDef, krate: &syn::Path) -> TokenStream {
+    let (msg, _) = def.names();
+    let arms = def.handlers.iter().filter(|h| direct(h) && !h.tell).flat_map(|h| {
+        let shim = shim_name(h);
+        let msg = &msg;
+        super::expand::instances(h).into_iter().map(move |d| {
+            let v = h.variant(d);
+            let fields: Vec<&Ident> = h.args.iter().map(|(n, _)| n).collect();
+            let turbofish = d.map(|t| quote!(::<#t>));
+            quote! {
+                #msg::#v { #(#fields,)* reply } => match self.#shim #turbofish(#(#fields),*) {
+                    ::core::result::Result::Ok(#krate::actor::Deferred::Now(v)) => {
+                        reply.send(::core::result::Result::Ok(v));
+                        ::core::result::Result::Ok(::core::option::Option::None)
+                    }
+                    ::core::result::Result::Ok(#krate::actor::Deferred::Later(fut)) => {
+                        ::core::result::Result::Ok(::core::option::Option::Some(::std::boxed::Box::pin(async move {
+                            reply.send(fut.await);
+                        })))
+                    }
+                    ::core::result::Result::Err(e) => {
+                        reply.send(::core::result::Result::Err(e));
+                        ::core::result::Result::Ok(::core::option::Option::None)
+                    }
+                },
+            }
+        })
+    });
+    quote! {
+        #[doc(hidden)]
+        #[allow(dead_code, unreachable_patterns)]
+        pub(crate) fn __serve(
+            &mut self,
+            msg: #msg,
+        ) -> ::core::result::Result<
+            ::core::option::Option<::core::pin::Pin<::std::boxed::Box<dyn ::core::future::Future<Output = ()> + ::core::marker::Send>>>,
+            #msg,
+        > {
+            match msg {
+                #(#arms)*
+                other => ::core::result::Result::Err(other),
+            }
         }
     }
 }
@@ -122,7 +175,9 @@ pub(crate) fn surface(def: &ActorDef, krate: &syn::Path) -> TokenStream {
                         let _counted = self.device().counted();
                         deferred.resolve().await
                     }
-                    ::core::result::Result::Err(request) => request.await,
+                    // Marked as this actor's: an isolated device's worker serves it on a
+                    // stream of this actor's own.
+                    ::core::result::Result::Err(request) => self.as_origin(request).await,
                 }
             }
         })

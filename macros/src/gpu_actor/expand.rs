@@ -41,7 +41,7 @@ fn payload(h: &Handler) -> Type {
 }
 
 /// The instances of a handler: one per dtype, or one.
-fn instances(h: &Handler) -> Vec<Option<&Type>> {
+pub(super) fn instances(h: &Handler) -> Vec<Option<&Type>> {
     if h.generic.is_some() {
         h.dtypes.iter().map(Some).collect()
     } else {

@@ -17,10 +17,12 @@
 //! `ActorGpu` from its factory. On an isolated device, or while the device (re)starts,
 //! the methods are the `Device`'s (README: what is missing).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use super::route::Inner;
+use super::route::{Inner, Routed};
 use super::Device;
 use crate::actor::{Actor, Props};
 use crate::dispatcher::GpuDispatcher;
@@ -49,6 +51,9 @@ pub struct ActorGpu {
     device: Device,
     id: u64,
     local: Mutex<Local>,
+    /// Whether a call went to an isolated device marked as this actor's (whose worker
+    /// then holds a stream for it until this is dropped).
+    sent_out: AtomicBool,
 }
 
 impl std::fmt::Debug for ActorGpu {
@@ -71,9 +76,29 @@ pub(crate) struct Local {
 
 /// An accessor of one in-place library actor, built on first use from the seed; a
 /// library the device was configured without is `Unsupported`, as on the `Device`.
+/// A request served in place: the future that sends its reply when the GPU is done.
+type Served = Pin<Box<dyn Future<Output = ()> + Send>>;
+
 macro_rules! in_place {
-    ($($field:ident: $actor:ident, $enabled:expr, $what:literal;)*) => {
+    ($($field:ident: $actor:ident, $variant:ident, $enabled:expr, $what:literal;)*) => {
         impl Local {
+            /// Runs a request in place, on this actor's stream (an isolated device's
+            /// worker serving a user actor's requests); a request of no in-place handler is given back
+            /// (as is, not boxed: one request, handed on once).
+            #[allow(clippy::result_large_err)]
+            fn serve(&mut self, routed: Routed) -> Result<Option<Served>, Routed> {
+                match routed {
+                    $(Routed::$variant(m) => match self.$field() {
+                        Ok(actor) => actor.__serve(m).map_err(Routed::$variant),
+                        Err(e) => {
+                            m.fail(e);
+                            Ok(None)
+                        }
+                    },)*
+                    other => Err(other),
+                }
+            }
+
             $(
                 pub(crate) fn $field(&mut self) -> Result<&mut $actor, GpuError> {
                     let seed = self
@@ -95,11 +120,11 @@ macro_rules! in_place {
 }
 
 in_place! {
-    blas: BlasActor, |l| l.blas, "BLAS";
-    rng: RngActor, |l| l.rng, "RNG";
-    fft: FftActor, |l| l.fft, "FFT";
-    solver: SolverActor, |l| l.solver, "the solver";
-    kernel: KernelActor, |_| true, "the kernel launcher";
+    blas: BlasActor, Blas, |l| l.blas, "BLAS";
+    rng: RngActor, Rng, |l| l.rng, "RNG";
+    fft: FftActor, Fft, |l| l.fft, "FFT";
+    solver: SolverActor, Solver, |l| l.solver, "the solver";
+    kernel: KernelActor, Kernel, |_| true, "the kernel launcher";
 }
 
 crate::library::blas::blas_actor_actor_gpu_surface!(via = blas; float = BlasScalar, blas1 = Blas1Scalar);
@@ -124,10 +149,43 @@ impl Local {
 
 impl ActorGpu {
     fn new(device: Device) -> Self {
+        Self::with_id(device, NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+
+    fn with_id(device: Device, id: u64) -> Self {
         ActorGpu {
             device,
-            id: NEXT.fetch_add(1, Ordering::Relaxed),
+            id,
             local: Mutex::new(Local::new(None)),
+            sent_out: AtomicBool::new(false),
+        }
+    }
+
+    /// Runs a `Device` call marked as this actor's (`device::origin`): on an
+    /// isolated device, the worker serves it on a stream of this actor's own.
+    pub(crate) async fn as_origin<F: Future>(&self, call: F) -> F::Output {
+        self.sent_out.store(true, Ordering::Relaxed);
+        super::origin::on(self.id, call).await
+    }
+
+    /// Serves a request of a user actor's `ActorGpu` in an isolated device's worker: in place
+    /// on this `ActorGpu`'s stream when its handler runs in place, else by the device.
+    pub(crate) async fn serve(&self, routed: Routed) {
+        let rest = match self.local() {
+            Err(e) => {
+                routed.fail(e);
+                return;
+            }
+            Ok(None) => Err(routed),
+            Ok(Some(mut local)) => local.serve(routed),
+        };
+        match rest {
+            Ok(Some(reply)) => {
+                let _counted = self.device.counted();
+                reply.await
+            }
+            Ok(None) => {}
+            Err(routed) => self.device.submit_routed(routed).await,
         }
     }
 
@@ -171,7 +229,7 @@ impl ActorGpu {
         };
         match work {
             Ok(enqueued) => enqueued.resolve().await,
-            Err(request) => request.await,
+            Err(request) => self.as_origin(request).await,
         }
     }
 
@@ -233,6 +291,14 @@ impl ActorGpu {
     }
 }
 
+impl Drop for ActorGpu {
+    fn drop(&mut self) {
+        if self.sent_out.load(Ordering::Relaxed) {
+            self.device.close_origin(self.id);
+        }
+    }
+}
+
 impl std::ops::Deref for ActorGpu {
     type Target = Device;
 
@@ -255,6 +321,13 @@ impl Device {
     /// each incarnation of an actor.
     pub fn actor_gpu(&self) -> ActorGpu {
         ActorGpu::new(self.clone())
+    }
+
+    /// The `ActorGpu` an isolated device's worker serves the user `ActorGpu` numbered
+    /// `origin` with: the same number, so its random sequence is the one the user's `ActorGpu` would draw in
+    /// process.
+    pub(crate) fn origin_gpu(&self, origin: u64) -> ActorGpu {
+        ActorGpu::with_id(self.clone(), origin)
     }
 
     /// `props` on a thread of the actor's own (a `GpuDispatcher` that spins

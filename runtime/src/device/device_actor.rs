@@ -18,7 +18,8 @@ use crate::isolation::worker_actor::WorkerActor;
 /// The outer tier of one device.
 pub struct DeviceActor {
     shared: Arc<DeviceShared>,
-    queue: VecDeque<Routed>,
+    /// Requests (and their origins) waiting for the inner tier.
+    queue: VecDeque<(Routed, u64)>,
 }
 
 impl DeviceActor {
@@ -66,22 +67,22 @@ impl DeviceActor {
         });
     }
 
-    async fn deliver(&mut self, routed: Routed) {
+    async fn deliver(&mut self, routed: Routed, origin: u64) {
         let inner = self.shared.state.borrow().inner.clone();
         match (self.shared.lost(), inner) {
             (Some(e), _) => routed.fail(GpuError::lost(self.shared.config.device_id, &e)),
             (None, Some(inner)) => {
-                let _ = routed.send_to(inner.get()).await;
+                let _ = routed.send_to(inner.get(), origin).await;
             }
-            (None, None) => self.queue.push_back(routed),
+            (None, None) => self.queue.push_back((routed, origin)),
         }
     }
 
     async fn flush(&mut self) {
         let ready = matches!(self.shared.state.borrow().status, Status::Ready | Status::Lost(_));
         if ready {
-            while let Some(r) = self.queue.pop_front() {
-                self.deliver(r).await;
+            while let Some((r, origin)) = self.queue.pop_front() {
+                self.deliver(r, origin).await;
             }
         }
     }
@@ -118,15 +119,15 @@ impl DeviceActor {
     async fn stopped(&mut self, _ctx: &mut Context<Self>) -> Result<(), GpuError> {
         self.shared
             .mark_lost(GpuError::DeviceLost("the device was stopped".into()));
-        while let Some(r) = self.queue.pop_front() {
+        while let Some((r, _)) = self.queue.pop_front() {
             r.fail(GpuError::DeviceLost("the device was stopped".into()));
         }
         Ok(())
     }
-    /// Delivers a request now if the inner tier is ready, else queues it
-    /// (`Backpressure` when the queue is full).
+    /// Delivers a request (from `origin`: `device::origin`) now if the inner tier is ready,
+    /// else queues it (`Backpressure` when the queue is full).
     #[handler]
-    async fn submit(&mut self, routed: Routed) -> Result<(), GpuError> {
+    async fn submit(&mut self, routed: Routed, origin: u64) -> Result<(), GpuError> {
         let starting = self.shared.state.borrow().inner.is_none() && self.shared.lost().is_none();
         if starting && self.queue.len() >= self.shared.config.queue_capacity {
             let e = GpuError::Backpressure {
@@ -135,7 +136,7 @@ impl DeviceActor {
             routed.fail(e.clone());
             return Err(e);
         }
-        self.deliver(routed).await;
+        self.deliver(routed, origin).await;
         Ok(())
     }
 

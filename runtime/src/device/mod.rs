@@ -12,6 +12,7 @@ pub(crate) mod context_actor;
 pub(crate) mod device_actor;
 mod graph_api;
 mod observability_api;
+pub(crate) mod origin;
 mod pool;
 mod precompile;
 pub(crate) mod route;
@@ -210,15 +211,16 @@ impl Device {
             }
             s.inner.clone()
         };
+        let origin = origin::current();
         match inner {
             // Straight to the inner actor (or the isolated device's worker) — for every
             // library: the FFT, RNG, solver and graph actors used to go through the
             // `DeviceActor`, an extra ask of ~25 µs and more per call (BENCHMARKS.md).
-            Some(inner) => routed.send_to(inner.get()).await,
+            Some(inner) => routed.send_to(inner.get(), origin).await,
             None => {
                 let timeout = self.shared.config.request_timeout;
                 self.outer
-                    .ask_try(|reply| DeviceActorMsg::Submit { routed, reply }, timeout)
+                    .ask_try(|reply| DeviceActorMsg::Submit { routed, origin, reply }, timeout)
                     .await
                     .map(|()| None)
             }
@@ -415,6 +417,16 @@ impl Device {
     /// Runs `f` on the current route (`None` while the inner tier is not ready).
     fn with_route<R>(&self, f: impl FnOnce(Option<&Inner>) -> R) -> R {
         f(self.state.borrow().inner.as_ref().map(|r| r.get::<Inner>()))
+    }
+
+    /// The `ActorGpu` numbered `origin` is gone: an isolated device's worker drops the
+    /// stream and handles it served that actor's requests with.
+    pub(crate) fn close_origin(&self, origin: u64) {
+        self.with_route(|r| {
+            if let Some(Inner::Worker(link)) = r {
+                link.close_origin(origin);
+            }
+        })
     }
 
     /// Where a `Recorder` attaches its journal.

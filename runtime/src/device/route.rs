@@ -207,12 +207,14 @@ pub(crate) enum Inner {
 
 impl Routed {
     /// Sends the request to the inner tier: its actor in this process (with the guard
-    /// that counts it at a pooled actor until its reply), or an isolated device's worker.
-    pub(crate) async fn send_to(self, inner: &Inner) -> Result<Option<Busy>, GpuError> {
+    /// that counts it at a pooled actor until its reply), or an isolated device's worker,
+    /// served there for the `ActorGpu` numbered `origin` (`device::origin`; in this process
+    /// an `ActorGpu` enqueues in place).
+    pub(crate) async fn send_to(self, inner: &Inner, origin: u64) -> Result<Option<Busy>, GpuError> {
         match inner {
             Inner::Local(refs) => self.send_local(refs).await,
             Inner::Worker(link) => {
-                link.submit(self);
+                link.submit(self, origin);
                 Ok(None)
             }
         }

@@ -144,8 +144,9 @@ impl LinkShared {
 
     /// Sends a request; its asker is answered from the reply, or with an error if the
     /// request cannot be encoded or the worker goes first.
-    pub(crate) fn submit(&self, routed: Routed) {
+    pub(crate) fn submit(&self, routed: Routed, origin: u64) {
         let mut w = Writer::new(Side::Client(&self.ctx));
+        w.put_u64(origin);
         let Some(slot) = routed.encode(&mut w) else {
             return; // answered with the encoding error
         };
@@ -209,7 +210,7 @@ impl LinkShared {
                     }
                     fault = Some(e);
                 }
-                Kind::Request | Kind::Free | Kind::Release => {
+                Kind::Request | Kind::Free | Kind::Release | Kind::OriginClosed => {
                     tracing::warn!(?kind, "the worker sent a user-side frame; ignored");
                 }
             }
@@ -370,8 +371,21 @@ impl BufferOwner for LinkShared {
     /// The last user handle to worker buffer `id` was dropped: tell the worker, unless
     /// it is gone (its buffers went with it).
     fn free(&self, id: u64) {
+        self.send_unless_dead(Kind::Free, id);
+    }
+}
+
+impl LinkShared {
+    /// The `ActorGpu` numbered `origin` is gone: the worker drops its stream and handles.
+    pub(crate) fn close_origin(&self, origin: u64) {
+        self.send_unless_dead(Kind::OriginClosed, origin);
+    }
+
+    /// A frame without payload, unless the worker is gone (then nothing holds what it
+    /// names any more).
+    fn send_unless_dead(&self, kind: Kind, id: u64) {
         if self.lock_requests().dead.is_none() {
-            let _ = self.send_frame(Kind::Free, id, &[]);
+            let _ = self.send_frame(kind, id, &[]);
         }
     }
 }

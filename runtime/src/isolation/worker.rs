@@ -14,7 +14,7 @@ use super::{WORKER_ENV, WORKER_FDS};
 use crate::actor::ActorSystem;
 use crate::backend::state::Status;
 use crate::device::route::Routed;
-use crate::device::{Device, DeviceConfig};
+use crate::device::{ActorGpu, Device, DeviceConfig};
 use crate::error::GpuError;
 use crate::wire::arena::Arena;
 use crate::wire::frame::{self, Kind};
@@ -63,6 +63,25 @@ struct Serve {
     socket: Mutex<UnixStream>,
     device: Device,
     in_flight: AtomicUsize,
+    /// The `ActorGpu` serving each user `ActorGpu`'s requests (`device::origin`): made on its first
+    /// request, dropped when the user's `ActorGpu` goes.
+    origins: Mutex<HashMap<u64, Arc<ActorGpu>>>,
+}
+
+impl Serve {
+    /// The `ActorGpu` serving `origin`, `None` for the device's own requests (origin 0).
+    fn origin(&self, origin: u64) -> Option<Arc<ActorGpu>> {
+        if origin == crate::device::origin::DEVICE {
+            return None;
+        }
+        let mut origins = self.origins.lock().unwrap_or_else(|p| p.into_inner());
+        Some(
+            origins
+                .entry(origin)
+                .or_insert_with(|| Arc::new(self.device.origin_gpu(origin)))
+                .clone(),
+        )
+    }
 }
 
 impl Serve {
@@ -135,6 +154,7 @@ fn run(config: DeviceConfig) -> i32 {
         socket: Mutex::new(socket),
         device,
         in_flight: AtomicUsize::new(0),
+        origins: Mutex::new(HashMap::new()),
     });
     serve.send(
         Kind::Ready,
@@ -158,15 +178,19 @@ fn serve_requests(serve: &Arc<Serve>, mut socket: UnixStream, rt: &tokio::runtim
             Kind::Request => {
                 let decoded = {
                     let mut r = Reader::new(&payload, Side::Worker(&serve.ctx));
-                    Routed::decode(&mut r)
+                    r.take_u64().and_then(|origin| Ok((origin, Routed::decode(&mut r)?)))
                 };
                 match decoded {
                     Err(e) => serve.send_error(Kind::Reply, id, &e),
-                    Ok((routed, wait)) => {
+                    Ok((origin, (routed, wait))) => {
                         serve.in_flight.fetch_add(1, Ordering::SeqCst);
                         let s = serve.clone();
+                        let gpu = serve.origin(origin);
                         rt.spawn(async move {
-                            s.device.submit_routed(routed).await;
+                            match gpu {
+                                Some(gpu) => gpu.serve(routed).await,
+                                None => s.device.submit_routed(routed).await,
+                            }
                             let encode = wait.0.await;
                             let mut w = Writer::new(Side::Worker(&s.ctx));
                             encode(&mut w);
@@ -181,6 +205,9 @@ fn serve_requests(serve: &Arc<Serve>, mut socket: UnixStream, rt: &tokio::runtim
                 }
             }
             Kind::Free => serve.ctx.release(id),
+            Kind::OriginClosed => {
+                serve.origins.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+            }
             Kind::Release => {
                 if payload.len() == 16 {
                     let offset = u64::from_le_bytes(payload[..8].try_into().expect("8 bytes")) as usize;

@@ -13,6 +13,8 @@ pub(crate) enum Kind {
     Free = 2,
     /// User → worker: a reply-arena range was read (payload: offset, length).
     Release = 3,
+    /// User → worker: the `ActorGpu` numbered `id` is gone (`device::origin`).
+    OriginClosed = 4,
     /// Worker → user: the device is open (payload: `DeviceInfo` as JSON).
     Ready = 10,
     /// Worker → user: the device failed to open (payload: the `GpuError`).
@@ -29,6 +31,7 @@ impl Kind {
             1 => Kind::Request,
             2 => Kind::Free,
             3 => Kind::Release,
+            4 => Kind::OriginClosed,
             10 => Kind::Ready,
             11 => Kind::StartFailed,
             12 => Kind::Reply,
