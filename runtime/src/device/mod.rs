@@ -77,6 +77,9 @@ pub struct Device {
     shared: Arc<DeviceShared>,
     state: watch::Receiver<DeviceState>,
     system: ActorSystem,
+    /// In-place library actors for calls from outside any actor, `library_pool` of them
+    /// (`Device::serve_in_place`), shared by every clone of this handle.
+    in_place: Arc<[actor_gpu::GpuSlot]>,
 }
 
 impl std::fmt::Debug for Device {
@@ -96,11 +99,15 @@ impl Device {
             .supervise_children(DeviceActor::inner_strategy(&shared.config))
             .mailbox(shared.config.mailbox_capacity);
         let outer = system.spawn(props, &name)?;
+        let in_place = (0..shared.config.library_pool.max(1))
+            .map(|_| actor_gpu::GpuSlot::new())
+            .collect();
         Ok(Device {
             outer,
             state: shared.state.subscribe(),
             shared,
             system: system.clone(),
+            in_place,
         })
     }
 
@@ -212,6 +219,18 @@ impl Device {
             s.inner.clone()
         };
         let origin = origin::current();
+        let routed = match inner.as_ref().map(|i| i.get::<Inner>()) {
+            Some(Inner::Local(_)) => match self.serve_in_place(routed) {
+                Ok(reply) => {
+                    if let Some(reply) = reply {
+                        reply.await;
+                    }
+                    return Ok(None);
+                }
+                Err(routed) => routed,
+            },
+            _ => routed,
+        };
         match inner {
             // Straight to the inner actor (or the isolated device's worker) — for every
             // library: the FFT, RNG, solver and graph actors used to go through the
