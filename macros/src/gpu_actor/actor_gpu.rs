@@ -79,7 +79,7 @@ fn serve(def: &ActorDef, krate: &syn::Path) -> TokenStream {
     let arms = def.handlers.iter().filter(|h| direct(h) && !h.tell).flat_map(|h| {
         let shim = shim_name(h);
         let msg = &msg;
-        super::expand::instances(h).into_iter().map(move |d| {
+        h.instances().into_iter().map(move |d| {
             let v = h.variant(d);
             let fields: Vec<&Ident> = h.args.iter().map(|(n, _)| n).collect();
             let turbofish = d.map(|t| quote!(::<#t>));

@@ -40,15 +40,6 @@ fn payload(h: &Handler) -> Type {
     h.payload()
 }
 
-/// The instances of a handler: one per dtype, or one.
-pub(super) fn instances(h: &Handler) -> Vec<Option<&Type>> {
-    if h.generic.is_some() {
-        h.dtypes.iter().map(Some).collect()
-    } else {
-        vec![None]
-    }
-}
-
 fn names(def: &ActorDef) -> (Ident, Ident) {
     def.names()
 }
@@ -59,7 +50,7 @@ fn message_enum(def: &ActorDef, krate: &syn::Path) -> TokenStream {
     let msg = &msg;
     let actor = &def.name;
     let variants = def.handlers.iter().flat_map(|h| {
-        instances(h).into_iter().map(move |d| {
+        h.instances().into_iter().map(move |d| {
             let v = h.variant(d);
             let docs = &h.docs;
             let fields = h.args.iter().map(|(n, t)| {
@@ -79,7 +70,7 @@ fn message_enum(def: &ActorDef, krate: &syn::Path) -> TokenStream {
         })
     });
     let fail_arms = def.handlers.iter().flat_map(|h| {
-        instances(h).into_iter().map(move |d| {
+        h.instances().into_iter().map(move |d| {
             let v = h.variant(d);
             if h.tell {
                 quote!(#msg::#v { .. } => false,)
@@ -89,7 +80,7 @@ fn message_enum(def: &ActorDef, krate: &syn::Path) -> TokenStream {
         })
     });
     let name_arms = def.handlers.iter().flat_map(|h| {
-        instances(h).into_iter().map(move |d| {
+        h.instances().into_iter().map(move |d| {
             let v = h.variant(d);
             let name = match d {
                 Some(t) => format!("{}<{}>", h.method, quote!(#t)),
@@ -150,7 +141,7 @@ fn actor_impl(def: &ActorDef, krate: &syn::Path) -> TokenStream {
     let self_ty = &def.self_ty;
     let restart_tags = def.options.restart_on.iter().map(|t| t.to_string());
     let arms = def.handlers.iter().flat_map(|h| {
-        instances(h).into_iter().map(move |d| {
+        h.instances().into_iter().map(move |d| {
             let v = h.variant(d);
             let fields: Vec<&Ident> = h.args.iter().map(|(n, _)| n).collect();
             let c = call(h, d, krate);
@@ -494,7 +485,7 @@ fn props(def: &ActorDef, krate: &syn::Path) -> TokenStream {
 /// `Send` (messages cross threads).
 fn send_checks(def: &ActorDef) -> TokenStream {
     let checks = def.handlers.iter().flat_map(|h| {
-        instances(h).into_iter().flat_map(move |d| {
+        h.instances().into_iter().flat_map(move |d| {
             let mut tys: Vec<Type> = h.args.iter().map(|(_, t)| subst(t, h.generic.as_ref(), d)).collect();
             if !h.tell {
                 tys.push(subst(&payload(h), h.generic.as_ref(), d));
@@ -536,7 +527,7 @@ fn wire_impl(def: &ActorDef, krate: &syn::Path) -> TokenStream {
     let mut tag = 0u16;
     let actor = &def.name;
     for h in &def.handlers {
-        for d in instances(h) {
+        for d in h.instances() {
             let v = h.variant(d);
             let names: Vec<&Ident> = h.args.iter().map(|(n, _)| n).collect();
             let puts: Vec<TokenStream> = h

@@ -67,6 +67,15 @@ impl Handler {
 }
 
 impl Handler {
+    /// The instances of the handler: one per dtype, or one (not generic).
+    pub(crate) fn instances(&self) -> Vec<Option<&Type>> {
+        if self.generic.is_some() {
+            self.dtypes.iter().map(Some).collect()
+        } else {
+            vec![None]
+        }
+    }
+
     /// The reply payload type (`T` of `Result<T, GpuError>`).
     pub(crate) fn payload(&self) -> Type {
         match &self.ret {
