@@ -219,8 +219,30 @@ impl Completer {
     }
 }
 
+thread_local! {
+    /// The stream this thread waited on last, and its queue: a caller waiting on one
+    /// stream again and again skips the process-wide map. (Were the stream destroyed and
+    /// its address reused, this thread's queue and the map's could differ for a while:
+    /// harmless, a mark covers what was enqueued on the stream before it whatever the
+    /// queue.)
+    static LAST: std::cell::RefCell<Option<(usize, StreamWaits<PooledEvent>)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
 /// The `Spin` waits of every stream of the process, by stream (see [`stream_waits`]).
 fn waits_of(stream: &Arc<CudaStream>) -> StreamWaits<PooledEvent> {
+    let key = stream.cu_stream() as usize;
+    let cached = LAST.with(|l| l.borrow().as_ref().filter(|(k, _)| *k == key).map(|(_, w)| w.clone()));
+    if let Some(w) = cached {
+        return w;
+    }
+    let w = waits_of_stream(key);
+    LAST.with(|l| *l.borrow_mut() = Some((key, w.clone())));
+    w
+}
+
+/// The process-wide map behind [`waits_of`].
+fn waits_of_stream(key: usize) -> StreamWaits<PooledEvent> {
     static WAITS: OnceLock<Mutex<HashMap<usize, StreamWaits<PooledEvent>>>> = OnceLock::new();
     let mut all = WAITS
         .get_or_init(Default::default)
@@ -230,7 +252,7 @@ fn waits_of(stream: &Arc<CudaStream>) -> StreamWaits<PooledEvent> {
     if all.len() > KEPT_QUEUES {
         all.retain(|_, w| !w.is_idle());
     }
-    all.entry(stream.cu_stream() as usize).or_default().clone()
+    all.entry(key).or_default().clone()
 }
 
 /// Stream queues kept when idle: one per live stream of the process, so that a wait

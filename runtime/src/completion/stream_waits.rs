@@ -105,7 +105,8 @@ impl<M: Mark> StreamWaits<M> {
             return Step::Done(Ok(()));
         }
         if w.waiting.front().is_some_and(|(s, _)| *s != seq) {
-            if let Some(entry) = w.waiting.iter_mut().find(|(s, _)| *s == seq) {
+            // A wait parks on its first poll, just after joining: look from the back.
+            if let Some(entry) = w.waiting.iter_mut().rev().find(|(s, _)| *s == seq) {
                 entry.1 = Some(waker.clone());
             }
             return Step::Park;
@@ -151,6 +152,12 @@ impl<M: Mark> StreamWaits<M> {
                     w.waiting.remove(i);
                 }
                 None => {}
+            }
+            if w.waiting.is_empty() {
+                // No wait left to cover: marks not yet passed go (destroyed, not reused),
+                // so a later wait never queries an event of work long gone — nor one of
+                // a stream since destroyed whose address a new stream reuses.
+                w.marks.clear();
             }
             if was_first {
                 w.waiting.front_mut().and_then(|(_, waker)| waker.take())
@@ -330,6 +337,23 @@ mod tests {
         s.waits.leave(a);
         assert_eq!(count.0.load(Ordering::SeqCst), 1, "b woken");
         assert!(matches!(s.poll(b, &w), Step::Spin), "b queries now");
+        s.finish();
+        assert!(matches!(s.poll(b, &w), Step::Done(Ok(()))));
+    }
+
+    /// The last wait leaving unresolved takes the marks with it: a later wait records
+    /// its own and queries only that.
+    #[test]
+    fn marks_go_with_the_last_wait() {
+        let s = Stream::new();
+        let a = s.join();
+        assert_eq!(s.waits.marks(), 1);
+        s.waits.leave(a);
+        assert_eq!(s.waits.marks(), 0, "an unpassed mark of no wait is dropped");
+        s.fail.store(true, Ordering::SeqCst); // the old mark would now fail a query
+        let (_, w) = waker();
+        let b = s.join();
+        s.fail.store(false, Ordering::SeqCst);
         s.finish();
         assert!(matches!(s.poll(b, &w), Step::Done(Ok(()))));
     }
