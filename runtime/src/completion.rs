@@ -124,10 +124,23 @@ impl Completer {
     /// Marks the current end of `stream` and returns a future resolving when the GPU has
     /// reached it. Call on the thread that enqueued the work.
     pub(crate) fn done(&self, stream: &Arc<CudaStream>) -> Completion {
-        if self.strategy != CompletionStrategy::Spin {
-            return Completion::Boxed(self.done_per_event(stream));
+        // Every strategy but `Spin` waits on an event of its own.
+        type PerEvent = fn(&Completer, &Arc<CudaStream>, PooledEvent) -> BoxFuture<'static, Result<(), GpuError>>;
+        let wait: PerEvent = match self.strategy {
+            CompletionStrategy::Spin => return self.spin(stream),
+            CompletionStrategy::Blocking => Completer::blocking,
+            CompletionStrategy::Polled => Completer::polled,
+            CompletionStrategy::HostFn => Completer::host_fn,
+        };
+        match self.events.record(stream) {
+            Ok(event) => Completion::Boxed(wait(self, stream, event)),
+            Err(e) => Completion::Failed(Some(e)),
         }
-        // Waits in flight on one stream share their events (`stream_waits`).
+    }
+
+    /// The `Spin` wait: waits in flight on one stream share their events
+    /// (`stream_waits`).
+    fn spin(&self, stream: &Arc<CudaStream>) -> Completion {
         let waits = waits_of(stream);
         let (events, stream) = (self.events.clone(), stream.clone());
         match waits.join(|| events.record(&stream)) {
@@ -143,79 +156,75 @@ impl Completer {
         }
     }
 
-    /// `done` with an event of its own (every strategy but `Spin`).
-    fn done_per_event(&self, stream: &Arc<CudaStream>) -> BoxFuture<'static, Result<(), GpuError>> {
+    /// `Blocking`: spins on the event right here, in the caller.
+    fn blocking(&self, _stream: &Arc<CudaStream>, mut event: PooledEvent) -> BoxFuture<'static, Result<(), GpuError>> {
         let deadline = self.deadline;
-        let mut event = match self.events.record(stream) {
-            Ok(e) => e,
-            Err(e) => return futures::future::ready(Err(e)).boxed(),
+        let start = Instant::now();
+        let r = loop {
+            match event.query() {
+                Ok(true) => break Ok(()),
+                Ok(false) if start.elapsed() > deadline => break Err(GpuError::Timeout(deadline)),
+                // Query about once a microsecond: a tight cuEventQuery loop
+                // measurably slows long kernels (BENCHMARKS.md, SGEMM 4096).
+                Ok(false) => spin_for(query_pause(start.elapsed())),
+                Err(e) => break Err(e),
+            }
         };
-        match self.strategy {
-            CompletionStrategy::Blocking => {
-                let start = Instant::now();
-                let r = loop {
-                    match event.query() {
-                        Ok(true) => break Ok(()),
-                        Ok(false) if start.elapsed() > deadline => break Err(GpuError::Timeout(deadline)),
-                        // Query about once a microsecond: a tight cuEventQuery loop
-                        // measurably slows long kernels (BENCHMARKS.md, SGEMM 4096).
-                        Ok(false) => spin_for(query_pause(start.elapsed())),
-                        Err(e) => break Err(e),
-                    }
-                };
-                futures::future::ready(r).boxed()
+        futures::future::ready(r).boxed()
+    }
+
+    /// `Polled`: the device's poller thread watches the event.
+    fn polled(&self, _stream: &Arc<CudaStream>, event: PooledEvent) -> BoxFuture<'static, Result<(), GpuError>> {
+        let deadline = self.deadline;
+        let (tx, rx) = oneshot::channel();
+        let poller = self.poller.as_ref().expect("polled completer has a poller");
+        if poller.send((event, tx, Instant::now())).is_err() {
+            return futures::future::ready(Err(GpuError::DeviceLost("completion poller stopped".into()))).boxed();
+        }
+        async move {
+            match tokio::time::timeout(deadline, rx).await {
+                Ok(Ok(r)) => r,
+                Ok(Err(_)) => Err(GpuError::DeviceLost("completion poller stopped".into())),
+                Err(_) => Err(GpuError::Timeout(deadline)),
             }
-            CompletionStrategy::Spin => unreachable!("`done` waits on shared events for `Spin`"),
-            CompletionStrategy::Polled => {
-                let (tx, rx) = oneshot::channel();
-                let poller = self.poller.as_ref().expect("polled completer has a poller");
-                if poller.send((event, tx, Instant::now())).is_err() {
-                    return futures::future::ready(Err(GpuError::DeviceLost("completion poller stopped".into())))
-                        .boxed();
-                }
-                async move {
-                    match tokio::time::timeout(deadline, rx).await {
-                        Ok(Ok(r)) => r,
-                        Ok(Err(_)) => Err(GpuError::DeviceLost("completion poller stopped".into())),
-                        Err(_) => Err(GpuError::Timeout(deadline)),
+        }
+        .boxed()
+    }
+
+    /// `HostFn`: a host function enqueued after the event signals it.
+    fn host_fn(&self, stream: &Arc<CudaStream>, mut event: PooledEvent) -> BoxFuture<'static, Result<(), GpuError>> {
+        let deadline = self.deadline;
+        let (tx, mut rx) = oneshot::channel::<()>();
+        if let Err(e) = crate::sys::launch_host_fn(
+            stream,
+            Box::new(move || {
+                let _ = tx.send(());
+            }),
+        ) {
+            return futures::future::ready(Err(e)).boxed();
+        }
+        async move {
+            let start = Instant::now();
+            loop {
+                match tokio::time::timeout(FAULT_CHECK, &mut rx).await {
+                    Ok(Ok(())) => {
+                        // The host function runs after the event's work.
+                        event.mark_complete();
+                        return Ok(());
                     }
-                }
-                .boxed()
-            }
-            CompletionStrategy::HostFn => {
-                let (tx, mut rx) = oneshot::channel::<()>();
-                if let Err(e) = crate::sys::launch_host_fn(
-                    stream,
-                    Box::new(move || {
-                        let _ = tx.send(());
-                    }),
-                ) {
-                    return futures::future::ready(Err(e)).boxed();
-                }
-                async move {
-                    let start = Instant::now();
-                    loop {
-                        match tokio::time::timeout(FAULT_CHECK, &mut rx).await {
-                            Ok(Ok(())) => {
-                                // The host function runs after the event's work.
-                                event.mark_complete();
-                                return Ok(());
-                            }
-                            Ok(Err(_)) => return Err(GpuError::DeviceLost("host function dropped".into())),
-                            Err(_) => {
-                                // The callback has not fired: a device fault would stop it
-                                // for ever, so ask the event.
-                                event.query()?;
-                                if start.elapsed() > deadline {
-                                    return Err(GpuError::Timeout(deadline));
-                                }
-                            }
+                    Ok(Err(_)) => return Err(GpuError::DeviceLost("host function dropped".into())),
+                    Err(_) => {
+                        // The callback has not fired: a device fault would stop it
+                        // for ever, so ask the event.
+                        event.query()?;
+                        if start.elapsed() > deadline {
+                            return Err(GpuError::Timeout(deadline));
                         }
                     }
                 }
-                .boxed()
             }
         }
+        .boxed()
     }
 }
 
