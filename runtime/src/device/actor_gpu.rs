@@ -89,6 +89,13 @@ pub(crate) type Served = Pin<Box<dyn Future<Output = ()> + Send>>;
 macro_rules! in_place {
     ($($field:ident: $actor:ident, $variant:ident, $enabled:expr, $what:literal;)*) => {
         impl Local {
+            /// Whether `routed` is for a library actor that runs in place here (others —
+            /// allocation, copies, modules, events, graphs — go to the device at once,
+            /// without taking a slot or making its stream).
+            fn runs_in_place(routed: &Routed) -> bool {
+                matches!(routed, $(Routed::$variant(_))|*)
+            }
+
             /// Runs a request in place, on this actor's stream (an isolated device's
             /// worker serving a user actor's requests); a request of no in-place handler is given back
             /// (as is, not boxed: one request, handed on once).
@@ -378,10 +385,11 @@ impl Device {
     /// "Independent actors on one GPU"). Given back — for the library actors — when every
     /// slot is busy, off the GPU (the CPU device's work would run on the caller's
     /// thread), while journalled, and for the RNG (one device sequence) and requests of
-    /// no in-place handler.
+    /// no in-place handler (those of no in-place library actor at once, before a slot is
+    /// taken).
     #[allow(clippy::result_large_err)] // the request handed back as is, once
     pub(crate) fn serve_in_place(&self, routed: Routed) -> Result<Option<Served>, Routed> {
-        if matches!(routed, Routed::Rng(_)) || !self.on_gpu() {
+        if !Local::runs_in_place(&routed) || matches!(routed, Routed::Rng(_)) || !self.on_gpu() {
             return Err(routed);
         }
         // Each thread starts at a slot of its own (round robin over the threads that
