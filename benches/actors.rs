@@ -502,6 +502,131 @@ async fn launch_rate(dev: &Device, stream: &Arc<CudaStream>, f: &CudaFunction) {
     );
 }
 
+/// Where an awaited launch's extra host time goes: the same 20 000 launches through an
+/// `ActorGpu` with the waiting done five ways (µs per launch, median of the rounds).
+async fn await_probe(dev: &Device) {
+    const M: usize = 20_000;
+    let gpu = dev.actor_gpu();
+    let b = Bufs::new(dev).await;
+    let cfg = LaunchConfig::for_elements(AXPY_N, 256);
+    let per = |s: Instant| s.elapsed().as_secs_f64() * 1e6 / M as f64;
+    let enqueue = || {
+        let (x, mut y) = (b.x.clone(), b.y.clone());
+        let gpu = &gpu;
+        async move { axpy_b::enqueue::<f32>(gpu, cfg, 1.0, &x, &mut y).await }
+    };
+    let launch = || {
+        let (x, mut y) = (b.x.clone(), b.y.clone());
+        let gpu = &gpu;
+        async move { axpy_b::launch::<f32>(gpu, cfg, 1.0, &x, &mut y).await }
+    };
+    let mut rows: Vec<(&str, Vec<f64>)> = vec![
+        ("`enqueue` ×M, one `synchronize`", vec![]),
+        (
+            "`enqueue`s 64 in flight in `FuturesUnordered`, one `synchronize`",
+            vec![],
+        ),
+        ("`enqueue`, a `synchronize` awaited every 64", vec![]),
+        (
+            "`enqueue` + a `synchronize` future each, the oldest awaited when 64 are held",
+            vec![],
+        ),
+        (
+            "`launch` each, the oldest awaited when 64 are held (no `FuturesUnordered`)",
+            vec![],
+        ),
+        ("`launch`, 64 awaited in flight in `FuturesUnordered`", vec![]),
+    ];
+    for round in 0..=ROUNDS {
+        let mut t = vec![];
+        let s = Instant::now();
+        for _ in 0..M {
+            enqueue().await.unwrap();
+        }
+        gpu.synchronize().await.unwrap();
+        t.push(per(s));
+        let s = Instant::now();
+        let mut pending = FuturesUnordered::new();
+        for _ in 0..M {
+            if pending.len() == 64 {
+                let r: Result<(), GpuError> = pending.next().await.unwrap();
+                r.unwrap();
+            }
+            pending.push(enqueue());
+        }
+        while let Some(r) = pending.next().await {
+            r.unwrap();
+        }
+        gpu.synchronize().await.unwrap();
+        t.push(per(s));
+        let s = Instant::now();
+        for i in 0..M {
+            enqueue().await.unwrap();
+            if i % 64 == 63 {
+                gpu.synchronize().await.unwrap();
+            }
+        }
+        gpu.synchronize().await.unwrap();
+        t.push(per(s));
+        let s = Instant::now();
+        let mut held = std::collections::VecDeque::new();
+        for _ in 0..M {
+            if held.len() == 64 {
+                let oldest: std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), GpuError>> + Send + '_>> =
+                    held.pop_front().unwrap();
+                oldest.await.unwrap();
+            }
+            enqueue().await.unwrap();
+            held.push_back(Box::pin(gpu.synchronize()));
+        }
+        for f in held.drain(..) {
+            f.await.unwrap();
+        }
+        t.push(per(s));
+        let s = Instant::now();
+        let mut held = std::collections::VecDeque::new();
+        for _ in 0..M {
+            if held.len() == 64 {
+                let oldest: std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), GpuError>> + Send + '_>> =
+                    held.pop_front().unwrap();
+                oldest.await.unwrap();
+            }
+            let mut f = Box::pin(launch());
+            // Polled once now (the launch enqueued), like an entry of FuturesUnordered.
+            let _ = futures::poll!(f.as_mut());
+            held.push_back(f);
+        }
+        for f in held.drain(..) {
+            f.await.unwrap();
+        }
+        t.push(per(s));
+        let s = Instant::now();
+        let mut pending = FuturesUnordered::new();
+        for _ in 0..M {
+            if pending.len() == 64 {
+                let r: Result<(), GpuError> = pending.next().await.unwrap();
+                r.unwrap();
+            }
+            pending.push(launch());
+        }
+        while let Some(r) = pending.next().await {
+            r.unwrap();
+        }
+        t.push(per(s));
+        if round > 0 {
+            for (row, v) in rows.iter_mut().zip(t) {
+                row.1.push(v);
+            }
+        }
+    }
+    println!("\n## Awaiting launches, five ways ({M} launches of axpy 4096 through an `ActorGpu`; µs per launch, median of {ROUNDS})");
+    println!("| how | µs per launch |");
+    println!("|---|---|");
+    for (what, mut v) in rows {
+        println!("| {what} | {:.2} |", median(&mut v));
+    }
+}
+
 /// Where a launch's host time goes: each step alone, `M` back to back then one sync (µs
 /// per launch).
 async fn breakdown(dev: &Device, stream: &Arc<CudaStream>, f: &CudaFunction) {
@@ -666,11 +791,20 @@ fn main() {
     run_gpu("actors", DeviceConfig::cuda(0), |dev, ctx, stream| async move {
         gpu_ref.store(true, std::sync::atomic::Ordering::SeqCst);
         let f = raw_axpy(&ctx);
+        if std::env::var("ACTORS_ONLY").is_ok_and(|v| v == "rate") {
+            launch_rate(&dev, &stream, &f).await;
+            await_probe(&dev).await;
+            return;
+        }
         throughput(&dev, &ctx, &f).await;
         cold_compile().await;
         launch_rate(&dev, &stream, &f).await;
+        await_probe(&dev).await;
         breakdown(&dev, &stream, &f).await;
     });
+    if std::env::var("ACTORS_ONLY").is_ok() {
+        return;
+    }
     if gpu.load(std::sync::atomic::Ordering::SeqCst) {
         first_calls();
     }

@@ -164,9 +164,13 @@ pub(crate) fn surface(def: &ActorDef, krate: &syn::Path) -> TokenStream {
                             #(#clones)*
                             ::core::result::Result::Ok(local.$via()?.#shim #turbofish(#(#fields),*)?)
                         }
-                        ::core::option::Option::None => ::core::result::Result::Err(
+                        // Boxed: this path is rare (an isolated device, one starting or
+                        // journalled), and the `Device` request's future held inline
+                        // made every call's future ~8 KiB, which a caller keeping many
+                        // in flight moves and allocates per call.
+                        ::core::option::Option::None => ::core::result::Result::Err(::std::boxed::Box::pin(
                             #krate::device::Device::#name #turbofish(self.device(), #(#fields),*)
-                        ),
+                        )),
                     }
                 };
                 match work {

@@ -309,7 +309,8 @@ impl ActorGpu {
         let work = {
             match self.local()? {
                 Some(mut local) => Ok(local.kernel()?.0.core()?.enqueue(call)?),
-                None => Err(self.device.launch_kernel(call)),
+                // Boxed, as in the generated methods: a rare path kept out of the future.
+                None => Err(Box::pin(self.device.launch_kernel(call))),
             }
         };
         match work {

@@ -231,6 +231,18 @@ impl Device {
             },
             _ => routed,
         };
+        // Boxed: the hop to an actor costs microseconds, while its future held inline
+        // would make every call's future (the in-place ones too) kilobytes larger.
+        Box::pin(self.forward(routed, inner, origin)).await
+    }
+
+    /// Sends a request that did not run in place to the actor that serves it.
+    async fn forward(
+        &self,
+        routed: Routed,
+        inner: Option<crate::backend::state::RouteSlot>,
+        origin: u64,
+    ) -> Result<Option<pool::Busy>, GpuError> {
         match inner {
             // Straight to the inner actor (or the isolated device's worker) — for every
             // library: the FFT, RNG, solver and graph actors used to go through the
