@@ -97,5 +97,53 @@ fn main() {
         );
         report("copy.D2H 256MiB pageable", gbps(&mut a_pd2h), gbps(&mut r_pd2h));
         assert!(pinned.as_slice().unwrap().iter().all(|v| *v == 1.0));
+        // Between devices: a second `Device` on this GPU, and the CPU device.
+        let sys2 = atomr_accel_cuda::actor::ActorSystem::new("copies-peer");
+        let dev2 = atomr_accel_cuda::Device::open(&sys2, DeviceConfig::cuda(0))
+            .await
+            .unwrap();
+        let mut cpu_cfg = DeviceConfig::cpu();
+        cpu_cfg.device_id = 1;
+        let cpu = atomr_accel_cuda::Device::open(&sys2, cpu_cfg).await.unwrap();
+        let peer_dst = dev2.alloc::<f32>(N).await.unwrap();
+        let cpu_dst = cpu.alloc::<f32>(N).await.unwrap();
+        let mut dbuf2 = stream.alloc_zeros::<f32>(N).unwrap();
+        let (mut a_p, mut r_p, mut a_c, mut r_c) = (vec![], vec![], vec![], vec![]);
+        for i in 0..ITERS + 2 {
+            let keep = i >= 2;
+            let t = Instant::now();
+            stream.memcpy_dtod(&dbuf, &mut dbuf2).unwrap();
+            stream.synchronize().unwrap();
+            let r = t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            dev.copy_to(&dst, &dev2, &peer_dst).await.unwrap();
+            let a = t.elapsed().as_secs_f64();
+            if keep {
+                r_p.push(r);
+                a_p.push(a);
+            }
+            let t = Instant::now();
+            let v = stream.clone_dtoh(&dbuf).unwrap();
+            let r = t.elapsed().as_secs_f64();
+            drop(v);
+            let t = Instant::now();
+            dev.copy_to(&dst, &cpu, &cpu_dst).await.unwrap();
+            let a = t.elapsed().as_secs_f64();
+            if keep {
+                r_c.push(r);
+                a_c.push(a);
+            }
+        }
+        report(
+            "copy_to 256MiB, two Devices on one GPU (vs raw memcpy_dtod + sync)",
+            gbps(&mut a_p),
+            gbps(&mut r_p),
+        );
+        report(
+            "copy_to 256MiB, GPU -> CPU device (vs raw clone_dtoh into a new Vec)",
+            gbps(&mut a_c),
+            gbps(&mut r_c),
+        );
+        sys2.shutdown().await;
     });
 }

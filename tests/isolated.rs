@@ -208,6 +208,11 @@ fn bad_input_is_a_typed_error_and_the_worker_keeps_serving(
         assert!(matches!(e, GpuError::Unsupported(_)), "{e:?}");
         let e = dev.create_event().await.unwrap_err();
         assert!(matches!(e, GpuError::Unsupported(_)), "{e:?}");
+        let lc = local.alloc::<f32>(16).await.unwrap();
+        let e = dev.copy_to(&a, &local, &lc).await.unwrap_err();
+        assert!(matches!(e, GpuError::Unsupported(_)), "{e:?}");
+        let e = local.copy_to(&lb, &dev, &c).await.unwrap_err();
+        assert!(matches!(e, GpuError::Unsupported(_)), "{e:?}");
         // Still serving.
         check_sgemm(&dev, 32, 32, 32).await;
         other.stop().await;

@@ -26,6 +26,7 @@ pub mod memory;
 pub mod module;
 pub mod nvrtc_cache;
 pub mod observability;
+pub mod p2p;
 pub mod pipeline;
 pub mod placement;
 pub mod prelude;

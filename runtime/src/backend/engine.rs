@@ -285,6 +285,28 @@ impl ContextCore {
     /// Device-to-device copy of equal-length buffers.
     pub(crate) fn copy<T: DTypeBase>(&mut self, src: &GpuRef<T>, dst: &GpuRef<T>) -> Result<Deferred<()>, GpuError> {
         self.check(src)?;
+        self.copy_into(src, dst)
+    }
+
+    /// Copies `src`, a buffer of another GPU device of this process (checked here against
+    /// that device's ordinal and generation as the caller read them), into `dst` of this
+    /// device, on this context's stream: cudarc orders it after both buffers' pending work
+    /// and makes it a peer copy between two contexts (direct once peer access is on, which
+    /// this turns on where the pair has it).
+    pub(crate) fn copy_from_peer<T: DTypeBase>(
+        &mut self,
+        src: &GpuRef<T>,
+        src_device: usize,
+        src_generation: u64,
+        dst: &GpuRef<T>,
+    ) -> Result<Deferred<()>, GpuError> {
+        src.validate(src_device, src_generation)?;
+        self.copy_into(src, dst)
+    }
+
+    /// Copies `src` (checked by the caller: this device's, or a peer's) into `dst` of this
+    /// device, of the same length.
+    fn copy_into<T: DTypeBase>(&self, src: &GpuRef<T>, dst: &GpuRef<T>) -> Result<Deferred<()>, GpuError> {
         self.check(dst)?;
         if src.len() != dst.len() {
             return Err(GpuError::InvalidArgument(Invalid::length(
@@ -303,6 +325,12 @@ impl ContextCore {
             (Storage::Cpu(a), Storage::Cpu(b)) => b.copy_from_slice(a),
             (Storage::Cuda(a), Storage::Cuda(b)) => {
                 let c = self.cuda()?;
+                let peer = a.stream().context();
+                if peer.cu_ctx() != c.ctx.cu_ctx()
+                    && crate::sys::peer::can_access_peer(peer.ordinal(), c.ctx.ordinal())?
+                {
+                    crate::sys::peer::enable_peer_access(&c.ctx, peer).map_err(|e| self.observe(e))?;
+                }
                 c.stream.memcpy_dtod(a, b).map_err(|e| self.observe(e))?;
             }
             _ => return Err(GpuError::invalid("copy between a CPU and a CUDA buffer")),

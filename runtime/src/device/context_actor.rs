@@ -272,6 +272,20 @@ impl ContextActor {
         self.core()?.copy(&src, &dst)
     }
 
+    /// Copies `src`, a buffer of another GPU device of this process (`src_device` at
+    /// `src_generation`), into `dst` (same length): what `Device::copy_to` asks of the
+    /// receiving device.
+    #[handler(dtypes(any))]
+    fn copy_from_peer<T: DTypeBase>(
+        &mut self,
+        src: GpuRef<T>,
+        src_device: usize,
+        src_generation: u64,
+        dst: GpuRef<T>,
+    ) -> Result<Deferred<()>, GpuError> {
+        self.core()?.copy_from_peer(&src, src_device, src_generation, &dst)
+    }
+
     /// A pinned host buffer from the pool: zero-filled, or (`zeroed == false`) with the
     /// contents of its last use, for a caller that overwrites it at once.
     #[handler(dtypes(any))]

@@ -168,6 +168,11 @@ impl Device {
         self.shared.config.device_id
     }
 
+    /// Whether `other` is a handle to this very device (not merely the same ordinal).
+    pub(crate) fn same_device(&self, other: &Device) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
+    }
+
     /// Whether the device is a GPU (a CUDA context is ready): what decides if its
     /// threads and callers spin for GPU work and if there are libraries to warm.
     fn on_gpu(&self) -> bool {

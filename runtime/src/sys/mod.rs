@@ -17,6 +17,7 @@ pub(crate) mod hopper;
 pub(crate) mod managed;
 pub(crate) mod mapped;
 mod nvrtc;
+pub(crate) mod peer;
 pub(crate) mod pinned;
 
 pub use cublas::{CublasGemm, CublasLevel1};
