@@ -24,6 +24,7 @@ pub mod launch;
 pub mod library;
 pub mod memory;
 pub mod module;
+pub mod multi_device;
 pub mod nvrtc_cache;
 pub mod observability;
 pub mod p2p;

@@ -1,0 +1,257 @@
+//! Where a world's ranks meet: the k-th collective call of each rank meets the k-th of
+//! every other (the k-th send from one rank to another, the k-th receive there).
+//!
+//! Each party brings its call (what, lengths, element type, op, root: checked equal
+//! across parties) and its data, or the error that kept it from having any. When the
+//! last party arrives, the collective is computed once and every party gets its part; if
+//! any party brought an error or a different call, every party gets that error. A party
+//! that gives up (its deadline, a member lost) marks the meeting failed, so later
+//! arrivals fail at once instead of waiting for it. Typed data travels as `Box<dyn Any>`
+//! (the `Vec<T>` of the call's element type) and is computed by the typed function the
+//! call came with.
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use tokio::sync::oneshot;
+
+use crate::error::GpuError;
+
+/// One party's data (a `Vec<T>`).
+pub(crate) type Data = Box<dyn Any + Send>;
+
+/// What every party's data becomes: the parts in party order, to one output each.
+pub(crate) type Compute = fn(&Call, Vec<Data>) -> Vec<Data>;
+
+/// What a party is waiting for.
+pub(crate) type Answer = oneshot::Receiver<Result<Data, GpuError>>;
+
+/// Which meeting: a collective by its number on every rank, or a send/receive pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Key {
+    /// The `n`-th collective of the world.
+    Collective(u64),
+    /// The `n`-th message from rank `from` to rank `to`.
+    PointToPoint { from: usize, to: usize, n: u64 },
+}
+
+/// A call as every party must agree on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Call {
+    pub(crate) what: &'static str,
+    pub(crate) dtype: &'static str,
+    /// Elements each party contributes.
+    pub(crate) len: usize,
+    pub(crate) op: Option<super::ReduceOp>,
+    pub(crate) root: Option<usize>,
+}
+
+struct Meeting {
+    call: Call,
+    compute: Compute,
+    parts: Vec<Option<Data>>,
+    waiting: Vec<Option<oneshot::Sender<Result<Data, GpuError>>>>,
+    arrived: usize,
+    failed: Option<GpuError>,
+}
+
+/// The meetings in progress of one world.
+pub(crate) struct Exchange {
+    meetings: Mutex<HashMap<Key, Meeting>>,
+}
+
+impl Exchange {
+    pub(crate) fn new() -> Self {
+        Exchange {
+            meetings: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Party `party` of `parties` arrives at `key` with `call` and its data; the answer
+    /// comes once every party has arrived (or at once, when the meeting already failed).
+    pub(crate) fn meet(
+        &self,
+        key: Key,
+        party: usize,
+        parties: usize,
+        call: Call,
+        data: Result<Data, GpuError>,
+        compute: Compute,
+    ) -> Answer {
+        let (tx, rx) = oneshot::channel();
+        let mut all = self.meetings.lock().unwrap_or_else(|p| p.into_inner());
+        let m = all.entry(key).or_insert_with(|| Meeting {
+            call: call.clone(),
+            compute,
+            parts: (0..parties).map(|_| None).collect(),
+            waiting: (0..parties).map(|_| None).collect(),
+            arrived: 0,
+            failed: None,
+        });
+        m.arrived += 1;
+        if m.failed.is_none() {
+            if call != m.call {
+                m.failed = Some(mismatch(&m.call, &call, party));
+            } else if m.parts[party].is_some() || m.waiting[party].is_some() {
+                m.failed = Some(GpuError::Internal(format!("party {party} arrived twice at {key:?}")));
+            }
+        }
+        match data {
+            Ok(d) if m.failed.is_none() => m.parts[party] = Some(d),
+            Ok(_) => {}
+            Err(e) => {
+                m.failed.get_or_insert(e);
+            }
+        }
+        m.waiting[party] = Some(tx);
+        if let Some(e) = m.failed.clone() {
+            answer_all(m, &e);
+        } else if m.arrived == parties {
+            let parts: Vec<Data> = m
+                .parts
+                .iter_mut()
+                .map(|p| p.take().expect("every party arrived"))
+                .collect();
+            let outs = (m.compute)(&m.call, parts);
+            for (w, out) in m.waiting.iter_mut().zip(outs) {
+                if let Some(tx) = w.take() {
+                    let _ = tx.send(Ok(out));
+                }
+            }
+        }
+        if m.arrived == parties {
+            all.remove(&key);
+        }
+        rx
+    }
+
+    /// A party gave up on `key` with `e`: every party waiting there, and every later
+    /// arrival, gets `e`.
+    pub(crate) fn abandon(&self, key: Key, parties: usize, e: GpuError) {
+        let mut all = self.meetings.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(m) = all.get_mut(&key) {
+            m.failed.get_or_insert(e);
+            let e = m.failed.clone().expect("just set");
+            answer_all(m, &e);
+            if m.arrived == parties {
+                all.remove(&key);
+            }
+        }
+    }
+
+    /// Meetings not yet complete (for tests).
+    #[cfg(test)]
+    pub(crate) fn pending(&self) -> usize {
+        self.meetings.lock().unwrap().len()
+    }
+}
+
+/// Answers every party waiting at `m` with `e` and drops the data brought.
+fn answer_all(m: &mut Meeting, e: &GpuError) {
+    for w in m.waiting.iter_mut() {
+        if let Some(tx) = w.take() {
+            let _ = tx.send(Err(e.clone()));
+        }
+    }
+    m.parts.iter_mut().for_each(|p| *p = None);
+}
+
+/// The error every party gets when one called something else than the first arrival.
+fn mismatch(first: &Call, this: &Call, party: usize) -> GpuError {
+    let show = |c: &Call| {
+        let mut s = format!("{} of {} × {}", c.what, c.len, c.dtype);
+        if let Some(op) = c.op {
+            s += &format!(" ({op:?})");
+        }
+        if let Some(r) = c.root {
+            s += &format!(" from root {r}");
+        }
+        s
+    };
+    GpuError::InvalidArgument(
+        crate::error::Invalid::new(format!(
+            "ranks disagree on a collective: rank {party} called {}, another rank {}; every rank must call the same collectives, in the same order, with the same lengths and element type",
+            show(this),
+            show(first)
+        ))
+        .mismatch(format_args!("{}", show(first)), format_args!("{}", show(this))),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(len: usize) -> Call {
+        Call {
+            what: "sum",
+            dtype: "f64",
+            len,
+            op: None,
+            root: None,
+        }
+    }
+
+    fn sum(_: &Call, parts: Vec<Data>) -> Vec<Data> {
+        let total: f64 = parts.iter().map(|p| p.downcast_ref::<f64>().unwrap()).sum();
+        parts.iter().map(|_| Box::new(total) as Data).collect()
+    }
+
+    fn got(rx: &mut Answer) -> Option<Result<f64, GpuError>> {
+        rx.try_recv().ok().map(|r| r.map(|d| *d.downcast::<f64>().unwrap()))
+    }
+
+    #[test]
+    fn the_last_arrival_computes_for_all() {
+        let x = Exchange::new();
+        let k = Key::Collective(0);
+        let mut a = x.meet(k, 1, 3, call(1), Ok(Box::new(2.0f64)), sum);
+        let mut b = x.meet(k, 0, 3, call(1), Ok(Box::new(3.0f64)), sum);
+        assert!(got(&mut a).is_none() && got(&mut b).is_none(), "waits for the third");
+        let mut c = x.meet(k, 2, 3, call(1), Ok(Box::new(4.0f64)), sum);
+        for rx in [&mut a, &mut b, &mut c] {
+            assert_eq!(got(rx).unwrap().unwrap(), 9.0);
+        }
+        assert_eq!(x.pending(), 0);
+    }
+
+    #[test]
+    fn a_mismatch_or_an_error_fails_every_party() {
+        let x = Exchange::new();
+        let k = Key::Collective(0);
+        let mut a = x.meet(k, 0, 2, call(4), Ok(Box::new(1.0f64)), sum);
+        let mut b = x.meet(k, 1, 2, call(5), Ok(Box::new(1.0f64)), sum);
+        for rx in [&mut a, &mut b] {
+            let e = got(rx).unwrap().unwrap_err();
+            assert!(matches!(e, GpuError::InvalidArgument(_)), "{e:?}");
+            assert!(e.to_string().contains("rank 1"), "{e}");
+        }
+        let k = Key::Collective(1);
+        let mut a = x.meet(k, 0, 2, call(1), Err(GpuError::DeviceLost("gone".into())), sum);
+        assert!(
+            matches!(got(&mut a).unwrap(), Err(GpuError::DeviceLost(_))),
+            "fails at once"
+        );
+        let mut b = x.meet(k, 1, 2, call(1), Ok(Box::new(1.0f64)), sum);
+        assert!(matches!(got(&mut b).unwrap(), Err(GpuError::DeviceLost(_))));
+        assert_eq!(x.pending(), 0);
+    }
+
+    #[test]
+    fn a_party_giving_up_fails_the_others_and_later_arrivals() {
+        let x = Exchange::new();
+        let k = Key::PointToPoint { from: 0, to: 1, n: 0 };
+        let mut a = x.meet(k, 0, 3, call(1), Ok(Box::new(1.0f64)), sum);
+        x.abandon(k, 3, GpuError::Timeout(std::time::Duration::from_secs(1)));
+        assert!(matches!(got(&mut a).unwrap(), Err(GpuError::Timeout(_))));
+        let mut b = x.meet(k, 1, 3, call(1), Ok(Box::new(1.0f64)), sum);
+        assert!(
+            matches!(got(&mut b).unwrap(), Err(GpuError::Timeout(_))),
+            "a later arrival fails at once"
+        );
+        let mut c = x.meet(k, 2, 3, call(1), Ok(Box::new(1.0f64)), sum);
+        assert!(got(&mut c).unwrap().is_err());
+        assert_eq!(x.pending(), 0, "gone once every party came");
+    }
+}

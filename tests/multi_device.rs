@@ -1,0 +1,334 @@
+//! Worlds of devices (`multi_device`): every collective on CPU-device worlds against a
+//! float64 reference on fresh random data of odd lengths, for each reduction and the
+//! four element types; send/receive around a ring; ranks that disagree (lengths, element
+//! types, the collective itself), a bad root or length, a stale buffer, a member lost
+//! mid-collective and a rank that never comes all end in typed errors on every rank,
+//! never a hang. A world with a GPU member is `Unsupported` (NCCL worlds: README).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use atomr_accel_cuda::actor::ActorSystem;
+use atomr_accel_cuda::multi_device::{CollectiveScalar, Rank, ReduceOp, World};
+use atomr_accel_cuda::prelude::*;
+use atomr_accel_cuda::testing::TestHooks;
+use common::rand_vec;
+use half::{bf16, f16};
+
+/// `n` CPU devices (ordinals 10, 11, …), each under a system of its own.
+async fn cpu_devices(n: usize, timeout: Duration) -> (Vec<ActorSystem>, Vec<Device>) {
+    let mut systems = vec![];
+    let mut devices = vec![];
+    for i in 0..n {
+        let sys = ActorSystem::new(&format!("world-{i}"));
+        let mut config = DeviceConfig::cpu();
+        config.device_id = 10 + i;
+        config.request_timeout = timeout;
+        devices.push(Device::open(&sys, config).await.unwrap());
+        systems.push(sys);
+    }
+    (systems, devices)
+}
+
+fn data<T: CollectiveScalar>(n: usize) -> Vec<T> {
+    rand_vec(n).into_iter().map(|v| T::from_f64(v * 4.0)).collect()
+}
+
+/// Runs `f` on every rank at once; the results in rank order.
+async fn on_every_rank<R: Send + 'static, F>(world: &World, f: impl Fn(Rank) -> F) -> Vec<R>
+where
+    F: std::future::Future<Output = R> + Send + 'static,
+{
+    let tasks: Vec<_> = world.ranks().into_iter().map(|r| tokio::spawn(f(r))).collect();
+    let mut out = vec![];
+    for t in tasks {
+        out.push(t.await.unwrap());
+    }
+    out
+}
+
+fn close<T: CollectiveScalar>(got: &[T], want: &[f64], tol: f64, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let g = g.to_f64();
+        assert!(
+            (g - w).abs() <= tol * (1.0 + w.abs()),
+            "{what}: element {i} is {g}, want {w}"
+        );
+    }
+}
+
+/// Every collective of `T` on a world of three ranks.
+async fn collectives_of<T: CollectiveScalar>(tol: f64) {
+    let (_s, devices) = cpu_devices(3, Duration::from_secs(60)).await;
+    let world = World::new(&devices).await.unwrap();
+    let size = world.size();
+    let n = 1001;
+    let inputs: Vec<Vec<T>> = (0..size).map(|_| data::<T>(n)).collect();
+    let wide = |i: usize| inputs.iter().map(move |v| v[i].to_f64());
+    for op in [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min, ReduceOp::Avg] {
+        let want: Vec<f64> = (0..n)
+            .map(|i| match op {
+                ReduceOp::Sum => wide(i).sum(),
+                ReduceOp::Avg => wide(i).sum::<f64>() / size as f64,
+                ReduceOp::Max => wide(i).fold(f64::MIN, f64::max),
+                ReduceOp::Min => wide(i).fold(f64::MAX, f64::min),
+            })
+            .collect();
+        let inputs = inputs.clone();
+        let got = on_every_rank(&world, move |r| {
+            let input = inputs[r.index()].clone();
+            async move {
+                let send = r.device().upload(input).await.unwrap();
+                let recv = r.device().alloc::<T>(n).await.unwrap();
+                r.all_reduce(&send, &recv, op).await.unwrap();
+                r.device().download(&recv).await.unwrap()
+            }
+        })
+        .await;
+        for (rank, g) in got.iter().enumerate() {
+            close(
+                g,
+                &want,
+                tol,
+                &format!("all_reduce {op:?} of {} on rank {rank}", T::NAME),
+            );
+        }
+    }
+
+    // Broadcast from rank 2, all-gather, reduce-scatter (sum), in one sequence per rank.
+    let block = 333;
+    let scatter_in: Vec<Vec<T>> = (0..size).map(|_| data::<T>(block * size)).collect();
+    let (inputs2, scatter2) = (inputs.clone(), scatter_in.clone());
+    let got = on_every_rank(&world, move |r| {
+        let (input, scatter) = (inputs2[r.index()].clone(), scatter2[r.index()].clone());
+        async move {
+            let d = r.device();
+            let send = d.upload(input).await.unwrap();
+            let b = d.alloc::<T>(n).await.unwrap();
+            r.broadcast(&send, &b, 2).await.unwrap();
+            let g = d.alloc::<T>(n * r.size()).await.unwrap();
+            r.all_gather(&send, &g).await.unwrap();
+            let s = d.upload(scatter).await.unwrap();
+            let rs = d.alloc::<T>(block).await.unwrap();
+            r.reduce_scatter(&s, &rs, ReduceOp::Sum).await.unwrap();
+            (
+                d.download(&b).await.unwrap(),
+                d.download(&g).await.unwrap(),
+                d.download(&rs).await.unwrap(),
+            )
+        }
+    })
+    .await;
+    let gathered: Vec<f64> = inputs.iter().flatten().map(|v| v.to_f64()).collect();
+    let root: Vec<f64> = inputs[2].iter().map(|v| v.to_f64()).collect();
+    for (rank, (b, g, rs)) in got.iter().enumerate() {
+        close(b, &root, 0.0, &format!("broadcast on rank {rank}"));
+        close(g, &gathered, 0.0, &format!("all_gather on rank {rank}"));
+        let want: Vec<f64> = (0..block)
+            .map(|i| scatter_in.iter().map(|v| v[rank * block + i].to_f64()).sum())
+            .collect();
+        close(rs, &want, tol, &format!("reduce_scatter on rank {rank}"));
+    }
+
+    // Around a ring: each rank sends to the next and receives from the previous.
+    let inputs3 = inputs.clone();
+    let got = on_every_rank(&world, move |r| {
+        let input = inputs3[r.index()].clone();
+        async move {
+            let (i, size) = (r.index(), r.size());
+            let d = r.device();
+            let send = d.upload(input).await.unwrap();
+            let recv = d.alloc::<T>(n).await.unwrap();
+            let (s, v) = tokio::join!(r.send(&send, (i + 1) % size), r.recv(&recv, (i + size - 1) % size));
+            s.unwrap();
+            v.unwrap();
+            d.download(&recv).await.unwrap()
+        }
+    })
+    .await;
+    for (rank, g) in got.iter().enumerate() {
+        let from: Vec<f64> = inputs[(rank + size - 1) % size].iter().map(|v| v.to_f64()).collect();
+        close(g, &from, 0.0, &format!("ring receive on rank {rank}"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_collective_matches_a_float64_reference_for_each_element_type() {
+    collectives_of::<f32>(1e-6).await;
+    collectives_of::<f64>(1e-12).await;
+    collectives_of::<f16>(2e-3).await;
+    collectives_of::<bf16>(1e-2).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ranks_that_disagree_or_pass_bad_input_fail_on_every_rank() {
+    let (_s, devices) = cpu_devices(2, Duration::from_secs(60)).await;
+    let world = World::new(&devices).await.unwrap();
+    let inv = |e: &GpuError| matches!(e, GpuError::InvalidArgument(_));
+    // Lengths that differ between ranks.
+    let errs = on_every_rank(&world, |r| async move {
+        let n = 16 + r.index();
+        let send = r.device().upload(vec![1.0f32; n]).await.unwrap();
+        let recv = r.device().alloc::<f32>(n).await.unwrap();
+        r.all_reduce(&send, &recv, ReduceOp::Sum).await.unwrap_err()
+    })
+    .await;
+    assert!(errs.iter().all(inv), "{errs:?}");
+    // Element types that differ.
+    let errs = on_every_rank(&world, |r| async move {
+        let d = r.device();
+        if r.index() == 0 {
+            let (s, v) = (
+                d.upload(vec![1.0f32; 8]).await.unwrap(),
+                d.alloc::<f32>(8).await.unwrap(),
+            );
+            r.all_reduce(&s, &v, ReduceOp::Sum).await.unwrap_err()
+        } else {
+            let (s, v) = (
+                d.upload(vec![1.0f64; 8]).await.unwrap(),
+                d.alloc::<f64>(8).await.unwrap(),
+            );
+            r.all_reduce(&s, &v, ReduceOp::Sum).await.unwrap_err()
+        }
+    })
+    .await;
+    assert!(errs.iter().all(inv), "{errs:?}");
+    assert!(
+        errs[1].to_string().contains("f64") && errs[1].to_string().contains("f32"),
+        "{}",
+        errs[1]
+    );
+    // Different collectives, and a bad length or root on one rank only.
+    let errs = on_every_rank(&world, |r| async move {
+        let d = r.device();
+        let s = d.upload(vec![1.0f32; 8]).await.unwrap();
+        let v = d.alloc::<f32>(8).await.unwrap();
+        let short = d.alloc::<f32>(7).await.unwrap();
+        let a = if r.index() == 0 {
+            r.all_reduce(&s, &v, ReduceOp::Max).await.unwrap_err()
+        } else {
+            r.broadcast(&s, &v, 0).await.unwrap_err()
+        };
+        let b = if r.index() == 0 {
+            r.all_reduce(&s, &short, ReduceOp::Sum).await.unwrap_err()
+        } else {
+            r.all_reduce(&s, &v, ReduceOp::Sum).await.unwrap_err()
+        };
+        let c = r
+            .broadcast(&s, &v, if r.index() == 0 { 5 } else { 0 })
+            .await
+            .unwrap_err();
+        vec![a, b, c]
+    })
+    .await;
+    for (rank, e) in errs.iter().enumerate() {
+        assert!(e.iter().all(inv), "rank {rank}: {e:?}");
+    }
+    // Still in step: a good collective after the failed ones.
+    let got = on_every_rank(&world, |r| async move {
+        let s = r.device().upload(vec![r.index() as f32 + 1.0; 4]).await.unwrap();
+        let v = r.device().alloc::<f32>(4).await.unwrap();
+        r.all_reduce(&s, &v, ReduceOp::Sum).await.unwrap();
+        r.device().download(&v).await.unwrap()
+    })
+    .await;
+    assert!(got.iter().all(|v| v == &vec![3.0f32; 4]), "{got:?}");
+    // Sends to no rank or to itself.
+    let r0 = world.rank(0);
+    let s = r0.device().upload(vec![1.0f32; 4]).await.unwrap();
+    assert!(inv(&r0.send(&s, 2).await.unwrap_err()));
+    assert!(inv(&r0.send(&s, 0).await.unwrap_err()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_buffer_a_lost_member_or_an_absent_rank_fail_the_others_in_time() {
+    let (_s, devices) = cpu_devices(3, Duration::from_millis(400)).await;
+    let world = World::new(&devices).await.unwrap();
+    // A stale buffer on rank 1: every rank gets `Stale`.
+    let stale = devices[1].upload(vec![1.0f32; 8]).await.unwrap();
+    devices[1].rebuild().await.unwrap();
+    let errs = on_every_rank(&world, move |r| {
+        let stale = stale.clone();
+        async move {
+            let d = r.device();
+            let s = if r.index() == 1 {
+                stale
+            } else {
+                d.upload(vec![1.0f32; 8]).await.unwrap()
+            };
+            let v = d.alloc::<f32>(8).await.unwrap();
+            r.all_reduce(&s, &v, ReduceOp::Sum).await.unwrap_err()
+        }
+    })
+    .await;
+    assert!(errs.iter().all(|e| matches!(e, GpuError::Stale { .. })), "{errs:?}");
+
+    // Rank 2 never comes: the others time out at the deadline, not later.
+    let t = Instant::now();
+    let errs = on_every_rank(&world, |r| async move {
+        if r.index() == 2 {
+            return None;
+        }
+        let s = r.device().upload(vec![1.0f32; 8]).await.unwrap();
+        let v = r.device().alloc::<f32>(8).await.unwrap();
+        Some(r.all_reduce(&s, &v, ReduceOp::Sum).await.unwrap_err())
+    })
+    .await;
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    assert!(
+        errs.iter().flatten().all(|e| matches!(e, GpuError::Timeout(_))),
+        "{errs:?}"
+    );
+
+    // A world of fresh devices with a long deadline; rank 2's device is lost while the
+    // others wait: they fail with `DeviceLost` at once.
+    let (_s2, devices) = cpu_devices(3, Duration::from_secs(120)).await;
+    let world = World::new(&devices).await.unwrap();
+    let t = Instant::now();
+    let victim = devices[2].clone();
+    let errs = on_every_rank(&world, move |r| {
+        let victim = victim.clone();
+        async move {
+            if r.index() == 2 {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                victim.stop().await;
+                return None;
+            }
+            let s = r.device().upload(vec![1.0f32; 8]).await.unwrap();
+            let v = r.device().alloc::<f32>(8).await.unwrap();
+            Some(r.all_reduce(&s, &v, ReduceOp::Sum).await.unwrap_err())
+        }
+    })
+    .await;
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    for e in errs.iter().flatten() {
+        assert!(matches!(e, GpuError::DeviceLost(_)), "{e:?}");
+        assert!(e.to_string().contains("rank 2"), "{e}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_world_needs_devices_of_its_own() {
+    let (_s, devices) = cpu_devices(2, Duration::from_secs(60)).await;
+    assert!(World::new(&[]).await.is_err());
+    let same = vec![devices[0].clone(), devices[0].clone()];
+    assert!(matches!(World::new(&same).await, Err(GpuError::InvalidArgument(_))));
+    let one = World::new(&devices[..1]).await.unwrap();
+    let r = one.rank(0);
+    let s = r.device().upload(vec![2.0f64; 5]).await.unwrap();
+    let v = r.device().alloc::<f64>(5).await.unwrap();
+    r.all_reduce(&s, &v, ReduceOp::Avg).await.unwrap();
+    assert_eq!(r.device().download(&v).await.unwrap(), vec![2.0; 5], "a world of one");
+}
+
+/// A world with a GPU member says what is missing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a CUDA GPU"]
+async fn a_world_with_a_gpu_is_unsupported_until_nccl() {
+    let sys = ActorSystem::new("world-gpu");
+    let gpu = Device::open(&sys, DeviceConfig::cuda(0)).await.unwrap();
+    let e = World::new(&[gpu]).await.err().unwrap();
+    assert!(matches!(e, GpuError::Unsupported(_)), "{e:?}");
+}
