@@ -242,6 +242,13 @@ async fn ranks_that_disagree_or_pass_bad_input_fail_on_every_rank() {
     assert!(inv(&r0.send(&s, 0).await.unwrap_err()));
 }
 
+/// An all-reduce on `r` that must fail: its error.
+async fn failed_sum(r: &Rank) -> GpuError {
+    let s = r.device().upload(vec![1.0f32; 8]).await.unwrap();
+    let v = r.device().alloc::<f32>(8).await.unwrap();
+    r.all_reduce(&s, &v, ReduceOp::Sum).await.unwrap_err()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_buffer_a_lost_member_or_an_absent_rank_fail_the_others_in_time() {
     let (_s, devices) = cpu_devices(3, Duration::from_millis(400)).await;
@@ -271,9 +278,7 @@ async fn a_stale_buffer_a_lost_member_or_an_absent_rank_fail_the_others_in_time(
         if r.index() == 2 {
             return None;
         }
-        let s = r.device().upload(vec![1.0f32; 8]).await.unwrap();
-        let v = r.device().alloc::<f32>(8).await.unwrap();
-        Some(r.all_reduce(&s, &v, ReduceOp::Sum).await.unwrap_err())
+        Some(failed_sum(&r).await)
     })
     .await;
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
@@ -296,9 +301,7 @@ async fn a_stale_buffer_a_lost_member_or_an_absent_rank_fail_the_others_in_time(
                 victim.stop().await;
                 return None;
             }
-            let s = r.device().upload(vec![1.0f32; 8]).await.unwrap();
-            let v = r.device().alloc::<f32>(8).await.unwrap();
-            Some(r.all_reduce(&s, &v, ReduceOp::Sum).await.unwrap_err())
+            Some(failed_sum(&r).await)
         }
     })
     .await;
