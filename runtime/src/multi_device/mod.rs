@@ -7,7 +7,7 @@
 //! collectives in the same order, each with its own buffers, and each call resolves when
 //! its rank's part is done. A [`World`] is a group of devices of this process, one
 //! [`Rank`] each. Its collectives are matched across ranks by their order on each rank
-//! ([`exchange`]), checked (the same collective, lengths, element type and root on every
+//! (`exchange.rs`), checked (the same collective, lengths, element type and root on every
 //! rank, else `InvalidArgument` on all), and fail on every rank — never hang — when a
 //! member's device is lost, a rank's buffer is stale, or the deadline passes.
 //!
