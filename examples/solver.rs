@@ -8,18 +8,9 @@ use std::time::Instant;
 
 use atomr_accel_cuda::prelude::*;
 
-/// Uniform values in [-1, 1) from a clock-seeded xorshift: fresh data on every run.
-fn random(n: usize, seed: u64) -> Vec<f64> {
-    let mut s = seed | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s >> 12;
-            s ^= s << 25;
-            s ^= s >> 27;
-            (s.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
-        })
-        .collect()
-}
+#[path = "support/random.rs"]
+mod support_random;
+use support_random::random;
 
 /// `a` (rows×k, column-major) times `x` (k).
 fn matvec(a: &[f64], x: &[f64], rows: usize) -> Vec<f64> {

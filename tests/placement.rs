@@ -83,6 +83,44 @@ async fn least_loaded_avoids_a_busy_device() {
     system.shutdown().await;
 }
 
+/// A burst of choices made before any request is sent spreads over the devices: each
+/// `Placement` reserves its place until dropped, and `load` reports it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_choices_spreads_and_reservations_end_with_their_placements() {
+    let system = ActorSystem::new("place");
+    let devices = cpu_devices(&system, 4).await;
+    let d2 = devices.clone();
+    let p = PlacementActorRef::spawn(&system, "placement", move || {
+        PlacementActor::new(d2.clone(), PlacementPolicy::LeastLoaded)
+    })
+    .unwrap();
+    let mut held = vec![];
+    for _ in 0..8 {
+        held.push(p.choose().await.unwrap());
+    }
+    let mut per = [0usize; 4];
+    for h in &held {
+        per[h.id()] += 1;
+    }
+    assert_eq!(per, [2, 2, 2, 2], "eight choices over four idle devices");
+    let load = p.load().await.unwrap();
+    assert_eq!(load.iter().map(|l| l.reserved).collect::<Vec<_>>(), vec![2, 2, 2, 2]);
+    assert!(load.iter().all(|l| !l.lost && l.in_flight == 0), "{load:?}");
+    // Released: dropping two on device 3 makes it the least loaded.
+    held.retain(|h| h.id() != 3);
+    assert_eq!(p.choose().await.unwrap().id(), 3);
+    let last = held.pop().unwrap();
+    let id = last.id();
+    let device = last.into_device();
+    drop(held);
+    assert!(p.load().await.unwrap().iter().all(|l| l.reserved == 0));
+    devices[2].stop().await;
+    let load = p.load().await.unwrap();
+    assert!(load[2].lost && !load[0].lost, "{load:?}");
+    assert_eq!(device.id(), id, "into_device keeps the device");
+    system.shutdown().await;
+}
+
 async fn gemms_spread_over(devices: Vec<Device>, system: ActorSystem) {
     let count = devices.len();
     let d2 = devices.clone();

@@ -19,6 +19,6 @@ pub use crate::library::blas::{Batch, Gemm, Gemv};
 pub use crate::library::fft::FftShape;
 pub use crate::memory::{Advice, Location};
 pub use crate::pipeline::Pipeline;
-pub use crate::placement::{PlacementActor, PlacementActorRef, PlacementPolicy};
+pub use crate::placement::{DeviceLoad, Placement, PlacementActor, PlacementActorRef, PlacementPolicy};
 pub use crate::replay::{replay, Recorder, ReplayReport};
 pub use half::{bf16, f16};

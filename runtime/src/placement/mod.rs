@@ -2,16 +2,24 @@
 //! several devices (GPUs, CPU devices, or both) without the caller tracking them.
 //!
 //! Policies: round-robin, and least-loaded — the device with the fewest requests in
-//! flight (`Device::in_flight`: queued, running or waiting for the GPU), ties broken by
-//! the most free memory (asked of the devices, cached briefly). Lost devices are skipped;
-//! when every device is lost the answer is `DeviceLost`. Written with `#[gpu_actor]`.
+//! flight (`Device::in_flight`: queued, running or waiting for the GPU) plus placements
+//! not yet dropped (each choice reserves its request's place: [`Placement`]), ties broken
+//! by the most free memory (asked of the devices, cached briefly). Lost devices are
+//! skipped; when every device is lost the answer is `DeviceLost`. Written with
+//! `#[gpu_actor]`.
 
+mod reservation;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use atomr_accel_cuda_macros::gpu_actor;
 
+pub use self::reservation::{DeviceLoad, Placement};
 use crate::device::{Device, Status};
 use crate::error::GpuError;
+use crate::multi_device::World;
 
 /// How a [`PlacementActor`] picks a device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,6 +39,8 @@ pub struct PlacementActor {
     policy: PlacementPolicy,
     next: usize,
     free_memory: Vec<Option<(u64, Instant)>>,
+    /// Placements not yet dropped, per device.
+    reserved: Vec<Arc<AtomicUsize>>,
 }
 
 impl PlacementActor {
@@ -42,7 +52,19 @@ impl PlacementActor {
             policy,
             next: 0,
             free_memory: vec![None; n],
+            reserved: (0..n).map(|_| Arc::default()).collect(),
         }
+    }
+
+    /// Places over the devices of `world`, in rank order: the work of a data-parallel
+    /// program spread over every member.
+    pub fn over_world(world: &World, policy: PlacementPolicy) -> Self {
+        PlacementActor::new(world.ranks().iter().map(|r| r.device().clone()).collect(), policy)
+    }
+
+    /// Device `i`'s load: requests in flight plus placements held.
+    fn load_of(&self, i: usize) -> usize {
+        self.devices[i].in_flight() + self.reserved[i].load(Ordering::Relaxed)
     }
 
     fn usable(&self, i: usize) -> bool {
@@ -71,9 +93,10 @@ impl PlacementActor {
 
 #[gpu_actor(crate = crate)]
 impl PlacementActor {
-    /// The device for the next request.
+    /// The device for the next request, with its place reserved until the returned
+    /// [`Placement`] is dropped.
     #[handler]
-    async fn choose(&mut self) -> Result<Device, GpuError> {
+    async fn choose(&mut self) -> Result<Placement, GpuError> {
         let n = self.devices.len();
         if n == 0 {
             return Err(GpuError::invalid("a placement over no devices"));
@@ -92,11 +115,9 @@ impl PlacementActor {
                 i
             }
             PlacementPolicy::LeastLoaded => {
-                let least = usable.iter().map(|&i| self.devices[i].in_flight()).min().unwrap_or(0);
-                let tied: Vec<usize> = usable
-                    .into_iter()
-                    .filter(|&i| self.devices[i].in_flight() == least)
-                    .collect();
+                let loads: Vec<(usize, usize)> = usable.iter().map(|&i| (i, self.load_of(i))).collect();
+                let least = loads.iter().map(|&(_, l)| l).min().unwrap_or(0);
+                let tied: Vec<usize> = loads.into_iter().filter(|&(_, l)| l == least).map(|(i, _)| i).collect();
                 let mut best = (tied[0], 0u64);
                 if tied.len() > 1 {
                     best.1 = self.free(tied[0]).await;
@@ -110,7 +131,20 @@ impl PlacementActor {
                 best.0
             }
         };
-        Ok(self.devices[i].clone())
+        Ok(Placement::new(self.devices[i].clone(), &self.reserved[i]))
+    }
+
+    /// Each device's load, in order: what least-loaded placement weighs.
+    #[handler]
+    fn load(&mut self) -> Result<Vec<DeviceLoad>, GpuError> {
+        Ok((0..self.devices.len())
+            .map(|i| DeviceLoad {
+                device: self.devices[i].id(),
+                in_flight: self.devices[i].in_flight(),
+                reserved: self.reserved[i].load(Ordering::Relaxed),
+                lost: !self.usable(i),
+            })
+            .collect())
     }
 
     /// The devices placed over, in order.
