@@ -144,6 +144,25 @@ fn main() {
             gbps(&mut a_c),
             gbps(&mut r_c),
         );
+        // Back to back (each copy right after the last: the device's threads still hot),
+        // against raw copies back to back.
+        let (mut a_b, mut r_b) = (vec![], vec![]);
+        for _ in 0..ITERS {
+            let t = Instant::now();
+            stream.memcpy_dtod(&dbuf, &mut dbuf2).unwrap();
+            stream.synchronize().unwrap();
+            r_b.push(t.elapsed().as_secs_f64());
+        }
+        for _ in 0..ITERS {
+            let t = Instant::now();
+            dev.copy_to(&dst, &dev2, &peer_dst).await.unwrap();
+            a_b.push(t.elapsed().as_secs_f64());
+        }
+        report(
+            "copy_to 256MiB, two Devices on one GPU, back to back (vs raw the same)",
+            gbps(&mut a_b),
+            gbps(&mut r_b),
+        );
         sys2.shutdown().await;
     });
 }

@@ -300,15 +300,18 @@ impl Rank {
                 self.shared.exchange.abandon(key, parties, e);
             }
             let changed = futures::future::select_all(states.iter_mut().map(|s| Box::pin(s.changed())));
+            // The answer first: one already in is never traded for a timeout.
             tokio::select! {
+                biased;
                 r = &mut answer => {
                     return r.unwrap_or_else(|_| Err(GpuError::Internal(format!("{key:?}: the meeting was dropped"))));
                 }
+                _ = changed => {}
                 _ = &mut deadline => {
                     let e = GpuError::Timeout(self.shared.deadline);
-                    self.shared.exchange.abandon(key, parties, e);
+                    self.shared.exchange.abandon(key, parties, e.clone());
+                    return Err(e);
                 }
-                _ = changed => {}
             }
         }
     }
