@@ -240,6 +240,14 @@ async fn ranks_that_disagree_or_pass_bad_input_fail_on_every_rank() {
     let s = r0.device().upload(vec![1.0f32; 4]).await.unwrap();
     assert!(inv(&r0.send(&s, 2).await.unwrap_err()));
     assert!(inv(&r0.send(&s, 0).await.unwrap_err()));
+    assert!(inv(&r0.recv(&s, 7).await.unwrap_err()));
+    // And a good message after them.
+    let r1 = world.rank(1);
+    let v = r1.device().alloc::<f32>(4).await.unwrap();
+    let (a, b) = tokio::join!(r0.send(&s, 1), r1.recv(&v, 0));
+    a.unwrap();
+    b.unwrap();
+    assert_eq!(r1.device().download(&v).await.unwrap(), vec![1.0f32; 4]);
 }
 
 /// An all-reduce on `r` that must fail: its error.

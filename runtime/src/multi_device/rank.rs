@@ -195,11 +195,8 @@ impl Rank {
             |c, parts| {
                 let out = reduce(c.op.expect("an op"), &typed::<T>(&parts));
                 let block = out.len() / parts.len();
-                out.chunks(block.max(1))
-                    .take(parts.len())
-                    .map(|b| Box::new(b.to_vec()) as Data)
-                    .chain(std::iter::repeat_with(|| Box::new(Vec::<T>::new()) as Data))
-                    .take(parts.len())
+                (0..parts.len())
+                    .map(|r| Box::new(out[r * block..(r + 1) * block].to_vec()) as Data)
                     .collect()
             },
         )
@@ -209,17 +206,16 @@ impl Rank {
     /// Sends `buf` to rank `to`, whose matching [`Rank::recv`] (its next from this rank)
     /// takes a buffer of the same length; resolves once it was received.
     pub async fn send<T: CollectiveScalar>(&self, buf: &GpuRef<T>, to: usize) -> Result<(), GpuError> {
-        let check = self.check_rank(to, "to").and_then(|()| self.not_self(to));
+        // A peer that is no rank (or this one) has no meeting to fail: the error is this
+        // caller's alone, and no counter moves.
+        self.check_rank(to, "to").and_then(|()| self.not_self(to))?;
         let n = self.next(|c| c.sent.entry(to).or_default());
         let key = Key::PointToPoint {
             from: self.index,
             to,
             n,
         };
-        let data = match check {
-            Ok(()) => self.device().download(buf).await.map(|v| Box::new(v) as Data),
-            Err(e) => Err(e),
-        };
+        let data = self.device().download(buf).await.map(|v| Box::new(v) as Data);
         let answer = self.shared.exchange.meet(
             key,
             0,
@@ -233,14 +229,14 @@ impl Rank {
 
     /// Receives into `buf` the next message rank `from` sends this rank (same length).
     pub async fn recv<T: CollectiveScalar>(&self, buf: &GpuRef<T>, from: usize) -> Result<(), GpuError> {
-        let check = self.check_rank(from, "from").and_then(|()| self.not_self(from));
+        self.check_rank(from, "from").and_then(|()| self.not_self(from))?;
         let n = self.next(|c| c.received.entry(from).or_default());
         let key = Key::PointToPoint {
             from,
             to: self.index,
             n,
         };
-        let data = check.map(|()| Box::new(Vec::<T>::new()) as Data);
+        let data = Ok(Box::new(Vec::<T>::new()) as Data);
         let answer = self.shared.exchange.meet(
             key,
             1,
