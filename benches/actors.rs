@@ -528,10 +528,6 @@ async fn await_probe(dev: &Device) {
         ),
         ("`enqueue`, a `synchronize` awaited every 64", vec![]),
         (
-            "`enqueue` + a `synchronize` future each, the oldest awaited when 64 are held",
-            vec![],
-        ),
-        (
             "`launch` each, the oldest awaited when 64 are held (no `FuturesUnordered`)",
             vec![],
         ),
@@ -567,21 +563,6 @@ async fn await_probe(dev: &Device) {
             }
         }
         gpu.synchronize().await.unwrap();
-        t.push(per(s));
-        let s = Instant::now();
-        let mut held = std::collections::VecDeque::new();
-        for _ in 0..M {
-            if held.len() == 64 {
-                let oldest: std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), GpuError>> + Send + '_>> =
-                    held.pop_front().unwrap();
-                oldest.await.unwrap();
-            }
-            enqueue().await.unwrap();
-            held.push_back(Box::pin(gpu.synchronize()));
-        }
-        for f in held.drain(..) {
-            f.await.unwrap();
-        }
         t.push(per(s));
         let s = Instant::now();
         let mut held = std::collections::VecDeque::new();
