@@ -24,6 +24,8 @@ pub enum Lib {
     Cufft,
     /// cuSOLVER.
     Cusolver,
+    /// NCCL, the collectives of GPU worlds.
+    Nccl,
     /// The CPU device's own backend (host GEMM, host memory).
     Cpu,
 }
@@ -37,6 +39,7 @@ impl std::fmt::Display for Lib {
             Lib::Curand => "cuRAND",
             Lib::Cufft => "cuFFT",
             Lib::Cusolver => "cuSOLVER",
+            Lib::Nccl => "NCCL",
             Lib::Cpu => "CPU backend",
         })
     }

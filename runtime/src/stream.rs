@@ -5,7 +5,35 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaStream};
 
+use crate::completion::Completer;
 use crate::error::GpuError;
+
+/// A stream of a device's context outside its actors, with a completer waiting on it:
+/// what a world's NCCL communicator of the device enqueues on (a collective's kernels
+/// wait for peers, so they get a stream no library actor queues behind). Buffers order
+/// themselves with it through cudarc's events like with any other stream. Opaque: only
+/// the runtime makes and uses one.
+pub struct Lane {
+    pub(crate) stream: Arc<CudaStream>,
+    pub(crate) completer: Completer,
+    /// The device generation it belongs to: a rebuild makes it (and its communicator)
+    /// obsolete.
+    pub(crate) generation: u64,
+}
+
+/// A stream lives in its process: an isolated device's stays in its worker.
+impl crate::wire::Wire for Lane {
+    fn put(&self, _: &mut crate::wire::Writer<'_>) -> Result<(), GpuError> {
+        Err(lane_unsupported())
+    }
+    fn take(_: &mut crate::wire::Reader<'_>) -> Result<Self, GpuError> {
+        Err(lane_unsupported())
+    }
+}
+
+fn lane_unsupported() -> GpuError {
+    GpuError::Unsupported("a CUDA stream of an isolated device (it lives in the worker process)".into())
+}
 
 /// How a device hands streams to its actors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]

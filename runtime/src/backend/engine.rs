@@ -9,14 +9,14 @@ use cudarc::driver::{CudaContext, CudaStream, DevicePtr};
 use super::config::BackendChoice;
 use super::state::{BackendKind, DeviceInfo, DeviceShared};
 use crate::actor::Deferred;
-use crate::completion::Completer;
+use crate::completion::{Completer, CompletionStrategy};
 use crate::dtype::DTypeBase;
 use crate::error::{GpuError, Invalid};
 use crate::gpu_ref::{GpuRef, Storage};
 use crate::host::{HostMem, PinnedBuf, Uploaded};
 use crate::launch::LaunchLimits;
 use crate::memory::{Advice, Location};
-use crate::stream::StreamSource;
+use crate::stream::{Lane, StreamSource};
 use crate::sys::pinned::PinnedMem;
 
 /// The CUDA side of a context.
@@ -445,6 +445,21 @@ impl ContextCore {
     /// Returns `value` once the context's stream has finished the work enqueued so far.
     fn then<R: Send + 'static>(&self, value: R) -> Deferred<R> {
         self.done().map(move |()| value)
+    }
+
+    /// A new stream of this context and a completer for it ([`Lane`]); the CPU device has
+    /// no stream to give (`Unsupported`).
+    pub(crate) fn lane(&self) -> Result<Lane, GpuError> {
+        let Engine::Cuda(c) = &self.engine else {
+            return Err(GpuError::Unsupported("the CPU device has no CUDA stream".into()));
+        };
+        let stream = c.ctx.new_stream().map_err(|e| self.observe(e))?;
+        let completer = Completer::new(&c.ctx, CompletionStrategy::Spin, c.completer.deadline())?;
+        Ok(Lane {
+            stream,
+            completer,
+            generation: self.generation,
+        })
     }
 
     /// Free and total device memory in bytes.

@@ -27,6 +27,7 @@ use crate::library::seed::LibrarySeed;
 use crate::library::shell::Library;
 use crate::library::solver::{SolverActor, SolverActorRef};
 use crate::memory::{Advice, Location};
+use crate::stream::Lane;
 use crate::wire::HostData;
 
 /// The inner tier of one device.
@@ -318,6 +319,12 @@ impl ContextActor {
         buf: PinnedBuf<T>,
     ) -> Result<Deferred<PinnedBuf<T>>, GpuError> {
         self.core()?.download_pinned(&src, buf)
+    }
+
+    /// A stream of this context for a world's NCCL communicator (`multi_device`).
+    #[handler]
+    fn lane(&mut self) -> Result<Lane, GpuError> {
+        self.core()?.lane()
     }
 
     /// Free and total memory of the device, in bytes.

@@ -16,6 +16,7 @@ pub(crate) mod graph;
 pub(crate) mod hopper;
 pub(crate) mod managed;
 pub(crate) mod mapped;
+pub(crate) mod nccl;
 mod nvrtc;
 pub(crate) mod peer;
 pub(crate) mod pinned;
