@@ -3,7 +3,8 @@
 //! four element types; send/receive around a ring; ranks that disagree (lengths, element
 //! types, the collective itself), a bad root or length, a stale buffer, a member lost
 //! mid-collective and a rank that never comes all end in typed errors on every rank,
-//! never a hang. A world with a GPU member is `Unsupported` (NCCL worlds: README).
+//! never a hang. On the GPU: a world of every GPU runs the same collectives on NCCL, in
+//! order with the buffers' other work, and re-forms after a member's rebuild.
 
 mod common;
 
@@ -13,7 +14,8 @@ use atomr_accel_cuda::actor::ActorSystem;
 use atomr_accel_cuda::multi_device::{CollectiveScalar, Rank, ReduceOp, World};
 use atomr_accel_cuda::prelude::*;
 use atomr_accel_cuda::testing::TestHooks;
-use common::rand_vec;
+use common::slow::slow_copy;
+use common::{rand_vec, reduce_ref};
 use half::{bf16, f16};
 
 /// `n` CPU devices (ordinals 10, 11, …), each under a system of its own.
@@ -59,23 +61,16 @@ fn close<T: CollectiveScalar>(got: &[T], want: &[f64], tol: f64, what: &str) {
     }
 }
 
-/// Every collective of `T` on a world of three ranks.
-async fn collectives_of<T: CollectiveScalar>(tol: f64) {
-    let (_s, devices) = cpu_devices(3, Duration::from_secs(60)).await;
-    let world = World::new(&devices).await.unwrap();
+/// Every collective of `T` on a world over `devices`.
+async fn collectives_of<T: CollectiveScalar>(devices: &[Device], tol: f64) {
+    let world = World::new(devices).await.unwrap();
     let size = world.size();
+    let last = size - 1;
     let n = 1001;
     let inputs: Vec<Vec<T>> = (0..size).map(|_| data::<T>(n)).collect();
     let wide = |i: usize| inputs.iter().map(move |v| v[i].to_f64());
     for op in [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min, ReduceOp::Avg] {
-        let want: Vec<f64> = (0..n)
-            .map(|i| match op {
-                ReduceOp::Sum => wide(i).sum(),
-                ReduceOp::Avg => wide(i).sum::<f64>() / size as f64,
-                ReduceOp::Max => wide(i).fold(f64::MIN, f64::max),
-                ReduceOp::Min => wide(i).fold(f64::MAX, f64::min),
-            })
-            .collect();
+        let want: Vec<f64> = (0..n).map(|i| reduce_ref(op, wide(i))).collect();
         let inputs = inputs.clone();
         let got = on_every_rank(&world, move |r| {
             let input = inputs[r.index()].clone();
@@ -97,7 +92,7 @@ async fn collectives_of<T: CollectiveScalar>(tol: f64) {
         }
     }
 
-    // Broadcast from rank 2, all-gather, reduce-scatter (sum), in one sequence per rank.
+    // Broadcast from the last rank, all-gather, reduce-scatter (sum), in one sequence per rank.
     let block = 333;
     let scatter_in: Vec<Vec<T>> = (0..size).map(|_| data::<T>(block * size)).collect();
     let (inputs2, scatter2) = (inputs.clone(), scatter_in.clone());
@@ -107,7 +102,7 @@ async fn collectives_of<T: CollectiveScalar>(tol: f64) {
             let d = r.device();
             let send = d.upload(input).await.unwrap();
             let b = d.alloc::<T>(n).await.unwrap();
-            r.broadcast(&send, &b, 2).await.unwrap();
+            r.broadcast(&send, &b, last).await.unwrap();
             let g = d.alloc::<T>(n * r.size()).await.unwrap();
             r.all_gather(&send, &g).await.unwrap();
             let s = d.upload(scatter).await.unwrap();
@@ -122,7 +117,7 @@ async fn collectives_of<T: CollectiveScalar>(tol: f64) {
     })
     .await;
     let gathered: Vec<f64> = inputs.iter().flatten().map(|v| v.to_f64()).collect();
-    let root: Vec<f64> = inputs[2].iter().map(|v| v.to_f64()).collect();
+    let root: Vec<f64> = inputs[last].iter().map(|v| v.to_f64()).collect();
     for (rank, (b, g, rs)) in got.iter().enumerate() {
         close(b, &root, 0.0, &format!("broadcast on rank {rank}"));
         close(g, &gathered, 0.0, &format!("all_gather on rank {rank}"));
@@ -133,6 +128,9 @@ async fn collectives_of<T: CollectiveScalar>(tol: f64) {
     }
 
     // Around a ring: each rank sends to the next and receives from the previous.
+    if size == 1 {
+        return;
+    }
     let inputs3 = inputs.clone();
     let got = on_every_rank(&world, move |r| {
         let input = inputs3[r.index()].clone();
@@ -156,10 +154,11 @@ async fn collectives_of<T: CollectiveScalar>(tol: f64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_collective_matches_a_float64_reference_for_each_element_type() {
-    collectives_of::<f32>(1e-6).await;
-    collectives_of::<f64>(1e-12).await;
-    collectives_of::<f16>(2e-3).await;
-    collectives_of::<bf16>(1e-2).await;
+    let (_s, devices) = cpu_devices(3, Duration::from_secs(60)).await;
+    collectives_of::<f32>(&devices, 1e-6).await;
+    collectives_of::<f64>(&devices, 1e-12).await;
+    collectives_of::<f16>(&devices, 2e-3).await;
+    collectives_of::<bf16>(&devices, 1e-2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -334,12 +333,78 @@ async fn a_world_needs_devices_of_its_own() {
     assert_eq!(r.device().download(&v).await.unwrap(), vec![2.0; 5], "a world of one");
 }
 
-/// A world with a GPU member says what is missing.
+/// Every GPU of the machine, each under a system of its own.
+async fn gpus() -> (Vec<ActorSystem>, Vec<Device>) {
+    let n = atomr_accel_cuda::p2p::Topology::probe().unwrap().gpus();
+    let mut systems = vec![];
+    let mut devices = vec![];
+    for i in 0..n {
+        let sys = ActorSystem::new(&format!("nccl-{i}"));
+        devices.push(Device::open(&sys, DeviceConfig::cuda(i)).await.unwrap());
+        systems.push(sys);
+    }
+    (systems, devices)
+}
+
+/// A world of every GPU (one rank on a machine of one GPU) runs each collective on NCCL,
+/// for each element type, against the same float64 references as the CPU world.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a CUDA GPU"]
-async fn a_world_with_a_gpu_is_unsupported_until_nccl() {
-    let sys = ActorSystem::new("world-gpu");
-    let gpu = Device::open(&sys, DeviceConfig::cuda(0)).await.unwrap();
-    let e = World::new(&[gpu]).await.err().unwrap();
-    assert!(matches!(e, GpuError::Unsupported(_)), "{e:?}");
+async fn a_world_of_gpus_runs_every_collective_on_nccl() {
+    let (_s, devices) = gpus().await;
+    assert!(World::new(&devices).await.unwrap().rank(0).on_nccl());
+    collectives_of::<f32>(&devices, 1e-6).await;
+    collectives_of::<f64>(&devices, 1e-12).await;
+    collectives_of::<f16>(&devices, 2e-3).await;
+    collectives_of::<bf16>(&devices, 1e-2).await;
+}
+
+/// On NCCL: a collective is ordered after the work still writing its input and before
+/// what reads its output; in place works; a rebuilt member fails the old buffers and the
+/// world re-forms; GPUs shared or mixed with CPU devices are refused with a reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a CUDA GPU"]
+async fn a_world_of_gpus_orders_its_work_and_re_forms_after_a_rebuild() {
+    let (_s, devices) = gpus().await;
+    let world = World::new(&devices[..1]).await.unwrap();
+    let r = world.rank(0);
+    let d = r.device();
+    let x: Vec<f32> = rand_vec(4096).iter().map(|&v| v as f32).collect();
+    let gx = d.upload(x.clone()).await.unwrap();
+    let mut w = d.alloc::<f32>(x.len()).await.unwrap();
+    slow_copy::enqueue(
+        &d.actor_gpu(),
+        LaunchConfig::for_elements(x.len(), 256),
+        20_000,
+        &gx,
+        &mut w,
+    )
+    .await
+    .unwrap();
+    // In place, right behind the slow kernel: one rank's sum is its own input.
+    r.all_reduce(&w, &w, ReduceOp::Sum).await.unwrap();
+    let got = d.download(&w).await.unwrap();
+    for (i, (g, v)) in got.iter().zip(&x).enumerate() {
+        assert!(
+            (g - (v + 1.0)).abs() <= 1e-4,
+            "element {i}: {g} after the slow kernel, want {}",
+            v + 1.0
+        );
+    }
+
+    d.rebuild().await.unwrap();
+    let e = r.all_reduce(&w, &w, ReduceOp::Sum).await.unwrap_err();
+    assert!(matches!(e, GpuError::Stale { .. }), "{e:?}");
+    let fresh = d.upload(x.clone()).await.unwrap();
+    let out = d.alloc::<f32>(x.len()).await.unwrap();
+    r.all_reduce(&fresh, &out, ReduceOp::Max).await.unwrap();
+    assert_eq!(d.download(&out).await.unwrap(), x, "re-formed after the rebuild");
+
+    let sys = ActorSystem::new("nccl-twin");
+    let twin = Device::open(&sys, DeviceConfig::cuda(0)).await.unwrap();
+    let e = World::new(&[devices[0].clone(), twin]).await.err().unwrap();
+    assert!(matches!(e, GpuError::InvalidArgument(_)), "two ranks on one GPU: {e:?}");
+    let (_c, cpu) = cpu_devices(1, Duration::from_secs(60)).await;
+    let e = World::new(&[devices[0].clone(), cpu[0].clone()]).await.err().unwrap();
+    assert!(matches!(e, GpuError::Unsupported(_)), "a mixed world: {e:?}");
 }

@@ -7,6 +7,10 @@ pub mod slow;
 
 static SEED: AtomicU64 = AtomicU64::new(0);
 
+#[path = "../../examples/support/random.rs"]
+mod random;
+pub use random::random as seeded_vec;
+
 /// Fresh random values in [-1, 1): a new seed per call, mixed with the clock, so no two
 /// runs check the same data.
 pub fn rand_vec(n: usize) -> Vec<f64> {
@@ -14,16 +18,19 @@ pub fn rand_vec(n: usize) -> Vec<f64> {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .subsec_nanos() as u64;
-    let mut s = (nanos ^ SEED.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed)) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s >> 12;
-            s ^= s << 25;
-            s ^= s >> 27;
-            let v = s.wrapping_mul(0x2545_F491_4F6C_DD1D);
-            ((v >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
-        })
-        .collect()
+    seeded_vec(n, nanos ^ SEED.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed))
+}
+
+/// The float64 reference of a collective's `op` over one element's values on every rank.
+pub fn reduce_ref(op: atomr_accel_cuda::multi_device::ReduceOp, values: impl Iterator<Item = f64>) -> f64 {
+    use atomr_accel_cuda::multi_device::ReduceOp;
+    let v: Vec<f64> = values.collect();
+    match op {
+        ReduceOp::Sum => v.iter().sum(),
+        ReduceOp::Avg => v.iter().sum::<f64>() / v.len() as f64,
+        ReduceOp::Max => v.iter().copied().fold(f64::MIN, f64::max),
+        ReduceOp::Min => v.iter().copied().fold(f64::MAX, f64::min),
+    }
 }
 
 /// Column-major reference GEMM in float64.

@@ -21,14 +21,16 @@ use crate::error::GpuError;
 /// One party's data (a `Vec<T>`).
 pub(crate) type Data = Box<dyn Any + Send>;
 
-/// What every party's data becomes: the parts in party order, to one output each.
-pub(crate) type Compute = fn(&Call, Vec<Data>) -> Vec<Data>;
+/// What every party's data becomes: the parts in party order, to one output each — or
+/// the error every party gets. Run once, by the last arrival, under the exchange's lock
+/// (host arithmetic, or enqueueing an NCCL group: short either way).
+pub(crate) type Compute = Box<dyn FnOnce(&Call, Vec<Data>) -> Result<Vec<Data>, GpuError> + Send>;
 
 /// What a party is waiting for.
 pub(crate) type Answer = oneshot::Receiver<Result<Data, GpuError>>;
 
 /// Which meeting: a collective by its number on every rank, or a send/receive pair.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub(crate) enum Key {
     /// The `n`-th collective of the world.
     Collective(u64),
@@ -37,19 +39,46 @@ pub(crate) enum Key {
 }
 
 /// A call as every party must agree on it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Call {
-    pub(crate) what: &'static str,
-    pub(crate) dtype: &'static str,
+    pub(crate) kind: Kind,
+    pub(crate) dtype: String,
     /// Elements each party contributes.
     pub(crate) len: usize,
-    pub(crate) op: Option<super::ReduceOp>,
-    pub(crate) root: Option<usize>,
+}
+
+/// Which collective, with what every rank must pass alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) enum Kind {
+    AllReduce(super::ReduceOp),
+    Broadcast {
+        root: usize,
+    },
+    AllGather,
+    ReduceScatter(super::ReduceOp),
+    /// Party 0 is rank `from`, sending; party 1 rank `to`, receiving.
+    SendRecv {
+        from: usize,
+        to: usize,
+    },
+}
+
+impl std::fmt::Display for Call {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (len, dtype) = (self.len, &self.dtype);
+        match self.kind {
+            Kind::AllReduce(op) => write!(f, "all_reduce of {len} × {dtype} ({op:?})"),
+            Kind::Broadcast { root } => write!(f, "broadcast of {len} × {dtype} from root {root}"),
+            Kind::AllGather => write!(f, "all_gather of {len} × {dtype}"),
+            Kind::ReduceScatter(op) => write!(f, "reduce_scatter of {len} × {dtype} ({op:?})"),
+            Kind::SendRecv { from, to } => write!(f, "send/recv of {len} × {dtype} from rank {from} to {to}"),
+        }
+    }
 }
 
 struct Meeting {
     call: Call,
-    compute: Compute,
+    compute: Option<Compute>,
     parts: Vec<Option<Data>>,
     waiting: Vec<Option<oneshot::Sender<Result<Data, GpuError>>>>,
     arrived: usize,
@@ -58,13 +87,31 @@ struct Meeting {
 
 /// The meetings in progress of one world.
 pub(crate) struct Exchange {
-    meetings: Mutex<HashMap<Key, Meeting>>,
+    meetings: Mutex<Meetings>,
+}
+
+#[derive(Default)]
+struct Meetings {
+    open: HashMap<Key, Meeting>,
+    /// Why the world is over (a rank's process left it): every meeting fails with it.
+    over: Option<GpuError>,
 }
 
 impl Exchange {
     pub(crate) fn new() -> Self {
         Exchange {
-            meetings: Mutex::new(HashMap::new()),
+            meetings: Mutex::new(Meetings::default()),
+        }
+    }
+
+    /// The world is over: every meeting in progress, and every later arrival, fails
+    /// with `e`.
+    pub(crate) fn fail_all(&self, e: GpuError) {
+        let mut all = self.meetings.lock().unwrap_or_else(|p| p.into_inner());
+        all.over.get_or_insert(e.clone());
+        for (_, mut m) in all.open.drain() {
+            m.failed.get_or_insert(e.clone());
+            answer_all(&mut m, &e);
         }
     }
 
@@ -81,9 +128,13 @@ impl Exchange {
     ) -> Answer {
         let (tx, rx) = oneshot::channel();
         let mut all = self.meetings.lock().unwrap_or_else(|p| p.into_inner());
-        let m = all.entry(key).or_insert_with(|| Meeting {
+        if let Some(e) = &all.over {
+            let _ = tx.send(Err(e.clone()));
+            return rx;
+        }
+        let m = all.open.entry(key).or_insert_with(|| Meeting {
             call: call.clone(),
-            compute,
+            compute: Some(compute),
             parts: (0..parties).map(|_| None).collect(),
             waiting: (0..parties).map(|_| None).collect(),
             arrived: 0,
@@ -113,15 +164,20 @@ impl Exchange {
                 .iter_mut()
                 .map(|p| p.take().expect("every party arrived"))
                 .collect();
-            let outs = (m.compute)(&m.call, parts);
-            for (w, out) in m.waiting.iter_mut().zip(outs) {
-                if let Some(tx) = w.take() {
-                    let _ = tx.send(Ok(out));
+            let compute = m.compute.take().expect("computed once");
+            match compute(&m.call, parts) {
+                Ok(outs) => {
+                    for (w, out) in m.waiting.iter_mut().zip(outs) {
+                        if let Some(tx) = w.take() {
+                            let _ = tx.send(Ok(out));
+                        }
+                    }
                 }
+                Err(e) => answer_all(m, &e),
             }
         }
         if m.arrived == parties {
-            all.remove(&key);
+            all.open.remove(&key);
         }
         rx
     }
@@ -130,12 +186,12 @@ impl Exchange {
     /// arrival, gets `e`.
     pub(crate) fn abandon(&self, key: Key, parties: usize, e: GpuError) {
         let mut all = self.meetings.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(m) = all.get_mut(&key) {
+        if let Some(m) = all.open.get_mut(&key) {
             m.failed.get_or_insert(e);
             let e = m.failed.clone().expect("just set");
             answer_all(m, &e);
             if m.arrived == parties {
-                all.remove(&key);
+                all.open.remove(&key);
             }
         }
     }
@@ -143,7 +199,7 @@ impl Exchange {
     /// Meetings not yet complete (for tests).
     #[cfg(test)]
     pub(crate) fn pending(&self) -> usize {
-        self.meetings.lock().unwrap().len()
+        self.meetings.lock().unwrap().open.len()
     }
 }
 
@@ -159,23 +215,11 @@ fn answer_all(m: &mut Meeting, e: &GpuError) {
 
 /// The error every party gets when one called something else than the first arrival.
 fn mismatch(first: &Call, this: &Call, party: usize) -> GpuError {
-    let show = |c: &Call| {
-        let mut s = format!("{} of {} × {}", c.what, c.len, c.dtype);
-        if let Some(op) = c.op {
-            s += &format!(" ({op:?})");
-        }
-        if let Some(r) = c.root {
-            s += &format!(" from root {r}");
-        }
-        s
-    };
     GpuError::InvalidArgument(
         crate::error::Invalid::new(format!(
-            "ranks disagree on a collective: rank {party} called {}, another rank {}; every rank must call the same collectives, in the same order, with the same lengths and element type",
-            show(this),
-            show(first)
+            "ranks disagree on a collective: rank {party} called {this}, another rank {first}; every rank must call the same collectives, in the same order, with the same lengths and element type"
         ))
-        .mismatch(format_args!("{}", show(first)), format_args!("{}", show(this))),
+        .mismatch(format_args!("{first}"), format_args!("{this}")),
     )
 }
 
@@ -185,17 +229,17 @@ mod tests {
 
     fn call(len: usize) -> Call {
         Call {
-            what: "sum",
-            dtype: "f64",
+            kind: Kind::AllReduce(crate::multi_device::ReduceOp::Sum),
+            dtype: "f64".into(),
             len,
-            op: None,
-            root: None,
         }
     }
 
-    fn sum(_: &Call, parts: Vec<Data>) -> Vec<Data> {
-        let total: f64 = parts.iter().map(|p| p.downcast_ref::<f64>().unwrap()).sum();
-        parts.iter().map(|_| Box::new(total) as Data).collect()
+    fn sum() -> Compute {
+        Box::new(|_, parts| {
+            let total: f64 = parts.iter().map(|p| p.downcast_ref::<f64>().unwrap()).sum();
+            Ok(parts.iter().map(|_| Box::new(total) as Data).collect())
+        })
     }
 
     fn got(rx: &mut Answer) -> Option<Result<f64, GpuError>> {
@@ -206,10 +250,10 @@ mod tests {
     fn the_last_arrival_computes_for_all() {
         let x = Exchange::new();
         let k = Key::Collective(0);
-        let mut a = x.meet(k, 1, 3, call(1), Ok(Box::new(2.0f64)), sum);
-        let mut b = x.meet(k, 0, 3, call(1), Ok(Box::new(3.0f64)), sum);
+        let mut a = x.meet(k, 1, 3, call(1), Ok(Box::new(2.0f64)), sum());
+        let mut b = x.meet(k, 0, 3, call(1), Ok(Box::new(3.0f64)), sum());
         assert!(got(&mut a).is_none() && got(&mut b).is_none(), "waits for the third");
-        let mut c = x.meet(k, 2, 3, call(1), Ok(Box::new(4.0f64)), sum);
+        let mut c = x.meet(k, 2, 3, call(1), Ok(Box::new(4.0f64)), sum());
         for rx in [&mut a, &mut b, &mut c] {
             assert_eq!(got(rx).unwrap().unwrap(), 9.0);
         }
@@ -220,21 +264,49 @@ mod tests {
     fn a_mismatch_or_an_error_fails_every_party() {
         let x = Exchange::new();
         let k = Key::Collective(0);
-        let mut a = x.meet(k, 0, 2, call(4), Ok(Box::new(1.0f64)), sum);
-        let mut b = x.meet(k, 1, 2, call(5), Ok(Box::new(1.0f64)), sum);
+        let mut a = x.meet(k, 0, 2, call(4), Ok(Box::new(1.0f64)), sum());
+        let mut b = x.meet(k, 1, 2, call(5), Ok(Box::new(1.0f64)), sum());
         for rx in [&mut a, &mut b] {
             let e = got(rx).unwrap().unwrap_err();
             assert!(matches!(e, GpuError::InvalidArgument(_)), "{e:?}");
             assert!(e.to_string().contains("rank 1"), "{e}");
         }
         let k = Key::Collective(1);
-        let mut a = x.meet(k, 0, 2, call(1), Err(GpuError::DeviceLost("gone".into())), sum);
+        let mut a = x.meet(k, 0, 2, call(1), Err(GpuError::DeviceLost("gone".into())), sum());
         assert!(
             matches!(got(&mut a).unwrap(), Err(GpuError::DeviceLost(_))),
             "fails at once"
         );
-        let mut b = x.meet(k, 1, 2, call(1), Ok(Box::new(1.0f64)), sum);
+        let mut b = x.meet(k, 1, 2, call(1), Ok(Box::new(1.0f64)), sum());
         assert!(matches!(got(&mut b).unwrap(), Err(GpuError::DeviceLost(_))));
+        assert_eq!(x.pending(), 0);
+    }
+
+    #[test]
+    fn a_failed_computation_or_a_world_over_fails_every_party() {
+        let x = Exchange::new();
+        let k = Key::Collective(0);
+        let broken: Compute = Box::new(|_, _| Err(GpuError::Internal("broken".into())));
+        let mut a = x.meet(k, 0, 2, call(1), Ok(Box::new(1.0f64)), broken);
+        let mut b = x.meet(k, 1, 2, call(1), Ok(Box::new(1.0f64)), sum());
+        for rx in [&mut a, &mut b] {
+            assert!(
+                matches!(got(rx).unwrap(), Err(GpuError::Internal(_))),
+                "the first arrival's computation runs"
+            );
+        }
+        let k = Key::Collective(1);
+        let mut a = x.meet(k, 0, 2, call(1), Ok(Box::new(1.0f64)), sum());
+        x.fail_all(GpuError::DeviceLost("rank 1 left".into()));
+        assert!(
+            matches!(got(&mut a).unwrap(), Err(GpuError::DeviceLost(_))),
+            "in progress"
+        );
+        let mut b = x.meet(Key::Collective(2), 0, 2, call(1), Ok(Box::new(1.0f64)), sum());
+        assert!(
+            matches!(got(&mut b).unwrap(), Err(GpuError::DeviceLost(_))),
+            "later, at once"
+        );
         assert_eq!(x.pending(), 0);
     }
 
@@ -242,15 +314,15 @@ mod tests {
     fn a_party_giving_up_fails_the_others_and_later_arrivals() {
         let x = Exchange::new();
         let k = Key::PointToPoint { from: 0, to: 1, n: 0 };
-        let mut a = x.meet(k, 0, 3, call(1), Ok(Box::new(1.0f64)), sum);
+        let mut a = x.meet(k, 0, 3, call(1), Ok(Box::new(1.0f64)), sum());
         x.abandon(k, 3, GpuError::Timeout(std::time::Duration::from_secs(1)));
         assert!(matches!(got(&mut a).unwrap(), Err(GpuError::Timeout(_))));
-        let mut b = x.meet(k, 1, 3, call(1), Ok(Box::new(1.0f64)), sum);
+        let mut b = x.meet(k, 1, 3, call(1), Ok(Box::new(1.0f64)), sum());
         assert!(
             matches!(got(&mut b).unwrap(), Err(GpuError::Timeout(_))),
             "a later arrival fails at once"
         );
-        let mut c = x.meet(k, 2, 3, call(1), Ok(Box::new(1.0f64)), sum);
+        let mut c = x.meet(k, 2, 3, call(1), Ok(Box::new(1.0f64)), sum());
         assert!(got(&mut c).unwrap().is_err());
         assert_eq!(x.pending(), 0, "gone once every party came");
     }

@@ -11,14 +11,23 @@
 //! rank, else `InvalidArgument` on all), and fail on every rank — never hang — when a
 //! member's device is lost, a rank's buffer is stale, or the deadline passes.
 //!
-//! The world of CPU devices combines host buffers (the semantics the API and its tests
-//! run on in CI). GPU members need NCCL communicators (DESIGN.md: multi-GPU on NCCL, never
-//! a home-made transport): not built yet, so a world with a GPU is `Unsupported`
-//! (README: what is missing), as are ranks in other processes.
+//! Where the data moves (`rank.rs`'s `Plane`): a world of CPU devices combines host
+//! buffers (`host.rs`: the semantics the API and its tests run on in CI); a world of GPUs
+//! runs on NCCL (`nccl.rs`; DESIGN.md: multi-GPU on NCCL, never a home-made transport) —
+//! one communicator per GPU, every rank's call of a collective enqueued in one NCCL group
+//! once the meeting checked them. Ranks may also be processes, on one host or many
+//! (`World::join`, [`Rendezvous`]): rank 0's process holds the meetings and serves the
+//! others over TCP (`remote.rs`, `rendezvous.rs`), GPU data moving on NCCL's own
+//! transport between them.
 
 mod exchange;
+mod host;
+mod nccl;
 mod rank;
 mod reduce;
+mod remote;
+mod rendezvous;
 
 pub use rank::{Rank, World};
 pub use reduce::{CollectiveScalar, ReduceOp};
+pub use rendezvous::Rendezvous;

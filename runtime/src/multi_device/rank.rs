@@ -4,8 +4,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::exchange::{Answer, Call, Compute, Data, Exchange, Key};
-use super::reduce::{reduce, CollectiveScalar, ReduceOp};
+use super::exchange::{Answer, Call, Data, Exchange, Key, Kind};
+use super::nccl::{self, NcclPart, NcclRank, NcclWorld};
+use super::reduce::{CollectiveScalar, ReduceOp};
+use super::remote::{Client, Codec};
+use super::rendezvous::{Joined, Rendezvous};
 use crate::backend::state::{BackendKind, Status};
 use crate::device::Device;
 use crate::error::{GpuError, Invalid};
@@ -17,11 +20,63 @@ pub struct World {
     ranks: Vec<Rank>,
 }
 
-/// What the ranks of a world share.
+/// What the ranks of a world in this process share.
 struct Shared {
-    devices: Vec<Device>,
-    exchange: Exchange,
+    size: usize,
+    /// The device of each rank of this process, by rank (`None`: another process's).
+    devices: Vec<Option<Device>>,
+    meeting: Meeting,
     deadline: Duration,
+    plane: Plane,
+}
+
+/// Where the ranks' calls meet.
+enum Meeting {
+    /// In this process: every rank's, or (rank 0 of a world spread over processes) this
+    /// one's and those the coordinator serves.
+    Here(Arc<Exchange>),
+    /// At rank 0's process, through this process's connection.
+    Remote(Arc<Client>),
+}
+
+/// Where the data of collectives moves.
+enum Plane {
+    /// Through the host: a world of CPU devices.
+    Host,
+    /// NCCL between the GPUs of this process, every rank's call enqueued by the last
+    /// arrival.
+    Nccl(NcclWorld),
+    /// NCCL from this process's one rank of a world spread over processes, enqueued once
+    /// the coordinator saw every rank call the same.
+    NcclRank(NcclRank),
+}
+
+impl Meeting {
+    async fn meet(&self, key: Key, party: &Party, call: Call, data: Result<Data, GpuError>, codec: Codec) -> Answer {
+        self.meet_with(key, party, call, data, codec, (codec.compute)()).await
+    }
+
+    async fn meet_with(
+        &self,
+        key: Key,
+        party: &Party,
+        call: Call,
+        data: Result<Data, GpuError>,
+        codec: Codec,
+        compute: super::exchange::Compute,
+    ) -> Answer {
+        match self {
+            Meeting::Here(x) => x.meet(key, party.index, party.of, call, data, compute),
+            Meeting::Remote(c) => c.meet(key, party.index, party.of, call, data, codec).await,
+        }
+    }
+
+    async fn abandon(&self, key: Key, parties: usize, e: GpuError) {
+        match self {
+            Meeting::Here(x) => x.abandon(key, parties, e),
+            Meeting::Remote(c) => c.abandon(key, parties, e).await,
+        }
+    }
 }
 
 /// One member of a [`World`]: its device, and its collectives. Every rank must call the
@@ -45,30 +100,64 @@ struct Counters {
 }
 
 impl World {
-    /// A world over `devices` (two or more, or one), rank `i` on `devices[i]`. A world
-    /// with a GPU member is `Unsupported` until NCCL communicators are built (README).
-    /// Each collective waits at most the first device's `request_timeout` for the other
-    /// ranks.
+    /// A world over `devices` (one or more), rank `i` on `devices[i]`: all CPU devices
+    /// (collectives computed on the host) or all GPUs, each a different one (NCCL
+    /// communicators, formed here). Each collective waits at most the first device's
+    /// `request_timeout` for the other ranks.
     pub async fn new(devices: &[Device]) -> Result<World, GpuError> {
         if devices.is_empty() {
             return Err(GpuError::invalid("a world needs at least one device"));
         }
+        let mut gpus = 0;
         for (i, d) in devices.iter().enumerate() {
-            if d.ready().await?.backend == BackendKind::Cuda {
-                return Err(GpuError::Unsupported(format!(
-                    "rank {i} is a GPU ({d:?}): worlds of GPUs run on NCCL communicators, not built yet; worlds of CPU devices work"
-                )));
-            }
             if devices[..i].iter().any(|o| o.same_device(d)) {
                 return Err(GpuError::invalid(format!(
                     "rank {i} is the device of an earlier rank: one rank per device"
                 )));
             }
+            if d.ready().await?.backend == BackendKind::Cuda {
+                gpus += 1;
+                if let Some(j) = devices[..i]
+                    .iter()
+                    .position(|o| o.config().device_id == d.config().device_id)
+                {
+                    return Err(GpuError::invalid(format!(
+                        "ranks {j} and {i} are both on GPU {}: NCCL runs one rank per GPU",
+                        d.config().device_id
+                    )));
+                }
+                if d.config().isolation.is_some() {
+                    return Err(GpuError::Unsupported(format!(
+                        "rank {i} ({d:?}) is isolated: its context lives in a worker process, out of this world's NCCL communicators' reach"
+                    )));
+                }
+            }
         }
+        let plane = match gpus {
+            0 => Plane::Host,
+            n if n == devices.len() => {
+                if !crate::sys::nccl::nccl_present() {
+                    return Err(GpuError::Unsupported(
+                        "a world of GPUs needs NCCL (libnccl.so.2, e.g. the nvidia-nccl-cu13 wheel's lib/) on the library path"
+                            .into(),
+                    ));
+                }
+                let nccl = NcclWorld::new(devices.to_vec());
+                nccl.formed().await?;
+                Plane::Nccl(nccl)
+            }
+            _ => {
+                return Err(GpuError::Unsupported(
+                    "a world mixing GPUs and CPU devices: make one world of each".into(),
+                ))
+            }
+        };
         let shared = Arc::new(Shared {
-            devices: devices.to_vec(),
-            exchange: Exchange::new(),
+            size: devices.len(),
+            devices: devices.iter().cloned().map(Some).collect(),
+            meeting: Meeting::Here(Arc::new(Exchange::new())),
             deadline: devices[0].config().request_timeout,
+            plane,
         });
         let ranks = (0..devices.len())
             .map(|index| Rank {
@@ -78,6 +167,61 @@ impl World {
             })
             .collect();
         Ok(World { ranks })
+    }
+
+    /// This process's rank of a world spread over processes (and hosts), on `device`:
+    /// every process calls `join` with the same [`Rendezvous`] address and size and its
+    /// own rank. Rank 0's process holds the meetings; a world of GPUs moves its data on
+    /// NCCL between the processes (one GPU each), a world of CPU devices through rank 0.
+    /// Resolves once every rank has joined (and, for GPUs, the NCCL clique is up), or
+    /// fails after the device's `request_timeout`. A world spread over processes does not
+    /// re-form after its device is rebuilt: join a new one.
+    pub async fn join(device: &Device, rendezvous: &Rendezvous) -> Result<Rank, GpuError> {
+        let gpu = device.ready().await?.backend == BackendKind::Cuda;
+        if gpu {
+            if device.config().isolation.is_some() {
+                return Err(GpuError::Unsupported(format!(
+                    "{device:?} is isolated: its context lives in a worker process, out of NCCL's reach"
+                )));
+            }
+            if !crate::sys::nccl::nccl_present() {
+                return Err(GpuError::Unsupported(
+                    "a world of GPUs needs NCCL (libnccl.so.2, e.g. the nvidia-nccl-cu13 wheel's lib/) on the library path"
+                        .into(),
+                ));
+            }
+        }
+        let deadline = device.config().request_timeout;
+        let make_id = || crate::sys::nccl::UniqueId::new().map(|id| id.to_bytes());
+        let (joined, id) = rendezvous.join(gpu, make_id, deadline).await?;
+        let plane = match id {
+            Some(id) => {
+                let id = crate::sys::nccl::UniqueId::from_bytes(&id)?;
+                let join = NcclRank::join(device, id, rendezvous.rank, rendezvous.size);
+                let rank = tokio::time::timeout(deadline, join)
+                    .await
+                    .map_err(|_| GpuError::Timeout(deadline))??;
+                Plane::NcclRank(rank)
+            }
+            None => Plane::Host,
+        };
+        let meeting = match joined {
+            Joined::Coordinator(x) => Meeting::Here(x),
+            Joined::Member(c) => Meeting::Remote(c),
+        };
+        let mut devices = vec![None; rendezvous.size];
+        devices[rendezvous.rank] = Some(device.clone());
+        Ok(Rank {
+            index: rendezvous.rank,
+            shared: Arc::new(Shared {
+                size: rendezvous.size,
+                devices,
+                meeting,
+                deadline,
+                plane,
+            }),
+            counters: Default::default(),
+        })
     }
 
     /// The number of ranks.
@@ -110,16 +254,22 @@ impl Rank {
 
     /// The number of ranks of its world.
     pub fn size(&self) -> usize {
-        self.shared.devices.len()
+        self.shared.size
     }
 
     /// This rank's device: the one its buffers belong to.
     pub fn device(&self) -> &Device {
-        &self.shared.devices[self.index]
+        self.shared.devices[self.index].as_ref().expect("a rank's own device")
+    }
+
+    /// True if the world's collectives run on NCCL (a world of GPUs), false if on the
+    /// host (a world of CPU devices).
+    pub fn on_nccl(&self) -> bool {
+        !matches!(self.shared.plane, Plane::Host)
     }
 
     /// `recv` = `send` combined by `op` over every rank (element by element); equal
-    /// lengths on every rank.
+    /// lengths on every rank. `send` and `recv` may be the same buffer (in place).
     pub async fn all_reduce<T: CollectiveScalar>(
         &self,
         send: &GpuRef<T>,
@@ -127,21 +277,12 @@ impl Rank {
         op: ReduceOp,
     ) -> Result<(), GpuError> {
         let local = same_len(send, recv.len(), "recv");
-        self.collective(
-            call::<T>("all_reduce", send.len(), Some(op), None),
-            send,
-            recv,
-            local,
-            |c, parts| {
-                let out = reduce(c.op.expect("an op"), &typed::<T>(&parts));
-                parts.iter().map(|_| Box::new(out.clone()) as Data).collect()
-            },
-        )
-        .await
+        self.collective(call::<T>(Kind::AllReduce(op), send.len()), send, recv, local)
+            .await
     }
 
     /// `recv` on every rank = `send` of rank `root` (each rank passes a `send` of the
-    /// same length; only the root's is read).
+    /// same length; only the root's is read). `send` and `recv` may be the same buffer.
     pub async fn broadcast<T: CollectiveScalar>(
         &self,
         send: &GpuRef<T>,
@@ -149,33 +290,15 @@ impl Rank {
         root: usize,
     ) -> Result<(), GpuError> {
         let local = same_len(send, recv.len(), "recv").and(self.check_rank(root, "root"));
-        self.collective(
-            call::<T>("broadcast", send.len(), None, Some(root)),
-            send,
-            recv,
-            local,
-            |c, parts| {
-                let root = &typed::<T>(&parts)[c.root.expect("a root")];
-                parts.iter().map(|_| Box::new(root.to_vec()) as Data).collect()
-            },
-        )
-        .await
+        self.collective(call::<T>(Kind::Broadcast { root }, send.len()), send, recv, local)
+            .await
     }
 
     /// `recv` (`size` × `send.len()`) = every rank's `send`, in rank order.
     pub async fn all_gather<T: CollectiveScalar>(&self, send: &GpuRef<T>, recv: &GpuRef<T>) -> Result<(), GpuError> {
         let local = same_len(recv, send.len() * self.size(), "recv");
-        self.collective(
-            call::<T>("all_gather", send.len(), None, None),
-            send,
-            recv,
-            local,
-            |_, parts| {
-                let all: Vec<T> = typed::<T>(&parts).concat();
-                parts.iter().map(|_| Box::new(all.clone()) as Data).collect()
-            },
-        )
-        .await
+        self.collective(call::<T>(Kind::AllGather, send.len()), send, recv, local)
+            .await
     }
 
     /// `send` (`size` × `recv.len()` on every rank) combined by `op` over the ranks; rank
@@ -187,20 +310,8 @@ impl Rank {
         op: ReduceOp,
     ) -> Result<(), GpuError> {
         let local = same_len(send, recv.len() * self.size(), "send");
-        self.collective(
-            call::<T>("reduce_scatter", send.len(), Some(op), None),
-            send,
-            recv,
-            local,
-            |c, parts| {
-                let out = reduce(c.op.expect("an op"), &typed::<T>(&parts));
-                let block = out.len() / parts.len();
-                (0..parts.len())
-                    .map(|r| Box::new(out[r * block..(r + 1) * block].to_vec()) as Data)
-                    .collect()
-            },
-        )
-        .await
+        self.collective(call::<T>(Kind::ReduceScatter(op), send.len()), send, recv, local)
+            .await
     }
 
     /// Sends `buf` to rank `to`, whose matching [`Rank::recv`] (its next from this rank)
@@ -215,16 +326,16 @@ impl Rank {
             to,
             n,
         };
-        let data = self.device().download(buf).await.map(|v| Box::new(v) as Data);
-        let answer = self.shared.exchange.meet(
+        let kind = Kind::SendRecv { from: self.index, to };
+        self.meet(
             key,
-            0,
-            2,
-            call::<T>("send/recv", buf.len(), None, None),
-            data,
-            pass::<T>,
-        );
-        self.wait(answer, key, 2).await.map(|_| ())
+            Party::sender(self.index, to),
+            call::<T>(kind, buf.len()),
+            buf,
+            buf,
+            Ok(()),
+        )
+        .await
     }
 
     /// Receives into `buf` the next message rank `from` sends this rank (same length).
@@ -236,45 +347,122 @@ impl Rank {
             to: self.index,
             n,
         };
-        let data = Ok(Box::new(Vec::<T>::new()) as Data);
-        let answer = self.shared.exchange.meet(
+        let kind = Kind::SendRecv { from, to: self.index };
+        self.meet(
             key,
-            1,
-            2,
-            call::<T>("send/recv", buf.len(), None, None),
-            data,
-            pass::<T>,
-        );
-        let got = self.wait(answer, key, 2).await?;
-        self.device()
-            .write(buf, *got.downcast::<Vec<T>>().expect("a Vec of T"))
-            .await
+            Party::receiver(from, self.index),
+            call::<T>(kind, buf.len()),
+            buf,
+            buf,
+            Ok(()),
+        )
+        .await
     }
 
-    /// One collective: this rank's data (or why it has none) to the meeting, its part of
-    /// the result into `recv`.
+    /// One collective of every rank: the next collective meeting.
     async fn collective<T: CollectiveScalar>(
         &self,
         call: Call,
         send: &GpuRef<T>,
         recv: &GpuRef<T>,
         local: Result<(), GpuError>,
-        compute: Compute,
     ) -> Result<(), GpuError> {
-        let n = self.next(|c| &mut c.collectives);
-        let key = Key::Collective(n);
-        let data = match local {
-            Ok(()) => self.device().download(send).await.map(|v| Box::new(v) as Data),
-            Err(e) => Err(e),
+        let key = Key::Collective(self.next(|c| &mut c.collectives));
+        let party = Party {
+            index: self.index,
+            of: self.size(),
+            ranks: (0..self.size()).collect(),
+            contributes: true,
+            receives: true,
         };
-        let answer = self
+        self.meet(key, party, call, send, recv, local).await
+    }
+
+    /// This rank's part of meeting `key`: its data (or why it has none) to the meeting,
+    /// then its part of the result into `recv` — on the host, or (NCCL) enqueued on its
+    /// lane by the last arrival, waited for here.
+    async fn meet<T: CollectiveScalar>(
+        &self,
+        key: Key,
+        party: Party,
+        call: Call,
+        send: &GpuRef<T>,
+        recv: &GpuRef<T>,
+        local: Result<(), GpuError>,
+    ) -> Result<(), GpuError> {
+        let generations: Vec<Option<u64>> = self
             .shared
-            .exchange
-            .meet(key, self.index, self.size(), call, data, compute);
-        let part = self.wait(answer, key, self.size()).await?;
-        self.device()
-            .write(recv, *part.downcast::<Vec<T>>().expect("a Vec of T"))
-            .await
+            .devices
+            .iter()
+            .map(|d| d.as_ref().map(|d| d.state().generation))
+            .collect();
+        let meeting = &self.shared.meeting;
+        match &self.shared.plane {
+            Plane::Host => {
+                let data = match local {
+                    Ok(()) if party.contributes => self.device().download(send).await.map(|v| Box::new(v) as Data),
+                    Ok(()) => Ok(Box::new(Vec::<T>::new()) as Data),
+                    Err(e) => Err(e),
+                };
+                let answer = meeting.meet(key, &party, call, data, Codec::host::<T>()).await;
+                let part = self.wait(answer, key, party.of, &generations).await?;
+                if !party.receives {
+                    return Ok(());
+                }
+                self.device()
+                    .write(recv, *part.downcast::<Vec<T>>().expect("a Vec of T"))
+                    .await
+            }
+            Plane::Nccl(nccl) => {
+                let formed = match local {
+                    Ok(()) => nccl.formed().await,
+                    Err(e) => Err(e),
+                };
+                let data = formed.as_ref().map(|f| {
+                    Box::new(NcclPart {
+                        formed: f.clone(),
+                        send: send.clone(),
+                        recv: recv.clone(),
+                    }) as Data
+                });
+                let compute = nccl::compute::<T>(party.ranks.clone(), self.size());
+                let answer = meeting
+                    .meet_with(
+                        key,
+                        &party,
+                        call,
+                        data.map_err(|e| e.clone()),
+                        Codec::control(),
+                        compute,
+                    )
+                    .await;
+                self.wait(answer, key, party.of, &generations).await?;
+                formed?.done(self.index).await
+            }
+            Plane::NcclRank(rank) => {
+                let local = local.and_then(|()| self.same_generation(rank));
+                let data = local.map(|()| Box::new(()) as Data);
+                let answer = meeting.meet(key, &party, call.clone(), data, Codec::control()).await;
+                self.wait(answer, key, party.of, &generations).await?;
+                let sender = matches!(call.kind, Kind::SendRecv { .. }) && party.index == 0;
+                rank.launch::<T>(&call, self.size(), sender, send, recv)?;
+                rank.done().await
+            }
+        }
+    }
+
+    /// `Ok` while this rank's device is of the generation its communicator was made in.
+    fn same_generation(&self, rank: &NcclRank) -> Result<(), GpuError> {
+        let now = self.device().state().generation;
+        if now == rank.generation() {
+            Ok(())
+        } else {
+            Err(GpuError::DeviceLost(format!(
+                "rank {}'s device was rebuilt (generation {} → {now}) since it joined: a world spread over processes does not re-form, join a new one",
+                self.index,
+                rank.generation()
+            )))
+        }
     }
 
     /// Takes this rank's next number from the counter `which` picks.
@@ -287,15 +475,27 @@ impl Rank {
 
     /// Waits for the meeting's answer — failing it for every party when a member's
     /// device is lost or the deadline passes.
-    async fn wait(&self, mut answer: Answer, key: Key, parties: usize) -> Result<Data, GpuError> {
+    async fn wait(
+        &self,
+        mut answer: Answer,
+        key: Key,
+        parties: usize,
+        generations: &[Option<u64>],
+    ) -> Result<Data, GpuError> {
         let deadline = tokio::time::sleep(self.shared.deadline);
         tokio::pin!(deadline);
-        let mut states: Vec<_> = self.shared.devices.iter().map(|d| d.watch_state()).collect();
+        let mut states: Vec<_> = self
+            .shared
+            .devices
+            .iter()
+            .enumerate()
+            .filter_map(|(i, d)| Some((i, d.as_ref()?.watch_state())))
+            .collect();
         loop {
-            if let Some(e) = self.lost_member(&states) {
-                self.shared.exchange.abandon(key, parties, e);
+            if let Some(e) = self.lost_member(&states, generations) {
+                self.shared.meeting.abandon(key, parties, e).await;
             }
-            let changed = futures::future::select_all(states.iter_mut().map(|s| Box::pin(s.changed())));
+            let changed = futures::future::select_all(states.iter_mut().map(|(_, s)| Box::pin(s.changed())));
             // The answer first: one already in is never traded for a timeout.
             tokio::select! {
                 biased;
@@ -305,21 +505,33 @@ impl Rank {
                 _ = changed => {}
                 _ = &mut deadline => {
                     let e = GpuError::Timeout(self.shared.deadline);
-                    self.shared.exchange.abandon(key, parties, e.clone());
+                    self.shared.meeting.abandon(key, parties, e.clone()).await;
                     return Err(e);
                 }
             }
         }
     }
 
-    /// The error of the first member whose device is lost, if any.
-    fn lost_member(&self, states: &[tokio::sync::watch::Receiver<crate::device::DeviceState>]) -> Option<GpuError> {
-        states.iter().enumerate().find_map(|(i, s)| match &s.borrow().status {
-            Status::Lost(e) => Some(GpuError::DeviceLost(format!(
-                "rank {i} of the world ({:?}) is lost: {e}",
-                self.shared.devices[i]
-            ))),
-            _ => None,
+    /// The error of the first member whose device is lost, or was rebuilt since the
+    /// collective began (at `generations`), if any.
+    fn lost_member(
+        &self,
+        states: &[(usize, tokio::sync::watch::Receiver<crate::device::DeviceState>)],
+        generations: &[Option<u64>],
+    ) -> Option<GpuError> {
+        states.iter().find_map(|&(i, ref s)| {
+            let s = s.borrow();
+            let device = self.shared.devices[i].as_ref().expect("a rank of this process");
+            match &s.status {
+                Status::Lost(e) => Some(GpuError::DeviceLost(format!(
+                    "rank {i} of the world ({device:?}) is lost: {e}"
+                ))),
+                _ if Some(s.generation) != generations[i] => Some(GpuError::DeviceLost(format!(
+                    "rank {i} of the world ({device:?}) was rebuilt during the collective (generation {:?} → {}): its buffers are gone",
+                    generations[i], s.generation
+                ))),
+                _ => None,
+            }
         })
     }
 
@@ -346,13 +558,47 @@ impl Rank {
 }
 
 /// The call as every party describes it.
-fn call<T: CollectiveScalar>(what: &'static str, len: usize, op: Option<ReduceOp>, root: Option<usize>) -> Call {
+fn call<T: CollectiveScalar>(kind: Kind, len: usize) -> Call {
     Call {
-        what,
-        dtype: T::NAME,
+        kind,
+        dtype: T::NAME.into(),
         len,
-        op,
-        root,
+    }
+}
+
+/// A rank's place in one meeting.
+struct Party {
+    /// Its index among the parties, and their number.
+    index: usize,
+    of: usize,
+    /// The rank of each party.
+    ranks: Vec<usize>,
+    /// Whether its send buffer's contents go in, and the result comes back into recv.
+    contributes: bool,
+    receives: bool,
+}
+
+impl Party {
+    /// A send/recv's sender, rank `from`: party 0 of 2.
+    fn sender(from: usize, to: usize) -> Party {
+        Party {
+            index: 0,
+            of: 2,
+            ranks: vec![from, to],
+            contributes: true,
+            receives: false,
+        }
+    }
+
+    /// A send/recv's receiver, rank `to`: party 1 of 2.
+    fn receiver(from: usize, to: usize) -> Party {
+        Party {
+            index: 1,
+            of: 2,
+            ranks: vec![from, to],
+            contributes: false,
+            receives: true,
+        }
     }
 }
 
@@ -371,18 +617,4 @@ fn same_len<T: CollectiveScalar>(buf: &GpuRef<T>, want: usize, what: &str) -> Re
             buf.len(),
         )))
     }
-}
-
-/// The parties' data as slices of `T`.
-fn typed<T: CollectiveScalar>(parts: &[Data]) -> Vec<&[T]> {
-    parts
-        .iter()
-        .map(|p| p.downcast_ref::<Vec<T>>().expect("a Vec of T").as_slice())
-        .collect()
-}
-
-/// A send/receive: the receiver (party 1) gets the sender's data.
-fn pass<T: CollectiveScalar>(_: &Call, mut parts: Vec<Data>) -> Vec<Data> {
-    let sent = parts.swap_remove(0);
-    vec![Box::new(Vec::<T>::new()) as Data, sent]
 }
