@@ -3,14 +3,16 @@
 //! grouped — nccl-tests' `-g N` pattern), from 4 MiB to 256 MiB per rank. Reports the
 //! algorithm bandwidth (bytes per rank / time) and, with two GPUs or more, nccl-tests'
 //! bus bandwidth (× 2(n−1)/n). On one GPU the world has one rank (NCCL copies send to
-//! recv). Target (2+ GPUs): ≥ 0.95× raw. Skips with a message without a GPU or NCCL.
+//! recv). Target (2+ GPUs): ≥ 0.95× raw. Then GEMM throughput scaling: 64 SGEMMs of
+//! 4096³ spread over the first 1, 2, … GPUs (each GPU's share from its own task), in
+//! TFLOP/s and as a multiple of one GPU. Skips with a message without a GPU or NCCL.
 
 use std::time::Instant;
 
 use atomr_accel_cuda::actor::ActorSystem;
 use atomr_accel_cuda::multi_device::{ReduceOp, World};
 use atomr_accel_cuda::p2p::Topology;
-use atomr_accel_cuda::{Device, DeviceConfig};
+use atomr_accel_cuda::{Device, DeviceConfig, Gemm};
 use cudarc::driver::CudaContext;
 use cudarc::nccl::{group_end, group_start, Comm};
 
@@ -99,9 +101,54 @@ fn main() {
                 raw / ours
             );
         }
+        gemm_scaling(&devices).await;
         drop(world);
         for s in systems {
             s.shutdown().await;
         }
     });
+}
+
+/// SGEMM 4096³ throughput over the first k GPUs, k = 1..=n, each GPU running its share of
+/// a batch of 64 back to back from a task of its own.
+async fn gemm_scaling(devices: &[Device]) {
+    const N: usize = 4096;
+    const BATCH: usize = 64;
+    let mut one = 0.0;
+    for k in 1..=devices.len() {
+        let mut tflops = vec![];
+        for round in 0..4 {
+            let tasks: Vec<_> = devices[..k]
+                .iter()
+                .enumerate()
+                .map(|(g, d)| {
+                    let d = d.clone();
+                    tokio::spawn(async move {
+                        let a = d.upload(vec![1.0f32; N * N]).await.unwrap();
+                        let c = d.alloc::<f32>(N * N).await.unwrap();
+                        let t = Instant::now();
+                        for _ in (g..BATCH).step_by(k) {
+                            d.gemm(Gemm::new(N, N, N), &a, &a, &c).await.unwrap();
+                        }
+                        t.elapsed()
+                    })
+                })
+                .collect();
+            let mut slowest = std::time::Duration::ZERO;
+            for task in tasks {
+                slowest = slowest.max(task.await.unwrap());
+            }
+            if round > 0 {
+                tflops.push(BATCH as f64 * 2.0 * (N as f64).powi(3) / slowest.as_secs_f64() / 1e12);
+            }
+        }
+        let t = median(&mut tflops);
+        if k == 1 {
+            one = t;
+        }
+        println!(
+            "RESULT | sgemm 4096 x {BATCH} over {k} GPU(s) | {t:.1} TFLOP/s, {:.2}x one GPU",
+            t / one
+        );
+    }
 }

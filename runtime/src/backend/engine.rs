@@ -368,7 +368,7 @@ impl ContextCore {
         mut buf: PinnedBuf<T>,
     ) -> Result<Deferred<Uploaded<T>>, GpuError> {
         let r = self.alloc::<T>(buf.len())?;
-        self.enqueue_pinned_write(&r, &mut buf)?;
+        self.enqueue_pinned_write(&r, 0, buf.len(), &mut buf)?;
         Ok(self.then((r, buf)))
     }
 
@@ -376,7 +376,7 @@ impl ContextCore {
     pub(crate) fn write_pinned<T: DTypeBase>(
         &mut self,
         dst: &GpuRef<T>,
-        mut buf: PinnedBuf<T>,
+        buf: PinnedBuf<T>,
     ) -> Result<Deferred<PinnedBuf<T>>, GpuError> {
         self.check(dst)?;
         if dst.len() != buf.len() {
@@ -391,16 +391,39 @@ impl ContextCore {
                 buf.len(),
             )));
         }
-        self.enqueue_pinned_write(dst, &mut buf)?;
+        let len = buf.len();
+        self.write_pinned_at(dst, 0, buf, len)
+    }
+
+    /// Copies the first `len` elements of a pinned buffer into `dst[offset..offset + len]`
+    /// asynchronously; the pinned buffer comes back once the copy is done. What a staged
+    /// write from a caller's slice sends per chunk (`Device::write_slice`).
+    pub(crate) fn write_pinned_at<T: DTypeBase>(
+        &mut self,
+        dst: &GpuRef<T>,
+        offset: usize,
+        mut buf: PinnedBuf<T>,
+        len: usize,
+    ) -> Result<Deferred<PinnedBuf<T>>, GpuError> {
+        self.check(dst)?;
+        in_range(offset, len, dst.len(), buf.len())?;
+        self.enqueue_pinned_write(dst, offset, len, &mut buf)?;
         Ok(self.then(buf))
     }
 
-    fn enqueue_pinned_write<T: DTypeBase>(&self, dst: &GpuRef<T>, buf: &mut PinnedBuf<T>) -> Result<(), GpuError> {
+    fn enqueue_pinned_write<T: DTypeBase>(
+        &self,
+        dst: &GpuRef<T>,
+        offset: usize,
+        len: usize,
+        buf: &mut PinnedBuf<T>,
+    ) -> Result<(), GpuError> {
         let mut d = dst.lock();
         match (buf.mem_mut(), &mut *d) {
-            (HostMem::Plain(v), Storage::Cpu(out)) => out.copy_from_slice(v),
+            (HostMem::Plain(v), Storage::Cpu(out)) => out[offset..offset + len].copy_from_slice(&v[..len]),
             (HostMem::Pinned(p), Storage::Cuda(out)) => {
-                p.copy_to_device(&self.cuda()?.stream, out)
+                let mut range = out.slice_mut(offset..offset + len);
+                p.copy_to_device(&self.cuda()?.stream, &mut range)
                     .map_err(|e| self.observe(e))?;
             }
             _ => return Err(GpuError::invalid("a pinned buffer of another backend")),
@@ -408,12 +431,37 @@ impl ContextCore {
         Ok(())
     }
 
+    /// Copies `src[offset..offset + len]` into the first `len` elements of a pinned buffer
+    /// asynchronously; the pinned buffer comes back once the copy is done.
+    pub(crate) fn download_pinned_at<T: DTypeBase>(
+        &mut self,
+        src: &GpuRef<T>,
+        offset: usize,
+        mut buf: PinnedBuf<T>,
+        len: usize,
+    ) -> Result<Deferred<PinnedBuf<T>>, GpuError> {
+        self.check(src)?;
+        in_range(offset, len, src.len(), buf.len())?;
+        {
+            let s = src.lock();
+            match (&*s, buf.mem_mut()) {
+                (Storage::Cpu(v), HostMem::Plain(dst)) => dst[..len].copy_from_slice(&v[offset..offset + len]),
+                (Storage::Cuda(d), HostMem::Pinned(p)) => {
+                    p.copy_from_device(&self.cuda()?.stream, &d.slice(offset..offset + len))
+                        .map_err(|e| self.observe(e))?;
+                }
+                _ => return Err(GpuError::invalid("a pinned buffer of another backend")),
+            }
+        }
+        Ok(self.then(buf))
+    }
+
     /// Copies a device buffer into a pinned buffer of the same length asynchronously; the
     /// pinned buffer comes back once the copy is done.
     pub(crate) fn download_pinned<T: DTypeBase>(
         &mut self,
         src: &GpuRef<T>,
-        mut buf: PinnedBuf<T>,
+        buf: PinnedBuf<T>,
     ) -> Result<Deferred<PinnedBuf<T>>, GpuError> {
         self.check(src)?;
         if src.len() != buf.len() {
@@ -428,18 +476,8 @@ impl ContextCore {
                 buf.len(),
             )));
         }
-        {
-            let s = src.lock();
-            match (&*s, buf.mem_mut()) {
-                (Storage::Cpu(v), HostMem::Plain(dst)) => dst.copy_from_slice(v),
-                (Storage::Cuda(d), HostMem::Pinned(p)) => {
-                    p.copy_from_device(&self.cuda()?.stream, d)
-                        .map_err(|e| self.observe(e))?;
-                }
-                _ => return Err(GpuError::invalid("a pinned buffer of another backend")),
-            }
-        }
-        Ok(self.then(buf))
+        let len = buf.len();
+        self.download_pinned_at(src, 0, buf, len)
     }
 
     /// Returns `value` once the context's stream has finished the work enqueued so far.
@@ -475,6 +513,17 @@ impl ContextCore {
             }
         }
     }
+}
+
+/// `Ok` if `offset..offset + len` lies in a device buffer of `buffer` elements and `len`
+/// fits a pinned buffer of `pinned`.
+fn in_range(offset: usize, len: usize, buffer: usize, pinned: usize) -> Result<(), GpuError> {
+    if offset.checked_add(len).is_some_and(|end| end <= buffer) && len <= pinned {
+        return Ok(());
+    }
+    Err(GpuError::InvalidArgument(Invalid::new(format!(
+        "a copy of {len} elements at {offset} of a buffer of {buffer}, through a pinned buffer of {pinned}"
+    ))))
 }
 
 /// `len * size_of::<T>()` with the checks every allocation needs.

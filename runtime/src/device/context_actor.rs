@@ -311,6 +311,32 @@ impl ContextActor {
         self.core()?.write_pinned(&dst, buf)
     }
 
+    /// Copies the first `len` elements of `buf` into `dst[offset..offset + len]` and hands
+    /// the buffer back: one chunk of a staged write (`Device::write_slice`).
+    #[handler(dtypes(any))]
+    fn write_pinned_at<T: DTypeBase>(
+        &mut self,
+        dst: GpuRef<T>,
+        offset: usize,
+        buf: PinnedBuf<T>,
+        len: usize,
+    ) -> Result<Deferred<PinnedBuf<T>>, GpuError> {
+        self.core()?.write_pinned_at(&dst, offset, buf, len)
+    }
+
+    /// Copies `src[offset..offset + len]` into the start of `buf` and hands it back: one
+    /// chunk of a staged download (`Device::download_into`).
+    #[handler(dtypes(any))]
+    fn download_pinned_at<T: DTypeBase>(
+        &mut self,
+        src: GpuRef<T>,
+        offset: usize,
+        buf: PinnedBuf<T>,
+        len: usize,
+    ) -> Result<Deferred<PinnedBuf<T>>, GpuError> {
+        self.core()?.download_pinned_at(&src, offset, buf, len)
+    }
+
     /// Downloads `src` into a pinned buffer of the same length and hands it back.
     #[handler(dtypes(any), device)]
     fn download_pinned<T: DTypeBase>(

@@ -11,6 +11,7 @@ mod bounds;
 pub(crate) mod context_actor;
 pub(crate) mod device_actor;
 mod graph_api;
+mod host_copies;
 mod observability_api;
 pub(crate) mod origin;
 mod pool;

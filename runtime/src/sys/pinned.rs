@@ -25,8 +25,7 @@ use std::sync::Arc;
 
 use cudarc::driver::sys::CUevent_flags::CU_EVENT_DISABLE_TIMING;
 use cudarc::driver::{
-    result as dresult, CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr,
-    ValidAsZeroBits,
+    result as dresult, CudaContext, CudaEvent, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, ValidAsZeroBits,
 };
 
 use crate::error::GpuError;
@@ -92,32 +91,40 @@ impl<T: DeviceRepr + ValidAsZeroBits> PinnedMem<T> {
         Ok(unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) })
     }
 
-    /// Enqueues on `stream` a copy of `src` (of the same length) into the buffer.
-    pub(crate) fn copy_from_device(&mut self, stream: &CudaStream, src: &CudaSlice<T>) -> Result<(), GpuError> {
-        same_len(src.len(), self.len)?;
+    /// Enqueues on `stream` a copy of `src` (a buffer or a range of one, no longer than
+    /// this buffer) into the start of the buffer.
+    pub(crate) fn copy_from_device(&mut self, stream: &CudaStream, src: &impl DevicePtr<T>) -> Result<(), GpuError> {
+        fits(src.len(), self.len)?;
         // A copy still reading the buffer must finish before this one overwrites it.
         self.settle()?;
         let (from, _read) = src.device_ptr(stream);
-        // SAFETY: the buffer holds `len` elements, as many as `src` (checked); it stays
-        // allocated until the copy is done (`Drop` waits for `last_copy`, recorded just
-        // after it), and `&mut self` keeps Rust off it until then (`as_slice` waits too).
-        let dst = unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) };
+        // SAFETY: the buffer holds `len` elements, at least as many as `src` (checked); it
+        // stays allocated until the copy is done (`Drop` waits for `last_copy`, recorded
+        // just after it), and `&mut self` keeps Rust off it until then (`as_slice` waits).
+        let dst = unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), src.len()) };
         // SAFETY: `from` is `src`'s device address, valid on `stream` (the guard orders
         // the copy after `src`'s last writer and records the read).
         unsafe { dresult::memcpy_dtoh_async(dst, from, stream.cu_stream()) }?;
         self.mark_copy(stream)
     }
 
-    /// Enqueues on `stream` a copy of the buffer into `dst` (of the same length).
-    pub(crate) fn copy_to_device(&mut self, stream: &CudaStream, dst: &mut CudaSlice<T>) -> Result<(), GpuError> {
-        same_len(self.len, dst.len())?;
+    /// Enqueues on `stream` a copy of the start of the buffer into `dst` (a buffer or a
+    /// range of one, no longer than this buffer).
+    pub(crate) fn copy_to_device(
+        &mut self,
+        stream: &CudaStream,
+        dst: &mut impl DevicePtrMut<T>,
+    ) -> Result<(), GpuError> {
+        let n = dst.len();
+        fits(n, self.len)?;
         // Reading while a copy into the buffer may still be writing it would copy a mix.
         self.settle()?;
         let (to, _write) = dst.device_ptr_mut(stream);
-        // SAFETY: the buffer holds `len` initialised elements, as many as `dst` (checked);
-        // it is neither written nor freed before the copy is done (`as_mut_slice`,
-        // `copy_from_device` and `Drop` wait for `last_copy`, recorded just after it).
-        let src = unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) };
+        // SAFETY: the buffer holds `len` initialised elements, at least as many as `dst`
+        // (checked); it is neither written nor freed before the copy is done
+        // (`as_mut_slice`, `copy_from_device` and `Drop` wait for `last_copy`, recorded
+        // just after it).
+        let src = unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), n) };
         // SAFETY: `to` is `dst`'s device address, valid on `stream` (the guard orders the
         // copy after `dst`'s last user and records the write).
         unsafe { dresult::memcpy_htod_async(to, src, stream.cu_stream()) }?;
@@ -158,12 +165,13 @@ pub(crate) fn alloc_host_zeroed<T: ValidAsZeroBits>(len: usize, flags: u32) -> R
     Ok(ptr)
 }
 
-fn same_len(src: usize, dst: usize) -> Result<(), GpuError> {
-    if src == dst {
+/// `Ok` if a copy of `n` elements fits the pinned buffer's `len` (it moves its first `n`).
+fn fits(n: usize, len: usize) -> Result<(), GpuError> {
+    if n <= len {
         return Ok(());
     }
     Err(GpuError::invalid(format!(
-        "a copy of {src} elements into a buffer of {dst}"
+        "a copy of {n} elements through a pinned buffer of {len}"
     )))
 }
 

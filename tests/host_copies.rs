@@ -1,0 +1,98 @@
+//! Copies between a device and the caller's own memory (`write_slice`, `upload_slice`,
+//! `download_into`): staged in chunks through pinned buffers, exact for every length
+//! (a partial last chunk, exactly one chunk, below one), several dtypes, overlapping
+//! copies from concurrent tasks; wrong lengths and stale buffers are typed errors. On the
+//! CPU device and on the GPU.
+
+#[macro_use]
+mod common;
+
+use atomr_accel_cuda::actor::ActorSystem;
+use atomr_accel_cuda::prelude::*;
+use atomr_accel_cuda::testing::TestHooks;
+use common::rand_vec;
+
+on_both! {
+    slices_round_trip_exactly_at_every_length => round_trips;
+    concurrent_staged_copies_do_not_mix => concurrent;
+    bad_lengths_and_stale_buffers_are_typed_errors => bad_input;
+}
+
+/// Elements of `T` in one staging chunk (8 MiB).
+fn chunk<T>() -> usize {
+    (8 << 20) / std::mem::size_of::<T>()
+}
+
+async fn open(config: DeviceConfig) -> (ActorSystem, Device) {
+    let sys = ActorSystem::new("host-copies");
+    let d = Device::open(&sys, config).await.unwrap();
+    (sys, d)
+}
+
+async fn round_trip<T: DType + PartialEq + std::fmt::Debug>(d: &Device, data: Vec<T>) {
+    let n = data.len();
+    let up = d.upload_slice(&data).await.unwrap();
+    assert!(d.download(&up).await.unwrap() == data, "upload_slice of {n}");
+    let buf = d.alloc::<T>(n).await.unwrap();
+    d.write_slice(&buf, &data).await.unwrap();
+    let mut out = vec![T::default(); n];
+    d.download_into(&buf, &mut out).await.unwrap();
+    assert!(out == data, "write_slice + download_into of {n}");
+}
+
+async fn round_trips(config: DeviceConfig) {
+    let (_s, d) = open(config).await;
+    let c = chunk::<f32>();
+    for n in [3 * c + 17, c, c - 1, 2 * c, 1] {
+        round_trip(&d, rand_vec(n).iter().map(|&v| v as f32).collect()).await;
+    }
+    round_trip(&d, rand_vec(chunk::<f64>() + 5)).await;
+    round_trip(
+        &d,
+        rand_vec(chunk::<i16>() * 2 + 3)
+            .iter()
+            .map(|&v| (v * 3e4) as i16)
+            .collect(),
+    )
+    .await;
+}
+
+/// Four tasks, each with its own buffer and data, staging at once through one pool.
+async fn concurrent(config: DeviceConfig) {
+    let (_s, d) = open(config).await;
+    let n = 2 * chunk::<f32>() + 999;
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let d = d.clone();
+            tokio::spawn(async move {
+                let data: Vec<f32> = rand_vec(n).iter().map(|&v| v as f32).collect();
+                let buf = d.alloc::<f32>(n).await.unwrap();
+                d.write_slice(&buf, &data).await.unwrap();
+                let mut out = vec![0.0f32; n];
+                d.download_into(&buf, &mut out).await.unwrap();
+                out == data
+            })
+        })
+        .collect();
+    for t in tasks {
+        assert!(t.await.unwrap(), "a task got another's data");
+    }
+}
+
+async fn bad_input(config: DeviceConfig) {
+    let (_s, d) = open(config).await;
+    let n = chunk::<f32>() + 1;
+    let buf = d.alloc::<f32>(n).await.unwrap();
+    let short = vec![1.0f32; n - 1];
+    let e = d.write_slice(&buf, &short).await.unwrap_err();
+    assert!(matches!(e, GpuError::InvalidArgument(_)), "{e:?}");
+    let mut long = vec![0.0f32; n + 1];
+    let e = d.download_into(&buf, &mut long).await.unwrap_err();
+    assert!(matches!(e, GpuError::InvalidArgument(_)), "{e:?}");
+    d.rebuild().await.unwrap();
+    let e = d.write_slice(&buf, &vec![1.0f32; n]).await.unwrap_err();
+    assert!(matches!(e, GpuError::Stale { .. }), "{e:?}");
+    let mut out = vec![0.0f32; n];
+    let e = d.download_into(&buf, &mut out).await.unwrap_err();
+    assert!(matches!(e, GpuError::Stale { .. }), "{e:?}");
+}
