@@ -232,6 +232,21 @@ async fn bad_requests(config: DeviceConfig) {
             inv,
         ),
         (
+            "pinned over the per-buffer cap (16 GiB by default)",
+            Box::pin(async { dev.pinned::<f32>((17usize << 30) / 4).await.map(|_| ()) }),
+            inv,
+        ),
+        (
+            "write_slice length differs",
+            Box::pin(async { dev.write_slice(&a, &[1.0f32; 3]).await }),
+            inv,
+        ),
+        (
+            "download_into length differs",
+            Box::pin(async { dev.download_into(&a, &mut [0.0f32; 3]).await }),
+            inv,
+        ),
+        (
             "write_pinned length differs",
             Box::pin(async { dev.write_pinned(&a, pinned_short).await.map(|_| ()) }),
             inv,

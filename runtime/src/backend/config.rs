@@ -70,6 +70,10 @@ pub struct DeviceConfig {
     pub cpu_memory_limit: u64,
     /// Bytes of free pinned host buffers the device keeps for reuse.
     pub pinned_pool_bytes: u64,
+    /// The largest pinned host buffer one request may take, in bytes: page-locked memory
+    /// is taken from the whole machine (the OS cannot swap it), so a runaway length is
+    /// an `InvalidArgument` naming this setting instead of a host brought to its knees.
+    pub pinned_buffer_max_bytes: u64,
     /// How long a caller's task spins (in busy slices of at most 10 µs, yielding to its
     /// thread's other tasks between them) for a reply from a GPU before it parks (the
     /// CPU device's callers never spin: its work runs on this machine's cores). Spinning
@@ -136,6 +140,7 @@ impl Default for DeviceConfig {
             libraries: Libraries::default(),
             cpu_memory_limit: 8 << 30,
             pinned_pool_bytes: 1 << 30,
+            pinned_buffer_max_bytes: 16 << 30,
             start_delay: None,
             kernel_cache_dir: None,
             reply_spin: Duration::from_millis(5),

@@ -341,7 +341,17 @@ impl ContextCore {
 
     /// A pinned host buffer of `len` zeroed elements, from the pool when one is free.
     pub(crate) fn pinned<T: DTypeBase>(&mut self, len: usize, zeroed: bool) -> Result<PinnedBuf<T>, GpuError> {
-        checked_bytes::<T>(len)?;
+        let bytes = checked_bytes::<T>(len)?;
+        let cap = self.shared.config.pinned_buffer_max_bytes;
+        if bytes > cap {
+            return Err(GpuError::InvalidArgument(
+                Invalid::new(format!(
+                    "a pinned buffer of {bytes} bytes is over DeviceConfig::pinned_buffer_max_bytes ({cap}): raise it, or stage through smaller buffers (write_slice, download_into)"
+                ))
+                .arg("len")
+                .mismatch(format_args!("≤ {} elements", cap / std::mem::size_of::<T>() as u64), len),
+            ));
+        }
         let pool = self.shared.pinned.clone();
         let mem = match pool.take::<T>(len) {
             // Stale contents are still valid values: every dtype is plain old data.
