@@ -1,5 +1,6 @@
 //! `RngActor`: distributions (mean and variance within statistical bounds), seeding and
-//! reproducibility, bad parameters — on the CPU device and on the GPU.
+//! reproducibility, bad parameters, each generator kind, the Sobol sequence (the same
+//! points on both backends, stratified) — on the CPU device and on the GPU.
 
 #[macro_use]
 mod common;
@@ -7,12 +8,14 @@ mod common;
 use atomr_accel_cuda::actor::ActorSystem;
 use atomr_accel_cuda::device::BackendKind;
 use atomr_accel_cuda::device::RandomScalar;
-use atomr_accel_cuda::{Device, DeviceConfig, GpuError};
+use atomr_accel_cuda::{Device, DeviceConfig, GpuError, RngKind};
 
 on_both! {
     distributions_have_the_right_mean_and_variance => distributions;
     same_seed_same_numbers => reproducible;
     bad_parameters_are_typed_errors => bad_parameters;
+    each_generator_kind_is_reproducible_and_well_distributed => kinds;
+    sobol_is_the_same_low_discrepancy_sequence_on_every_backend => sobol;
 }
 
 async fn open(config: DeviceConfig) -> (ActorSystem, Device, usize) {
@@ -141,4 +144,65 @@ async fn bad_parameters(config: DeviceConfig) {
     assert!(inv(dev.fill_poisson(&u, f64::INFINITY).await));
     dev.fill_uniform(&g).await.unwrap();
     assert!(dev.download(&g).await.unwrap().iter().all(|x| *x > 0.0 && *x <= 1.0));
+}
+
+/// Each pseudo-random kind: the same kind and seed give the same numbers, two kinds of
+/// one seed differ, and each fills uniform and normal numbers with the right moments.
+async fn kinds(config: DeviceConfig) {
+    let (_sys, dev, n) = open(config).await;
+    let mut firsts = vec![];
+    for kind in [RngKind::Xorwow, RngKind::Philox, RngKind::Mrg32k3a] {
+        let draw = async || {
+            dev.rng_generator(kind, 7).await.unwrap();
+            sample::<f32>(&dev, 10_001, async |g| dev.fill_normal(g, 0.0f32, 1.0).await.unwrap()).await
+        };
+        let (a, b) = (draw().await, draw().await);
+        assert_eq!(a, b, "{kind:?}: same seed, same numbers");
+        firsts.push(a);
+        let u = sample::<f64>(&dev, n, async |g| dev.fill_uniform(g).await.unwrap()).await;
+        assert_moments(&format!("{kind:?} uniform"), &u, 0.5, 1.0 / 12.0, 1.0 / 80.0, 6.0);
+        let z = sample::<f64>(&dev, n, async |g| dev.fill_normal(g, 0.0, 1.0).await.unwrap()).await;
+        assert_moments(&format!("{kind:?} normal"), &z, 0.0, 1.0, 3.0, 6.0);
+    }
+    assert_ne!(firsts[0], firsts[1]);
+    assert_ne!(firsts[1], firsts[2]);
+}
+
+/// The 1-D Sobol sequence: its first 2^k points fall one into each interval of width
+/// 2^-k, it restarts on a reseed, the first points are those of the definition, and it
+/// fills uniform numbers only.
+async fn sobol(config: DeviceConfig) {
+    let (_sys, dev, _) = open(config).await;
+    dev.rng_generator(RngKind::Sobol32, 0).await.unwrap();
+    let n = 1 << 16;
+    let x = sample::<f64>(&dev, n, async |g| dev.fill_uniform(g).await.unwrap()).await;
+    // Gray-code order: 0, ½, ¾, ¼, 3/8, 7/8, 5/8, 1/8, … each + 2^-32 (cuRAND's (0, 1]).
+    let first = [0.0, 0.5, 0.75, 0.25, 0.375, 0.875, 0.625, 0.125];
+    for (i, (g, w)) in x.iter().zip(first).enumerate() {
+        assert_eq!(*g, w + 1.0 / 4_294_967_296.0, "point {i}");
+    }
+    for k in [4, 10, 16] {
+        let mut seen = vec![false; 1 << k];
+        for v in &x[..1 << k] {
+            // (0, 1]: cell j holds (j / 2^k, (j + 1) / 2^k].
+            let cell = (v * (1 << k) as f64).ceil() as usize - 1;
+            assert!(!seen[cell], "two of the first 2^{k} points in cell {cell}");
+            seen[cell] = true;
+        }
+    }
+    dev.seed_rng(99).await.unwrap();
+    let again = sample::<f64>(&dev, n, async |g| dev.fill_uniform(g).await.unwrap()).await;
+    assert_eq!(x, again, "a reseed restarts the sequence");
+    dev.seed_rng(0).await.unwrap();
+    let f = sample::<f32>(&dev, 8, async |g| dev.fill_uniform(g).await.unwrap()).await;
+    for (g, w) in f.iter().zip(first) {
+        assert!((g - w).abs() < 1e-7, "f32 point {g} vs {w}");
+    }
+    let g = dev.alloc::<f32>(16).await.unwrap();
+    let e = dev.fill_normal(&g, 0.0f32, 1.0).await.unwrap_err();
+    assert!(matches!(e, GpuError::Unsupported(_)), "{e:?}");
+    let u = dev.alloc::<u32>(16).await.unwrap();
+    assert!(matches!(dev.fill_poisson(&u, 2.0).await, Err(GpuError::Unsupported(_))));
+    dev.rng_generator(RngKind::Philox, 1).await.unwrap();
+    dev.fill_normal(&g, 0.0f32, 1.0).await.unwrap();
 }

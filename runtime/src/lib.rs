@@ -48,6 +48,7 @@ pub use host::PinnedBuf;
 pub use kernel::dsl::{Float, Int, KernelArg, KernelScalar};
 pub use library::blas::{Batch, Gemm, Gemv};
 pub use library::fft::FftShape;
+pub use library::rng::RngKind;
 pub use stream::StreamStrategy;
 
 /// Hooks for tests and fault drills (a forced context rebuild, killing an isolated

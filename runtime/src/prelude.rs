@@ -17,6 +17,7 @@ pub use crate::kernel::dsl::{Float, Int, KernelArg, KernelScalar};
 pub use crate::launch::LaunchConfig;
 pub use crate::library::blas::{Batch, Gemm, Gemv};
 pub use crate::library::fft::FftShape;
+pub use crate::library::rng::RngKind;
 pub use crate::memory::{Advice, Location};
 pub use crate::pipeline::Pipeline;
 pub use crate::placement::{DeviceLoad, Placement, PlacementActor, PlacementActorRef, PlacementPolicy};

@@ -31,6 +31,7 @@ use crate::gpu_ref::GpuRef;
 use crate::library::blas::{Batch, BlasActor, Gemm, Gemv};
 use crate::library::fft::{FftActor, FftShape};
 use crate::library::kernels::KernelActor;
+use crate::library::rng::RngKind;
 use crate::library::rng::{RngActor, DEFAULT_SEED};
 use crate::library::seed::LibrarySeed;
 use crate::library::shell::Library;

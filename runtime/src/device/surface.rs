@@ -14,6 +14,7 @@ use crate::host::{PinnedBuf, Uploaded};
 use crate::kernel::dsl::KernelCall;
 use crate::library::blas::{Batch, Gemm, Gemv};
 use crate::library::fft::FftShape;
+use crate::library::rng::RngKind;
 use crate::memory::{Advice, Location};
 use crate::wire::HostData;
 

@@ -27,8 +27,83 @@ use crate::sys::{CurandGen, Draw};
 /// The seed a device's generator starts from.
 pub const DEFAULT_SEED: u64 = 0x5EED_A70A;
 
+/// Which generator a device's random numbers come from ([`Device::rng_generator`]).
+///
+/// The pseudo-random kinds are cuRAND's on a GPU; the CPU device draws every one of them
+/// from ChaCha12, seeded with the seed and the kind (the same seed and kind give the same
+/// numbers again on each backend; the backends' sequences differ, their distributions
+/// agree). `Sobol32` is the 1-dimensional Sobol sequence (Joe–Kuo direction numbers, as
+/// cuRAND's `CURAND_RNG_QUASI_SOBOL32`): the same points on both backends, uniform
+/// fills only.
+///
+/// [`Device::rng_generator`]: crate::Device::rng_generator
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub enum RngKind {
+    /// cuRAND's default XORWOW.
+    #[default]
+    Xorwow,
+    /// Philox4x32-10, counter-based.
+    Philox,
+    /// MRG32k3a, combined multiple recursive.
+    Mrg32k3a,
+    /// The Sobol quasi-random sequence in one dimension: point `i` of the sequence in
+    /// Gray-code order, as `(x_i + 1) / 2³²` — low discrepancy: any first 2^k points
+    /// fall one into each interval `(j / 2^k, (j + 1) / 2^k]`. No seed (a reseed
+    /// restarts it).
+    Sobol32,
+}
+
+crate::wire::wire_enum!(RngKind {
+    RngKind::Xorwow,
+    RngKind::Philox,
+    RngKind::Mrg32k3a,
+    RngKind::Sobol32
+});
+
+impl RngKind {
+    /// A quasi-random sequence (no seed, uniform fills only).
+    pub fn is_quasi(self) -> bool {
+        self == RngKind::Sobol32
+    }
+
+    /// cuRAND's generator type.
+    fn curand(self) -> cudarc::curand::sys::curandRngType_t {
+        use cudarc::curand::sys::curandRngType_t as T;
+        match self {
+            RngKind::Xorwow => T::CURAND_RNG_PSEUDO_XORWOW,
+            RngKind::Philox => T::CURAND_RNG_PSEUDO_PHILOX4_32_10,
+            RngKind::Mrg32k3a => T::CURAND_RNG_PSEUDO_MRG32K3A,
+            RngKind::Sobol32 => T::CURAND_RNG_QUASI_SOBOL32,
+        }
+    }
+}
+
+/// The CPU device's 1-dimensional Sobol sequence, point by point in Gray-code order.
+#[derive(Default)]
+struct Sobol1 {
+    next: u32,
+    x: u32,
+}
+
+impl Sobol1 {
+    /// The next point as cuRAND converts it to a double: `(x + 1) / 2³²`, in (0, 1].
+    fn next(&mut self) -> f64 {
+        if self.next > 0 {
+            // Dimension 1's direction numbers are 2^(31 - c): flip the bit of the
+            // rightmost zero of the previous index.
+            let c = (self.next - 1).trailing_ones();
+            self.x ^= 1u32 << (31 - c);
+        }
+        self.next = self.next.wrapping_add(1);
+        (self.x as f64 + 1.0) / 4_294_967_296.0
+    }
+}
+
 enum RngEngine {
-    Cpu(Box<ChaCha12Rng>),
+    Cpu {
+        rng: Box<ChaCha12Rng>,
+        sobol: Option<Sobol1>,
+    },
     Cuda {
         gen: CurandGen,
         stream: Arc<CudaStream>,
@@ -40,7 +115,18 @@ enum RngEngine {
 pub(crate) struct RngCore {
     shared: Arc<DeviceShared>,
     generation: u64,
+    kind: RngKind,
     engine: RngEngine,
+}
+
+/// The CPU device's generator of `kind` from `seed`.
+fn cpu_engine(kind: RngKind, seed: u64) -> RngEngine {
+    // The kind mixed into the seed: two kinds of one seed are two sequences, as on a GPU.
+    let mixed = seed ^ (kind as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    RngEngine::Cpu {
+        rng: Box::new(ChaCha12Rng::seed_from_u64(mixed)),
+        sobol: kind.is_quasi().then(Sobol1::default),
+    }
 }
 
 impl Core for RngCore {
@@ -49,10 +135,11 @@ impl Core for RngCore {
     /// Builds the generator of a generation.
     fn build(seed: &LibrarySeed) -> Result<Self, GpuError> {
         let first = seed.rng_seed.unwrap_or(DEFAULT_SEED);
+        let kind = RngKind::default();
         let engine = match seed.cuda_stream()? {
-            None => RngEngine::Cpu(Box::new(ChaCha12Rng::seed_from_u64(first))),
+            None => cpu_engine(kind, first),
             Some((stream, completer)) => RngEngine::Cuda {
-                gen: CurandGen::new(stream.clone(), first)?,
+                gen: CurandGen::new(stream.clone(), kind.curand(), kind.is_quasi(), first)?,
                 stream,
                 completer,
             },
@@ -60,6 +147,7 @@ impl Core for RngCore {
         Ok(RngCore {
             shared: seed.shared.clone(),
             generation: seed.generation,
+            kind,
             engine,
         })
     }
@@ -94,8 +182,32 @@ impl RngCore {
 
     fn reseed(&mut self, seed: u64) -> Result<(), GpuError> {
         match &mut self.engine {
-            RngEngine::Cpu(rng) => **rng = ChaCha12Rng::seed_from_u64(seed),
+            RngEngine::Cpu { .. } => self.engine = cpu_engine(self.kind, seed),
             RngEngine::Cuda { gen, .. } => gen.reseed(seed).map_err(|e| self.shared.observe(e))?,
+        }
+        Ok(())
+    }
+
+    /// Replaces the generator by one of `kind`, seeded.
+    fn switch(&mut self, kind: RngKind, seed: u64) -> Result<(), GpuError> {
+        match &mut self.engine {
+            RngEngine::Cpu { .. } => self.engine = cpu_engine(kind, seed),
+            RngEngine::Cuda { gen, stream, .. } => {
+                *gen = CurandGen::new(stream.clone(), kind.curand(), kind.is_quasi(), seed)
+                    .map_err(|e| self.shared.observe(e))?;
+            }
+        }
+        self.kind = kind;
+        Ok(())
+    }
+
+    /// `Unsupported` for a draw other than uniform from a quasi-random sequence.
+    fn uniform_only(&self, what: &str) -> Result<(), GpuError> {
+        if self.kind.is_quasi() {
+            return Err(GpuError::Unsupported(format!(
+                "{what} from the {:?} quasi-random sequence: it fills uniform numbers only (transform them, or switch to a pseudo-random kind)",
+                self.kind
+            )));
         }
         Ok(())
     }
@@ -110,12 +222,19 @@ impl RngCore {
             Draw::Normal { .. } => "normal",
             Draw::LogNormal { .. } => "log_normal",
         };
+        if !matches!(draw, Draw::Uniform) {
+            self.uniform_only(name)?;
+        }
         let mut d = dst.lock();
         match (&mut self.engine, &mut *d) {
-            (RngEngine::Cpu(rng), Storage::Cpu(v)) => {
+            (RngEngine::Cpu { rng, sobol }, Storage::Cpu(v)) => {
                 let _timed = cpu_op(self.shared.config.device_id, "rng", name);
                 let to = |x: f64| T::from_f64(x);
                 match draw {
+                    Draw::Uniform if sobol.is_some() => {
+                        let s = sobol.as_mut().expect("a Sobol sequence");
+                        v.iter_mut().for_each(|x| *x = to(s.next()));
+                    }
                     // (0, 1], like cuRAND.
                     Draw::Uniform => v.iter_mut().for_each(|x| {
                         let u: f64 = StandardUniform.sample(&mut **rng);
@@ -159,6 +278,7 @@ impl RngCore {
 
     fn poisson(&mut self, dst: &GpuRef<u32>, lambda: f64) -> Result<Deferred<()>, GpuError> {
         self.check(dst)?;
+        self.uniform_only("Poisson counts")?;
         if !lambda.is_finite() || lambda <= 0.0 {
             return Err(GpuError::InvalidArgument(
                 crate::error::Invalid::new(format!("Poisson needs a positive finite lambda, got {lambda}"))
@@ -168,7 +288,7 @@ impl RngCore {
         }
         let mut d = dst.lock();
         match (&mut self.engine, &mut *d) {
-            (RngEngine::Cpu(rng), Storage::Cpu(v)) => {
+            (RngEngine::Cpu { rng, .. }, Storage::Cpu(v)) => {
                 let _timed = cpu_op(self.shared.config.device_id, "rng", "poisson");
                 let p = Poisson::new(lambda).map_err(|e| invalid(e.to_string()))?;
                 v.iter_mut().for_each(|x| *x = p.sample(&mut **rng) as u32);
@@ -201,6 +321,14 @@ impl RngActor {
     #[handler(device(name = seed_rng))]
     fn reseed(&mut self, seed: u64) -> Result<(), GpuError> {
         self.0.core()?.reseed(seed)
+    }
+
+    /// Replaces the device's generator by one of `kind`, seeded with `seed` (ignored by
+    /// a quasi-random kind); later fills draw from it. A rebuilt device starts again from
+    /// the default kind and its configured seed, as after `seed_rng`.
+    #[handler(device(name = rng_generator))]
+    fn generator(&mut self, kind: RngKind, seed: u64) -> Result<(), GpuError> {
+        self.0.core()?.switch(kind, seed)
     }
 
     /// Fills `dst` with uniform numbers in (0, 1].

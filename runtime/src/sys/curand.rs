@@ -12,6 +12,8 @@ use crate::error::GpuError;
 pub struct CurandGen {
     gen: cudarc::curand::sys::curandGenerator_t,
     stream: Arc<CudaStream>,
+    /// A quasi-random generator: no seed to set.
+    quasi: bool,
 }
 
 // SAFETY: a cuRAND generator may be used from any thread as long as calls on it are not
@@ -71,12 +73,18 @@ macro_rules! curand_float {
 curand_float!(f32, f64);
 
 impl CurandGen {
-    /// A default pseudo-random generator (XORWOW) on `stream`, seeded.
-    pub(crate) fn new(stream: Arc<CudaStream>, seed: u64) -> Result<Self, GpuError> {
+    /// A generator of cuRAND's type `kind` on `stream`, seeded (a quasi-random one,
+    /// `quasi`, has no seed: it starts its sequence).
+    pub(crate) fn new(
+        stream: Arc<CudaStream>,
+        kind: cudarc::curand::sys::curandRngType_t,
+        quasi: bool,
+        seed: u64,
+    ) -> Result<Self, GpuError> {
         use cudarc::curand::result as cr;
         stream.context().bind_to_thread()?;
-        let gen = cr::create_generator().map_err(curand_error)?;
-        let g = CurandGen { gen, stream };
+        let gen = cr::create_generator_kind(kind).map_err(curand_error)?;
+        let g = CurandGen { gen, stream, quasi };
         // SAFETY: `gen` is live and the stream handle outlives it (held in `g`).
         unsafe { cr::set_stream(g.gen, g.stream.cu_stream() as _) }.map_err(curand_error)?;
         g.reseed(seed)?;
@@ -84,10 +92,13 @@ impl CurandGen {
     }
 
     /// Restarts the sequence of `seed` (offset 0): the same seed gives the same numbers.
+    /// A quasi-random sequence has no seed: it restarts from its first point.
     pub(crate) fn reseed(&self, seed: u64) -> Result<(), GpuError> {
         use cudarc::curand::result as cr;
-        // SAFETY: live generator.
-        unsafe { cr::set_seed(self.gen, seed) }.map_err(curand_error)?;
+        if !self.quasi {
+            // SAFETY: live generator.
+            unsafe { cr::set_seed(self.gen, seed) }.map_err(curand_error)?;
+        }
         // SAFETY: live generator.
         unsafe { cr::set_offset(self.gen, 0) }.map_err(curand_error)
     }

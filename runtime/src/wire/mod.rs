@@ -504,6 +504,7 @@ macro_rules! wire_enum {
         }
     };
 }
+pub(crate) use wire_enum;
 
 /// Where the answer to one encoded request goes: decodes it and answers the asker.
 pub struct ReplySlot(Option<Answer>);
