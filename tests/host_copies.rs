@@ -1,8 +1,9 @@
 //! Copies between a device and the caller's own memory (`write_slice`, `upload_slice`,
 //! `download_into`): staged in chunks through pinned buffers, exact for every length
 //! (a partial last chunk, exactly one chunk, below one), several dtypes, overlapping
-//! copies from concurrent tasks; wrong lengths and stale buffers are typed errors. On the
-//! CPU device and on the GPU.
+//! copies from concurrent tasks; wrong lengths and stale buffers are typed errors. Owned
+//! `Vec`s (`upload`, `write`, `download`), which a GPU stages from two chunks up, round
+//! trip exactly too. On the CPU device and on the GPU.
 
 #[macro_use]
 mod common;
@@ -16,6 +17,7 @@ on_both! {
     slices_round_trip_exactly_at_every_length => round_trips;
     concurrent_staged_copies_do_not_mix => concurrent;
     bad_lengths_and_stale_buffers_are_typed_errors => bad_input;
+    owned_vecs_round_trip_exactly_staged_or_not => owned;
 }
 
 /// Elements of `T` in one staging chunk (8 MiB).
@@ -95,4 +97,22 @@ async fn bad_input(config: DeviceConfig) {
     let mut out = vec![0.0f32; n];
     let e = d.download_into(&buf, &mut out).await.unwrap_err();
     assert!(matches!(e, GpuError::Stale { .. }), "{e:?}");
+}
+
+/// `upload` / `write` / `download` of owned vectors around the staging threshold (two
+/// chunks) and well past it, with a partial last chunk.
+async fn owned(config: DeviceConfig) {
+    let (_s, d) = open(config).await;
+    let c = chunk::<f32>();
+    for n in [2 * c - 1, 2 * c, 5 * c + 333] {
+        let data: Vec<f32> = rand_vec(n).iter().map(|&v| v as f32).collect();
+        let g = d.upload(data.clone()).await.unwrap();
+        assert!(d.download(&g).await.unwrap() == data, "upload + download of {n}");
+        let again: Vec<f32> = rand_vec(n).iter().map(|&v| v as f32).collect();
+        d.write(&g, again.clone()).await.unwrap();
+        assert!(d.download(&g).await.unwrap() == again, "write + download of {n}");
+    }
+    let wide = rand_vec(3 * chunk::<f64>() + 7);
+    let g = d.upload(wide.clone()).await.unwrap();
+    assert!(d.download(&g).await.unwrap() == wide, "f64");
 }

@@ -110,14 +110,19 @@ impl ContextCore {
 
     /// The CUDA engine; an error if a CUDA buffer meets the CPU device (impossible once
     /// `check` passed, since generations and device ids are per backend instance).
-    fn cuda(&self) -> Result<&CudaEngine, GpuError> {
+    pub(super) fn cuda(&self) -> Result<&CudaEngine, GpuError> {
         match &self.engine {
             Engine::Cuda(c) => Ok(c),
             Engine::Cpu => Err(GpuError::invalid("a CUDA buffer on the CPU device")),
         }
     }
 
-    fn observe(&self, e: impl Into<GpuError>) -> GpuError {
+    /// The context's stream, shared (so that `&mut self` stays free meanwhile).
+    pub(super) fn cuda_stream(&self) -> Result<Arc<CudaStream>, GpuError> {
+        Ok(self.cuda()?.stream.clone())
+    }
+
+    pub(super) fn observe(&self, e: impl Into<GpuError>) -> GpuError {
         self.shared.observe(e.into())
     }
 
@@ -237,6 +242,7 @@ impl ContextCore {
             let mut s = r.lock();
             match &mut *s {
                 Storage::Cpu(v) => v.copy_from_slice(data),
+                Storage::Cuda(dst) if super::staging::stages::<T>(data.len()) => self.stage_htod(data, dst)?,
                 Storage::Cuda(dst) => {
                     let c = self.cuda()?;
                     c.stream.memcpy_htod(data, dst).map_err(|e| self.observe(e))?;
@@ -259,6 +265,7 @@ impl ContextCore {
         }
         match &mut *dst.lock() {
             Storage::Cpu(v) => v.copy_from_slice(data),
+            Storage::Cuda(d) if super::staging::stages::<T>(data.len()) => self.stage_htod(data, d)?,
             Storage::Cuda(d) => {
                 let c = self.cuda()?;
                 c.stream.memcpy_htod(data, d).map_err(|e| self.observe(e))?;
@@ -273,6 +280,7 @@ impl ContextCore {
         let s = src.lock();
         match &*s {
             Storage::Cpu(v) => Ok(Deferred::Now(v.clone())),
+            Storage::Cuda(d) if super::staging::stages::<T>(d.len()) => Ok(Deferred::Now(self.stage_dtoh(d)?)),
             Storage::Cuda(d) => {
                 let c = self.cuda()?;
                 // A pageable destination: cudarc synchronises the stream before returning.

@@ -5,4 +5,5 @@
 
 pub mod config;
 pub(crate) mod engine;
+mod staging;
 pub mod state;

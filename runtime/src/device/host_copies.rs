@@ -19,7 +19,7 @@ use crate::device::context_actor::{ContextActorDownloadPinnedAtDType, ContextAct
 use crate::device::{DType, Device};
 use crate::error::{GpuError, Invalid};
 use crate::gpu_ref::GpuRef;
-use crate::host::PinnedBuf;
+use crate::host::{copy_wide, PinnedBuf};
 
 /// Bytes per staging chunk: large enough that a transfer's fixed cost (~10 µs) is small
 /// against its 0.15 ms at 55 GB/s, small enough that the first transfer starts early.
@@ -132,35 +132,6 @@ impl Device {
     async fn stages<T: DType>(&self, len: usize) -> Result<bool, GpuError> {
         Ok(len >= chunk_len::<T>() && self.config().isolation.is_none() && self.journal_slot().get().is_none())
     }
-}
-
-/// Threads that copy one chunk between the caller's memory and a pinned buffer: one
-/// thread copies ~7 GB/s on the H200 host, below the pageable copy of the driver itself
-/// (10–11 GB/s device to host) and far below the DMA (55 GB/s).
-const COPY_THREADS: usize = 4;
-
-/// `dst.copy_from_slice(src)`, split over up to [`COPY_THREADS`] scoped threads (the
-/// caller's among them) where the machine has the cores.
-fn copy_wide<T: Copy + Send + Sync>(dst: &mut [T], src: &[T]) {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(COPY_THREADS);
-    let bytes = std::mem::size_of_val(src);
-    if threads < 2 || bytes < (1 << 20) {
-        dst.copy_from_slice(src);
-        return;
-    }
-    let part = src.len().div_ceil(threads);
-    std::thread::scope(|s| {
-        let mut pairs = dst.chunks_mut(part).zip(src.chunks(part));
-        let first = pairs.next();
-        for (d, s_) in pairs {
-            s.spawn(move || d.copy_from_slice(s_));
-        }
-        if let Some((d, s_)) = first {
-            d.copy_from_slice(s_);
-        }
-    });
 }
 
 /// Elements of `T` per chunk.
