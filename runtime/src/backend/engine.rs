@@ -4,9 +4,10 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use cudarc::driver::{CudaContext, CudaStream, DevicePtr};
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
 
 use super::config::BackendChoice;
+use super::staging;
 use super::state::{BackendKind, DeviceInfo, DeviceShared};
 use crate::actor::Deferred;
 use crate::completion::{Completer, CompletionStrategy};
@@ -110,7 +111,7 @@ impl ContextCore {
 
     /// The CUDA engine; an error if a CUDA buffer meets the CPU device (impossible once
     /// `check` passed, since generations and device ids are per backend instance).
-    pub(super) fn cuda(&self) -> Result<&CudaEngine, GpuError> {
+    fn cuda(&self) -> Result<&CudaEngine, GpuError> {
         match &self.engine {
             Engine::Cuda(c) => Ok(c),
             Engine::Cpu => Err(GpuError::invalid("a CUDA buffer on the CPU device")),
@@ -118,11 +119,11 @@ impl ContextCore {
     }
 
     /// The context's stream, shared (so that `&mut self` stays free meanwhile).
-    pub(super) fn cuda_stream(&self) -> Result<Arc<CudaStream>, GpuError> {
+    fn cuda_stream(&self) -> Result<Arc<CudaStream>, GpuError> {
         Ok(self.cuda()?.stream.clone())
     }
 
-    pub(super) fn observe(&self, e: impl Into<GpuError>) -> GpuError {
+    fn observe(&self, e: impl Into<GpuError>) -> GpuError {
         self.shared.observe(e.into())
     }
 
@@ -242,7 +243,7 @@ impl ContextCore {
             let mut s = r.lock();
             match &mut *s {
                 Storage::Cpu(v) => v.copy_from_slice(data),
-                Storage::Cuda(dst) if super::staging::stages::<T>(data.len()) => self.stage_htod(data, dst)?,
+                Storage::Cuda(dst) if staging::stages::<T>(data.len()) => self.stage_htod(data, dst)?,
                 Storage::Cuda(dst) => {
                     let c = self.cuda()?;
                     c.stream.memcpy_htod(data, dst).map_err(|e| self.observe(e))?;
@@ -265,7 +266,7 @@ impl ContextCore {
         }
         match &mut *dst.lock() {
             Storage::Cpu(v) => v.copy_from_slice(data),
-            Storage::Cuda(d) if super::staging::stages::<T>(data.len()) => self.stage_htod(data, d)?,
+            Storage::Cuda(d) if staging::stages::<T>(data.len()) => self.stage_htod(data, d)?,
             Storage::Cuda(d) => {
                 let c = self.cuda()?;
                 c.stream.memcpy_htod(data, d).map_err(|e| self.observe(e))?;
@@ -280,7 +281,7 @@ impl ContextCore {
         let s = src.lock();
         match &*s {
             Storage::Cpu(v) => Ok(Deferred::Now(v.clone())),
-            Storage::Cuda(d) if super::staging::stages::<T>(d.len()) => Ok(Deferred::Now(self.stage_dtoh(d)?)),
+            Storage::Cuda(d) if staging::stages::<T>(d.len()) => Ok(Deferred::Now(self.stage_dtoh(d)?)),
             Storage::Cuda(d) => {
                 let c = self.cuda()?;
                 // A pageable destination: cudarc synchronises the stream before returning.
@@ -516,6 +517,27 @@ impl ContextCore {
             completer,
             generation: self.generation,
         })
+    }
+
+    /// Copies `data` into `dst` through two pinned staging buffers of the pool
+    /// (`staging.rs`); returns once the last chunk is enqueued.
+    fn stage_htod<T: DTypeBase>(&mut self, data: &[T], dst: &mut CudaSlice<T>) -> Result<(), GpuError> {
+        let mut bufs = self.staging::<T>()?;
+        let stream = self.cuda_stream()?;
+        staging::htod(&mut bufs, &stream, data, dst).map_err(|e| self.observe(e))
+    }
+
+    /// Copies `src` into a new `Vec` through two pinned staging buffers of the pool.
+    fn stage_dtoh<T: DTypeBase>(&mut self, src: &CudaSlice<T>) -> Result<Vec<T>, GpuError> {
+        let mut bufs = self.staging::<T>()?;
+        let stream = self.cuda_stream()?;
+        staging::dtoh(&mut bufs, &stream, src).map_err(|e| self.observe(e))
+    }
+
+    /// Two staging buffers of a chunk each, from the pool.
+    fn staging<T: DTypeBase>(&mut self) -> Result<[PinnedBuf<T>; 2], GpuError> {
+        let n = staging::chunk_len::<T>();
+        Ok([self.pinned::<T>(n, false)?, self.pinned::<T>(n, false)?])
     }
 
     /// Free and total device memory in bytes.

@@ -7,9 +7,8 @@
 //! instead: 8 MiB chunks alternate between two pinned buffers, the host copy of one chunk
 //! (split over a few threads, `host::copy_wide`) overlapping the DMA of the other.
 
-use cudarc::driver::CudaSlice;
+use cudarc::driver::{CudaSlice, CudaStream};
 
-use super::engine::ContextCore;
 use crate::dtype::DTypeBase;
 use crate::error::GpuError;
 use crate::host::{copy_wide, HostMem, PinnedBuf};
@@ -18,7 +17,7 @@ use crate::host::{copy_wide, HostMem, PinnedBuf};
 const CHUNK_BYTES: usize = 8 << 20;
 
 /// Elements of `T` per chunk.
-fn chunk_len<T>() -> usize {
+pub(crate) fn chunk_len<T>() -> usize {
     (CHUNK_BYTES / std::mem::size_of::<T>().max(1)).max(1)
 }
 
@@ -36,54 +35,48 @@ fn pinned<T: DTypeBase>(b: &mut PinnedBuf<T>) -> Result<&mut crate::sys::pinned:
     }
 }
 
-impl ContextCore {
-    /// Two staging buffers of a chunk each, from the pool.
-    fn staging<T: DTypeBase>(&mut self) -> Result<[PinnedBuf<T>; 2], GpuError> {
-        let n = chunk_len::<T>();
-        Ok([self.pinned::<T>(n, false)?, self.pinned::<T>(n, false)?])
+/// Enqueues the copy of `data` into `dst` (same length) on `stream`, chunk by chunk
+/// through the two pinned buffers `bufs` (a chunk each); returns once the last chunk is
+/// enqueued (each buffer waits for its last copy before anyone writes it again).
+pub(crate) fn htod<T: DTypeBase>(
+    bufs: &mut [PinnedBuf<T>; 2],
+    stream: &CudaStream,
+    data: &[T],
+    dst: &mut CudaSlice<T>,
+) -> Result<(), GpuError> {
+    let chunk = chunk_len::<T>();
+    for (i, part) in data.chunks(chunk).enumerate() {
+        let p = pinned(&mut bufs[i % 2])?;
+        // Waits for this buffer's previous chunk to have left before overwriting it.
+        copy_wide(&mut p.as_mut_slice()?[..part.len()], part);
+        let mut range = dst.slice_mut(i * chunk..i * chunk + part.len());
+        p.copy_to_device(stream, &mut range)?;
     }
+    Ok(())
+}
 
-    /// Enqueues the copy of `data` into `dst` (same length) on the context's stream,
-    /// chunk by chunk through two pinned buffers; returns once the last chunk is
-    /// enqueued (the buffers go back to the pool, each waiting for its last copy before
-    /// anyone writes it again).
-    pub(crate) fn stage_htod<T: DTypeBase>(&mut self, data: &[T], dst: &mut CudaSlice<T>) -> Result<(), GpuError> {
-        let mut bufs = self.staging::<T>()?;
-        let chunk = chunk_len::<T>();
-        let stream = self.cuda_stream()?;
-        for (i, part) in data.chunks(chunk).enumerate() {
-            let p = pinned(&mut bufs[i % 2])?;
-            // Waits for this buffer's previous chunk to have left before overwriting it.
-            copy_wide(&mut p.as_mut_slice()?[..part.len()], part);
-            let mut range = dst.slice_mut(i * chunk..i * chunk + part.len());
-            p.copy_to_device(&stream, &mut range).map_err(|e| self.observe(e))?;
-        }
-        Ok(())
+/// Copies `src` into a new `Vec`, chunk by chunk through the two pinned buffers `bufs`:
+/// the DMA of one chunk overlaps the host copy of the one before; returns when all is
+/// copied.
+pub(crate) fn dtoh<T: DTypeBase>(
+    bufs: &mut [PinnedBuf<T>; 2],
+    stream: &CudaStream,
+    src: &CudaSlice<T>,
+) -> Result<Vec<T>, GpuError> {
+    let (n, chunk) = (src.len(), chunk_len::<T>());
+    let chunks = n.div_ceil(chunk);
+    let range = |i: usize| i * chunk..(i * chunk + chunk).min(n);
+    for (i, b) in bufs.iter_mut().enumerate().take(chunks) {
+        pinned(b)?.copy_from_device(stream, &src.slice(range(i)))?;
     }
-
-    /// Copies `src` into a new `Vec`, chunk by chunk through two pinned buffers: the DMA
-    /// of one chunk overlaps the host copy of the one before; returns when all is copied.
-    pub(crate) fn stage_dtoh<T: DTypeBase>(&mut self, src: &CudaSlice<T>) -> Result<Vec<T>, GpuError> {
-        let mut bufs = self.staging::<T>()?;
-        let (n, chunk) = (src.len(), chunk_len::<T>());
-        let chunks = n.div_ceil(chunk);
-        let stream = self.cuda_stream()?;
-        let range = |i: usize| i * chunk..(i * chunk + chunk).min(n);
-        for (i, b) in bufs.iter_mut().enumerate().take(chunks) {
-            pinned(b)?
-                .copy_from_device(&stream, &src.slice(range(i)))
-                .map_err(|e| self.observe(e))?;
+    let mut out = vec![T::default(); n];
+    for i in 0..chunks {
+        let p = pinned(&mut bufs[i % 2])?;
+        // Waits for chunk i to have arrived.
+        copy_wide(&mut out[range(i)], &p.as_slice()?[..range(i).len()]);
+        if i + 2 < chunks {
+            p.copy_from_device(stream, &src.slice(range(i + 2)))?;
         }
-        let mut out = vec![T::default(); n];
-        for i in 0..chunks {
-            let p = pinned(&mut bufs[i % 2])?;
-            // Waits for chunk i to have arrived.
-            copy_wide(&mut out[range(i)], &p.as_slice()?[..range(i).len()]);
-            if i + 2 < chunks {
-                p.copy_from_device(&stream, &src.slice(range(i + 2)))
-                    .map_err(|e| self.observe(e))?;
-            }
-        }
-        Ok(out)
     }
+    Ok(out)
 }
