@@ -2,9 +2,9 @@
 //! variables `torchrun` sets (`MASTER_ADDR`, `MASTER_PORT`, `RANK`, `WORLD_SIZE`), so any
 //! launcher that starts N processes on M hosts for PyTorch starts a world here too.
 //!
-//! Rank 0's process listens at the address and admits every other rank (a handshake:
-//! same world size, distinct ranks, all GPUs or all CPU devices), and for a world of GPUs
-//! hands each the id of the NCCL clique it then joins. Nothing waits on a timer for
+//! Rank 0's process listens on the address's port (every interface) and admits every
+//! other rank (a handshake: same world size, distinct ranks, all GPUs or all CPU
+//! devices), and for a world of GPUs hands each the id of the NCCL clique it then joins. Nothing waits on a timer for
 //! readiness: a rank is in once the coordinator said so; only a connection refused
 //! because rank 0 is not listening yet is tried again, until the deadline.
 
@@ -20,7 +20,8 @@ use crate::error::GpuError;
 /// Where the processes of a world meet, and which rank this one is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rendezvous {
-    /// `host:port` of rank 0's process, which listens there.
+    /// `host:port` of rank 0's process as the others reach it (it listens on the port,
+    /// every interface).
     pub addr: String,
     /// This process's rank, from 0.
     pub rank: usize,
@@ -127,9 +128,17 @@ impl Rendezvous {
         if self.size == 1 {
             return Ok((Joined::Coordinator(exchange), id));
         }
-        let listener = TcpListener::bind(&self.addr)
+        // Every interface, as torchrun's store does: MASTER_ADDR names this host as the
+        // others reach it, which may not be an address of an interface here (a name that
+        // resolves to a loopback alias on this very host, a NAT).
+        let port = self
+            .addr
+            .rsplit_once(':')
+            .and_then(|(_, p)| p.parse::<u16>().ok())
+            .ok_or_else(|| GpuError::invalid(format!("{:?} is no host:port", self.addr)))?;
+        let listener = TcpListener::bind(("0.0.0.0", port))
             .await
-            .map_err(|e| GpuError::io(format!("rank 0 listening at {}", self.addr), e))?;
+            .map_err(|e| GpuError::io(format!("rank 0 listening on port {port} (for {})", self.addr), e))?;
         let mut admitted: Vec<Option<TcpStream>> = (0..self.size).map(|_| None).collect();
         while admitted.iter().skip(1).any(Option::is_none) {
             let (mut s, _) = listener
