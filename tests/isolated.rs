@@ -135,6 +135,17 @@ fn round_trip(config: DeviceConfig) -> Pin<Box<dyn Future<Output = ()> + Send>> 
         let v = dev.download(&x).await.unwrap();
         let mean = v.iter().map(|&x| x as f64).sum::<f64>() / v.len() as f64;
         assert!((mean - 2.0).abs() < 0.01, "mean {mean}");
+        // A generator kind crosses as its variant (the Sobol points are the same
+        // everywhere: 0, ½, ¾, ¼ + 2^-32).
+        dev.rng_generator(atomr_accel_cuda::RngKind::Sobol32, 0).await.unwrap();
+        let q = dev.alloc::<f64>(4).await.unwrap();
+        dev.fill_uniform(&q).await.unwrap();
+        let eps = 1.0 / 4_294_967_296.0;
+        assert_eq!(
+            dev.download(&q).await.unwrap(),
+            vec![eps, 0.5 + eps, 0.75 + eps, 0.25 + eps]
+        );
+        dev.rng_generator(atomr_accel_cuda::RngKind::Philox, 3).await.unwrap();
         let s = dev.upload(vec![1.0f32; 64]).await.unwrap();
         let f = dev.alloc(33).await.unwrap();
         dev.fft_r2c(&s, &f, &FftShape::new(&[64], 1)).await.unwrap();
