@@ -18,6 +18,7 @@ on_both! {
     concurrent_staged_copies_do_not_mix => concurrent;
     bad_lengths_and_stale_buffers_are_typed_errors => bad_input;
     owned_vecs_round_trip_exactly_staged_or_not => owned;
+    a_pinned_cap_under_a_chunk_copies_unstaged => small_pinned_cap;
 }
 
 /// Elements of `T` in one staging chunk (8 MiB).
@@ -115,4 +116,17 @@ async fn owned(config: DeviceConfig) {
     let wide = rand_vec(3 * chunk::<f64>() + 7);
     let g = d.upload(wide.clone()).await.unwrap();
     assert!(d.download(&g).await.unwrap() == wide, "f64");
+}
+
+/// A device whose pinned buffers may not hold a staging chunk copies without staging.
+async fn small_pinned_cap(mut config: DeviceConfig) {
+    config.pinned_buffer_max_bytes = 1 << 20;
+    let (_s, d) = open(config).await;
+    let data: Vec<f32> = rand_vec(2 * chunk::<f32>() + 5).iter().map(|&v| v as f32).collect();
+    let g = d.upload(data.clone()).await.unwrap();
+    assert!(d.download(&g).await.unwrap() == data, "upload + download");
+    let up = d.upload_slice(&data).await.unwrap();
+    let mut out = vec![0.0f32; data.len()];
+    d.download_into(&up, &mut out).await.unwrap();
+    assert!(out == data, "upload_slice + download_into");
 }

@@ -243,11 +243,7 @@ impl ContextCore {
             let mut s = r.lock();
             match &mut *s {
                 Storage::Cpu(v) => v.copy_from_slice(data),
-                Storage::Cuda(dst) if staging::stages::<T>(data.len()) => self.stage_htod(data, dst)?,
-                Storage::Cuda(dst) => {
-                    let c = self.cuda()?;
-                    c.stream.memcpy_htod(data, dst).map_err(|e| self.observe(e))?;
-                }
+                Storage::Cuda(dst) => self.htod(data, dst)?,
             }
         }
         Ok(self.then(r))
@@ -266,11 +262,7 @@ impl ContextCore {
         }
         match &mut *dst.lock() {
             Storage::Cpu(v) => v.copy_from_slice(data),
-            Storage::Cuda(d) if staging::stages::<T>(data.len()) => self.stage_htod(data, d)?,
-            Storage::Cuda(d) => {
-                let c = self.cuda()?;
-                c.stream.memcpy_htod(data, d).map_err(|e| self.observe(e))?;
-            }
+            Storage::Cuda(d) => self.htod(data, d)?,
         }
         Ok(self.done())
     }
@@ -281,13 +273,7 @@ impl ContextCore {
         let s = src.lock();
         match &*s {
             Storage::Cpu(v) => Ok(Deferred::Now(v.clone())),
-            Storage::Cuda(d) if staging::stages::<T>(d.len()) => Ok(Deferred::Now(self.stage_dtoh(d)?)),
-            Storage::Cuda(d) => {
-                let c = self.cuda()?;
-                // A pageable destination: cudarc synchronises the stream before returning.
-                let v = c.stream.clone_dtoh(d).map_err(|e| self.observe(e))?;
-                Ok(Deferred::Now(v))
-            }
+            Storage::Cuda(d) => Ok(Deferred::Now(self.dtoh(d)?)),
         }
     }
 
@@ -519,25 +505,38 @@ impl ContextCore {
         })
     }
 
-    /// Copies `data` into `dst` through two pinned staging buffers of the pool
-    /// (`staging.rs`); returns once the last chunk is enqueued.
-    fn stage_htod<T: DTypeBase>(&mut self, data: &[T], dst: &mut CudaSlice<T>) -> Result<(), GpuError> {
-        let mut bufs = self.staging::<T>()?;
+    /// Enqueues the copy of pageable `data` into `dst`: through two pinned staging buffers
+    /// of the pool from two chunks up (`staging.rs`), else cudarc's pageable copy.
+    fn htod<T: DTypeBase>(&mut self, data: &[T], dst: &mut CudaSlice<T>) -> Result<(), GpuError> {
         let stream = self.cuda_stream()?;
-        staging::htod(&mut bufs, &stream, data, dst).map_err(|e| self.observe(e))
+        let r = match self.staging::<T>(data.len()) {
+            Some(mut bufs) => staging::htod(&mut bufs, &stream, data, dst),
+            None => stream.memcpy_htod(data, dst).map_err(GpuError::from),
+        };
+        r.map_err(|e| self.observe(e))
     }
 
-    /// Copies `src` into a new `Vec` through two pinned staging buffers of the pool.
-    fn stage_dtoh<T: DTypeBase>(&mut self, src: &CudaSlice<T>) -> Result<Vec<T>, GpuError> {
-        let mut bufs = self.staging::<T>()?;
+    /// Copies `src` into a new (pageable) `Vec`, as `htod` chooses; returns when done
+    /// (cudarc's pageable copy synchronises the stream before returning).
+    fn dtoh<T: DTypeBase>(&mut self, src: &CudaSlice<T>) -> Result<Vec<T>, GpuError> {
         let stream = self.cuda_stream()?;
-        staging::dtoh(&mut bufs, &stream, src).map_err(|e| self.observe(e))
+        let r = match self.staging::<T>(src.len()) {
+            Some(mut bufs) => staging::dtoh(&mut bufs, &stream, src),
+            None => stream.clone_dtoh(src).map_err(GpuError::from),
+        };
+        r.map_err(|e| self.observe(e))
     }
 
-    /// Two staging buffers of a chunk each, from the pool.
-    fn staging<T: DTypeBase>(&mut self) -> Result<[PinnedBuf<T>; 2], GpuError> {
+    /// Two staging buffers of a chunk each, from the pool, for a copy of `len` elements
+    /// worth staging; `None` (the caller copies pageable) below two chunks or when the
+    /// buffers cannot be had (a `pinned_buffer_max_bytes` under a chunk, pinned memory
+    /// exhausted).
+    fn staging<T: DTypeBase>(&mut self, len: usize) -> Option<[PinnedBuf<T>; 2]> {
+        if !staging::stages::<T>(len) {
+            return None;
+        }
         let n = staging::chunk_len::<T>();
-        Ok([self.pinned::<T>(n, false)?, self.pinned::<T>(n, false)?])
+        Some([self.pinned::<T>(n, false).ok()?, self.pinned::<T>(n, false).ok()?])
     }
 
     /// Free and total device memory in bytes.

@@ -56,7 +56,7 @@ impl Device {
     pub async fn write_slice<T: DType>(&self, dst: &GpuRef<T>, src: &[T]) -> Result<(), GpuError> {
         same_len(src.len(), dst.len(), "src")?;
         let chunk = chunk_len::<T>();
-        if !self.stages::<T>(src.len()).await? {
+        if !self.stages::<T>(src.len()) {
             return self.write(dst, src).await;
         }
         let mut free: Vec<PinnedBuf<T>> = Vec::with_capacity(DEPTH);
@@ -83,7 +83,7 @@ impl Device {
 
     /// Uploads `src` into a new buffer, staged like [`Device::write_slice`].
     pub async fn upload_slice<T: DType>(&self, src: &[T]) -> Result<GpuRef<T>, GpuError> {
-        if !self.stages::<T>(src.len()).await? {
+        if !self.stages::<T>(src.len()) {
             return self.upload(src).await;
         }
         let dst = self.alloc::<T>(src.len()).await?;
@@ -95,7 +95,7 @@ impl Device {
     /// into pinned buffers while the host copies earlier ones out.
     pub async fn download_into<T: DType>(&self, src: &GpuRef<T>, dst: &mut [T]) -> Result<(), GpuError> {
         same_len(dst.len(), src.len(), "dst")?;
-        if !self.stages::<T>(dst.len()).await? {
+        if !self.stages::<T>(dst.len()) {
             let v = self.download(src).await?;
             dst.copy_from_slice(&v);
             return Ok(());
@@ -126,11 +126,16 @@ impl Device {
     }
 
     /// Whether a copy of `len` elements is staged: at least a chunk, on an in-process
-    /// device, no `Recorder` attached (a journal holds a write's data, not a pinned
-    /// buffer's). The CPU device stages too: its "pinned" buffers are plain memory, the
-    /// copies as many as a direct write's, and the chunk pipeline runs in CI.
-    async fn stages<T: DType>(&self, len: usize) -> Result<bool, GpuError> {
-        Ok(len >= chunk_len::<T>() && self.config().isolation.is_none() && self.journal_slot().get().is_none())
+    /// device whose pinned buffers may hold a chunk, no `Recorder` attached (a journal
+    /// holds a write's data, not a pinned buffer's). The CPU device stages too: its
+    /// "pinned" buffers are plain memory, the copies as many as a direct write's, and
+    /// the chunk pipeline runs in CI.
+    fn stages<T: DType>(&self, len: usize) -> bool {
+        let chunk_bytes = (chunk_len::<T>() * std::mem::size_of::<T>()) as u64;
+        len >= chunk_len::<T>()
+            && chunk_bytes <= self.config().pinned_buffer_max_bytes
+            && self.config().isolation.is_none()
+            && self.journal_slot().get().is_none()
     }
 }
 
