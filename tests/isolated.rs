@@ -161,6 +161,51 @@ fn round_trip(config: DeviceConfig) -> Pin<Box<dyn Future<Output = ()> + Send>> 
         let mut w: Vec<f64> = rand_vec(301);
         w[117] = -9.0;
         assert_eq!(dev.iamax(&dev.upload(w).await.unwrap()).await.unwrap(), 117);
+        // Views cross as their buffer and window: writes, copies between views of one
+        // buffer, BLAS and a kernel on views touch their windows only.
+        let all = rand_vec(1000);
+        let big = dev.upload(all.clone()).await.unwrap();
+        let fresh = rand_vec(200);
+        dev.write(&big.view(100..300).unwrap(), fresh.clone()).await.unwrap();
+        dev.copy(&big.view(100..200).unwrap(), &big.view(600..700).unwrap())
+            .await
+            .unwrap();
+        dev.axpy(2.0, &big.view(0..50).unwrap(), &big.view(900..950).unwrap())
+            .await
+            .unwrap();
+        let mut want = all.clone();
+        want[100..300].copy_from_slice(&fresh);
+        want.copy_within(100..200, 600);
+        for i in 0..50 {
+            want[900 + i] += 2.0 * want[i];
+        }
+        assert_eq!(dev.download(&big).await.unwrap(), want);
+        assert_eq!(
+            dev.download(&big.view(600..610).unwrap()).await.unwrap(),
+            want[600..610]
+        );
+        let xs = dev.upload(vec![2.0f32; 64]).await.unwrap();
+        let ys = dev.upload(vec![0.0f32; 64]).await.unwrap();
+        let p = Affine {
+            scale: 1.0,
+            shift: 0.5,
+            bias: 0,
+        };
+        let mut yv = ys.view(32..).unwrap();
+        affine::launch::<f32>(
+            &dev,
+            LaunchConfig::for_elements(32, 32),
+            p,
+            &xs.view(..32).unwrap(),
+            &mut yv,
+        )
+        .await
+        .unwrap();
+        let got = dev.download(&ys).await.unwrap();
+        assert!(
+            got[..32].iter().all(|&v| v == 0.0) && got[32..].iter().all(|&v| v == 2.5),
+            "{got:?}"
+        );
         dev.stop().await;
     })
 }
@@ -521,6 +566,12 @@ fn a_recorded_session_replays(config: DeviceConfig) -> Pin<Box<dyn Future<Output
         dev.seed_rng(11).await.unwrap();
         dev.fill_uniform(&x).await.unwrap();
         assert!(dev.iamax(&x).await.unwrap() < 1 << 16);
+        // Views are journalled with their windows.
+        dev.scal(3.0, &x.view(100..200).unwrap()).await.unwrap();
+        dev.copy(&x.view(..64).unwrap(), &x.view(1000..1064).unwrap())
+            .await
+            .unwrap();
+        dev.download(&x.view(50..1100).unwrap()).await.unwrap();
         dev.download(&x).await.unwrap();
         rec.finish().unwrap();
         dev.stop().await;

@@ -161,6 +161,54 @@ async fn every_collective_matches_a_float64_reference_for_each_element_type() {
     collectives_of::<bf16>(&devices, 1e-2).await;
 }
 
+/// Views as a collective's buffers: send and recv disjoint views of one buffer (the
+/// rest of it untouched), in place on one view; partly overlapping views are an
+/// `InvalidArgument` on every rank.
+async fn views_as_send_and_recv(devices: &[Device]) {
+    let world = World::new(devices).await.unwrap();
+    let n = 301;
+    let inputs: Vec<Vec<f64>> = (0..devices.len()).map(|_| rand_vec(3 * n)).collect();
+    let results = on_every_rank(&world, {
+        let inputs = inputs.clone();
+        move |r: Rank| {
+            let input = inputs[r.index()].clone();
+            async move {
+                let d = r.device();
+                let buf = d.upload(input).await.unwrap();
+                let (send, recv) = (buf.view(..n).unwrap(), buf.view(2 * n..).unwrap());
+                r.all_reduce(&send, &recv, ReduceOp::Sum).await.unwrap();
+                let mid = buf.view(n..2 * n).unwrap();
+                r.all_reduce(&mid, &mid, ReduceOp::Max).await.unwrap();
+                let (a, b) = (buf.view(..n).unwrap(), buf.view(10..n + 10).unwrap());
+                let e = r.all_reduce(&a, &b, ReduceOp::Sum).await.unwrap_err();
+                assert!(matches!(e, GpuError::InvalidArgument(_)), "{e:?}");
+                d.download(&buf).await.unwrap()
+            }
+        }
+    })
+    .await;
+    for (rank, got) in results.iter().enumerate() {
+        assert_eq!(got[..n], inputs[rank][..n], "send untouched on rank {rank}");
+        let sum: Vec<f64> = (0..n).map(|i| inputs.iter().map(|v| v[i]).sum()).collect();
+        close(&got[2 * n..], &sum, 1e-12, &format!("sum into a view on rank {rank}"));
+        let max: Vec<f64> = (0..n)
+            .map(|i| inputs.iter().map(|v| v[n + i]).fold(f64::MIN, f64::max))
+            .collect();
+        close(
+            &got[n..2 * n],
+            &max,
+            0.0,
+            &format!("max in place on a view on rank {rank}"),
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn views_of_one_buffer_serve_as_send_and_recv() {
+    let (_s, devices) = cpu_devices(3, Duration::from_secs(60)).await;
+    views_as_send_and_recv(&devices).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ranks_that_disagree_or_pass_bad_input_fail_on_every_rank() {
     let (_s, devices) = cpu_devices(2, Duration::from_secs(60)).await;
@@ -357,6 +405,7 @@ async fn a_world_of_gpus_runs_every_collective_on_nccl() {
     collectives_of::<f64>(&devices, 1e-12).await;
     collectives_of::<f16>(&devices, 2e-3).await;
     collectives_of::<bf16>(&devices, 1e-2).await;
+    views_as_send_and_recv(&devices).await;
 }
 
 /// On NCCL: a collective is ordered after the work still writing its input and before

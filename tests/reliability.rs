@@ -89,7 +89,28 @@ async fn bad_requests(config: DeviceConfig) {
     let unrecorded = dev.create_event().await.unwrap();
     let pinned_short = dev.pinned::<f32>(10).await.unwrap();
     let foreign_list = [&foreign];
+    // Views: a window of A too short for a GEMM, two overlapping windows of A, and two
+    // windows of one complex buffer.
+    let (a_half, a_lo, a_mid) = (a.view(..32).unwrap(), a.view(..16).unwrap(), a.view(8..24).unwrap());
+    let (z_lo, z_hi, s4v) = (z.view(..4).unwrap(), z.view(4..).unwrap(), FftShape::new(&[4], 1));
+    let unsupported = |e: &E| matches!(e, E::Unsupported(_));
     let table: Vec<Row<'_>> = vec![
+        (
+            "gemm k beyond a view of A",
+            Box::pin(dev.gemm(Gemm::<f32>::new(8, 8, 8), &a_half, &b, &c)),
+            inv,
+        ),
+        (
+            "gemm C overlapping A (views)",
+            Box::pin(dev.gemm(Gemm::<f32>::new(4, 4, 4), &a_lo, &b, &a_mid)),
+            inv,
+        ),
+        ("copy between overlapping views", Box::pin(dev.copy(&a_lo, &a_mid)), inv),
+        (
+            "fft between two views of one buffer",
+            Box::pin(dev.fft_c2c(&z_lo, &z_hi, &s4v, false)),
+            unsupported,
+        ),
         (
             "gemm m·k beyond A",
             Box::pin(dev.gemm(Gemm::<f32>::new(16, 4, 8), &a, &b, &c)),

@@ -12,7 +12,7 @@ use atomr_accel_cuda::dtype::c32;
 use atomr_accel_cuda::kernel::dsl::prelude::*;
 use atomr_accel_cuda::module::LaunchConfig;
 use atomr_accel_cuda::prelude::*;
-use atomr_accel_cuda::replay::{replay, Recorder};
+use atomr_accel_cuda::replay::{replay, Recorder, VERSION};
 use common::{gemm_ref, rand_vec, rel_err, spd};
 
 on_both! {
@@ -267,7 +267,7 @@ async fn bad(config: DeviceConfig) {
         .collect();
     assert_eq!(good.len(), 5, "begin, two requests, two answers: {good:?}");
     let header = good[0].clone();
-    let v1 = header.replace("\"version\":2", "\"version\":1");
+    let v1 = header.replace(&format!("\"version\":{VERSION}"), "\"version\":1");
     let no_upload: Vec<String> = good.iter().filter(|l| !l.contains("upload")).cloned().collect();
     let mut bad_frame: serde_json::Value = serde_json::from_str(&good[1]).unwrap();
     bad_frame["frame"] = "@@not base64@@".into();

@@ -6,9 +6,11 @@ use std::sync::{Arc, Mutex};
 use cudarc::driver::CudaSlice;
 
 mod locked;
+mod operands;
 
 use locked::Held;
-pub(crate) use locked::Locked;
+pub(crate) use locked::{Locked, Region, RegionMut};
+pub(crate) use operands::{with_inputs, with_operands};
 
 use crate::dtype::DTypeBase;
 use crate::error::GpuError;
@@ -88,27 +90,38 @@ impl<T> Drop for Buffer<T> {
 /// the device it is used on and to that device's current generation, so a handle from
 /// before a context rebuild fails with `Stale` instead of touching freed memory.
 /// Dropping the last clone frees the memory (after the work that uses it).
+///
+/// A handle may be a *view*: a window of `len` elements starting at element `start` of
+/// its buffer ([`GpuRef::view`]). A view is a `GpuRef` like any other — every operation
+/// takes it and sees only its window — and shares the buffer's generation check, stream
+/// ordering and lifetime (it keeps the buffer alive). Making one copies nothing.
 pub struct GpuRef<T: DTypeBase> {
     buf: Arc<Buffer<T>>,
+    /// First element of the window, in the buffer.
+    start: usize,
+    /// Elements in the window.
+    len: usize,
 }
 
 impl<T: DTypeBase> Clone for GpuRef<T> {
     fn clone(&self) -> Self {
-        GpuRef { buf: self.buf.clone() }
+        GpuRef {
+            buf: self.buf.clone(),
+            start: self.start,
+            len: self.len,
+        }
     }
 }
 
 impl<T: DTypeBase> std::fmt::Debug for GpuRef<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "GpuRef<{}>(#{} len {} on device {} gen {})",
-            T::NAME,
-            self.buf.id,
-            self.buf.len,
-            self.buf.device_id,
-            self.buf.generation
-        )
+        write!(f, "GpuRef<{}>(#{} ", T::NAME, self.buf.id)?;
+        if self.is_view() {
+            write!(f, "[{}..{}] of {} ", self.start, self.start + self.len, self.buf.len)?;
+        } else {
+            write!(f, "len {} ", self.len)?;
+        }
+        write!(f, "on device {} gen {})", self.buf.device_id, self.buf.generation)
     }
 }
 
@@ -131,6 +144,8 @@ impl<T: DTypeBase> GpuRef<T> {
                 managed: false,
                 remote: None,
             }),
+            start: 0,
+            len,
         }
     }
 
@@ -139,6 +154,105 @@ impl<T: DTypeBase> GpuRef<T> {
         let mut r = GpuRef::new(device_id, generation, len, Storage::Cpu(Vec::new()), None);
         Arc::get_mut(&mut r.buf).expect("just created").remote = Some(remote);
         r
+    }
+
+    /// A view of elements `range` of this handle's window (so views of views compose):
+    /// no copy, the same buffer, its generation check and stream ordering. Every
+    /// operation that takes a `GpuRef` takes a view and touches only its elements.
+    ///
+    /// One operation may take several views of one buffer; it rejects only an output
+    /// that overlaps another of its operands (`InvalidArgument`), as BLAS leaves that
+    /// undefined. An empty range is an `InvalidArgument` (the device never hands out
+    /// empty buffers, and no operation takes one).
+    pub fn view(&self, range: impl std::ops::RangeBounds<usize>) -> Result<GpuRef<T>, GpuError> {
+        use std::ops::Bound;
+        let lo = match range.start_bound() {
+            Bound::Included(&a) => Some(a),
+            Bound::Excluded(&a) => a.checked_add(1),
+            Bound::Unbounded => Some(0),
+        };
+        let hi = match range.end_bound() {
+            Bound::Included(&b) => b.checked_add(1),
+            Bound::Excluded(&b) => Some(b),
+            Bound::Unbounded => Some(self.len),
+        };
+        match (lo, hi) {
+            (Some(lo), Some(hi)) if lo < hi && hi <= self.len => Ok(GpuRef {
+                buf: self.buf.clone(),
+                start: self.start + lo,
+                len: hi - lo,
+            }),
+            _ => {
+                let show = |b: Option<usize>| b.map_or("∞".to_string(), |b| b.to_string());
+                Err(GpuError::InvalidArgument(
+                    crate::error::Invalid::new(format!(
+                        "view {}..{} of a {}-element {}: a view takes a non-empty range within 0..{}",
+                        show(lo),
+                        show(hi),
+                        self.len,
+                        if self.is_view() { "view" } else { "buffer" },
+                        self.len,
+                    ))
+                    .arg("range")
+                    .mismatch(
+                        format_args!("a non-empty range within 0..{}", self.len),
+                        "a range outside it",
+                    ),
+                ))
+            }
+        }
+    }
+
+    /// Columns `cols` of a column-major matrix with `rows` rows stored in this handle
+    /// (leading dimension `rows`): contiguous in memory, so a plain view. For a block of
+    /// rows too, take a view from its first element and pass the parent's leading
+    /// dimension to the operation (`Gemm::leading`, `Gemv::leading`).
+    pub fn columns(&self, rows: usize, cols: std::ops::Range<usize>) -> Result<GpuRef<T>, GpuError> {
+        if rows == 0 || self.len % rows != 0 {
+            return Err(GpuError::InvalidArgument(
+                crate::error::Invalid::new(format!(
+                    "columns of a {rows}-row matrix from {} elements: the rows must divide the length",
+                    self.len
+                ))
+                .arg("rows"),
+            ));
+        }
+        let (lo, hi) = (cols.start.saturating_mul(rows), cols.end.saturating_mul(rows));
+        self.view(lo..hi)
+    }
+
+    /// True for a view narrower than its buffer.
+    pub fn is_view(&self) -> bool {
+        self.len != self.buf.len
+    }
+
+    /// The first element of this handle's window in its buffer (0 unless a view).
+    pub fn offset(&self) -> usize {
+        self.start
+    }
+
+    /// Elements of the whole buffer this handle is a window of.
+    pub fn buffer_len(&self) -> usize {
+        self.buf.len
+    }
+
+    /// A handle over the whole buffer this handle is a window of.
+    pub(crate) fn whole(&self) -> GpuRef<T> {
+        GpuRef {
+            buf: self.buf.clone(),
+            start: 0,
+            len: self.buf.len,
+        }
+    }
+
+    /// The element range of this handle's window in its buffer.
+    pub(crate) fn window(&self) -> std::ops::Range<usize> {
+        self.start..self.start + self.len
+    }
+
+    /// True if both handles are windows of one buffer and share an element.
+    pub fn overlaps(&self, other: &GpuRef<T>) -> bool {
+        self.same_buffer(other) && self.start < other.start + other.len && other.start < self.start + self.len
     }
 
     /// Whether any handle to the buffer still lives — without keeping it alive (what a
@@ -182,22 +296,25 @@ impl<T: DTypeBase> GpuRef<T> {
             )));
         }
         let mut guard = self.lock();
-        match &mut *guard {
-            Storage::Cpu(v) => Ok(f(v)),
-            Storage::Cuda(s) if self.buf.managed => {
+        let managed = self.buf.managed;
+        match &mut guard.held.storage {
+            Storage::Cpu(v) => Ok(f(&mut v[self.window()])),
+            Storage::Cuda(s) if managed => {
                 use cudarc::driver::DevicePtrMut;
                 let stream = s.stream().clone();
                 // Orders `stream` after every reader and writer of the buffer, then
                 // waits for it: nothing on the GPU touches the memory after this.
-                let ptr = {
+                let base = {
                     let (ptr, _recorded) = s.device_ptr_mut(&stream);
                     ptr
                 };
                 stream.synchronize()?;
-                // SAFETY: a live managed allocation of `len` elements, quiescent (the
-                // stream ordered after all its users was synchronized), and exclusive:
-                // the storage lock is held, and every GPU use takes it to enqueue.
-                Ok(f(unsafe { crate::sys::managed::host_view(ptr, self.buf.len) }))
+                let ptr = base + (self.start * std::mem::size_of::<T>()) as u64;
+                // SAFETY: the window (within the allocation: `view` checks) of a live
+                // managed allocation, quiescent (the stream ordered after all its users
+                // was synchronized), and exclusive: the storage lock is held, and every
+                // GPU use takes it to enqueue.
+                Ok(f(unsafe { crate::sys::managed::host_view(ptr, self.len) }))
             }
             Storage::Cuda(_) => Err(GpuError::invalid(format!(
                 "buffer #{} is device memory, not host-accessible: download it, or allocate with alloc_managed",
@@ -206,14 +323,14 @@ impl<T: DTypeBase> GpuRef<T> {
         }
     }
 
-    /// Number of elements.
+    /// Number of elements (of the window, for a view).
     pub fn len(&self) -> usize {
-        self.buf.len
+        self.len
     }
 
     /// True for a zero-length buffer (which the device never hands out).
     pub fn is_empty(&self) -> bool {
-        self.buf.len == 0
+        self.len == 0
     }
 
     /// The device the buffer lives on.
@@ -231,12 +348,12 @@ impl<T: DTypeBase> GpuRef<T> {
         self.buf.id
     }
 
-    /// Size in bytes.
+    /// Size in bytes (of the window, for a view).
     pub fn num_bytes(&self) -> usize {
-        self.buf.len * std::mem::size_of::<T>()
+        self.len * std::mem::size_of::<T>()
     }
 
-    /// True if both handles name the same buffer.
+    /// True if both handles name the same buffer (whatever their windows).
     pub fn same_buffer(&self, other: &GpuRef<T>) -> bool {
         Arc::ptr_eq(&self.buf, &other.buf)
     }
@@ -282,6 +399,9 @@ impl<T: DTypeBase> GpuRef<T> {
     /// Locks the storage for a launch, which orders the buffer itself
     /// ([`Locked::launch_address`]).
     pub(crate) fn lock_for_launch(&self) -> Locked<'_, T> {
-        Locked(self.buf.storage.lock().unwrap_or_else(|p| p.into_inner()))
+        Locked {
+            held: self.buf.storage.lock().unwrap_or_else(|p| p.into_inner()),
+            window: self.window(),
+        }
     }
 }

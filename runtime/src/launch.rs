@@ -10,7 +10,7 @@ use cudarc::driver::{CudaStream, DeviceRepr, LaunchArgs, PushKernelArg, SyncOnDr
 
 use crate::dtype::DTypeBase;
 use crate::error::{GpuError, Invalid};
-use crate::gpu_ref::{GpuRef, Locked, Storage};
+use crate::gpu_ref::{GpuRef, Locked};
 use crate::kernel::dsl::slices::{GlobalSlice, GlobalSliceMut};
 
 /// A plain struct a kernel takes by value: `#[derive(KernelArg)]` implements it for a
@@ -214,7 +214,8 @@ pub(crate) unsafe fn enqueue(
                 if h.is_param() {
                     h.push(&mut b, stream, &mut ordered)?
                 } else {
-                    ordered.push(h.address(stream)?.1)
+                    let writes = h.writes();
+                    ordered.push(h.buffer_address(stream, writes)?.1)
                 }
             }
             Err(s) => s.push(&mut b),
@@ -247,7 +248,8 @@ pub(crate) fn lock_args(args: &KernelArgs) -> Vec<Result<Box<dyn HeldArg + '_>, 
 /// Orders every buffer of `args` at the current end of `stream`, one buffer at a time:
 /// `stream` waits for the buffer's last writer (and, written buffers, its readers), and
 /// the buffer is recorded as used there, so later users on other streams wait for what
-/// `stream` has enqueued so far. Returns each buffer's device address by buffer id.
+/// `stream` has enqueued so far. Returns each buffer's device address by buffer id (a
+/// view's is that plus its offset).
 ///
 /// Graphs use it around a capture and around replays, where cudarc's own tracking
 /// cannot run (an event recorded inside a capture is unusable outside it).
@@ -255,16 +257,26 @@ pub(crate) fn order_on(
     args: &[&KernelArgs],
     stream: &cudarc::driver::CudaStream,
 ) -> Result<std::collections::HashMap<u64, u64>, GpuError> {
+    // A buffer may appear more than once (views of it): ordered once, as a write if any
+    // use writes it.
+    let buffers = || {
+        args.iter().flat_map(|a| a.items.iter()).filter_map(|a| match a {
+            Arg::Buffer(b) => Some(b),
+            Arg::Scalar(_) => None,
+        })
+    };
+    let mut writes = std::collections::HashMap::new();
+    for b in buffers() {
+        *writes.entry(b.id()).or_insert(false) |= b.writes();
+    }
     let mut addresses = std::collections::HashMap::new();
-    for a in args.iter().flat_map(|a| a.items.iter()) {
-        if let Arg::Buffer(b) = a {
-            if addresses.contains_key(&b.id()) {
-                continue;
-            }
-            let mut held = b.lock();
-            let (address, _recorded_on_drop) = held.address(stream)?;
-            addresses.insert(b.id(), address);
+    for b in buffers() {
+        if addresses.contains_key(&b.id()) {
+            continue;
         }
+        let mut held = b.lock();
+        let (address, _recorded_on_drop) = held.buffer_address(stream, writes[&b.id()])?;
+        addresses.insert(b.id(), address);
     }
     Ok(addresses)
 }
@@ -301,6 +313,10 @@ pub(crate) fn with_host_buffers<R>(
 pub(crate) trait BufferArg: Send {
     fn validate(&self, device_id: usize, generation: u64) -> Result<(), GpuError>;
     fn id(&self) -> u64;
+    /// Whether the launch writes the buffer.
+    fn writes(&self) -> bool;
+    /// Where the argument's window starts in its buffer, in bytes (0 unless a view).
+    fn byte_offset(&self) -> u64;
     fn lock(&self) -> Box<dyn HeldArg + '_>;
     /// Writes the buffer for a launch on an isolated device's worker.
     fn put_wire(&self, w: &mut crate::wire::Writer<'_>) -> Result<(), GpuError>;
@@ -317,10 +333,20 @@ pub(crate) trait HeldArg {
     /// False for a buffer the kernel reaches through something else (a TMA descriptor):
     /// ordered and kept alive, but not a parameter.
     fn is_param(&self) -> bool;
-    /// The device address for a launch on `stream`, ordered after the buffer's last
-    /// writer (and, for a written buffer, its readers); the guard records the launch as
-    /// the buffer's reader or writer when dropped after the enqueue.
+    /// Whether the launch writes the buffer.
+    fn writes(&self) -> bool;
+    /// The argument's device address (its window's) for a use on `stream`, ordered as
+    /// [`HeldArg::buffer_address`] orders it, as a read or write as the launch uses it.
     fn address<'b>(&'b mut self, stream: &'b cudarc::driver::CudaStream) -> Result<(u64, SyncOnDrop<'b>), GpuError>;
+    /// The whole buffer's device address (a view adds its offset) for a use on
+    /// `stream` that `writes` it or reads it, ordered after the buffer's last writer
+    /// (and, for a write, its readers); the guard records the use when dropped after
+    /// the enqueue.
+    fn buffer_address<'b>(
+        &'b mut self,
+        stream: &'b cudarc::driver::CudaStream,
+        writes: bool,
+    ) -> Result<(u64, SyncOnDrop<'b>), GpuError>;
     /// The host memory behind a CPU-device buffer, for an emulated launch.
     fn host(&mut self) -> Result<RawBuf, GpuError>;
     /// Makes `stream` wait for the buffer's last write (a read access in cudarc's
@@ -350,6 +376,12 @@ impl<T: DTypeBase> BufferArg for BufItem<T> {
     }
     fn id(&self) -> u64 {
         self.r.id()
+    }
+    fn writes(&self) -> bool {
+        self.writes
+    }
+    fn byte_offset(&self) -> u64 {
+        (self.r.offset() * std::mem::size_of::<T>()) as u64
     }
     fn put_wire(&self, w: &mut crate::wire::Writer<'_>) -> Result<(), GpuError> {
         if !self.param {
@@ -392,46 +424,40 @@ impl<T: DTypeBase> HeldArg for HeldBuf<'_, T> {
         self.param
     }
 
+    fn writes(&self) -> bool {
+        self.writes
+    }
+
     fn address<'b>(&'b mut self, stream: &'b cudarc::driver::CudaStream) -> Result<(u64, SyncOnDrop<'b>), GpuError> {
-        use cudarc::driver::{DevicePtr, DevicePtrMut};
-        let writes = self.writes;
-        self.guard.record();
-        let Storage::Cuda(s) = &mut *self.guard else {
-            return Err(GpuError::invalid("a CPU-device buffer in a CUDA launch"));
-        };
-        Ok(if writes {
-            s.device_ptr_mut(stream)
-        } else {
-            s.device_ptr(stream)
-        })
+        self.guard.address(stream, self.writes)
+    }
+
+    fn buffer_address<'b>(
+        &'b mut self,
+        stream: &'b cudarc::driver::CudaStream,
+        writes: bool,
+    ) -> Result<(u64, SyncOnDrop<'b>), GpuError> {
+        self.guard.buffer_address(stream, writes)
     }
 
     fn wait_on(&mut self, stream: &cudarc::driver::CudaStream) -> Result<(), GpuError> {
-        use cudarc::driver::DevicePtr;
-        self.guard.record();
-        match &*self.guard {
-            Storage::Cuda(s) => {
-                // Taking the pointer for `stream` queues the wait; the guard records the
-                // read when dropped here.
-                let _ = s.device_ptr(stream);
-                Ok(())
-            }
-            Storage::Cpu(_) => Err(GpuError::invalid("a CPU-device buffer on a CUDA stream")),
-        }
+        // Taking the address for `stream` as a read queues the wait for the last write;
+        // the guard records the read when dropped here.
+        self.guard.buffer_address(stream, false).map(drop)
     }
 
     fn host(&mut self) -> Result<RawBuf, GpuError> {
         self.guard.record();
-        match &mut *self.guard {
-            Storage::Cpu(v) => Ok(RawBuf {
-                ptr: v.as_mut_ptr() as *mut u8,
-                len: v.len(),
-                type_id: std::any::TypeId::of::<T>(),
-                type_name: T::NAME,
-                writes: self.writes,
-            }),
-            Storage::Cuda(_) => Err(GpuError::invalid("a CUDA buffer in an emulated launch")),
-        }
+        let Some((ptr, len)) = self.guard.host_raw() else {
+            return Err(GpuError::invalid("a CUDA buffer in an emulated launch"));
+        };
+        Ok(RawBuf {
+            ptr: ptr as *mut u8,
+            len,
+            type_id: std::any::TypeId::of::<T>(),
+            type_name: T::NAME,
+            writes: self.writes,
+        })
     }
 }
 
@@ -647,8 +673,9 @@ impl KernelArgs {
                 let earlier = self.items[..i].iter().position(|e| buffer(e) == Some(b.id()));
                 if let Some(first) = earlier {
                     let mut e = Invalid::new(format!(
-                        "{} and {} are the same buffer: one launch takes each buffer once (a kernel must not \
-                         read and write it through two pointers); pass it once, or copy it first",
+                        "{} and {} are the same buffer (views of one buffer count as it): one launch takes \
+                         each buffer once (a kernel must not read and write it through two pointers); pass it \
+                         once with offsets as scalars, or copy it first",
                         self.describe(first),
                         self.describe(i),
                     ));

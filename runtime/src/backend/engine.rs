@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
+use cudarc::driver::{CudaContext, CudaStream, CudaView, CudaViewMut, DeviceSlice};
 
 use super::config::BackendChoice;
 use super::staging;
@@ -13,7 +13,7 @@ use crate::actor::Deferred;
 use crate::completion::{Completer, CompletionStrategy};
 use crate::dtype::DTypeBase;
 use crate::error::{GpuError, Invalid};
-use crate::gpu_ref::{GpuRef, Storage};
+use crate::gpu_ref::{with_operands, GpuRef, Region, RegionMut, Storage};
 use crate::host::{HostMem, PinnedBuf, Uploaded};
 use crate::launch::LaunchLimits;
 use crate::memory::{Advice, Location};
@@ -207,13 +207,10 @@ impl ContextCore {
                 r.id()
             )));
         }
-        let s = r.lock();
-        let Storage::Cuda(slice) = &*s else {
-            return Err(GpuError::invalid("a CPU buffer on a GPU device"));
-        };
+        let mut s = r.lock();
         // Taking the address on the context's stream also orders what follows there
         // after the buffer's last writer.
-        let (ptr, _recorded) = slice.device_ptr(&c.stream);
+        let (ptr, _recorded) = s.address(&c.stream, false)?;
         Ok(Some(ptr))
     }
 
@@ -241,9 +238,9 @@ impl ContextCore {
         let r = self.alloc::<T>(data.len())?;
         {
             let mut s = r.lock();
-            match &mut *s {
-                Storage::Cpu(v) => v.copy_from_slice(data),
-                Storage::Cuda(dst) => self.htod(data, dst)?,
+            match s.region_mut() {
+                RegionMut::Cpu(v) => v.copy_from_slice(data),
+                RegionMut::Cuda(mut dst) => self.htod(data, &mut dst)?,
             }
         }
         Ok(self.then(r))
@@ -260,9 +257,9 @@ impl ContextCore {
                 data.len(),
             )));
         }
-        match &mut *dst.lock() {
-            Storage::Cpu(v) => v.copy_from_slice(data),
-            Storage::Cuda(d) => self.htod(data, d)?,
+        match dst.lock().region_mut() {
+            RegionMut::Cpu(v) => v.copy_from_slice(data),
+            RegionMut::Cuda(mut d) => self.htod(data, &mut d)?,
         }
         Ok(self.done())
     }
@@ -271,9 +268,9 @@ impl ContextCore {
     pub(crate) fn download<T: DTypeBase>(&mut self, src: &GpuRef<T>) -> Result<Deferred<Vec<T>>, GpuError> {
         self.check(src)?;
         let s = src.lock();
-        match &*s {
-            Storage::Cpu(v) => Ok(Deferred::Now(v.clone())),
-            Storage::Cuda(d) => Ok(Deferred::Now(self.dtoh(d)?)),
+        match s.region() {
+            Region::Cpu(v) => Ok(Deferred::Now(v.to_vec())),
+            Region::Cuda(d) => Ok(Deferred::Now(self.dtoh(&d)?)),
         }
     }
 
@@ -311,14 +308,20 @@ impl ContextCore {
                 dst.len(),
             )));
         }
-        if src.same_buffer(dst) {
+        if src.same_buffer(dst) && src.window() == dst.window() {
             return Ok(Deferred::Now(()));
         }
-        let s = src.lock();
-        let mut d = dst.lock();
-        match (&*s, &mut *d) {
-            (Storage::Cpu(a), Storage::Cpu(b)) => b.copy_from_slice(a),
-            (Storage::Cuda(a), Storage::Cuda(b)) => {
+        // Views of one buffer must not overlap (`with_operands` checks).
+        with_operands([src], dst, |[s], d| self.copy_region(s, d))??;
+        Ok(self.done())
+    }
+
+    /// Copies one locked window into another on this context's stream (the source may
+    /// be a peer GPU's: peer access is enabled first where the driver offers it).
+    fn copy_region<T: DTypeBase>(&self, src: Region<'_, T>, dst: RegionMut<'_, T>) -> Result<(), GpuError> {
+        match (src, dst) {
+            (Region::Cpu(a), RegionMut::Cpu(b)) => b.copy_from_slice(a),
+            (Region::Cuda(a), RegionMut::Cuda(mut b)) => {
                 let c = self.cuda()?;
                 let peer = a.stream().context();
                 if peer.cu_ctx() != c.ctx.cu_ctx()
@@ -326,12 +329,11 @@ impl ContextCore {
                 {
                     crate::sys::peer::enable_peer_access(&c.ctx, peer).map_err(|e| self.observe(e))?;
                 }
-                c.stream.memcpy_dtod(a, b).map_err(|e| self.observe(e))?;
+                c.stream.memcpy_dtod(&a, &mut b).map_err(|e| self.observe(e))?;
             }
             _ => return Err(GpuError::invalid("copy between a CPU and a CUDA buffer")),
         }
-        drop((s, d));
-        Ok(self.done())
+        Ok(())
     }
 
     /// A pinned host buffer of `len` zeroed elements, from the pool when one is free.
@@ -424,9 +426,9 @@ impl ContextCore {
         buf: &mut PinnedBuf<T>,
     ) -> Result<(), GpuError> {
         let mut d = dst.lock();
-        match (buf.mem_mut(), &mut *d) {
-            (HostMem::Plain(v), Storage::Cpu(out)) => out[offset..offset + len].copy_from_slice(&v[..len]),
-            (HostMem::Pinned(p), Storage::Cuda(out)) => {
+        match (buf.mem_mut(), d.region_mut()) {
+            (HostMem::Plain(v), RegionMut::Cpu(out)) => out[offset..offset + len].copy_from_slice(&v[..len]),
+            (HostMem::Pinned(p), RegionMut::Cuda(mut out)) => {
                 let mut range = out.slice_mut(offset..offset + len);
                 p.copy_to_device(&self.cuda()?.stream, &mut range)
                     .map_err(|e| self.observe(e))?;
@@ -449,9 +451,9 @@ impl ContextCore {
         in_range(offset, len, src.len(), buf.len())?;
         {
             let s = src.lock();
-            match (&*s, buf.mem_mut()) {
-                (Storage::Cpu(v), HostMem::Plain(dst)) => dst[..len].copy_from_slice(&v[offset..offset + len]),
-                (Storage::Cuda(d), HostMem::Pinned(p)) => {
+            match (s.region(), buf.mem_mut()) {
+                (Region::Cpu(v), HostMem::Plain(dst)) => dst[..len].copy_from_slice(&v[offset..offset + len]),
+                (Region::Cuda(d), HostMem::Pinned(p)) => {
                     p.copy_from_device(&self.cuda()?.stream, &d.slice(offset..offset + len))
                         .map_err(|e| self.observe(e))?;
                 }
@@ -507,7 +509,7 @@ impl ContextCore {
 
     /// Enqueues the copy of pageable `data` into `dst`: through two pinned staging buffers
     /// of the pool from two chunks up (`staging.rs`), else cudarc's pageable copy.
-    fn htod<T: DTypeBase>(&mut self, data: &[T], dst: &mut CudaSlice<T>) -> Result<(), GpuError> {
+    fn htod<T: DTypeBase>(&mut self, data: &[T], dst: &mut CudaViewMut<'_, T>) -> Result<(), GpuError> {
         let stream = self.cuda_stream()?;
         let r = match self.staging::<T>(data.len()) {
             Some(mut bufs) => staging::htod(&mut bufs, &stream, data, dst),
@@ -518,7 +520,7 @@ impl ContextCore {
 
     /// Copies `src` into a new (pageable) `Vec`, as `htod` chooses; returns when done
     /// (cudarc's pageable copy synchronises the stream before returning).
-    fn dtoh<T: DTypeBase>(&mut self, src: &CudaSlice<T>) -> Result<Vec<T>, GpuError> {
+    fn dtoh<T: DTypeBase>(&mut self, src: &CudaView<'_, T>) -> Result<Vec<T>, GpuError> {
         let stream = self.cuda_stream()?;
         let r = match self.staging::<T>(src.len()) {
             Some(mut bufs) => staging::dtoh(&mut bufs, &stream, src),

@@ -7,7 +7,7 @@
 //! instead: 8 MiB chunks alternate between two pinned buffers, the host copy of one chunk
 //! (split over a few threads, `host::copy_wide`) overlapping the DMA of the other.
 
-use cudarc::driver::{CudaSlice, CudaStream};
+use cudarc::driver::{CudaStream, CudaView, CudaViewMut};
 
 use crate::dtype::DTypeBase;
 use crate::error::GpuError;
@@ -42,7 +42,7 @@ pub(crate) fn htod<T: DTypeBase>(
     bufs: &mut [PinnedBuf<T>; 2],
     stream: &CudaStream,
     data: &[T],
-    dst: &mut CudaSlice<T>,
+    dst: &mut CudaViewMut<'_, T>,
 ) -> Result<(), GpuError> {
     let chunk = chunk_len::<T>();
     for (i, part) in data.chunks(chunk).enumerate() {
@@ -61,7 +61,7 @@ pub(crate) fn htod<T: DTypeBase>(
 pub(crate) fn dtoh<T: DTypeBase>(
     bufs: &mut [PinnedBuf<T>; 2],
     stream: &CudaStream,
-    src: &CudaSlice<T>,
+    src: &CudaView<'_, T>,
 ) -> Result<Vec<T>, GpuError> {
     let (n, chunk) = (src.len(), chunk_len::<T>());
     let chunks = n.div_ceil(chunk);

@@ -10,12 +10,13 @@
 //! events then cover everything enqueued there so far (a little more than the buffer's
 //! uses, never less).
 
-use std::ops::{Deref, DerefMut};
+use std::ops::Range;
 use std::sync::{Arc, MutexGuard};
 
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop};
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, SyncOnDrop};
 
-use super::Storage;
+use super::{GpuRef, Storage};
+use crate::dtype::DTypeBase;
 use crate::error::GpuError;
 
 /// A buffer's storage and its unrecorded uses (behind the buffer's lock).
@@ -64,17 +65,170 @@ fn record_on<T>(s: &mut CudaSlice<T>, u: &Unrecorded) {
     }
 }
 
-/// A locked buffer: derefs to its storage.
-pub(crate) struct Locked<'a, T>(pub(super) MutexGuard<'a, Held<T>>);
+/// A locked buffer, as one handle sees it: its window of the storage.
+///
+/// Why no `Deref` to the storage: a handle may be a view, and every access must see
+/// only its window — `region`/`region_mut` give it, so no operation can touch the
+/// whole buffer by accident.
+pub(crate) struct Locked<'a, T> {
+    pub(super) held: MutexGuard<'a, Held<T>>,
+    /// The handle's elements in the buffer.
+    pub(super) window: Range<usize>,
+}
+
+/// A handle's elements, to read: host memory of the CPU device, or a cudarc view of
+/// device memory (ordered by the buffer's events, like the whole slice).
+pub(crate) enum Region<'a, T> {
+    Cpu(&'a [T]),
+    Cuda(CudaView<'a, T>),
+}
+
+/// A handle's elements, to write.
+pub(crate) enum RegionMut<'a, T> {
+    Cpu(&'a mut [T]),
+    Cuda(CudaViewMut<'a, T>),
+}
 
 impl<T> Locked<'_, T> {
     /// Records the uses on one stream not yet in the slice's events: before any access
     /// other than a launch's (`GpuRef::lock` does it).
     pub(crate) fn record(&mut self) {
-        self.0.record();
+        self.held.record();
     }
 
-    /// The buffer's address for a launch on `stream`, `writes` or reads it. On the stream
+    /// The handle's elements, to read.
+    pub(crate) fn region(&self) -> Region<'_, T> {
+        self.region_at(self.window.clone())
+    }
+
+    /// Another handle's elements, `other` a window of this same buffer (an operation
+    /// that takes two views of one buffer locks it once).
+    pub(crate) fn region_of(&self, other: &GpuRef<T>) -> Region<'_, T>
+    where
+        T: DTypeBase,
+    {
+        self.region_at(other.window())
+    }
+
+    fn region_at(&self, w: Range<usize>) -> Region<'_, T> {
+        match &self.held.storage {
+            Storage::Cpu(v) => Region::Cpu(&v[w]),
+            Storage::Cuda(s) => Region::Cuda(s.slice(w)),
+        }
+    }
+
+    /// The handle's elements, to write.
+    pub(crate) fn region_mut(&mut self) -> RegionMut<'_, T> {
+        let w = self.window.clone();
+        match &mut self.held.storage {
+            Storage::Cpu(v) => RegionMut::Cpu(&mut v[w]),
+            Storage::Cuda(s) => RegionMut::Cuda(s.slice_mut(w)),
+        }
+    }
+
+    /// Runs `f` on the handle's elements to write and on the `inputs` given — windows
+    /// of this same buffer that do not overlap it — to read (`None` in, `None` out):
+    /// what one operation needs when its output and some inputs are views of one
+    /// buffer. An input overlapping the output is an `InvalidArgument`. (A callback, as
+    /// the views borrow the split parts.)
+    pub(crate) fn split<const N: usize, R>(
+        &mut self,
+        inputs: [Option<Range<usize>>; N],
+        f: impl FnOnce(RegionMut<'_, T>, [Option<Region<'_, T>>; N]) -> R,
+    ) -> Result<R, GpuError> {
+        let w = self.window.clone();
+        if let Some(bad) = inputs.iter().flatten().find(|r| r.start < w.end && w.start < r.end) {
+            return Err(GpuError::InvalidArgument(
+                crate::error::Invalid::new(format!(
+                    "an input (elements {bad:?} of the buffer) overlaps the output (elements {w:?}): pass \
+                     disjoint views, or copy the input first"
+                ))
+                .mismatch("an output disjoint from its inputs", "overlapping views of one buffer"),
+            ));
+        }
+        // Disjoint from the window, each input lies wholly before or wholly after it.
+        let (start, end) = (w.start, w.end);
+        let place = move |r: Range<usize>| {
+            if r.end <= start {
+                (true, r)
+            } else {
+                (false, r.start - end..r.end - end)
+            }
+        };
+        Ok(match &mut self.held.storage {
+            Storage::Cpu(v) => {
+                let (before, rest) = v.split_at_mut(start);
+                let (out, after) = rest.split_at_mut(end - start);
+                let (before, after): (&[T], &[T]) = (before, after);
+                let parts = inputs.map(|r| {
+                    r.map(|r| match place(r) {
+                        (true, r) => Region::Cpu(&before[r]),
+                        (false, r) => Region::Cpu(&after[r]),
+                    })
+                });
+                f(RegionMut::Cpu(out), parts)
+            }
+            Storage::Cuda(s) => {
+                let (before, mut rest) = s.split_at_mut(start);
+                let (out, after) = rest.split_at_mut(end - start);
+                let parts = inputs.map(|r| {
+                    r.map(|r| match place(r) {
+                        (true, r) => Region::Cuda(before.slice(r)),
+                        (false, r) => Region::Cuda(after.slice(r)),
+                    })
+                });
+                f(RegionMut::Cuda(out), parts)
+            }
+        })
+    }
+
+    /// The byte offset of the window in the buffer.
+    pub(crate) fn byte_offset(&self) -> u64 {
+        (self.window.start * std::mem::size_of::<T>()) as u64
+    }
+
+    /// The window's device address, ordered for a use on `stream` (it waits for the
+    /// buffer's last writer, and for a write its readers too); the guard records the use
+    /// when dropped, after the work is enqueued.
+    pub(crate) fn address<'b>(
+        &'b mut self,
+        stream: &'b CudaStream,
+        writes: bool,
+    ) -> Result<(u64, SyncOnDrop<'b>), GpuError> {
+        let offset = self.byte_offset();
+        let (base, guard) = self.buffer_address(stream, writes)?;
+        Ok((base + offset, guard))
+    }
+
+    /// As [`Locked::address`], the address of the whole buffer (what a graph resolves
+    /// once per buffer, adding each view's offset itself).
+    pub(crate) fn buffer_address<'b>(
+        &'b mut self,
+        stream: &'b CudaStream,
+        writes: bool,
+    ) -> Result<(u64, SyncOnDrop<'b>), GpuError> {
+        self.held.record();
+        let Storage::Cuda(s) = &mut self.held.storage else {
+            return Err(GpuError::invalid("a CPU-device buffer on a CUDA stream"));
+        };
+        Ok(if writes {
+            s.device_ptr_mut(stream)
+        } else {
+            s.device_ptr(stream)
+        })
+    }
+
+    /// The window of a CPU-device buffer as a raw pointer and length (an emulated
+    /// launch hands kernels raw buffers).
+    pub(crate) fn host_raw(&mut self) -> Option<(*mut T, usize)> {
+        let w = self.window.clone();
+        match &mut self.held.storage {
+            Storage::Cpu(v) => Some((v[w.clone()].as_mut_ptr(), w.len())),
+            Storage::Cuda(_) => None,
+        }
+    }
+
+    /// The window's address for a launch on `stream`, `writes` or reads it. On the stream
     /// of its last launch: the address, the use noted (no driver call). Elsewhere: the
     /// noted uses recorded first, then cudarc's ordering — `stream` waits for the last
     /// writer (and readers) — and the guard to drop after the launch, which records it.
@@ -83,14 +237,15 @@ impl<T> Locked<'_, T> {
         stream: &'b Arc<CudaStream>,
         writes: bool,
     ) -> Result<(u64, Option<SyncOnDrop<'b>>), GpuError> {
-        let Held { storage, unrecorded } = &mut *self.0;
+        let offset = self.byte_offset();
+        let Held { storage, unrecorded } = &mut *self.held;
         let Storage::Cuda(s) = storage else {
             return Err(GpuError::invalid("a CPU-device buffer in a CUDA launch"));
         };
         if let Some(u) = unrecorded.as_mut().filter(|u| Arc::ptr_eq(&u.stream, stream)) {
             u.used = true;
             u.wrote |= writes;
-            return Ok((u.address, None));
+            return Ok((u.address + offset, None));
         }
         if let Some(u) = unrecorded.take() {
             record_on(s, &u);
@@ -106,19 +261,6 @@ impl<T> Locked<'_, T> {
             used: false,
             wrote: false,
         });
-        Ok((address, Some(guard)))
-    }
-}
-
-impl<T> Deref for Locked<'_, T> {
-    type Target = Storage<T>;
-    fn deref(&self) -> &Storage<T> {
-        &self.0.storage
-    }
-}
-
-impl<T> DerefMut for Locked<'_, T> {
-    fn deref_mut(&mut self) -> &mut Storage<T> {
-        &mut self.0.storage
+        Ok((address + offset, Some(guard)))
     }
 }

@@ -12,7 +12,7 @@ use cudarc::driver::CudaStream;
 use super::raw::RawDevice;
 use crate::dtype::{BlasBase, DTypeBase};
 use crate::error::GpuError;
-use crate::gpu_ref::{GpuRef, Storage};
+use crate::gpu_ref::{with_operands, GpuRef, Region, RegionMut};
 use crate::kernel::dsl::KernelCall;
 use crate::launch::{with_host_buffers, Arg, KernelArgs};
 use crate::library::blas::{cpu_gemm, enqueue_gemm, validate as validate_gemm, Batch, Gemm};
@@ -31,7 +31,8 @@ impl Capture<'_> {
             .addresses
             .get(&r.id())
             .ok_or_else(|| GpuError::Internal(format!("graph: buffer #{} was not resolved before capture", r.id())))?;
-        Ok(RawDevice::new(*ptr, r.len(), self.stream))
+        let at = *ptr + (r.offset() * std::mem::size_of::<T>()) as u64;
+        Ok(RawDevice::new(at, r.len(), self.stream))
     }
 }
 
@@ -63,8 +64,13 @@ pub(crate) struct GemmNode<T: BlasBase> {
 
 impl<T: BlasBase> GemmNode<T> {
     pub(crate) fn new(g: Gemm<T>, batch: Batch, a: &GpuRef<T>, b: &GpuRef<T>, c: &GpuRef<T>) -> Self {
-        let mut args = KernelArgs::new().buf(a);
-        if !b.same_buffer(a) {
+        // One argument per buffer (views of one buffer share it; the graph orders
+        // buffers, not views), written where C lies.
+        let mut args = KernelArgs::new();
+        if !a.same_buffer(c) {
+            args = args.buf(a);
+        }
+        if !b.same_buffer(a) && !b.same_buffer(c) {
             args = args.buf(b);
         }
         GemmNode {
@@ -84,11 +90,11 @@ impl<T: BlasBase> GraphNode for GemmNode<T> {
     }
 
     fn check(&self) -> Result<(), GpuError> {
-        if self.c.same_buffer(&self.a) || self.c.same_buffer(&self.b) {
+        if self.c.overlaps(&self.a) || self.c.overlaps(&self.b) {
             return Err(GpuError::InvalidArgument(
-                crate::error::Invalid::new("graph GEMM: the output C must not be the same buffer as A or B")
+                crate::error::Invalid::new("graph GEMM: the output C must not overlap A or B")
                     .arg("c")
-                    .mismatch("a buffer other than A and B", "A or B"),
+                    .mismatch("elements apart from A's and B's", "elements of A or B"),
             ));
         }
         validate_gemm(&self.g, &self.batch, self.a.len(), self.b.len(), self.c.len())
@@ -100,21 +106,13 @@ impl<T: BlasBase> GraphNode for GemmNode<T> {
     }
 
     fn run_cpu(&self) -> Result<(), GpuError> {
-        let sa = self.a.lock();
-        let sb = if self.b.same_buffer(&self.a) {
-            None
-        } else {
-            Some(self.b.lock())
-        };
-        let sb_ref = sb.as_deref().unwrap_or(&*sa);
-        let mut sc = self.c.lock();
-        match (&*sa, sb_ref, &mut *sc) {
-            (Storage::Cpu(a), Storage::Cpu(b), Storage::Cpu(c)) => {
+        with_operands([&self.a, &self.b], &self.c, |[a, b], c| match (a, b, c) {
+            (Region::Cpu(a), Region::Cpu(b), RegionMut::Cpu(c)) => {
                 cpu_gemm(&self.g, &self.batch, a, b, c);
                 Ok(())
             }
             _ => Err(GpuError::invalid("graph GEMM: buffers of another backend")),
-        }
+        })?
     }
 }
 
@@ -130,7 +128,12 @@ impl<T: DTypeBase> CopyNode<T> {
         CopyNode {
             src: src.clone(),
             dst: dst.clone(),
-            args: KernelArgs::new().buf(src).buf_mut(dst),
+            // One argument per buffer, as for GEMM.
+            args: if src.same_buffer(dst) {
+                KernelArgs::new().buf_mut(dst)
+            } else {
+                KernelArgs::new().buf(src).buf_mut(dst)
+            },
         }
     }
 }
@@ -149,7 +152,14 @@ impl<T: DTypeBase> GraphNode for CopyNode<T> {
                 self.dst.len(),
             )));
         }
-        self.args.check_distinct()
+        if self.src.overlaps(&self.dst) {
+            return Err(GpuError::InvalidArgument(
+                crate::error::Invalid::new("graph copy: the destination overlaps the source")
+                    .arg("dst")
+                    .mismatch("elements apart from the source's", "elements of the source"),
+            ));
+        }
+        Ok(())
     }
 
     fn capture(&self, cx: &Capture<'_>) -> Result<(), GpuError> {
@@ -159,15 +169,13 @@ impl<T: DTypeBase> GraphNode for CopyNode<T> {
     }
 
     fn run_cpu(&self) -> Result<(), GpuError> {
-        let s = self.src.lock();
-        let mut d = self.dst.lock();
-        match (&*s, &mut *d) {
-            (Storage::Cpu(a), Storage::Cpu(b)) => {
+        with_operands([&self.src], &self.dst, |[s], d| match (s, d) {
+            (Region::Cpu(a), RegionMut::Cpu(b)) => {
                 b.copy_from_slice(a);
                 Ok(())
             }
             _ => Err(GpuError::invalid("graph copy: buffers of another backend")),
-        }
+        })?
     }
 }
 
@@ -198,7 +206,7 @@ impl GraphNode for KernelNode {
             .items
             .iter()
             .filter_map(|a| match a {
-                Arg::Buffer(b) => Some(cx.addresses.get(&b.id()).copied().ok_or(b.id())),
+                Arg::Buffer(b) => Some(cx.addresses.get(&b.id()).map(|a| a + b.byte_offset()).ok_or(b.id())),
                 Arg::Scalar(_) => None,
             })
             .collect::<Result<_, u64>>()

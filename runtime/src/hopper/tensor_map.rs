@@ -2,11 +2,11 @@
 //! tensor between global and shared memory without the threads computing addresses.
 
 use cudarc::driver::sys::{CUtensorMapDataType as Ty, CUtensorMapL2promotion as L2, CUtensorMapSwizzle as Sw};
-use cudarc::driver::DevicePtr;
+use cudarc::driver::{DevicePtr, DeviceSlice};
 
 use crate::dtype::{DTypeBase, DTypeKind};
 use crate::error::GpuError;
-use crate::gpu_ref::{GpuRef, Storage};
+use crate::gpu_ref::{GpuRef, Region};
 use crate::launch::KernelArgs;
 use crate::sys::hopper::{encode_tiled, TensorMapBits, TiledEncoding};
 
@@ -256,7 +256,7 @@ impl<T: DTypeBase> TensorMapBuilder<T> {
         let (strides, element_strides) = self.validate()?;
         let address = {
             let guard = self.buffer.lock();
-            let Storage::Cuda(s) = &*guard else {
+            let Region::Cuda(s) = guard.region() else {
                 return Err(GpuError::Unsupported("TMA tensor maps need a GPU buffer".into()));
             };
             let stream = s.stream().clone();

@@ -12,7 +12,7 @@ use crate::backend::state::DeviceShared;
 use crate::completion::{Completer, Completion};
 use crate::dtype::{Blas1Base, BlasBase, DTypeBase};
 use crate::error::{GpuError, Invalid};
-use crate::gpu_ref::{GpuRef, Storage};
+use crate::gpu_ref::{with_inputs, with_operands, GpuRef, Region, RegionMut};
 use crate::library::seed::LibrarySeed;
 use crate::library::shell::{Core, Library};
 use crate::observability::{cpu_op, gpu_timed};
@@ -418,21 +418,28 @@ impl BlasCore {
         for r in [a, b, c] {
             self.check(r)?;
         }
-        if c.same_buffer(a) || c.same_buffer(b) {
+        if c.overlaps(a) || c.overlaps(b) {
             return Err(GpuError::InvalidArgument(
-                Invalid::new("the output C must not be the same buffer as A or B")
+                Invalid::new("the output C must not overlap A or B (disjoint views of one buffer may)")
                     .arg("c")
-                    .mismatch("a buffer other than A and B", "A or B"),
+                    .mismatch("elements apart from A's and B's", "elements of A or B"),
             ));
         }
         validate(&g, &batch, a.len(), b.len(), c.len())?;
-        // Lock order: A, then B (unless it is A), then C — C is distinct from both.
-        let sa = a.lock();
-        let sb = if b.same_buffer(a) { None } else { Some(b.lock()) };
-        let sb_ref = sb.as_deref().unwrap_or(&*sa);
-        let mut sc = c.lock();
-        match (&self.engine, &*sa, sb_ref, &mut *sc) {
-            (BlasEngine::Cpu, Storage::Cpu(av), Storage::Cpu(bv), Storage::Cpu(cv)) => {
+        with_operands([a, b], c, |[ra, rb], rc| self.gemm_regions(&g, &batch, ra, rb, rc))?
+    }
+
+    fn gemm_regions<T: BlasBase>(
+        &self,
+        g: &Gemm<T>,
+        batch: &Batch,
+        a: Region<'_, T>,
+        b: Region<'_, T>,
+        c: RegionMut<'_, T>,
+    ) -> Result<Deferred<()>, GpuError> {
+        let (g, batch) = (*g, *batch);
+        match (&self.engine, a, b, c) {
+            (BlasEngine::Cpu, Region::Cpu(av), Region::Cpu(bv), RegionMut::Cpu(cv)) => {
                 let _timed = cpu_op(self.shared.config.device_id, "blas", gemm_name::<T>());
                 cpu_gemm(&g, &batch, av, bv, cv);
                 Ok(Deferred::Now(()))
@@ -443,13 +450,13 @@ impl BlasCore {
                     stream,
                     completer,
                 },
-                Storage::Cuda(av),
-                Storage::Cuda(bv),
-                Storage::Cuda(cv),
+                Region::Cuda(av),
+                Region::Cuda(bv),
+                RegionMut::Cuda(mut cv),
             ) => {
                 let device = self.shared.config.device_id;
                 let r = gpu_timed(stream, device, "blas", gemm_name::<T>(), || {
-                    enqueue_gemm(blas, &g, &batch, av, bv, cv)
+                    enqueue_gemm(blas, &g, &batch, &av, &bv, &mut cv)
                 });
                 r.map_err(|e| self.library_failure(stream, e.into()))?;
                 Ok(self.pending(completer.done(stream)))
@@ -469,20 +476,26 @@ impl BlasCore {
         for r in [a, x, y] {
             self.check(r)?;
         }
-        if y.same_buffer(a) || y.same_buffer(x) {
+        if y.overlaps(a) || y.overlaps(x) {
             return Err(GpuError::InvalidArgument(
-                Invalid::new("the output y must not be the same buffer as A or x")
+                Invalid::new("the output y must not overlap A or x (disjoint views of one buffer may)")
                     .arg("y")
-                    .mismatch("a buffer other than A and x", "A or x"),
+                    .mismatch("elements apart from A's and x's", "elements of A or x"),
             ));
         }
         g.validate(a.len(), x.len(), y.len())?;
-        let sa = a.lock();
-        let sx = if x.same_buffer(a) { None } else { Some(x.lock()) };
-        let sx_ref = sx.as_deref().unwrap_or(&*sa);
-        let mut sy = y.lock();
-        match (&self.engine, &*sa, sx_ref, &mut *sy) {
-            (BlasEngine::Cpu, Storage::Cpu(av), Storage::Cpu(xv), Storage::Cpu(yv)) => {
+        with_operands([a, x], y, |[ra, rx], ry| self.gemv_regions(&g, ra, rx, ry))?
+    }
+
+    fn gemv_regions<T: Blas1Base>(
+        &self,
+        g: &Gemv<T>,
+        a: Region<'_, T>,
+        x: Region<'_, T>,
+        y: RegionMut<'_, T>,
+    ) -> Result<Deferred<()>, GpuError> {
+        match (&self.engine, a, x, y) {
+            (BlasEngine::Cpu, Region::Cpu(av), Region::Cpu(xv), RegionMut::Cpu(yv)) => {
                 let (nx, ny) = g.vector_lengths();
                 for (i, out) in yv.iter_mut().take(ny).enumerate() {
                     let mut acc = T::from_f64(0.0);
@@ -505,9 +518,9 @@ impl BlasCore {
                     stream,
                     completer,
                 },
-                Storage::Cuda(av),
-                Storage::Cuda(xv),
-                Storage::Cuda(yv),
+                Region::Cuda(av),
+                Region::Cuda(xv),
+                RegionMut::Cuda(mut yv),
             ) => {
                 let cfg = GemvConfig {
                     trans: op(g.trans),
@@ -519,7 +532,7 @@ impl BlasCore {
                     beta: g.beta,
                     incy: 1,
                 };
-                T::gemv(blas, cfg, av, xv, yv).map_err(|e| self.library_failure(stream, e))?;
+                T::gemv(blas, cfg, &av, &xv, &mut yv).map_err(|e| self.library_failure(stream, e))?;
                 Ok(self.pending(completer.done(stream)))
             }
             _ => Err(invalid("buffers of another backend".into())),
@@ -536,14 +549,21 @@ impl BlasCore {
         self.check(x)?;
         self.check(y)?;
         same_len("axpy", x, y)?;
-        if x.same_buffer(y) {
-            // y += alpha·y is a scaling: one buffer, one lock.
+        if x.same_buffer(y) && x.window() == y.window() {
+            // y += alpha·y is a scaling.
             return self.scal(T::from_f64(1.0) + alpha, y);
         }
-        let sx = x.lock();
-        let mut sy = y.lock();
-        match (&self.engine, &*sx, &mut *sy) {
-            (BlasEngine::Cpu, Storage::Cpu(xv), Storage::Cpu(yv)) => {
+        with_operands([x], y, |[rx], ry| self.axpy_regions(alpha, rx, ry))?
+    }
+
+    fn axpy_regions<T: Blas1Base>(
+        &self,
+        alpha: T,
+        x: Region<'_, T>,
+        y: RegionMut<'_, T>,
+    ) -> Result<Deferred<()>, GpuError> {
+        match (&self.engine, x, y) {
+            (BlasEngine::Cpu, Region::Cpu(xv), RegionMut::Cpu(yv)) => {
                 for (yi, xi) in yv.iter_mut().zip(xv) {
                     *yi = alpha.mul_add(*xi, *yi);
                 }
@@ -555,10 +575,10 @@ impl BlasCore {
                     stream,
                     completer,
                 },
-                Storage::Cuda(xv),
-                Storage::Cuda(yv),
+                Region::Cuda(xv),
+                RegionMut::Cuda(mut yv),
             ) => {
-                T::axpy(blas, stream, alpha, xv, yv).map_err(|e| self.library_failure(stream, e))?;
+                T::axpy(blas, stream, alpha, &xv, &mut yv).map_err(|e| self.library_failure(stream, e))?;
                 Ok(self.pending(completer.done(stream)))
             }
             _ => Err(invalid("buffers of another backend".into())),
@@ -569,8 +589,8 @@ impl BlasCore {
     pub(crate) fn scal<T: Blas1Base>(&mut self, alpha: T, x: &GpuRef<T>) -> Result<Deferred<()>, GpuError> {
         self.check(x)?;
         let mut sx = x.lock();
-        match (&self.engine, &mut *sx) {
-            (BlasEngine::Cpu, Storage::Cpu(xv)) => {
+        match (&self.engine, sx.region_mut()) {
+            (BlasEngine::Cpu, RegionMut::Cpu(xv)) => {
                 xv.iter_mut().for_each(|v| *v = *v * alpha);
                 Ok(Deferred::Now(()))
             }
@@ -580,9 +600,9 @@ impl BlasCore {
                     stream,
                     completer,
                 },
-                Storage::Cuda(xv),
+                RegionMut::Cuda(mut xv),
             ) => {
-                T::scal(blas, stream, alpha, xv).map_err(|e| self.library_failure(stream, e))?;
+                T::scal(blas, stream, alpha, &mut xv).map_err(|e| self.library_failure(stream, e))?;
                 Ok(self.pending(completer.done(stream)))
             }
             _ => Err(invalid("a buffer of another backend".into())),
@@ -594,11 +614,12 @@ impl BlasCore {
         self.check(x)?;
         self.check(y)?;
         same_len("dot", x, y)?;
-        let sx = x.lock();
-        let sy = if y.same_buffer(x) { None } else { Some(y.lock()) };
-        let sy_ref = sy.as_deref().unwrap_or(&*sx);
-        match (&self.engine, &*sx, sy_ref) {
-            (BlasEngine::Cpu, Storage::Cpu(xv), Storage::Cpu(yv)) => Ok(Deferred::Now(
+        with_inputs([x, y], |[rx, ry]| self.dot_regions(rx, ry))
+    }
+
+    fn dot_regions<T: Blas1Base>(&self, x: Region<'_, T>, y: Region<'_, T>) -> Result<Deferred<T>, GpuError> {
+        match (&self.engine, x, y) {
+            (BlasEngine::Cpu, Region::Cpu(xv), Region::Cpu(yv)) => Ok(Deferred::Now(
                 xv.iter()
                     .zip(yv)
                     .fold(T::from_f64(0.0), |acc, (a, b)| a.mul_add(*b, acc)),
@@ -609,11 +630,11 @@ impl BlasCore {
                     stream,
                     completer,
                 },
-                Storage::Cuda(xv),
-                Storage::Cuda(yv),
+                Region::Cuda(xv),
+                Region::Cuda(yv),
             ) => {
                 let mut out = stream.alloc_zeros::<T>(1).map_err(|e| self.shared.observe(e.into()))?;
-                T::dot(blas, stream, xv, yv, &mut out).map_err(|e| self.library_failure(stream, e))?;
+                T::dot(blas, stream, &xv, &yv, &mut out).map_err(|e| self.library_failure(stream, e))?;
                 Ok(self.scalar_result(completer.done(stream), stream.clone(), out))
             }
             _ => Err(invalid("buffers of another backend".into())),
@@ -624,8 +645,8 @@ impl BlasCore {
     pub(crate) fn nrm2<T: Blas1Base>(&mut self, x: &GpuRef<T>) -> Result<Deferred<T>, GpuError> {
         self.check(x)?;
         let sx = x.lock();
-        match (&self.engine, &*sx) {
-            (BlasEngine::Cpu, Storage::Cpu(xv)) => Ok(Deferred::Now(
+        match (&self.engine, sx.region()) {
+            (BlasEngine::Cpu, Region::Cpu(xv)) => Ok(Deferred::Now(
                 xv.iter().fold(T::from_f64(0.0), |acc, a| a.mul_add(*a, acc)).sqrt(),
             )),
             (
@@ -634,10 +655,10 @@ impl BlasCore {
                     stream,
                     completer,
                 },
-                Storage::Cuda(xv),
+                Region::Cuda(xv),
             ) => {
                 let mut out = stream.alloc_zeros::<T>(1).map_err(|e| self.shared.observe(e.into()))?;
-                T::nrm2(blas, stream, xv, &mut out).map_err(|e| self.library_failure(stream, e))?;
+                T::nrm2(blas, stream, &xv, &mut out).map_err(|e| self.library_failure(stream, e))?;
                 Ok(self.scalar_result(completer.done(stream), stream.clone(), out))
             }
             _ => Err(invalid("a buffer of another backend".into())),
@@ -651,8 +672,8 @@ impl BlasCore {
         // Buffers are never empty (a zero-length allocation is refused), so there is
         // always an answer.
         let sx = x.lock();
-        match (&self.engine, &*sx) {
-            (BlasEngine::Cpu, Storage::Cpu(xv)) => {
+        match (&self.engine, sx.region()) {
+            (BlasEngine::Cpu, Region::Cpu(xv)) => {
                 // The first index of the largest |x|, as cuBLAS picks it.
                 let mut best = 0;
                 for (i, v) in xv.iter().enumerate() {
@@ -668,12 +689,12 @@ impl BlasCore {
                     stream,
                     completer,
                 },
-                Storage::Cuda(xv),
+                Region::Cuda(xv),
             ) => {
                 let mut out = stream
                     .alloc_zeros::<i64>(1)
                     .map_err(|e| self.shared.observe(e.into()))?;
-                T::iamax(blas, stream, xv, &mut out).map_err(|e| self.library_failure(stream, e))?;
+                T::iamax(blas, stream, &xv, &mut out).map_err(|e| self.library_failure(stream, e))?;
                 Ok(self
                     .scalar_result(completer.done(stream), stream.clone(), out)
                     .map(|one_based| (one_based - 1) as usize))

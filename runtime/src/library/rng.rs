@@ -18,7 +18,7 @@ use crate::backend::state::DeviceShared;
 use crate::completion::Completer;
 use crate::dtype::RngFloat;
 use crate::error::GpuError;
-use crate::gpu_ref::{GpuRef, Storage};
+use crate::gpu_ref::{GpuRef, RegionMut};
 use crate::library::seed::LibrarySeed;
 use crate::library::shell::{Core, Library};
 use crate::observability::{cpu_op, gpu_timed};
@@ -226,8 +226,8 @@ impl RngCore {
             self.uniform_only(name)?;
         }
         let mut d = dst.lock();
-        match (&mut self.engine, &mut *d) {
-            (RngEngine::Cpu { rng, sobol }, Storage::Cpu(v)) => {
+        match (&mut self.engine, d.region_mut()) {
+            (RngEngine::Cpu { rng, sobol }, RegionMut::Cpu(v)) => {
                 let _timed = cpu_op(self.shared.config.device_id, "rng", name);
                 let to = |x: f64| T::from_f64(x);
                 match draw {
@@ -251,7 +251,7 @@ impl RngCore {
                 }
                 Ok(Deferred::Now(()))
             }
-            (RngEngine::Cuda { gen, stream, completer }, Storage::Cuda(s)) => {
+            (RngEngine::Cuda { gen, stream, completer }, RegionMut::Cuda(mut s)) => {
                 let needs_even = !matches!(draw, Draw::Uniform);
                 let r = gpu_timed(stream, self.shared.config.device_id, "rng", name, || {
                     if needs_even && s.len() % 2 == 1 {
@@ -263,10 +263,10 @@ impl RngCore {
                             .and_then(|mut scratch| {
                                 T::curand_fill(gen, &mut scratch, draw)?;
                                 let n = s.len();
-                                stream.memcpy_dtod(&scratch.slice(..n), s).map_err(GpuError::from)
+                                stream.memcpy_dtod(&scratch.slice(..n), &mut s).map_err(GpuError::from)
                             })
                     } else {
-                        T::curand_fill(gen, s, draw)
+                        T::curand_fill(gen, &mut s, draw)
                     }
                 });
                 r.map_err(|e| self.shared.observe(e))?;
@@ -287,16 +287,16 @@ impl RngCore {
             ));
         }
         let mut d = dst.lock();
-        match (&mut self.engine, &mut *d) {
-            (RngEngine::Cpu { rng, .. }, Storage::Cpu(v)) => {
+        match (&mut self.engine, d.region_mut()) {
+            (RngEngine::Cpu { rng, .. }, RegionMut::Cpu(v)) => {
                 let _timed = cpu_op(self.shared.config.device_id, "rng", "poisson");
                 let p = Poisson::new(lambda).map_err(|e| invalid(e.to_string()))?;
                 v.iter_mut().for_each(|x| *x = p.sample(&mut **rng) as u32);
                 Ok(Deferred::Now(()))
             }
-            (RngEngine::Cuda { gen, stream, completer }, Storage::Cuda(s)) => {
+            (RngEngine::Cuda { gen, stream, completer }, RegionMut::Cuda(mut s)) => {
                 let device = self.shared.config.device_id;
-                let r = gpu_timed(stream, device, "rng", "poisson", || gen.poisson(s, lambda));
+                let r = gpu_timed(stream, device, "rng", "poisson", || gen.poisson(&mut s, lambda));
                 r.map_err(|e| self.shared.observe(e))?;
                 Ok(self.shared.deferred(completer.done(stream)))
             }

@@ -19,7 +19,7 @@ use super::reduce::{CollectiveScalar, ReduceOp};
 use crate::device::context_actor::ContextActorMsg;
 use crate::device::Device;
 use crate::error::GpuError;
-use crate::gpu_ref::{GpuRef, Locked, Storage};
+use crate::gpu_ref::{GpuRef, Locked};
 use crate::stream::Lane;
 use crate::sys::nccl::{Addr, Communicator, Group, Op, UniqueId};
 use cudarc::nccl::sys::ncclRedOp_t;
@@ -142,11 +142,30 @@ pub(crate) fn compute<T: CollectiveScalar>(ranks: Vec<usize>, size: usize) -> Co
     })
 }
 
-/// A party's buffers locked: send, and recv unless it is the same buffer.
-type Held<'b, T> = (Locked<'b, T>, Option<Locked<'b, T>>);
+/// A party's buffers locked: send, and recv unless it is the same buffer (then `shift`:
+/// recv's window's byte offset from send's, zero in place). The rank checked that two
+/// windows of one buffer are the same or disjoint.
+struct Held<'b, T> {
+    send: Locked<'b, T>,
+    recv: Option<Locked<'b, T>>,
+    shift: i64,
+}
 
 fn hold<'b, T: CollectiveScalar>(send: &'b GpuRef<T>, recv: &'b GpuRef<T>) -> Held<'b, T> {
-    (send.lock(), (!send.same_buffer(recv)).then(|| recv.lock()))
+    if send.same_buffer(recv) {
+        let size = std::mem::size_of::<T>() as i64;
+        Held {
+            send: send.lock(),
+            recv: None,
+            shift: (recv.offset() as i64 - send.offset() as i64) * size,
+        }
+    } else {
+        Held {
+            send: send.lock(),
+            recv: Some(recv.lock()),
+            shift: 0,
+        }
+    }
 }
 
 /// Enqueues one rank's part of `call` (in a world of `size`) on `comm`, in `group`.
@@ -156,22 +175,23 @@ fn enqueue<'a, T: CollectiveScalar>(
     call: &Call,
     size: usize,
     sender: bool,
-    (send, recv): &'a mut Held<'_, T>,
+    held: &'a mut Held<'_, T>,
 ) -> Result<(), GpuError> {
-    let cpu = || GpuError::invalid("a CPU buffer in a world of GPUs");
-    let Storage::Cuda(s) = &mut **send else {
-        return Err(cpu());
-    };
-    let recv = match recv.as_deref_mut() {
-        None => None,
-        Some(Storage::Cuda(r)) => Some(Addr::write(r, comm)),
-        Some(Storage::Cpu(_)) => return Err(cpu()),
-    };
-    // One buffer for both: written in place (a sender's only read).
-    let send = if recv.is_none() && !sender {
-        Addr::write(s, comm)
-    } else {
-        Addr::read(s, comm)
+    let cpu = |_| GpuError::invalid("a CPU buffer in a world of GPUs");
+    let Held { send, recv, shift } = held;
+    let (send, recv) = match recv {
+        Some(r) => {
+            let (p, rec) = send.address(comm.stream(), false).map_err(cpu)?;
+            let (q, rec_q) = r.address(comm.stream(), true).map_err(cpu)?;
+            (Addr::new(p, rec), Some(Addr::new(q, rec_q)))
+        }
+        // One buffer for both, written (but for a sender's own read): one ordering, in
+        // place or at recv's window.
+        None => {
+            let (p, rec) = send.address(comm.stream(), !sender).map_err(cpu)?;
+            let recv = (*shift != 0).then(|| Addr::within(p.wrapping_add_signed(*shift)));
+            (Addr::new(p, rec), recv)
+        }
     };
     let (op, count) = match call.kind {
         Kind::AllReduce(op) => (Op::AllReduce(red_op(op)), call.len),

@@ -367,6 +367,23 @@ impl Rank {
         recv: &GpuRef<T>,
         local: Result<(), GpuError>,
     ) -> Result<(), GpuError> {
+        // Two windows of one buffer: the same view (in place) or disjoint ones.
+        let local = local.and_then(|()| {
+            if send.overlaps(recv) && send.window() != recv.window() {
+                return Err(GpuError::InvalidArgument(
+                    crate::error::Invalid::new(
+                        "send and recv overlap without being the same view: pass one view for both (in \
+                         place) or disjoint ones",
+                    )
+                    .arg("recv")
+                    .mismatch(
+                        "send's own window, or elements apart from it",
+                        "a partly overlapping window",
+                    ),
+                ));
+            }
+            Ok(())
+        });
         let key = Key::Collective(self.next(|c| &mut c.collectives));
         let party = Party {
             index: self.index,

@@ -60,46 +60,46 @@ pub trait CublasLevel1: cudarc::driver::DeviceRepr + Sized {
         blas: &cudarc::cublas::CudaBlas,
         stream: &CudaStream,
         alpha: Self,
-        x: &cudarc::driver::CudaSlice<Self>,
-        y: &mut cudarc::driver::CudaSlice<Self>,
+        x: &impl cudarc::driver::DevicePtr<Self>,
+        y: &mut impl cudarc::driver::DevicePtrMut<Self>,
     ) -> Result<(), GpuError>;
     /// `x *= alpha`.
     fn scal(
         blas: &cudarc::cublas::CudaBlas,
         stream: &CudaStream,
         alpha: Self,
-        x: &mut cudarc::driver::CudaSlice<Self>,
+        x: &mut impl cudarc::driver::DevicePtrMut<Self>,
     ) -> Result<(), GpuError>;
     /// `out[0] = x · y`, written on the device (device pointer mode).
     fn dot(
         blas: &cudarc::cublas::CudaBlas,
         stream: &CudaStream,
-        x: &cudarc::driver::CudaSlice<Self>,
-        y: &cudarc::driver::CudaSlice<Self>,
-        out: &mut cudarc::driver::CudaSlice<Self>,
+        x: &impl cudarc::driver::DevicePtr<Self>,
+        y: &impl cudarc::driver::DevicePtr<Self>,
+        out: &mut impl cudarc::driver::DevicePtrMut<Self>,
     ) -> Result<(), GpuError>;
     /// `out[0] = ‖x‖₂`, written on the device (device pointer mode).
     fn nrm2(
         blas: &cudarc::cublas::CudaBlas,
         stream: &CudaStream,
-        x: &cudarc::driver::CudaSlice<Self>,
-        out: &mut cudarc::driver::CudaSlice<Self>,
+        x: &impl cudarc::driver::DevicePtr<Self>,
+        out: &mut impl cudarc::driver::DevicePtrMut<Self>,
     ) -> Result<(), GpuError>;
     /// `out[0]` = the 1-based index of the first element of largest `|x|`, written on
     /// the device (device pointer mode).
     fn iamax(
         blas: &cudarc::cublas::CudaBlas,
         stream: &CudaStream,
-        x: &cudarc::driver::CudaSlice<Self>,
-        out: &mut cudarc::driver::CudaSlice<i64>,
+        x: &impl cudarc::driver::DevicePtr<Self>,
+        out: &mut impl cudarc::driver::DevicePtrMut<i64>,
     ) -> Result<(), GpuError>;
     /// `y = alpha·op(A)·x + beta·y` (cudarc's `Gemv`); shapes checked by the caller.
     fn gemv(
         blas: &cudarc::cublas::CudaBlas,
         cfg: cudarc::cublas::GemvConfig<Self>,
-        a: &cudarc::driver::CudaSlice<Self>,
-        x: &cudarc::driver::CudaSlice<Self>,
-        y: &mut cudarc::driver::CudaSlice<Self>,
+        a: &impl cudarc::driver::DevicePtr<Self>,
+        x: &impl cudarc::driver::DevicePtr<Self>,
+        y: &mut impl cudarc::driver::DevicePtrMut<Self>,
     ) -> Result<(), GpuError>;
 }
 
@@ -123,10 +123,9 @@ macro_rules! cublas_level1 {
                 blas: &cudarc::cublas::CudaBlas,
                 stream: &CudaStream,
                 alpha: $t,
-                x: &cudarc::driver::CudaSlice<$t>,
-                y: &mut cudarc::driver::CudaSlice<$t>,
+                x: &impl cudarc::driver::DevicePtr<$t>,
+                y: &mut impl cudarc::driver::DevicePtrMut<$t>,
             ) -> Result<(), GpuError> {
-                use cudarc::driver::{DevicePtr, DevicePtrMut};
                 assert_eq!(x.len(), y.len(), "axpy lengths are checked by the caller");
                 let n = x.len() as i64;
                 let (xp, _rx) = x.device_ptr(stream);
@@ -143,9 +142,8 @@ macro_rules! cublas_level1 {
                 blas: &cudarc::cublas::CudaBlas,
                 stream: &CudaStream,
                 alpha: $t,
-                x: &mut cudarc::driver::CudaSlice<$t>,
+                x: &mut impl cudarc::driver::DevicePtrMut<$t>,
             ) -> Result<(), GpuError> {
-                use cudarc::driver::DevicePtrMut;
                 let n = x.len() as i64;
                 let (xp, _rx) = x.device_ptr_mut(stream);
                 // SAFETY: as for axpy: a valid `n`-element slice on the handle's stream.
@@ -156,11 +154,10 @@ macro_rules! cublas_level1 {
             fn dot(
                 blas: &cudarc::cublas::CudaBlas,
                 stream: &CudaStream,
-                x: &cudarc::driver::CudaSlice<$t>,
-                y: &cudarc::driver::CudaSlice<$t>,
-                out: &mut cudarc::driver::CudaSlice<$t>,
+                x: &impl cudarc::driver::DevicePtr<$t>,
+                y: &impl cudarc::driver::DevicePtr<$t>,
+                out: &mut impl cudarc::driver::DevicePtrMut<$t>,
             ) -> Result<(), GpuError> {
-                use cudarc::driver::{DevicePtr, DevicePtrMut};
                 assert_eq!(x.len(), y.len(), "dot lengths are checked by the caller");
                 assert!(!out.is_empty());
                 let n = x.len() as i64;
@@ -189,10 +186,9 @@ macro_rules! cublas_level1 {
             fn nrm2(
                 blas: &cudarc::cublas::CudaBlas,
                 stream: &CudaStream,
-                x: &cudarc::driver::CudaSlice<$t>,
-                out: &mut cudarc::driver::CudaSlice<$t>,
+                x: &impl cudarc::driver::DevicePtr<$t>,
+                out: &mut impl cudarc::driver::DevicePtrMut<$t>,
             ) -> Result<(), GpuError> {
-                use cudarc::driver::{DevicePtr, DevicePtrMut};
                 assert!(!out.is_empty());
                 let n = x.len() as i64;
                 let (xp, _rx) = x.device_ptr(stream);
@@ -209,10 +205,9 @@ macro_rules! cublas_level1 {
             fn iamax(
                 blas: &cudarc::cublas::CudaBlas,
                 stream: &CudaStream,
-                x: &cudarc::driver::CudaSlice<$t>,
-                out: &mut cudarc::driver::CudaSlice<i64>,
+                x: &impl cudarc::driver::DevicePtr<$t>,
+                out: &mut impl cudarc::driver::DevicePtrMut<i64>,
             ) -> Result<(), GpuError> {
-                use cudarc::driver::{DevicePtr, DevicePtrMut};
                 assert!(!out.is_empty());
                 let n = x.len() as i64;
                 let (xp, _rx) = x.device_ptr(stream);
@@ -229,9 +224,9 @@ macro_rules! cublas_level1 {
             fn gemv(
                 blas: &cudarc::cublas::CudaBlas,
                 cfg: cudarc::cublas::GemvConfig<$t>,
-                a: &cudarc::driver::CudaSlice<$t>,
-                x: &cudarc::driver::CudaSlice<$t>,
-                y: &mut cudarc::driver::CudaSlice<$t>,
+                a: &impl cudarc::driver::DevicePtr<$t>,
+                x: &impl cudarc::driver::DevicePtr<$t>,
+                y: &mut impl cudarc::driver::DevicePtrMut<$t>,
             ) -> Result<(), GpuError> {
                 // SAFETY: `BlasCore::gemv` checked m, n, lda and the lengths of A, x and y
                 // against `cfg`, so cuBLAS stays inside the three slices.

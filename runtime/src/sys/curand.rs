@@ -56,7 +56,7 @@ pub trait CurandFloat: cudarc::driver::DeviceRepr + Copy + Sized {
     /// Fills `dst` with `draw` from `gen`.
     fn curand_fill(
         gen: &CurandGen,
-        dst: &mut cudarc::driver::CudaSlice<Self>,
+        dst: &mut impl cudarc::driver::DevicePtrMut<Self>,
         draw: Draw<Self>,
     ) -> Result<(), GpuError>;
 }
@@ -64,7 +64,7 @@ pub trait CurandFloat: cudarc::driver::DeviceRepr + Copy + Sized {
 macro_rules! curand_float {
     ($($t:ty),*) => {$(
         impl CurandFloat for $t {
-            fn curand_fill(gen: &CurandGen, dst: &mut cudarc::driver::CudaSlice<$t>, draw: Draw<$t>) -> Result<(), GpuError> {
+            fn curand_fill(gen: &CurandGen, dst: &mut impl cudarc::driver::DevicePtrMut<$t>, draw: Draw<$t>) -> Result<(), GpuError> {
                 gen.fill(dst, draw)
             }
         }
@@ -104,14 +104,13 @@ impl CurandGen {
     }
 
     /// Fills `dst` (f32 or f64; an even number of elements for Normal/LogNormal).
-    pub(crate) fn fill<T>(&self, dst: &mut cudarc::driver::CudaSlice<T>, draw: Draw<T>) -> Result<(), GpuError>
+    pub(crate) fn fill<T>(&self, dst: &mut impl cudarc::driver::DevicePtrMut<T>, draw: Draw<T>) -> Result<(), GpuError>
     where
         cudarc::curand::sys::curandGenerator_t: cudarc::curand::result::UniformFill<T>
             + cudarc::curand::result::NormalFill<T>
             + cudarc::curand::result::LogNormalFill<T>,
     {
         use cudarc::curand::result::{LogNormalFill, NormalFill, UniformFill};
-        use cudarc::driver::DevicePtrMut;
         let n = dst.len();
         let (ptr, _record) = dst.device_ptr_mut(&self.stream);
         let ptr = ptr as *mut T;
@@ -128,8 +127,11 @@ impl CurandGen {
     }
 
     /// Fills `dst` with Poisson(lambda) draws.
-    pub(crate) fn poisson(&self, dst: &mut cudarc::driver::CudaSlice<u32>, lambda: f64) -> Result<(), GpuError> {
-        use cudarc::driver::DevicePtrMut;
+    pub(crate) fn poisson(
+        &self,
+        dst: &mut impl cudarc::driver::DevicePtrMut<u32>,
+        lambda: f64,
+    ) -> Result<(), GpuError> {
         let n = dst.len();
         let (ptr, _record) = dst.device_ptr_mut(&self.stream);
         // SAFETY: as for `fill`.

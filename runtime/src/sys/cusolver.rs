@@ -124,7 +124,7 @@ fn int(v: usize, what: &str) -> Result<c_int, GpuError> {
 
 /// Refuses a slice shorter than the routine touches — the invariant every `SAFETY`
 /// comment below rests on (callers validate first; this is the last line).
-fn fits<T>(s: &CudaSlice<T>, need: usize, what: &str) -> Result<(), GpuError> {
+fn fits<T>(s: &impl cudarc::driver::DeviceSlice<T>, need: usize, what: &str) -> Result<(), GpuError> {
     if s.len() < need {
         return Err(GpuError::invalid(format!(
             "{what} holds {} elements, the routine touches {need}",
@@ -225,8 +225,8 @@ impl Dense {
     pub(crate) fn getrf<T: CusolverFloat>(
         &self,
         n: usize,
-        a: &mut CudaSlice<T>,
-        ipiv: &mut CudaSlice<i32>,
+        a: &mut impl DevicePtrMut<T>,
+        ipiv: &mut impl DevicePtrMut<i32>,
         info: &mut MappedCell<i32>,
     ) -> Result<(), GpuError> {
         fits(a, n * n, "A")?;
@@ -265,9 +265,9 @@ impl Dense {
         &self,
         n: usize,
         nrhs: usize,
-        lu: &CudaSlice<T>,
-        ipiv: &CudaSlice<i32>,
-        b: &mut CudaSlice<T>,
+        lu: &impl DevicePtr<T>,
+        ipiv: &impl DevicePtr<i32>,
+        b: &mut impl DevicePtrMut<T>,
         info: &mut MappedCell<i32>,
     ) -> Result<(), GpuError> {
         fits(lu, n * n, "the LU factors")?;
@@ -302,7 +302,7 @@ impl Dense {
     pub(crate) fn potrf<T: CusolverFloat>(
         &self,
         n: usize,
-        a: &mut CudaSlice<T>,
+        a: &mut impl DevicePtrMut<T>,
         info: &mut MappedCell<i32>,
     ) -> Result<(), GpuError> {
         fits(a, n * n, "A")?;
@@ -336,8 +336,8 @@ impl Dense {
         &self,
         n: usize,
         nrhs: usize,
-        l: &CudaSlice<T>,
-        b: &mut CudaSlice<T>,
+        l: &impl DevicePtr<T>,
+        b: &mut impl DevicePtrMut<T>,
         info: &mut MappedCell<i32>,
     ) -> Result<(), GpuError> {
         fits(l, n * n, "the Cholesky factor")?;
@@ -369,8 +369,8 @@ impl Dense {
         &self,
         m: usize,
         n: usize,
-        a: &mut CudaSlice<T>,
-        tau: &mut CudaSlice<T>,
+        a: &mut impl DevicePtrMut<T>,
+        tau: &mut impl DevicePtrMut<T>,
         info: &mut MappedCell<i32>,
     ) -> Result<(), GpuError> {
         fits(a, m * n, "A")?;
@@ -406,8 +406,8 @@ impl Dense {
         &self,
         m: usize,
         n: usize,
-        a: &mut CudaSlice<T>,
-        tau: &CudaSlice<T>,
+        a: &mut impl DevicePtrMut<T>,
+        tau: &impl DevicePtr<T>,
         info: &mut MappedCell<i32>,
     ) -> Result<(), GpuError> {
         fits(a, m * n, "A")?;
@@ -446,10 +446,10 @@ impl Dense {
         &self,
         m: usize,
         n: usize,
-        a: &mut CudaSlice<T>,
-        s_out: &mut CudaSlice<T>,
-        u: &mut CudaSlice<T>,
-        vt: &mut CudaSlice<T>,
+        a: &mut impl DevicePtrMut<T>,
+        s_out: &mut impl DevicePtrMut<T>,
+        u: &mut impl DevicePtrMut<T>,
+        vt: &mut impl DevicePtrMut<T>,
         info: &mut MappedCell<i32>,
     ) -> Result<(), GpuError> {
         fits(a, m * n, "A")?;
@@ -500,8 +500,8 @@ impl Dense {
     pub(crate) fn syevd<T: CusolverFloat>(
         &self,
         n: usize,
-        a: &mut CudaSlice<T>,
-        w: &mut CudaSlice<T>,
+        a: &mut impl DevicePtrMut<T>,
+        w: &mut impl DevicePtrMut<T>,
         info: &mut MappedCell<i32>,
     ) -> Result<(), GpuError> {
         fits(a, n * n, "A")?;

@@ -13,7 +13,7 @@
 use std::ffi::{c_char, c_void, CStr};
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop};
+use cudarc::driver::{CudaStream, SyncOnDrop};
 use cudarc::nccl::{result, sys, NcclType};
 
 use crate::error::{GpuError, Lib};
@@ -87,6 +87,11 @@ pub(crate) struct Communicator {
 unsafe impl Send for Communicator {}
 
 impl Communicator {
+    /// The stream the communicator's work runs on (buffers are ordered for it).
+    pub(crate) fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
     /// One communicator per stream, a clique of this process (`ncclCommInitAll`): rank
     /// `i` on `streams[i]`'s GPU, which must all differ (NCCL allows one rank per GPU).
     pub(crate) fn init_all(streams: Vec<Arc<CudaStream>>) -> Result<Vec<Communicator>, GpuError> {
@@ -135,21 +140,22 @@ impl Drop for Communicator {
 /// A buffer's address on a communicator's stream, and the guard that records the use.
 pub(crate) struct Addr<'a> {
     ptr: u64,
-    _record: SyncOnDrop<'a>,
+    _record: Option<SyncOnDrop<'a>>,
 }
 
 impl<'a> Addr<'a> {
-    /// `slice` read by work on `comm`'s stream: the stream first waits for its last writer.
-    pub(crate) fn read<T>(slice: &'a CudaSlice<T>, comm: &'a Communicator) -> Self {
-        let (ptr, record) = slice.device_ptr(&comm.stream);
-        Addr { ptr, _record: record }
+    /// A buffer's address ordered for `comm`'s stream (a guard from cudarc's `device_ptr`
+    /// or `device_ptr_mut` for that stream), its use recorded when the group ends.
+    pub(crate) fn new(ptr: u64, record: SyncOnDrop<'a>) -> Self {
+        Addr {
+            ptr,
+            _record: Some(record),
+        }
     }
 
-    /// `slice` written by work on `comm`'s stream: the stream first waits for its last
-    /// reader and writer.
-    pub(crate) fn write<T>(slice: &'a mut CudaSlice<T>, comm: &'a Communicator) -> Self {
-        let (ptr, record) = slice.device_ptr_mut(&comm.stream);
-        Addr { ptr, _record: record }
+    /// Another address inside a buffer some other `Addr` of the same group orders.
+    pub(crate) fn within(ptr: u64) -> Self {
+        Addr { ptr, _record: None }
     }
 }
 

@@ -25,8 +25,9 @@ use crate::gpu_ref::GpuRef;
 /// The journal's format name, on its first line.
 pub const FORMAT: &str = "atomr-accel-cuda journal";
 
-/// The journal's format version: 2 journals wire frames (1 listed operations by hand).
-pub const VERSION: u32 = 2;
+/// The journal's format version: 3 writes each buffer with its window (views), 2
+/// journals wire frames, 1 listed operations by hand.
+pub const VERSION: u32 = 3;
 
 /// One line of a journal (JSON).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -179,11 +180,6 @@ impl<'a> JournalFrame<'a> {
             answer: true,
             ..JournalFrame::request(book, seq)
         }
-    }
-
-    /// Whether this is an answer's frame (buffers in it get their names).
-    pub(crate) fn is_answer(&self) -> bool {
-        self.answer
     }
 
     fn book(&self) -> std::sync::MutexGuard<'_, Book> {

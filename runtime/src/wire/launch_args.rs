@@ -1,9 +1,10 @@
-//! The arguments of a `#[kernel]` launch on the wire: each a buffer (its remote id,
-//! checked like any `GpuRef`) or a scalar (its bytes), read back in parameter order by
+//! The arguments of a `#[kernel]` launch on the wire: each a buffer (its remote id and
+//! window, checked like any `GpuRef`) or a scalar (its bytes), read back in parameter order by
 //! the kernel's generated `call_from_wire` in the worker.
 
 use std::any::TypeId;
 
+use super::remote::BufferOnWire;
 use super::{Reader, Side, Wire, Writer};
 use crate::dtype::DTypeBase;
 use crate::error::GpuError;
@@ -11,7 +12,7 @@ use crate::gpu_ref::GpuRef;
 
 /// One argument of a `#[kernel]` launch, as read by the worker.
 enum WireArg {
-    Buffer(u64),
+    Buffer(BufferOnWire),
     Scalar(Vec<u8>),
 }
 
@@ -33,7 +34,7 @@ impl WireArgs<'_> {
     #[doc(hidden)]
     pub fn buffer<T: DTypeBase>(&mut self) -> Result<GpuRef<T>, GpuError> {
         match self.next()? {
-            WireArg::Buffer(id) => self.side.lookup(id),
+            WireArg::Buffer(b) => b.resolve(self.side),
             WireArg::Scalar(_) => Err(GpuError::invalid("a scalar where the kernel takes a buffer")),
         }
     }
@@ -90,7 +91,7 @@ pub(crate) fn take_launch_args<'a>(r: &mut Reader<'a>) -> Result<WireArgs<'a>, G
     let mut items = Vec::new();
     for _ in 0..n {
         items.push(match r.take_u8()? {
-            0 => WireArg::Buffer(r.take_u64()?),
+            0 => WireArg::Buffer(BufferOnWire::take(r)?),
             1 => WireArg::Scalar(r.take_bytes_owned()?),
             t => return Err(GpuError::invalid(format!("unknown kernel argument tag {t}"))),
         });

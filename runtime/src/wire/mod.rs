@@ -74,17 +74,6 @@ pub(crate) enum Side<'a> {
     Journal(&'a journal::JournalFrame<'a>),
 }
 
-impl Side<'_> {
-    /// The buffer a request names by `id`: in the worker, or in a replay.
-    pub(crate) fn lookup<T: DTypeBase>(&self, id: u64) -> Result<crate::gpu_ref::GpuRef<T>, GpuError> {
-        match self {
-            Side::Worker(w) => w.lookup(id),
-            Side::Journal(j) => j.lookup(id),
-            Side::Client(_) => Err(GpuError::invalid("a request naming a buffer sent to the user process")),
-        }
-    }
-}
-
 /// Encodes one frame's payload.
 pub struct Writer<'a> {
     pub(crate) bytes: Vec<u8>,

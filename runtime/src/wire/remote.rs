@@ -1,6 +1,8 @@
-//! How buffers cross to a GPU worker: a `GpuRef` crosses as the worker's buffer id. The
-//! worker keeps the buffer in its table while the user process holds a handle (a
-//! [`RemoteBuf`]), and frees it when the last handle is dropped.
+//! How buffers cross to a GPU worker: a `GpuRef` crosses as the worker's buffer id and
+//! its window (the buffer's length, the view's offset and length — a whole buffer is the
+//! window over all of it). The worker keeps the buffer in its table while the user
+//! process holds a handle (a [`RemoteBuf`]), and frees it when the last handle is
+//! dropped.
 
 use super::{Reader, Side, Wire, WorkerCtx, Writer};
 use crate::dtype::DTypeBase;
@@ -68,37 +70,82 @@ impl<T: DTypeBase> Wire for GpuRef<T> {
             Side::Worker(wc) => {
                 wc.export(self);
                 w.put_u64(self.id());
-                w.put_u64(self.len() as u64);
             }
-            // As the link writes it: the id in a request, id and length in an answer.
-            Side::Journal(j) => {
-                w.put_u64(j.name(self)?);
-                if j.is_answer() {
-                    w.put_u64(self.len() as u64);
-                }
-            }
+            Side::Journal(j) => w.put_u64(j.name(self)?),
         }
+        put_window(self, w);
         Ok(())
     }
 
     fn take(r: &mut Reader<'_>) -> Result<Self, GpuError> {
-        let id = r.take_u64()?;
-        match r.side {
-            Side::Worker(wc) => wc.lookup(id),
-            Side::Journal(j) => j.lookup(id),
-            Side::Client(c) => {
-                let len = r.take_usize()?;
-                Ok(GpuRef::new_remote(
-                    c.device_id,
-                    c.generation,
-                    len,
-                    RemoteBuf {
-                        id,
-                        instance: c.instance,
-                        link: c.link.clone(),
-                    },
-                ))
-            }
-        }
+        let side = r.side;
+        BufferOnWire::take(r)?.resolve(side)
     }
+}
+
+/// A buffer as the wire names it: the id the worker (or journal) knows it by, and the
+/// handle's window — the buffer's length, the handle's offset and length in it.
+pub(crate) struct BufferOnWire {
+    id: u64,
+    buffer_len: usize,
+    offset: usize,
+    len: usize,
+}
+
+impl BufferOnWire {
+    /// Reads what [`GpuRef`]'s `put` wrote.
+    pub(crate) fn take(r: &mut Reader<'_>) -> Result<Self, GpuError> {
+        Ok(BufferOnWire {
+            id: r.take_u64()?,
+            buffer_len: r.take_usize()?,
+            offset: r.take_usize()?,
+            len: r.take_usize()?,
+        })
+    }
+
+    /// The handle on this side: the worker's or journal's buffer, or (in the user
+    /// process) a new handle to the worker's; then the window of it.
+    pub(crate) fn resolve<T: DTypeBase>(self, side: Side<'_>) -> Result<GpuRef<T>, GpuError> {
+        let BufferOnWire {
+            id,
+            buffer_len,
+            offset,
+            len,
+        } = self;
+        let found = match side {
+            Side::Worker(wc) => wc.lookup(id)?,
+            Side::Journal(j) => j.lookup(id)?,
+            Side::Client(c) => GpuRef::new_remote(
+                c.device_id,
+                c.generation,
+                buffer_len,
+                RemoteBuf {
+                    id,
+                    instance: c.instance,
+                    link: c.link.clone(),
+                },
+            ),
+        };
+        if found.buffer_len() != buffer_len {
+            return Err(GpuError::invalid(format!(
+                "buffer #{id} has {} elements here, {buffer_len} on the other side",
+                found.buffer_len()
+            )));
+        }
+        let whole = found.whole();
+        if offset == 0 && len == whole.len() {
+            return Ok(whole);
+        }
+        let end = offset
+            .checked_add(len)
+            .ok_or_else(|| GpuError::invalid("a buffer window past the end of memory"))?;
+        whole.view(offset..end)
+    }
+}
+
+/// Writes a handle's window: its buffer's length, its offset and length in it.
+fn put_window<T: DTypeBase>(r: &GpuRef<T>, w: &mut Writer<'_>) {
+    w.put_u64(r.buffer_len() as u64);
+    w.put_u64(r.offset() as u64);
+    w.put_u64(r.len() as u64);
 }

@@ -23,7 +23,7 @@ use crate::backend::state::DeviceShared;
 use crate::completion::Completer;
 use crate::dtype::{Complex, DTypeBase, FftFloat};
 use crate::error::{GpuError, Invalid};
-use crate::gpu_ref::{GpuRef, Storage};
+use crate::gpu_ref::{GpuRef, Region, RegionMut};
 use crate::library::seed::LibrarySeed;
 use crate::library::shell::{Core, Library};
 use crate::observability::{cpu_op, gpu_timed};
@@ -299,6 +299,16 @@ impl FftCore {
             }
         }
         let in_place = input.id() == output.id();
+        if in_place
+            && (input.offset() * std::mem::size_of::<I>() != output.offset() * std::mem::size_of::<O>()
+                || input.num_bytes() != output.num_bytes())
+        {
+            return Err(GpuError::Unsupported(format!(
+                "an FFT between two different views of one buffer (#{}): run it in place on one view, or \
+                 into a buffer of its own",
+                input.id()
+            )));
+        }
         if in_place && !matches!(kind, Kind::C2c { .. }) {
             return Err(GpuError::InvalidArgument(
                 Invalid::new(format!(
@@ -311,14 +321,14 @@ impl FftCore {
         match &mut self.engine {
             FftEngine::Cpu(planner) => {
                 let _timed = cpu_op(self.shared.config.device_id, "fft", kind.name());
-                let data: Vec<Complex64> = match &*input.lock() {
-                    Storage::Cpu(v) => v.iter().map(|x| to_c(*x)).collect(),
-                    Storage::Cuda(_) => return Err(GpuError::invalid("a CUDA buffer on the CPU device")),
+                let data: Vec<Complex64> = match input.lock().region() {
+                    Region::Cpu(v) => v.iter().map(|x| to_c(*x)).collect(),
+                    Region::Cuda(_) => return Err(GpuError::invalid("a CUDA buffer on the CPU device")),
                 };
                 let result = cpu_transform(planner, kind, shape, &data);
-                match &mut *output.lock() {
-                    Storage::Cpu(v) => v.iter_mut().zip(result).for_each(|(o, r)| *o = from_c(r)),
-                    Storage::Cuda(_) => return Err(GpuError::invalid("a CUDA buffer on the CPU device")),
+                match output.lock().region_mut() {
+                    RegionMut::Cpu(v) => v.iter_mut().zip(result).for_each(|(o, r)| *o = from_c(r)),
+                    RegionMut::Cuda(_) => return Err(GpuError::invalid("a CUDA buffer on the CPU device")),
                 }
                 Ok(Deferred::Now(()))
             }
@@ -370,20 +380,17 @@ impl FftCore {
                 let r = gpu_timed(stream, device, "fft", kind.name(), || {
                     if in_place {
                         let mut g = output.lock();
-                        let Storage::Cuda(s) = &mut *g else {
-                            return Err(GpuError::invalid("a CPU buffer on a GPU"));
-                        };
-                        let (p, _rec) = s.device_ptr_mut(stream);
+                        let (p, _rec) = g.address(stream, true)?;
                         enqueue(p, p)
                     } else {
                         let gi = input.lock();
                         let mut go = output.lock();
-                        match (&*gi, &mut *go) {
-                            (Storage::Cuda(i), Storage::Cuda(o)) => {
+                        match (gi.region(), go.region_mut()) {
+                            (Region::Cuda(i), RegionMut::Cuda(mut o)) => {
                                 if kind == Kind::C2r {
                                     // cuFFT's C2R overwrites its input: transform a copy
                                     // (a fresh address each call: never replayed).
-                                    let mut scratch = stream.clone_dtod(i).map_err(GpuError::from)?;
+                                    let mut scratch = stream.clone_dtod(&i).map_err(GpuError::from)?;
                                     let (ip, _ri) = scratch.device_ptr_mut(stream);
                                     let (op, _ro) = o.device_ptr_mut(stream);
                                     let r = T::exec(plan, code, ip, op);

@@ -10,7 +10,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{CudaSlice, CudaStream};
+use cudarc::driver::{CudaStream, CudaViewMut};
 
 use super::SolverFloat;
 use super::{numerical, Op};
@@ -18,7 +18,7 @@ use crate::actor::Deferred;
 use crate::backend::state::DeviceShared;
 use crate::completion::Completer;
 use crate::error::GpuError;
-use crate::gpu_ref::{GpuRef, Storage};
+use crate::gpu_ref::{GpuRef, Locked, RegionMut};
 use crate::kernel::dsl::prelude::*;
 use crate::launch::LaunchConfig;
 use crate::sys::cusolver::Dense;
@@ -50,16 +50,17 @@ pub(super) struct CudaSolver {
     stream: Arc<CudaStream>,
     completer: Completer,
     slots: InfoPool,
-    /// Pivot buffers `lu_factor` wrote, with their order: `getrs` trusts its pivots
+    /// Pivot windows (buffer id, offset) `lu_factor` wrote, with their order: `getrs` trusts its pivots
     /// (out-of-range ones would make it read and write outside B, a sticky fault), and
     /// checking their values would mean a synchronous read on the actor's thread.
-    factored: RefCell<HashMap<u64, usize>>,
+    factored: RefCell<HashMap<(u64, usize), usize>>,
 }
 
-fn cuda<T>(s: &mut Storage<T>) -> Result<&mut CudaSlice<T>, GpuError> {
-    match s {
-        Storage::Cuda(c) => Ok(c),
-        Storage::Cpu(_) => Err(GpuError::invalid("a buffer of another backend")),
+/// The device memory of a locked handle (its window).
+fn cuda<'a, T>(s: &'a mut Locked<'_, T>) -> Result<CudaViewMut<'a, T>, GpuError> {
+    match s.region_mut() {
+        RegionMut::Cuda(c) => Ok(c),
+        RegionMut::Cpu(_) => Err(GpuError::invalid("a buffer of another backend")),
     }
 }
 
@@ -113,8 +114,9 @@ impl CudaSolver {
     ) -> Result<Deferred<()>, GpuError> {
         let mut slot = self.slot()?;
         let (mut sa, mut sp) = (a.lock(), pivots.lock());
-        self.dense.getrf(n, cuda(&mut sa)?, cuda(&mut sp)?, &mut slot)?;
-        self.factored.borrow_mut().insert(pivots.id(), n);
+        self.dense
+            .getrf(n, &mut cuda(&mut sa)?, &mut cuda(&mut sp)?, &mut slot)?;
+        self.factored.borrow_mut().insert((pivots.id(), pivots.offset()), n);
         Ok(self.finish(shared, Op::LuFactor, slot))
     }
 
@@ -126,7 +128,7 @@ impl CudaSolver {
         b: &GpuRef<T>,
         (n, nrhs): (usize, usize),
     ) -> Result<Deferred<()>, GpuError> {
-        if self.factored.borrow().get(&pivots.id()) != Some(&n) {
+        if self.factored.borrow().get(&(pivots.id(), pivots.offset())) != Some(&n) {
             return Err(GpuError::invalid(format!(
                 "lu_solve: buffer #{} holds no pivots of an order-{n} lu_factor on this device; pass lu_factor's pivots",
                 pivots.id()
@@ -134,8 +136,14 @@ impl CudaSolver {
         }
         let mut slot = self.slot()?;
         let (mut sl, mut sp, mut sb) = (lu.lock(), pivots.lock(), b.lock());
-        self.dense
-            .getrs(n, nrhs, cuda(&mut sl)?, cuda(&mut sp)?, cuda(&mut sb)?, &mut slot)?;
+        self.dense.getrs(
+            n,
+            nrhs,
+            &cuda(&mut sl)?,
+            &cuda(&mut sp)?,
+            &mut cuda(&mut sb)?,
+            &mut slot,
+        )?;
         Ok(self.finish(shared, Op::LuSolve, slot))
     }
 
@@ -146,7 +154,7 @@ impl CudaSolver {
         n: usize,
     ) -> Result<Deferred<()>, GpuError> {
         let mut slot = self.slot()?;
-        self.dense.potrf(n, cuda(&mut a.lock())?, &mut slot)?;
+        self.dense.potrf(n, &mut cuda(&mut a.lock())?, &mut slot)?;
         Ok(self.finish(shared, Op::Cholesky, slot))
     }
 
@@ -159,7 +167,8 @@ impl CudaSolver {
     ) -> Result<Deferred<()>, GpuError> {
         let mut slot = self.slot()?;
         let (mut sl, mut sb) = (l.lock(), b.lock());
-        self.dense.potrs(n, nrhs, cuda(&mut sl)?, cuda(&mut sb)?, &mut slot)?;
+        self.dense
+            .potrs(n, nrhs, &cuda(&mut sl)?, &mut cuda(&mut sb)?, &mut slot)?;
         Ok(self.finish(shared, Op::CholeskySolve, slot))
     }
 
@@ -175,14 +184,14 @@ impl CudaSolver {
         let mut tau = self.stream.alloc_zeros::<T>(n)?;
         {
             let (mut sa, mut sq) = (a.lock(), q.lock());
-            let qv = cuda(&mut sq)?;
+            let mut qv = cuda(&mut sq)?;
             self.stream
                 .memcpy_dtod(&cuda(&mut sa)?.slice(..m * n), &mut qv.slice_mut(..m * n))?;
-            self.dense.geqrf(m, n, qv, &mut tau, &mut slot)?;
+            self.dense.geqrf(m, n, &mut qv, &mut tau, &mut slot)?;
         }
         let mut r = r.clone();
         upper_triangle::launch_on::<T>(&self.stream, LaunchConfig::for_elements(n * n, 256), q, m, &mut r, n)?;
-        self.dense.orgqr(m, n, cuda(&mut q.lock())?, &tau, &mut slot)?;
+        self.dense.orgqr(m, n, &mut cuda(&mut q.lock())?, &tau, &mut slot)?;
         Ok(self.finish(shared, Op::Qr, slot))
     }
 
@@ -202,9 +211,9 @@ impl CudaSolver {
             m,
             n,
             &mut scratch,
-            cuda(&mut ss)?,
-            cuda(&mut su)?,
-            cuda(&mut sv)?,
+            &mut cuda(&mut ss)?,
+            &mut cuda(&mut su)?,
+            &mut cuda(&mut sv)?,
             &mut slot,
         )?;
         Ok(self.finish(shared, Op::Svd, slot))
@@ -219,7 +228,8 @@ impl CudaSolver {
     ) -> Result<Deferred<()>, GpuError> {
         let mut slot = self.slot()?;
         let (mut sa, mut sw) = (a.lock(), w.lock());
-        self.dense.syevd(n, cuda(&mut sa)?, cuda(&mut sw)?, &mut slot)?;
+        self.dense
+            .syevd(n, &mut cuda(&mut sa)?, &mut cuda(&mut sw)?, &mut slot)?;
         Ok(self.finish(shared, Op::Eigh, slot))
     }
 }

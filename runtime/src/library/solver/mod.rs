@@ -26,7 +26,7 @@ use crate::actor::{Context, Deferred};
 use crate::backend::state::DeviceShared;
 use crate::dtype::DTypeBase;
 use crate::error::{GpuError, Invalid, Lib, NumericalIssue};
-use crate::gpu_ref::{GpuRef, Storage};
+use crate::gpu_ref::{GpuRef, Locked, Region, RegionMut};
 use crate::library::seed::LibrarySeed;
 use crate::library::shell::{Core, Library};
 use crate::observability::{cpu_op, gpu_timed};
@@ -126,15 +126,19 @@ fn holds<T: DTypeBase>(r: &GpuRef<T>, rows: usize, cols: usize, what: &str, op: 
     Ok(())
 }
 
-/// Refuses two arguments that are the same buffer where the routine writes one of them.
+/// Refuses two arguments that are the same buffer where the routine writes one of them
+/// (views of one buffer count as that buffer: the routines lock each argument).
 fn distinct<T: DTypeBase>(bufs: &[(&GpuRef<T>, &str)], op: Op) -> Result<(), GpuError> {
     for (i, (x, xn)) in bufs.iter().enumerate() {
         for (y, yn) in &bufs[i + 1..] {
             if x.same_buffer(y) {
                 return Err(GpuError::InvalidArgument(
-                    Invalid::new(format!("{}: {xn} and {yn} must be different buffers", op.name()))
-                        .arg(*yn)
-                        .mismatch(format_args!("a buffer other than {xn}"), format_args!("{xn} itself")),
+                    Invalid::new(format!(
+                        "{}: {xn} and {yn} must be different buffers (not views of one buffer)",
+                        op.name()
+                    ))
+                    .arg(*yn)
+                    .mismatch(format_args!("a buffer other than {xn}"), format_args!("{xn} itself")),
                 ));
             }
         }
@@ -188,11 +192,11 @@ impl Core for SolverCore {
     }
 }
 
-/// The CPU storage of a locked buffer.
-fn host<T>(s: &mut Storage<T>) -> Result<&mut Vec<T>, GpuError> {
-    match s {
-        Storage::Cpu(v) => Ok(v),
-        Storage::Cuda(_) => Err(invalid("a buffer of another backend".into())),
+/// The CPU memory of a locked handle (its window).
+fn host<'a, T>(s: &'a mut Locked<'_, T>) -> Result<&'a mut [T], GpuError> {
+    match s.region_mut() {
+        RegionMut::Cpu(v) => Ok(v),
+        RegionMut::Cuda(_) => Err(invalid("a buffer of another backend".into())),
     }
 }
 
@@ -265,9 +269,9 @@ impl SolverCore {
             op,
             || {
                 let sp = pivots.lock();
-                let pv = match &*sp {
-                    Storage::Cpu(v) => v,
-                    Storage::Cuda(_) => return Err(invalid("a buffer of another backend".into())),
+                let pv = match sp.region() {
+                    Region::Cpu(v) => v,
+                    Region::Cuda(_) => return Err(invalid("a buffer of another backend".into())),
                 };
                 if let Some((k, p)) = pv[..n].iter().enumerate().find(|(_, &p)| p < 1 || p as usize > n) {
                     return Err(invalid(format!(

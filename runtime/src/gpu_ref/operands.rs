@@ -1,0 +1,72 @@
+//! The operands of one operation, locked together: each distinct buffer once, in buffer-id
+//! order, its handles' windows handed out as regions.
+//!
+//! Why: an operation may take several views of one buffer (a panel and the rest of a
+//! matrix). Locking per handle would lock that buffer twice (a deadlock), and Rust's
+//! borrows forbid a write region next to read regions of the same storage unless it is
+//! split — which `Locked::split` does, after checking the output overlaps no input.
+//! Locking in id order means two operations over the same buffers cannot deadlock.
+
+use super::{GpuRef, Locked, Region, RegionMut};
+use crate::dtype::DTypeBase;
+use crate::error::GpuError;
+
+/// Locks `inputs` and `out` and runs `f` on their regions: `out` writable, the inputs
+/// readable. Inputs may be views of any buffers, `out`'s included, and may overlap each
+/// other; an input overlapping `out` is an `InvalidArgument`.
+pub(crate) fn with_operands<T: DTypeBase, const N: usize, R>(
+    inputs: [&GpuRef<T>; N],
+    out: &GpuRef<T>,
+    f: impl FnOnce([Region<'_, T>; N], RegionMut<'_, T>) -> R,
+) -> Result<R, GpuError> {
+    let mut locks = lock_distinct(inputs.iter().copied().chain([out]));
+    let at = locks
+        .iter()
+        .position(|(r, _)| r.same_buffer(out))
+        .expect("out was locked");
+    let (_, mut out_lock) = locks.swap_remove(at);
+    // Locked through whichever handle of the buffer came first: split at out's window.
+    out_lock.window = out.window();
+    let same = inputs.map(|i| i.same_buffer(out).then(|| i.window()));
+    out_lock.split(same, |o, mut parts| {
+        let regions = std::array::from_fn(|k| {
+            parts[k].take().unwrap_or_else(|| {
+                let (_, l) = locks
+                    .iter()
+                    .find(|(r, _)| r.same_buffer(inputs[k]))
+                    .expect("every input was locked");
+                l.region_of(inputs[k])
+            })
+        });
+        f(regions, o)
+    })
+}
+
+/// Locks `inputs` (views of any buffers, overlapping or not) and runs `f` on their
+/// regions, to read.
+pub(crate) fn with_inputs<T: DTypeBase, const N: usize, R>(
+    inputs: [&GpuRef<T>; N],
+    f: impl FnOnce([Region<'_, T>; N]) -> R,
+) -> R {
+    let locks = lock_distinct(inputs.iter().copied());
+    let regions = std::array::from_fn(|k| {
+        let (_, l) = locks
+            .iter()
+            .find(|(r, _)| r.same_buffer(inputs[k]))
+            .expect("every input was locked");
+        l.region_of(inputs[k])
+    });
+    f(regions)
+}
+
+/// Locks each distinct buffer among `refs` once, in buffer-id order.
+fn lock_distinct<'a, T: DTypeBase>(refs: impl Iterator<Item = &'a GpuRef<T>>) -> Vec<(&'a GpuRef<T>, Locked<'a, T>)> {
+    let mut distinct: Vec<&GpuRef<T>> = Vec::with_capacity(4);
+    for r in refs {
+        if !distinct.iter().any(|d| d.same_buffer(r)) {
+            distinct.push(r);
+        }
+    }
+    distinct.sort_by_key(|r| r.id());
+    distinct.into_iter().map(|r| (r, r.lock())).collect()
+}

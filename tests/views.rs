@@ -1,0 +1,426 @@
+//! Views (`GpuRef::view`, `GpuRef::columns`): windows of a buffer that every operation
+//! takes like any buffer — copies, BLAS on panels and sub-blocks (with the parent's
+//! leading dimension), FFT on a batch slice, solvers, RNG fills, `#[kernel]` launches,
+//! graphs — touching only their elements (the rest of the buffer is checked unchanged),
+//! against float64 references on fresh random data. Disjoint views of one buffer may be
+//! an operation's output and input; an output overlapping an input, a bad range, a stale
+//! view are typed errors. On the CPU device and on the GPU.
+
+#[macro_use]
+mod common;
+
+use atomr_accel_cuda::actor::ActorSystem;
+use atomr_accel_cuda::dtype::c64;
+use atomr_accel_cuda::kernel;
+use atomr_accel_cuda::prelude::*;
+use atomr_accel_cuda::testing::TestHooks;
+use common::{gemm_ref, rand_vec, rel_err, spd};
+
+on_both! {
+    views_window_their_buffer => windows;
+    blas_runs_on_panels_and_blocks_of_one_buffer => blas;
+    fft_solvers_rng_and_kernels_take_views => others;
+    overlapping_operands_and_bad_ranges_are_typed_errors => overlaps;
+    graphs_capture_views => graphs;
+}
+
+/// y = a·x + y over the view lengths.
+#[kernel]
+pub fn view_axpy<T: Float>(a: T, x: &[T], y: &mut [T]) {
+    let i = global_index();
+    if i < y.len() {
+        y[i] = a * x[i] + y[i];
+    }
+}
+
+async fn open(config: DeviceConfig) -> (ActorSystem, Device) {
+    let sys = ActorSystem::new("views");
+    let d = Device::open(&sys, config).await.unwrap();
+    (sys, d)
+}
+
+fn invalid<T: std::fmt::Debug>(r: Result<T, GpuError>, what: &str, needle: &str) {
+    match r {
+        Err(GpuError::InvalidArgument(m)) => assert!(m.contains(needle), "{what}: {m}"),
+        other => panic!("{what}: expected InvalidArgument, got {other:?}"),
+    }
+}
+
+/// Windows, views of views, columns; writes and copies through views touch only their
+/// elements; a view outlives the handle it came from.
+async fn windows(config: DeviceConfig) {
+    let (_s, d) = open(config).await;
+    let n = 1000;
+    let data = rand_vec(n);
+    let buf = d.upload(data.clone()).await.unwrap();
+    let v = buf.view(100..400).unwrap();
+    assert_eq!((v.len(), v.offset(), v.buffer_len(), v.is_view()), (300, 100, n, true));
+    assert!(v.same_buffer(&buf) && v.overlaps(&buf));
+    let vv = v.view(50..=59).unwrap();
+    assert_eq!((vv.len(), vv.offset()), (10, 150));
+    assert!(!vv.overlaps(&buf.view(160..).unwrap()));
+    assert_eq!(d.download(&vv).await.unwrap(), data[150..160]);
+    assert!(!buf.view(..).unwrap().is_view());
+
+    // A write through a view changes its window only.
+    let fresh = rand_vec(300);
+    d.write(&v, fresh.clone()).await.unwrap();
+    let mut want = data.clone();
+    want[100..400].copy_from_slice(&fresh);
+    assert_eq!(d.download(&buf).await.unwrap(), want);
+    let mut part = vec![0.0; 300];
+    d.download_into(&v, &mut part).await.unwrap();
+    assert_eq!(part, fresh);
+    d.write_slice(&buf.view(900..).unwrap(), &fresh[..100]).await.unwrap();
+    want[900..].copy_from_slice(&fresh[..100]);
+
+    // Copies: between views of one buffer (disjoint), and into another buffer's view.
+    d.copy(&buf.view(0..100).unwrap(), &buf.view(500..600).unwrap())
+        .await
+        .unwrap();
+    want.copy_within(0..100, 500);
+    let other = d.upload(rand_vec(200)).await.unwrap();
+    let mut other_want = d.download(&other).await.unwrap();
+    d.copy(&buf.view(700..750).unwrap(), &other.view(150..).unwrap())
+        .await
+        .unwrap();
+    other_want[150..].copy_from_slice(&want[700..750]);
+    assert_eq!(d.download(&buf).await.unwrap(), want);
+    assert_eq!(d.download(&other).await.unwrap(), other_want);
+
+    // Columns of a column-major 10×100 matrix: columns 3..7 are elements 30..70.
+    let cols = buf.columns(10, 3..7).unwrap();
+    assert_eq!((cols.offset(), cols.len()), (30, 40));
+    assert_eq!(d.download(&cols).await.unwrap(), want[30..70]);
+
+    // The view keeps the buffer alive after the parent handle is dropped.
+    let tail = buf.view(990..).unwrap();
+    drop(buf);
+    assert_eq!(d.download(&tail).await.unwrap(), want[990..]);
+
+    // Stale after a rebuild, like its buffer.
+    d.rebuild().await.unwrap();
+    assert!(matches!(d.download(&tail).await, Err(GpuError::Stale { .. })));
+}
+
+/// GEMM on blocks of one matrix with the parent's leading dimension — C = A·B where A, B
+/// and C are disjoint panels of a single buffer — GEMV on a sub-block, and level-1 BLAS
+/// between the halves of one vector.
+async fn blas(config: DeviceConfig) {
+    let (_s, d) = open(config).await;
+    // One column-major ld×cols buffer: A = rows 0..m of columns 0..k, B = rows 0..k of
+    // columns k..k+n, C = rows 0..m of columns k+n..k+2n: disjoint column panels, each
+    // addressed from its first element with lda = ldb = ldc = ld.
+    let (m, n, k, ld) = (37, 29, 41, 50);
+    let cols = k + 2 * n;
+    let all = rand_vec(ld * cols);
+    let buf = d.upload(all.clone()).await.unwrap();
+    let a = buf.view(0..(k - 1) * ld + m).unwrap();
+    let b = buf.view(k * ld..(k + n - 1) * ld + k).unwrap();
+    let c = buf.view((k + n) * ld..(k + 2 * n - 1) * ld + m).unwrap();
+    let g = Gemm::<f64>::new(m, n, k).leading(ld, ld, ld).scaled(0.5, 2.0);
+    d.gemm(g, &a, &b, &c).await.unwrap();
+    let mut want = all.clone();
+    let mut cw = all[(k + n) * ld..].to_vec();
+    gemm_ref(
+        false,
+        false,
+        m,
+        n,
+        k,
+        0.5,
+        &all,
+        ld,
+        &all[k * ld..],
+        ld,
+        2.0,
+        &mut cw,
+        ld,
+    );
+    for j in 0..n {
+        for i in 0..m {
+            want[(k + n + j) * ld + i] = cw[j * ld + i];
+        }
+    }
+    let got = d.download(&buf).await.unwrap();
+    assert!(
+        rel_err(&got, &want) < 1e-13,
+        "gemm on panels: {:e}",
+        rel_err(&got, &want)
+    );
+    // Rows m..ld of C's columns (padding) and A, B untouched.
+    for j in 0..n {
+        for i in m..ld {
+            let at = (k + n + j) * ld + i;
+            assert_eq!(got[at], all[at], "padding of C at {at}");
+        }
+    }
+
+    // GEMV: y (a view of another buffer) = A_block · x (a view of the same big buffer).
+    let x = buf.view(ld * (cols - 1)..ld * (cols - 1) + k).unwrap();
+    let ys = d.upload(rand_vec(m + 20)).await.unwrap();
+    let y = ys.view(10..10 + m).unwrap();
+    let ys_before = d.download(&ys).await.unwrap();
+    d.gemv(Gemv::<f64>::new(m, k).leading(ld), &a, &x, &y).await.unwrap();
+    let xs = &got[ld * (cols - 1)..ld * (cols - 1) + k];
+    let ygot = d.download(&ys).await.unwrap();
+    for i in 0..m {
+        let want: f64 = (0..k).map(|p| got[i + p * ld] * xs[p]).sum();
+        assert!(
+            (ygot[10 + i] - want).abs() < 1e-12 * want.abs().max(1.0),
+            "gemv row {i}"
+        );
+    }
+    assert_eq!(ygot[..10], ys_before[..10]);
+    assert_eq!(ygot[10 + m..], ys_before[10 + m..]);
+
+    // Level 1 between the two halves of one vector.
+    let h = 501;
+    let vals = rand_vec(2 * h + 3);
+    let v = d.upload(vals.clone()).await.unwrap();
+    let (lo, hi) = (v.view(0..h).unwrap(), v.view(h..2 * h).unwrap());
+    let dot = d.dot(&lo, &hi).await.unwrap();
+    let want: f64 = (0..h).map(|i| vals[i] * vals[h + i]).sum();
+    assert!((dot - want).abs() < 1e-12 * want.abs().max(1.0), "dot {dot} vs {want}");
+    let self_dot = d.dot(&lo, &v.view(0..h).unwrap()).await.unwrap();
+    let want_sq: f64 = vals[..h].iter().map(|x| x * x).sum();
+    assert!(
+        (self_dot - want_sq).abs() < 1e-12 * want_sq,
+        "dot of a view with itself"
+    );
+    let nrm = d.nrm2(&hi).await.unwrap();
+    let want_nrm = vals[h..2 * h].iter().map(|x| x * x).sum::<f64>().sqrt();
+    assert!((nrm - want_nrm).abs() < 1e-12 * want_nrm, "nrm2 of a view");
+    let amax = d.iamax(&hi).await.unwrap();
+    let best = (0..h).fold(0, |b, i| if vals[h + i].abs() > vals[h + b].abs() { i } else { b });
+    assert_eq!(amax, best, "iamax of a view");
+    d.axpy(-2.0, &lo, &hi).await.unwrap();
+    d.scal(3.0, &v.view(2 * h..).unwrap()).await.unwrap();
+    let mut want = vals.clone();
+    for i in 0..h {
+        want[h + i] -= 2.0 * vals[i];
+    }
+    for w in &mut want[2 * h..] {
+        *w *= 3.0;
+    }
+    let got = d.download(&v).await.unwrap();
+    assert!(rel_err(&got, &want) < 1e-14, "axpy/scal on views");
+    assert_eq!(got[..h], vals[..h]);
+}
+
+/// An FFT of a batch slice, a Cholesky factorization and an LU solve of matrices
+/// inside larger buffers, a uniform fill of a window, and a `#[kernel]` on views.
+async fn others(config: DeviceConfig) {
+    let (_s, d) = open(config).await;
+    // FFT: transform batches 1..3 of a 4-batch signal into the middle of another buffer.
+    let len = 64;
+    let re = rand_vec(4 * len);
+    let im = rand_vec(4 * len);
+    let signal: Vec<c64> = re.iter().zip(&im).map(|(&r, &i)| c64::new(r, i)).collect();
+    let input = d.upload(signal.clone()).await.unwrap();
+    let output = d.upload(vec![c64::new(7.0, 7.0); 4 * len]).await.unwrap();
+    let (src, dst) = (input.view(len..3 * len).unwrap(), output.view(len..3 * len).unwrap());
+    d.fft_c2c(&src, &dst, &FftShape::new(&[len], 2), false).await.unwrap();
+    let got = d.download(&output).await.unwrap();
+    for b in 1..3 {
+        for f in 0..len {
+            let mut acc = (0.0, 0.0);
+            for t in 0..len {
+                let x = signal[b * len + t];
+                let w = -2.0 * std::f64::consts::PI * (f * t) as f64 / len as f64;
+                acc.0 += x.re * w.cos() - x.im * w.sin();
+                acc.1 += x.re * w.sin() + x.im * w.cos();
+            }
+            let g = got[b * len + f];
+            assert!(
+                (g.re - acc.0).abs() < 1e-9 && (g.im - acc.1).abs() < 1e-9,
+                "fft batch {b} bin {f}"
+            );
+        }
+    }
+    assert!(got[..len]
+        .iter()
+        .chain(&got[3 * len..])
+        .all(|z| *z == c64::new(7.0, 7.0)));
+    // In place on one view.
+    d.fft_c2c(&dst, &dst, &FftShape::new(&[len], 2), true).await.unwrap();
+    let back = d.download(&dst).await.unwrap();
+    for (i, z) in back.iter().enumerate() {
+        let x = signal[len + i];
+        assert!((z.re / len as f64 - x.re).abs() < 1e-10 && (z.im / len as f64 - x.im).abs() < 1e-10);
+    }
+
+    // Cholesky of the second of two SPD matrices stored back to back.
+    let n = 24;
+    let (s0, s1) = (spd(n), spd(n));
+    let both: Vec<f64> = s0.iter().chain(&s1).copied().collect();
+    let pair = d.upload(both).await.unwrap();
+    let second = pair.view(n * n..).unwrap();
+    d.cholesky(&second, n).await.unwrap();
+    let f = d.download(&pair).await.unwrap();
+    assert_eq!(f[..n * n], s0[..], "the first matrix is untouched");
+    let l = &f[n * n..];
+    for i in 0..n {
+        for j in 0..=i {
+            let want = s1[i + j * n];
+            let got: f64 = (0..=j).map(|p| l[i + p * n] * l[j + p * n]).sum();
+            assert!((got - want).abs() < 1e-9 * want.abs().max(1.0), "L·Lᵀ at ({i},{j})");
+        }
+    }
+    // LU of a matrix at an offset, solving a right-hand side that is a view of another
+    // buffer (a solver's arguments are distinct buffers).
+    let a = rand_vec(n * n);
+    let rhs = rand_vec(n);
+    let mut packed = rand_vec(5);
+    packed.extend(&a);
+    let p = d.upload(packed.clone()).await.unwrap();
+    let av = p.view(5..).unwrap();
+    let mut rhs_packed = rand_vec(3);
+    rhs_packed.extend(&rhs);
+    let bs = d.upload(rhs_packed.clone()).await.unwrap();
+    let bv = bs.view(3..).unwrap();
+    let piv = d.lu_factor(&av, n).await.unwrap();
+    d.lu_solve(&av, &piv, &bv, n, 1).await.unwrap();
+    let x = d.download(&bv).await.unwrap();
+    for i in 0..n {
+        let ax: f64 = (0..n).map(|j| a[i + j * n] * x[j]).sum();
+        assert!((ax - rhs[i]).abs() < 1e-9 * rhs[i].abs().max(1.0), "A·x row {i}");
+    }
+    assert_eq!(d.download(&p.view(..5).unwrap()).await.unwrap(), packed[..5]);
+    assert_eq!(d.download(&bs.view(..3).unwrap()).await.unwrap(), rhs_packed[..3]);
+    invalid(
+        d.lu_solve(&av, &piv, &p.view(..2).unwrap(), 1, 1).await,
+        "a solver given two views of one buffer",
+        "not views of one buffer",
+    );
+
+    // A uniform fill of a window.
+    let u = d.upload(vec![-1.0f32; 1000]).await.unwrap();
+    d.fill_uniform(&u.view(200..800).unwrap()).await.unwrap();
+    let got = d.download(&u).await.unwrap();
+    assert!(got[..200].iter().chain(&got[800..]).all(|&x| x == -1.0));
+    assert!(got[200..800].iter().all(|&x| x > 0.0 && x <= 1.0));
+    let mean = got[200..800].iter().map(|&x| x as f64).sum::<f64>() / 600.0;
+    assert!((mean - 0.5).abs() < 0.05, "mean {mean}");
+
+    // A kernel on views of two buffers.
+    let xs = rand_vec(300);
+    let ys = rand_vec(300);
+    let gx = d.upload(xs.clone()).await.unwrap();
+    let gy = d.upload(ys.clone()).await.unwrap();
+    let mut yv = gy.view(100..250).unwrap();
+    view_axpy::launch(
+        &d,
+        LaunchConfig::for_elements(150, 64),
+        2.0,
+        &gx.view(..150).unwrap(),
+        &mut yv,
+    )
+    .await
+    .unwrap();
+    let got = d.download(&gy).await.unwrap();
+    for i in 0..300 {
+        let want = if (100..250).contains(&i) {
+            2.0 * xs[i - 100] + ys[i]
+        } else {
+            ys[i]
+        };
+        assert!((got[i] - want).abs() < 1e-12, "kernel on views at {i}");
+    }
+}
+
+/// An output overlapping an input, bad ranges and an FFT between two views of one
+/// buffer are typed errors; the device serves afterwards.
+async fn overlaps(config: DeviceConfig) {
+    let (_s, d) = open(config).await;
+    let buf = d.upload(rand_vec(400)).await.unwrap();
+    invalid(buf.view(10..10), "empty", "non-empty range");
+    invalid(buf.view(300..401), "past the end", "within 0..400");
+    invalid(
+        buf.view(100..200).unwrap().view(50..101),
+        "past a view's end",
+        "within 0..100",
+    );
+    invalid(buf.columns(7, 0..2), "rows not dividing", "must divide");
+    invalid(
+        d.copy(&buf.view(0..100).unwrap(), &buf.view(50..150).unwrap()).await,
+        "overlapping copy",
+        "overlaps",
+    );
+    invalid(
+        d.gemm(
+            Gemm::<f64>::new(10, 10, 10),
+            &buf.view(0..100).unwrap(),
+            &buf.view(100..200).unwrap(),
+            &buf.view(150..250).unwrap(),
+        )
+        .await,
+        "C overlapping B",
+        "must not overlap",
+    );
+    invalid(
+        d.axpy(1.0, &buf.view(0..100).unwrap(), &buf.view(99..199).unwrap())
+            .await,
+        "axpy y overlapping x",
+        "overlaps",
+    );
+    let mut y = buf.view(200..300).unwrap();
+    invalid(
+        view_axpy::launch(
+            &d,
+            LaunchConfig::for_elements(100, 64),
+            1.0,
+            &buf.view(..100).unwrap(),
+            &mut y,
+        )
+        .await,
+        "a kernel given two views of one buffer",
+        "same buffer",
+    );
+    let z = d.upload(vec![c64::new(1.0, 0.0); 128]).await.unwrap();
+    let e = d
+        .fft_c2c(
+            &z.view(..64).unwrap(),
+            &z.view(64..).unwrap(),
+            &FftShape::new(&[64], 1),
+            false,
+        )
+        .await;
+    assert!(matches!(e, Err(GpuError::Unsupported(_))), "fft between views: {e:?}");
+    // Still serving, and nothing was written.
+    let before = d.download(&buf).await.unwrap();
+    d.axpy(1.0, &buf.view(0..100).unwrap(), &buf.view(100..200).unwrap())
+        .await
+        .unwrap();
+    let after = d.download(&buf).await.unwrap();
+    for i in 0..100 {
+        assert_eq!(after[100 + i], before[100 + i] + before[i]);
+    }
+}
+
+/// A graph copying between views of one buffer and multiplying blocks of it, replayed.
+async fn graphs(config: DeviceConfig) {
+    let (_s, d) = open(config).await;
+    let n = 16;
+    let all = rand_vec(4 * n * n);
+    let buf = d.upload(all.clone()).await.unwrap();
+    let [a, b, c, cc] = [0, 1, 2, 3].map(|i| buf.view(i * n * n..(i + 1) * n * n).unwrap());
+    let graph = d
+        .capture_graph(
+            GraphBuilder::new()
+                .gemm(Gemm::<f64>::new(n, n, n), &a, &b, &c)
+                .copy(&c, &cc),
+        )
+        .await
+        .unwrap();
+    d.replay(&graph, 2).await.unwrap();
+    let mut want = vec![0.0; n * n];
+    gemm_ref(false, false, n, n, n, 1.0, &all, n, &all[n * n..], n, 0.0, &mut want, n);
+    let got = d.download(&buf).await.unwrap();
+    assert_eq!(got[..2 * n * n], all[..2 * n * n]);
+    assert!(
+        rel_err(&got[2 * n * n..3 * n * n], &want) < 1e-13,
+        "graph gemm on views"
+    );
+    assert_eq!(got[2 * n * n..3 * n * n], got[3 * n * n..]);
+}
