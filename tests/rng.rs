@@ -16,6 +16,7 @@ on_both! {
     bad_parameters_are_typed_errors => bad_parameters;
     each_generator_kind_is_reproducible_and_well_distributed => kinds;
     sobol_is_the_same_low_discrepancy_sequence_on_every_backend => sobol;
+    uniform_ranges_stay_in_bounds_with_uniform_moments => ranges;
 }
 
 async fn open(config: DeviceConfig) -> (ActorSystem, Device, usize) {
@@ -205,4 +206,59 @@ async fn sobol(config: DeviceConfig) {
     assert!(matches!(dev.fill_poisson(&u, 2.0).await, Err(GpuError::Unsupported(_))));
     dev.rng_generator(RngKind::Philox, 1).await.unwrap();
     dev.fill_normal(&g, 0.0f32, 1.0).await.unwrap();
+}
+
+/// Uniform fills over `[lo, hi)` from every kind: every number in its bounds, moments of
+/// the uniform distribution, the same numbers again from the same seed, only a view's
+/// window touched; an empty, reversed or non-finite range is an `InvalidArgument`.
+async fn ranges(config: DeviceConfig) {
+    let (_sys, dev, n) = open(config).await;
+    let (lo, hi) = (-3.0f64, 5.0f64);
+    let w = hi - lo;
+    for kind in [RngKind::Xorwow, RngKind::Philox, RngKind::Mrg32k3a, RngKind::Sobol32] {
+        dev.rng_generator(kind, 11).await.unwrap();
+        let v = sample::<f64>(&dev, n, async |g| dev.fill_uniform_range(g, lo, hi).await.unwrap()).await;
+        assert!(
+            v.iter().all(|x| (lo..hi).contains(x)),
+            "{kind:?}: a number outside [{lo}, {hi})"
+        );
+        assert_moments(&format!("{kind:?} range"), &v, 1.0, w * w / 12.0, w.powi(4) / 80.0, 6.0);
+        let f = sample::<f32>(&dev, n / 10, async |g| {
+            dev.fill_uniform_range(g, 1.0f32, 1.5).await.unwrap()
+        })
+        .await;
+        assert!(
+            f.iter().all(|x| (1.0..1.5).contains(x)),
+            "{kind:?}: an f32 outside [1, 1.5)"
+        );
+        let again = async || {
+            dev.rng_generator(kind, 5).await.unwrap();
+            sample::<f32>(&dev, 4097, async |g| {
+                dev.fill_uniform_range(g, -1.0f32, 1.0).await.unwrap()
+            })
+            .await
+        };
+        assert_eq!(again().await, again().await, "{kind:?}: same seed, same numbers");
+    }
+    // A narrow range next to a large magnitude: every f32 in bounds after rounding.
+    let narrow = sample::<f32>(&dev, n / 10, async |g| {
+        dev.fill_uniform_range(g, 1.0e6f32, 1.0e6 + 0.25).await.unwrap()
+    })
+    .await;
+    assert!(narrow.iter().all(|x| (1.0e6..1.0e6 + 0.25).contains(x)));
+    // Only a view's window.
+    let buf = dev.upload(vec![9.0f64; 1000]).await.unwrap();
+    dev.fill_uniform_range(&buf.view(100..900).unwrap(), 0.0, 1.0)
+        .await
+        .unwrap();
+    let got = dev.download(&buf).await.unwrap();
+    assert!(got[..100].iter().chain(&got[900..]).all(|&x| x == 9.0));
+    assert!(got[100..900].iter().all(|x| (0.0..1.0).contains(x)));
+    let inv = |r: Result<(), GpuError>| matches!(r, Err(GpuError::InvalidArgument(_)));
+    let g = dev.alloc::<f64>(16).await.unwrap();
+    assert!(inv(dev.fill_uniform_range(&g, 1.0, 1.0).await));
+    assert!(inv(dev.fill_uniform_range(&g, 2.0, 1.0).await));
+    assert!(inv(dev.fill_uniform_range(&g, f64::NAN, 1.0).await));
+    assert!(inv(dev.fill_uniform_range(&g, 0.0, f64::INFINITY).await));
+    assert!(inv(dev.fill_uniform_range(&g, -f64::MAX, f64::MAX).await));
 }

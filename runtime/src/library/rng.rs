@@ -175,6 +175,46 @@ fn check_params(mean: f64, std: f64) -> Result<(), GpuError> {
     Ok(())
 }
 
+/// `lo < hi`, both finite, and `hi - lo` finite (the width the mapping scales by).
+fn check_range(lo: f64, hi: f64) -> Result<(), GpuError> {
+    if !(lo.is_finite() && hi.is_finite() && lo < hi && (hi - lo).is_finite()) {
+        return Err(GpuError::InvalidArgument(
+            crate::error::Invalid::new(format!(
+                "a uniform range needs finite lo < hi with a finite width, got [{lo}, {hi})"
+            ))
+            .arg("hi")
+            .mismatch(format_args!("a finite number above {lo}"), hi),
+        ));
+    }
+    Ok(())
+}
+
+/// `u` in (0, 1] to [lo, hi): `lo + (hi − lo)·(1 − u)`; a result rounded up to `hi`
+/// (possible where `hi − lo` is far below `hi`'s magnitude) wraps to `lo`, so the
+/// bound holds exactly. The CPU device's copy of [`uniform_to_range`].
+fn to_range<T: crate::kernel::dsl::Float>(u: T, lo: T, hi: T) -> T {
+    let y = lo + (hi - lo) * (T::one() - u);
+    if y >= hi {
+        lo
+    } else {
+        y
+    }
+}
+
+/// The GPU's mapping of a uniform fill in (0, 1] to [lo, hi), as [`to_range`].
+#[atomr_accel_cuda_macros::kernel(crate = crate)]
+fn uniform_to_range<T: Float>(x: &mut [T], lo: T, hi: T) {
+    let i = global_index();
+    if i < x.len() {
+        let y = lo + (hi - lo) * (T::one() - x[i]);
+        if y >= hi {
+            x[i] = lo;
+        } else {
+            x[i] = y;
+        }
+    }
+}
+
 impl RngCore {
     fn check<T: crate::dtype::DTypeBase>(&self, r: &GpuRef<T>) -> Result<(), GpuError> {
         r.validate(self.shared.config.device_id, self.generation)
@@ -276,6 +316,35 @@ impl RngCore {
         }
     }
 
+    /// Uniform numbers in [lo, hi): the generator's uniform fill in (0, 1], each `u`
+    /// mapped by [`uniform_to_range`] — on the GPU by that `#[kernel]` on the
+    /// generator's stream right behind the fill, on the CPU device in place.
+    fn fill_range<T: RngFloat + crate::kernel::dsl::Float>(
+        &mut self,
+        dst: &GpuRef<T>,
+        lo: T,
+        hi: T,
+    ) -> Result<Deferred<()>, GpuError> {
+        check_range(lo.to_f64(), hi.to_f64())?;
+        let filled = self.fill(dst, Draw::Uniform)?;
+        match &self.engine {
+            RngEngine::Cpu { .. } => {
+                if let RegionMut::Cpu(v) = dst.lock().region_mut() {
+                    v.iter_mut().for_each(|x| *x = to_range(*x, lo, hi));
+                }
+                Ok(filled)
+            }
+            RngEngine::Cuda { stream, completer, .. } => {
+                // The fill's completion is superseded by the mapping's, behind it.
+                drop(filled);
+                let mut out = dst.clone();
+                let cfg = crate::launch::LaunchConfig::for_elements(dst.len(), 256);
+                uniform_to_range::launch_on::<T>(stream, cfg, &mut out, lo, hi).map_err(|e| self.shared.observe(e))?;
+                Ok(self.shared.deferred(completer.done(stream)))
+            }
+        }
+    }
+
     fn poisson(&mut self, dst: &GpuRef<u32>, lambda: f64) -> Result<Deferred<()>, GpuError> {
         self.check(dst)?;
         self.uniform_only("Poisson counts")?;
@@ -331,10 +400,23 @@ impl RngActor {
         self.0.core()?.switch(kind, seed)
     }
 
-    /// Fills `dst` with uniform numbers in (0, 1].
+    /// Fills `dst` with uniform numbers in (0, 1] (cuRAND's convention; `fill_uniform_range`
+    /// for [lo, hi)).
     #[handler(dtypes(blas1), device(name = fill_uniform))]
     fn uniform<T: RngFloat>(&mut self, dst: GpuRef<T>) -> Result<Deferred<()>, GpuError> {
         self.0.core()?.fill(&dst, Draw::Uniform)
+    }
+
+    /// Fills `dst` with uniform numbers in [lo, hi) (from any generator kind, Sobol
+    /// included: its uniform points, mapped).
+    #[handler(dtypes(blas1), device(name = fill_uniform_range))]
+    fn uniform_range<T: RngFloat + crate::kernel::dsl::Float>(
+        &mut self,
+        dst: GpuRef<T>,
+        lo: T,
+        hi: T,
+    ) -> Result<Deferred<()>, GpuError> {
+        self.0.core()?.fill_range(&dst, lo, hi)
     }
 
     /// Fills `dst` with Normal(mean, std) numbers.
