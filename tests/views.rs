@@ -33,6 +33,16 @@ pub fn view_axpy<T: Float>(a: T, x: &[T], y: &mut [T]) {
     }
 }
 
+/// y = 2·x, four elements per thread (vector loads and stores).
+#[kernel]
+pub fn view_double4<T: Float>(x: &[T], y: &mut [T]) {
+    let i = global_index();
+    if i < y.len() / 4 {
+        let v: Vec4<T> = x.load4(i);
+        y.store4(i, v * (T::one() + T::one()));
+    }
+}
+
 async fn open(config: DeviceConfig) -> (ActorSystem, Device) {
     let sys = ActorSystem::new("views");
     let d = Device::open(&sys, config).await.unwrap();
@@ -377,6 +387,27 @@ async fn overlaps(config: DeviceConfig) {
         "a kernel given two views of one buffer",
         "same buffer",
     );
+    // Vector access needs a view aligned for the vector: refused, not a misaligned load.
+    let mut out = d.alloc::<f64>(200).await.unwrap();
+    let cfg = LaunchConfig::for_elements(50, 64);
+    invalid(
+        view_double4::launch(&d, cfg, &buf.view(1..201).unwrap(), &mut out).await,
+        "a view misaligned for load4",
+        "vectors of 4",
+    );
+    let mut out_view = out.view(2..).unwrap();
+    invalid(
+        view_double4::launch(&d, cfg, &buf.view(..198).unwrap(), &mut out_view).await,
+        "an output view misaligned for store4",
+        "vectors of 4",
+    );
+    view_double4::launch(&d, cfg, &buf.view(4..204).unwrap(), &mut out)
+        .await
+        .unwrap();
+    let (src, got) = (d.download(&buf).await.unwrap(), d.download(&out).await.unwrap());
+    for i in 0..200 {
+        assert_eq!(got[i], 2.0 * src[4 + i], "an aligned view read as vectors, at {i}");
+    }
     let z = d.upload(vec![c64::new(1.0, 0.0); 128]).await.unwrap();
     let e = d
         .fft_c2c(

@@ -317,6 +317,8 @@ pub(crate) trait BufferArg: Send {
     fn writes(&self) -> bool;
     /// Where the argument's window starts in its buffer, in bytes (0 unless a view).
     fn byte_offset(&self) -> u64;
+    /// Bytes per element.
+    fn elem_size(&self) -> u64;
     fn lock(&self) -> Box<dyn HeldArg + '_>;
     /// Writes the buffer for a launch on an isolated device's worker.
     fn put_wire(&self, w: &mut crate::wire::Writer<'_>) -> Result<(), GpuError>;
@@ -382,6 +384,9 @@ impl<T: DTypeBase> BufferArg for BufItem<T> {
     }
     fn byte_offset(&self) -> u64 {
         (self.r.offset() * std::mem::size_of::<T>()) as u64
+    }
+    fn elem_size(&self) -> u64 {
+        std::mem::size_of::<T>() as u64
     }
     fn put_wire(&self, w: &mut crate::wire::Writer<'_>) -> Result<(), GpuError> {
         if !self.param {
@@ -541,6 +546,9 @@ pub struct KernelArgs {
     /// The user's names of arguments (item index, name), for errors: a `#[kernel]`
     /// launcher names every parameter; hand-built arguments are named by position.
     names: Vec<(usize, &'static str)>,
+    /// Buffers accessed as vectors (item index, lanes): their windows' alignment is
+    /// checked at launch.
+    vectors: Vec<(usize, u64)>,
 }
 
 impl std::fmt::Debug for KernelArgs {
@@ -561,6 +569,7 @@ impl KernelArgs {
         KernelArgs {
             items: Vec::with_capacity(n),
             names: Vec::with_capacity(n),
+            vectors: Vec::new(),
         }
     }
 
@@ -602,6 +611,45 @@ impl KernelArgs {
             self.names.push((i, name));
         }
         self
+    }
+
+    /// The last buffer is read or written as vectors of `lanes` elements (`load4` …):
+    /// its window must start at a multiple of that many elements' bytes (a buffer's own
+    /// start always does; a view's may not — a misaligned vector access would be a
+    /// sticky fault, so the launch is refused instead). Used by generated code.
+    #[doc(hidden)]
+    pub fn vector_access(mut self, lanes: u64) -> Self {
+        if let Some(i) = self.items.len().checked_sub(1) {
+            self.vectors.push((i, lanes));
+        }
+        self
+    }
+
+    /// Refuses a view a vector access would read misaligned.
+    fn check_vector_alignment(&self) -> Result<(), GpuError> {
+        for &(i, lanes) in &self.vectors {
+            if let Some(Arg::Buffer(b)) = self.items.get(i) {
+                let align = lanes * b.elem_size();
+                if b.byte_offset() % align != 0 {
+                    let mut e = Invalid::new(format!(
+                        "{} is a view starting {} bytes into its buffer; the kernel accesses it as vectors of {lanes} \
+                         elements, which must start at a multiple of {align} bytes: take the view at a multiple of \
+                         {lanes} elements",
+                        self.describe(i),
+                        b.byte_offset(),
+                    ))
+                    .mismatch(
+                        format_args!("an offset that is a multiple of {align} bytes"),
+                        format_args!("{} bytes", b.byte_offset()),
+                    );
+                    if let Some(name) = self.name_of(i) {
+                        e = e.arg(name);
+                    }
+                    return Err(GpuError::InvalidArgument(e));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The caller's name of item `i`, if it was named.
@@ -657,7 +705,14 @@ impl KernelArgs {
                 b.validate(device_id, generation)?;
             }
         }
-        self.check_distinct()
+        self.check_buffers()
+    }
+
+    /// The checks of a launch's buffers that need no device: each buffer once, and
+    /// views accessed as vectors aligned for it.
+    pub(crate) fn check_buffers(&self) -> Result<(), GpuError> {
+        self.check_distinct()?;
+        self.check_vector_alignment()
     }
 
     /// Rejects a buffer passed twice (one launch locks each buffer once).

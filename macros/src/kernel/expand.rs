@@ -157,6 +157,7 @@ pub(crate) fn expand(def: &KernelDef<'_>) -> TokenStream {
     // The structs whose declarations the source needs: parameters' and the body's.
     let mut struct_paths: Vec<&syn::Path> = vec![];
     let mut buf_index = 0usize;
+    let lanes = vector_lanes(def.cpu_block);
     for p in &sig.params {
         let n = &p.name;
         let ty = &p.ty;
@@ -180,15 +181,18 @@ pub(crate) fn expand(def: &KernelDef<'_>) -> TokenStream {
                 let elem = p.elem();
                 let i = buf_index;
                 buf_index += 1;
+                // A buffer read or written as vectors must start at a multiple of the
+                // vector's size (a view may not): checked at launch.
+                let align = lanes.get(&n.to_string()).map(|l| quote!(.vector_access(#l)));
                 if *mutable {
                     launch_params.push(quote!(#n: &mut #krate::gpu_ref::GpuRef<#elem>));
-                    push_args.push(quote!(.buf_mut(#n).named(stringify!(#n)).dtype(#n.len() as u64)));
+                    push_args.push(quote!(.buf_mut(#n).named(stringify!(#n)) #align .dtype(#n.len() as u64)));
                     bind_bufs.push(quote!(let #n = bufs.write::<#elem>(#i)?;));
                     wire_reads.push(quote!(let mut #n = wire.buffer::<#elem>()?; wire.skip()?;));
                     wire_args.push(quote!(&mut #n));
                 } else {
                     launch_params.push(quote!(#n: &#krate::gpu_ref::GpuRef<#elem>));
-                    push_args.push(quote!(.buf(#n).named(stringify!(#n)).dtype(#n.len() as u64)));
+                    push_args.push(quote!(.buf(#n).named(stringify!(#n)) #align .dtype(#n.len() as u64)));
                     bind_bufs.push(quote!(let #n = bufs.read::<#elem>(#i)?;));
                     wire_reads.push(quote!(let #n = wire.buffer::<#elem>()?; wire.skip()?;));
                     wire_args.push(quote!(&#n));
@@ -364,6 +368,31 @@ pub(crate) fn expand(def: &KernelDef<'_>) -> TokenStream {
             }
         }
     }
+}
+
+/// The widest vector access (`load4`/`store4`: 4 lanes, `load2`/`store2`: 2) the body
+/// makes on each buffer parameter it names directly, by name.
+fn vector_lanes(block: &syn::Block) -> std::collections::HashMap<String, u64> {
+    struct Find(std::collections::HashMap<String, u64>);
+    impl<'ast> syn::visit::Visit<'ast> for Find {
+        fn visit_expr_method_call(&mut self, m: &'ast syn::ExprMethodCall) {
+            let lanes = match m.method.to_string().as_str() {
+                "load4" | "store4" => 4,
+                "load2" | "store2" => 2,
+                _ => 0,
+            };
+            if let (true, syn::Expr::Path(p)) = (lanes > 0, &*m.receiver) {
+                if let Some(name) = p.path.get_ident() {
+                    let e = self.0.entry(name.to_string()).or_insert(0);
+                    *e = (*e).max(lanes);
+                }
+            }
+            syn::visit::visit_expr_method_call(self, m);
+        }
+    }
+    let mut f = Find(std::collections::HashMap::new());
+    syn::visit::Visit::visit_block(&mut f, block);
+    f.0
 }
 
 /// What is emitted beside errors: the function's signature in the kernel's module, so

@@ -190,7 +190,7 @@ impl GraphNode for KernelNode {
     }
 
     fn check(&self) -> Result<(), GpuError> {
-        self.call.args.check_distinct()?;
+        self.call.args.check_buffers()?;
         self.call.cfg.validate(&crate::kernel::dsl::grid::LIMITS)
     }
 

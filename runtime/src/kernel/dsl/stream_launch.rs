@@ -37,7 +37,7 @@ impl KernelCall {
     /// synchronize the stream, or order later work after it, to see the results. The
     /// buffers must be GPU buffers in the stream's context.
     pub fn enqueue_on(self, stream: &Arc<CudaStream>) -> Result<(), GpuError> {
-        self.args.check_distinct()?;
+        self.args.check_buffers()?;
         let f = self.function_for(stream)?;
         // SAFETY: the call was built by a `#[kernel]` launcher, whose signature generated
         // both this argument list and the kernel's parameter list; buffers are distinct
