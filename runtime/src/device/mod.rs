@@ -16,6 +16,7 @@ mod observability_api;
 pub(crate) mod origin;
 mod pool;
 mod precompile;
+mod reduce_api;
 pub(crate) mod route;
 mod solver_api;
 mod surface;

@@ -1,0 +1,53 @@
+//! Reductions as library calls (`Device::sum`, `max`, `argmax`) over 64M and 1M f32: each
+//! call awaited (its answer read back to the host), median of rounds; the same ops in
+//! PyTorch and CuPy on the same GPU come from `benches/reductions_torch.py`, run in the
+//! same device session. Reported as effective bandwidth (input bytes / time).
+
+use atomr_accel_cuda::DeviceConfig;
+
+#[path = "support/gpu_bench.rs"]
+mod gpu_bench;
+
+use gpu_bench::run_gpu;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn main() {
+    run_gpu("reductions", DeviceConfig::cuda(0), |dev, _ctx, _stream| async move {
+        for n in [64usize << 20, 1 << 20] {
+            let data: Vec<f32> = (0..n).map(|i| (i % 1000) as f32 * 1e-3).collect();
+            let x = dev.upload(data).await.unwrap();
+            for op in ["sum", "max", "argmax"] {
+                let call = || async {
+                    match op {
+                        "sum" => drop(dev.sum(&x).await.unwrap()),
+                        "max" => drop(dev.max(&x).await.unwrap()),
+                        _ => drop(dev.argmax(&x).await.unwrap()),
+                    }
+                };
+                for _ in 0..3 {
+                    call().await;
+                }
+                let reps = if n > 1 << 20 { 20 } else { 200 };
+                let mut rounds = vec![];
+                for _ in 0..7 {
+                    let t = std::time::Instant::now();
+                    for _ in 0..reps {
+                        call().await;
+                    }
+                    rounds.push(t.elapsed().as_secs_f64() / reps as f64);
+                }
+                let s = median(rounds);
+                println!(
+                    "RESULT | reductions.{op} {}M f32 | {:.1} µs per call, {:.0} GB/s",
+                    n >> 20,
+                    s * 1e6,
+                    (n * 4) as f64 / s / 1e9
+                );
+            }
+        }
+    });
+}

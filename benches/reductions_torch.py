@@ -1,0 +1,36 @@
+"""PyTorch's and CuPy's sum / max / argmax over 64M and 1M f32, each call's answer read
+back to the host (as `Device::sum` returns a number), median of 7 rounds — the baseline
+for benches/reductions.rs. Run on the GPU host: python3 benches/reductions_torch.py
+"""
+import time
+
+import cupy as cp
+import torch
+
+
+def timed(f, reps):
+    v = []
+    for _ in range(3):
+        f()
+    for _ in range(7):
+        t = time.perf_counter()
+        for _ in range(reps):
+            f()
+        v.append((time.perf_counter() - t) / reps)
+    v.sort()
+    return v[len(v) // 2]
+
+
+for n in (64 << 20, 1 << 20):
+    reps = 20 if n > (1 << 20) else 200
+    xt = (torch.arange(n, device="cuda", dtype=torch.float32) % 1000) * 1e-3
+    xc = (cp.arange(n, dtype=cp.float32) % 1000) * cp.float32(1e-3)
+    ops = {
+        "sum": (lambda: xt.sum().item(), lambda: float(xc.sum())),
+        "max": (lambda: xt.max().item(), lambda: float(xc.max())),
+        "argmax": (lambda: xt.argmax().item(), lambda: int(xc.argmax())),
+    }
+    for op, (ft, fc) in ops.items():
+        for lib, f in (("torch", ft), ("cupy", fc)):
+            s = timed(f, reps)
+            print(f"RESULT | reductions.{op} {n >> 20}M f32 | {lib} {s * 1e6:.1f} µs per call, {n * 4 / s / 1e9:.0f} GB/s")

@@ -1,0 +1,125 @@
+//! Reductions (`Device::sum`, `min`, `max`, `argmin`, `argmax`) of f32 and f64 buffers
+//! and views, against float64 references on fresh random data of odd lengths (one
+//! element, one block ± 1, many blocks); ties go to the first index, NaNs are skipped by
+//! min/max/arg* and an all-NaN buffer has no arg; a sum is the same bits every time.
+//! On the CPU device and on the GPU.
+
+#[macro_use]
+mod common;
+
+use atomr_accel_cuda::actor::ActorSystem;
+use atomr_accel_cuda::kernel::dsl::Float;
+use atomr_accel_cuda::prelude::*;
+use common::rand_vec;
+
+on_both! {
+    reductions_match_a_float64_reference => references;
+    ties_nans_and_views => edge_cases;
+}
+
+async fn open(config: DeviceConfig) -> (ActorSystem, Device, bool) {
+    let sys = ActorSystem::new("reductions");
+    let d = Device::open(&sys, config).await.unwrap();
+    let gpu = d.ready().await.unwrap().backend == BackendKind::Cuda;
+    (sys, d, gpu)
+}
+
+fn first_best(v: &[f64], max: bool) -> Option<usize> {
+    let mut best: Option<usize> = None;
+    for (i, &x) in v.iter().enumerate() {
+        if x.is_nan() {
+            continue;
+        }
+        match best {
+            Some(b) if (max && x <= v[b]) || (!max && x >= v[b]) => {}
+            _ => best = Some(i),
+        }
+    }
+    best
+}
+
+async fn check<T: Float + DType>(d: &Device, n: usize, tol: f64) {
+    let data: Vec<T> = rand_vec(n).iter().map(|&x| T::from_f64(x * 100.0)).collect();
+    let wide: Vec<f64> = data.iter().map(|x| x.to_f64()).collect();
+    let g = d.upload(data).await.unwrap();
+    let sum = d.sum(&g).await.unwrap().to_f64();
+    let want: f64 = wide.iter().sum();
+    let scale: f64 = wide.iter().map(|x| x.abs()).sum();
+    assert!(
+        (sum - want).abs() <= tol * scale.max(1.0),
+        "{} sum of {n}: {sum} vs {want}",
+        T::NAME
+    );
+    assert_eq!(
+        d.sum(&g).await.unwrap().to_f64().to_bits(),
+        sum.to_bits(),
+        "same bits again"
+    );
+    let min = wide.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = wide.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    assert_eq!(d.min(&g).await.unwrap().to_f64(), min, "{} min of {n}", T::NAME);
+    assert_eq!(d.max(&g).await.unwrap().to_f64(), max, "{} max of {n}", T::NAME);
+    assert_eq!(
+        d.argmin(&g).await.unwrap(),
+        first_best(&wide, false),
+        "{} argmin of {n}",
+        T::NAME
+    );
+    assert_eq!(
+        d.argmax(&g).await.unwrap(),
+        first_best(&wide, true),
+        "{} argmax of {n}",
+        T::NAME
+    );
+}
+
+async fn references(config: DeviceConfig) {
+    let (_s, d, gpu) = open(config).await;
+    let big = if gpu { 10_000_003 } else { 300_007 };
+    for n in [1, 255, 256, 257, 4099, big] {
+        check::<f32>(&d, n, 1e-6).await;
+        check::<f64>(&d, n, 1e-14).await;
+    }
+}
+
+async fn edge_cases(config: DeviceConfig) {
+    let (_s, d, _) = open(config).await;
+    // Ties: the first index wins, across blocks too.
+    let mut v = vec![0.0f64; 100_000];
+    for i in [70_000, 513, 99_999] {
+        v[i] = 5.0;
+    }
+    for i in [1, 80_000] {
+        v[i] = -5.0;
+    }
+    let g = d.upload(v.clone()).await.unwrap();
+    assert_eq!(d.argmax(&g).await.unwrap(), Some(513));
+    assert_eq!(d.argmin(&g).await.unwrap(), Some(1));
+    // A view: indices relative to it, only its elements.
+    let w = g.view(600..90_000).unwrap();
+    assert_eq!(d.argmax(&w).await.unwrap(), Some(70_000 - 600));
+    assert_eq!(d.argmin(&w).await.unwrap(), Some(80_000 - 600));
+    assert_eq!(d.sum(&w).await.unwrap(), 0.0);
+    assert_eq!(d.max(&g.view(2..500).unwrap()).await.unwrap(), 0.0);
+    // NaNs are skipped by min/max and arg*, and propagate through a sum.
+    let nan = d
+        .upload(vec![f32::NAN, 2.0, f32::NAN, -1.0, 7.0, f32::NAN])
+        .await
+        .unwrap();
+    assert_eq!(d.max(&nan).await.unwrap(), 7.0);
+    assert_eq!(d.min(&nan).await.unwrap(), -1.0);
+    assert_eq!(d.argmax(&nan).await.unwrap(), Some(4));
+    assert_eq!(d.argmin(&nan).await.unwrap(), Some(3));
+    assert!(d.sum(&nan).await.unwrap().is_nan());
+    let all_nan = d.upload(vec![f64::NAN; 1000]).await.unwrap();
+    assert_eq!(d.argmax(&all_nan).await.unwrap(), None);
+    assert_eq!(d.argmin(&all_nan).await.unwrap(), None);
+    assert_eq!(d.max(&all_nan).await.unwrap(), f64::NEG_INFINITY);
+    // Infinities are values.
+    let inf = d
+        .upload(vec![1.0f32, f32::INFINITY, 3.0, f32::NEG_INFINITY])
+        .await
+        .unwrap();
+    assert_eq!(d.argmax(&inf).await.unwrap(), Some(1));
+    assert_eq!(d.argmin(&inf).await.unwrap(), Some(3));
+}
