@@ -184,6 +184,35 @@ async fn blas(config: DeviceConfig) {
     assert_eq!(ygot[..10], ys_before[..10]);
     assert_eq!(ygot[10 + m..], ys_before[10 + m..]);
 
+    // GEMV with strides: x a row of another column-major matrix (stride its leading
+    // dimension), y every other element of a vector.
+    let (ld2, cols2, row) = (7, k, 4);
+    let mat = rand_vec(ld2 * cols2);
+    let gm = d.upload(mat.clone()).await.unwrap();
+    let xrow = gm.view(row..).unwrap();
+    let ystrided = d.upload(rand_vec(2 * m)).await.unwrap();
+    let y0 = d.download(&ystrided).await.unwrap();
+    let g = Gemv::<f64>::new(m, k).leading(ld).strides(ld2, 2).scaled(1.5, -1.0);
+    d.gemv(g, &a, &xrow, &ystrided).await.unwrap();
+    let yg = d.download(&ystrided).await.unwrap();
+    for i in 0..m {
+        let ax: f64 = (0..k).map(|p| got[i + p * ld] * mat[row + p * ld2]).sum();
+        let want = 1.5 * ax - y0[2 * i];
+        assert!(
+            (yg[2 * i] - want).abs() < 1e-12 * want.abs().max(1.0),
+            "strided gemv row {i}"
+        );
+        assert_eq!(yg[2 * i + 1], y0[2 * i + 1], "between y's entries");
+    }
+    // A stride reaching past the buffer, and a zero stride, are refused.
+    let short = gm.view(ld2 * (cols2 - 1)..).unwrap();
+    invalid(
+        d.gemv(g, &a, &short, &ystrided).await,
+        "x stride past the view",
+        "x needs",
+    );
+    invalid(d.gemv(g.strides(0, 1), &a, &xrow, &ystrided).await, "zero incx", "incx");
+
     // Level 1 between the two halves of one vector.
     let h = 501;
     let vals = rand_vec(2 * h + 3);

@@ -153,9 +153,14 @@ pub struct Gemv<T> {
     pub beta: T,
     /// Leading dimension of A.
     pub lda: usize,
+    /// Elements between consecutive entries of x (1: contiguous; `lda` of a matrix: a
+    /// row of it).
+    pub incx: usize,
+    /// Elements between consecutive entries of y.
+    pub incy: usize,
 }
 
-crate::wire::wire_struct!(Gemv<T: crate::dtype::FloatDType> { trans, m, n, alpha, beta, lda });
+crate::wire::wire_struct!(Gemv<T: crate::dtype::FloatDType> { trans, m, n, alpha, beta, lda, incx, incy });
 
 impl<T: BlasBase> Gemv<T> {
     /// `y = A·x` with a tight leading dimension.
@@ -167,7 +172,18 @@ impl<T: BlasBase> Gemv<T> {
             alpha: T::from_f64(1.0),
             beta: T::from_f64(0.0),
             lda: m,
+            incx: 1,
+            incy: 1,
         }
+    }
+
+    /// Reads x and writes y with strides (BLAS `incx`/`incy`, ≥ 1): x's entries are
+    /// elements 0, incx, 2·incx … of its buffer or view — a row of a column-major matrix
+    /// is a view from the row's first element with stride `lda`.
+    pub fn strides(mut self, incx: usize, incy: usize) -> Self {
+        self.incx = incx;
+        self.incy = incy;
+        self
     }
 
     /// Uses Aᵀ.
@@ -210,9 +226,20 @@ impl<T: BlasBase> Gemv<T> {
         for (what, v) in [("m", self.m), ("n", self.n), ("lda", self.lda)] {
             over_32_bits(what, v)?;
         }
+        for (what, inc) in [("incx", self.incx), ("incy", self.incy)] {
+            if inc == 0 {
+                return Err(GpuError::InvalidArgument(
+                    Invalid::new(format!("GEMV {what} must be at least 1"))
+                        .arg(what)
+                        .mismatch("≥ 1", 0),
+                ));
+            }
+            over_32_bits(what, inc)?;
+        }
         let need_a = span("a", self.m, self.n, self.lda)?;
         let (nx, ny) = self.vector_lengths();
-        for (name, need, have) in [("A", need_a, a), ("x", nx, x), ("y", ny, y)] {
+        let (need_x, need_y) = (span("x", 1, nx, self.incx)?, span("y", 1, ny, self.incy)?);
+        for (name, need, have) in [("A", need_a, a), ("x", need_x, x), ("y", need_y, y)] {
             if need > have {
                 return Err(GpuError::InvalidArgument(
                     Invalid::new(format!(
@@ -497,9 +524,9 @@ impl BlasCore {
         match (&self.engine, a, x, y) {
             (BlasEngine::Cpu, Region::Cpu(av), Region::Cpu(xv), RegionMut::Cpu(yv)) => {
                 let (nx, ny) = g.vector_lengths();
-                for (i, out) in yv.iter_mut().take(ny).enumerate() {
+                for (i, out) in yv.iter_mut().step_by(g.incy).take(ny).enumerate() {
                     let mut acc = T::from_f64(0.0);
-                    for (j, xj) in xv.iter().take(nx).enumerate() {
+                    for (j, xj) in xv.iter().step_by(g.incx).take(nx).enumerate() {
                         let aij = if g.trans { av[j + i * g.lda] } else { av[i + j * g.lda] };
                         acc = aij.mul_add(*xj, acc);
                     }
@@ -528,9 +555,9 @@ impl BlasCore {
                     n: g.n as i32,
                     alpha: g.alpha,
                     lda: g.lda as i32,
-                    incx: 1,
+                    incx: g.incx as i32,
                     beta: g.beta,
-                    incy: 1,
+                    incy: g.incy as i32,
                 };
                 T::gemv(blas, cfg, &av, &xv, &mut yv).map_err(|e| self.library_failure(stream, e))?;
                 Ok(self.pending(completer.done(stream)))

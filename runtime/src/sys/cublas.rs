@@ -228,8 +228,9 @@ macro_rules! cublas_level1 {
                 x: &impl cudarc::driver::DevicePtr<$t>,
                 y: &mut impl cudarc::driver::DevicePtrMut<$t>,
             ) -> Result<(), GpuError> {
-                // SAFETY: `BlasCore::gemv` checked m, n, lda and the lengths of A, x and y
-                // against `cfg`, so cuBLAS stays inside the three slices.
+                // SAFETY: `BlasCore::gemv` checked m, n, lda, the strides (≥ 1) and the
+                // lengths of A, x and y against `cfg`, so cuBLAS stays inside the three
+                // slices.
                 unsafe { cudarc::cublas::Gemv::gemv(blas, cfg, a, x, y) }?;
                 Ok(())
             }

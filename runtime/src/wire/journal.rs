@@ -25,9 +25,9 @@ use crate::gpu_ref::GpuRef;
 /// The journal's format name, on its first line.
 pub const FORMAT: &str = "atomr-accel-cuda journal";
 
-/// The journal's format version: 3 writes each buffer with its window (views), 2
-/// journals wire frames, 1 listed operations by hand.
-pub const VERSION: u32 = 3;
+/// The journal's format version: 4 adds GEMV strides, 3 writes each buffer with its
+/// window (views), 2 journals wire frames, 1 listed operations by hand.
+pub const VERSION: u32 = 4;
 
 /// One line of a journal (JSON).
 #[derive(Debug, Clone, Serialize, Deserialize)]
