@@ -160,9 +160,17 @@ fn hold<'b, T: CollectiveScalar>(send: &'b GpuRef<T>, recv: &'b GpuRef<T>) -> He
             shift: (recv.offset() as i64 - send.offset() as i64) * size,
         }
     } else {
+        // In buffer-id order, as every operation locks its operands (`gpu_ref::operands`).
+        let (send, recv) = if send.id() < recv.id() {
+            let s = send.lock();
+            (s, recv.lock())
+        } else {
+            let r = recv.lock();
+            (send.lock(), r)
+        };
         Held {
-            send: send.lock(),
-            recv: Some(recv.lock()),
+            send,
+            recv: Some(recv),
             shift: 0,
         }
     }
