@@ -257,7 +257,11 @@ fn bad_input_is_a_typed_error_and_the_worker_keeps_serving(
         let e = dev.download(&ob).await.unwrap_err();
         assert!(matches!(e, GpuError::InvalidArgument(_)), "{e:?}");
         // Host access to a worker's buffer, and what does not cross yet.
-        assert!(matches!(a.with_host(|_| ()), Err(GpuError::InvalidArgument(_))));
+        assert!(matches!(a.with_host(|_| ()), Err(GpuError::Unsupported(_))));
+        let m = dev.alloc_managed::<f32>(16).await.unwrap();
+        assert!(matches!(m.with_host_mut(|_| ()), Err(GpuError::Unsupported(_))));
+        dev.write(&m, vec![2.0f32; 16]).await.unwrap();
+        assert_eq!(dev.download(&m).await.unwrap(), vec![2.0f32; 16]);
         let e = dev.pinned::<f32>(16).await.unwrap_err();
         assert!(matches!(e, GpuError::Unsupported(_)), "{e:?}");
         let e = dev.load_module(KernelSource::new("", &[])).await.unwrap_err();

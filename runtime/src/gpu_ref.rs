@@ -281,7 +281,8 @@ impl<T: DTypeBase> GpuRef<T> {
 
     /// Runs `f` on the elements in place, from the host: a CPU-device buffer, or managed
     /// memory once the GPU work on it has finished (no copy). Other GPU buffers are an
-    /// `InvalidArgument` (download them instead). The buffer is locked meanwhile: GPU
+    /// `InvalidArgument` (download them instead); any buffer of an isolated device is
+    /// `Unsupported` (its memory is in the worker process). The buffer is locked meanwhile: GPU
     /// work on it waits for `f`.
     pub fn with_host<R>(&self, f: impl FnOnce(&[T]) -> R) -> Result<R, GpuError> {
         self.with_host_mut(|v| f(v))
@@ -290,8 +291,10 @@ impl<T: DTypeBase> GpuRef<T> {
     /// As [`GpuRef::with_host`], with write access; later GPU work sees the writes.
     pub fn with_host_mut<R>(&self, f: impl FnOnce(&mut [T]) -> R) -> Result<R, GpuError> {
         if self.buf.remote.is_some() {
-            return Err(GpuError::invalid(format!(
-                "buffer #{} is in an isolated device's worker process: download it",
+            // Managed memory too: it is mapped in the worker, not here.
+            return Err(GpuError::Unsupported(format!(
+                "host access to buffer #{} of an isolated device (its memory, managed or not, lives in the worker \
+                 process): download it",
                 self.buf.id
             )));
         }
