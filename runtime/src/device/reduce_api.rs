@@ -13,13 +13,13 @@
 //! every run (a replay compares answers bit for bit). NaNs are skipped by min/max and
 //! argmin/argmax (IEEE `fmin`/`fmax`, as `f32::min`), and propagate through a sum.
 
+use crate::device::DType;
 use crate::device::Device;
 use crate::dtype::DTypeBase;
 use crate::error::GpuError;
 use crate::gpu_ref::GpuRef;
 use crate::kernel::dsl::Float;
 use crate::launch::LaunchConfig;
-use crate::prelude::DType;
 
 /// Threads per block (the shared tiles' length).
 const BLOCK: usize = 256;
