@@ -253,6 +253,21 @@ impl RngCore {
     }
 
     fn fill<T: RngFloat>(&mut self, dst: &GpuRef<T>, draw: Draw<T>) -> Result<Deferred<()>, GpuError> {
+        self.enqueue_fill(dst, draw)?;
+        Ok(self.finished())
+    }
+
+    /// Resolves once the work enqueued so far on the generator's stream is done (at once
+    /// on the CPU device, which fills in place).
+    fn finished(&self) -> Deferred<()> {
+        match &self.engine {
+            RngEngine::Cpu { .. } => Deferred::Now(()),
+            RngEngine::Cuda { stream, completer, .. } => self.shared.deferred(completer.done(stream)),
+        }
+    }
+
+    /// Fills `dst` with `draw` — on the CPU device now, on a GPU enqueued.
+    fn enqueue_fill<T: RngFloat>(&mut self, dst: &GpuRef<T>, draw: Draw<T>) -> Result<(), GpuError> {
         self.check(dst)?;
         if let Draw::Normal { mean, std } | Draw::LogNormal { mean, std } = draw {
             check_params(mean.to_f64(), std.to_f64())?;
@@ -289,9 +304,9 @@ impl RngCore {
                         v.iter_mut().for_each(|x| *x = to(n.sample(&mut **rng)));
                     }
                 }
-                Ok(Deferred::Now(()))
+                Ok(())
             }
-            (RngEngine::Cuda { gen, stream, completer }, RegionMut::Cuda(mut s)) => {
+            (RngEngine::Cuda { gen, stream, .. }, RegionMut::Cuda(mut s)) => {
                 let needs_even = !matches!(draw, Draw::Uniform);
                 let r = gpu_timed(stream, self.shared.config.device_id, "rng", name, || {
                     if needs_even && s.len() % 2 == 1 {
@@ -309,8 +324,7 @@ impl RngCore {
                         T::curand_fill(gen, &mut s, draw)
                     }
                 });
-                r.map_err(|e| self.shared.observe(e))?;
-                Ok(self.shared.deferred(completer.done(stream)))
+                r.map_err(|e| self.shared.observe(e))
             }
             _ => Err(invalid("a buffer of another backend".into())),
         }
@@ -326,23 +340,20 @@ impl RngCore {
         hi: T,
     ) -> Result<Deferred<()>, GpuError> {
         check_range(lo.to_f64(), hi.to_f64())?;
-        let filled = self.fill(dst, Draw::Uniform)?;
+        self.enqueue_fill(dst, Draw::Uniform)?;
         match &self.engine {
             RngEngine::Cpu { .. } => {
                 if let RegionMut::Cpu(v) = dst.lock().region_mut() {
                     v.iter_mut().for_each(|x| *x = to_range(*x, lo, hi));
                 }
-                Ok(filled)
             }
-            RngEngine::Cuda { stream, completer, .. } => {
-                // The fill's completion is superseded by the mapping's, behind it.
-                drop(filled);
+            RngEngine::Cuda { stream, .. } => {
                 let mut out = dst.clone();
                 let cfg = crate::launch::LaunchConfig::for_elements(dst.len(), 256);
                 uniform_to_range::launch_on::<T>(stream, cfg, &mut out, lo, hi).map_err(|e| self.shared.observe(e))?;
-                Ok(self.shared.deferred(completer.done(stream)))
             }
         }
+        Ok(self.finished())
     }
 
     fn poisson(&mut self, dst: &GpuRef<u32>, lambda: f64) -> Result<Deferred<()>, GpuError> {
@@ -361,16 +372,16 @@ impl RngCore {
                 let _timed = cpu_op(self.shared.config.device_id, "rng", "poisson");
                 let p = Poisson::new(lambda).map_err(|e| invalid(e.to_string()))?;
                 v.iter_mut().for_each(|x| *x = p.sample(&mut **rng) as u32);
-                Ok(Deferred::Now(()))
             }
-            (RngEngine::Cuda { gen, stream, completer }, RegionMut::Cuda(mut s)) => {
+            (RngEngine::Cuda { gen, stream, .. }, RegionMut::Cuda(mut s)) => {
                 let device = self.shared.config.device_id;
                 let r = gpu_timed(stream, device, "rng", "poisson", || gen.poisson(&mut s, lambda));
                 r.map_err(|e| self.shared.observe(e))?;
-                Ok(self.shared.deferred(completer.done(stream)))
             }
-            _ => Err(invalid("a buffer of another backend".into())),
+            _ => return Err(invalid("a buffer of another backend".into())),
         }
+        drop(d);
+        Ok(self.finished())
     }
 }
 
