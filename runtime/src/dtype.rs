@@ -90,6 +90,32 @@ macro_rules! half_dtype {
 
 half_dtype!(f16, bf16);
 
+/// FP8 with 4 exponent and 3 mantissa bits (CUDA's `__nv_fp8_e4m3`: finite only, ±448,
+/// NaN): the input type of FP8 matmuls (`library::blas::matmul`). Conversions are CUDA's own
+/// (round to nearest even, saturating to the finite range), from the `float8` crate.
+#[allow(non_camel_case_types)]
+pub type f8e4m3 = float8::F8E4M3;
+/// FP8 with 5 exponent and 2 mantissa bits (CUDA's `__nv_fp8_e5m2`: ±57344, ±∞, NaN): the
+/// wider-range FP8 input of matmuls (gradients, by convention).
+#[allow(non_camel_case_types)]
+pub type f8e5m2 = float8::F8E5M2;
+
+/// Implements [`DTypeBase`] for the FP8 types (one byte, its bits on the wire).
+macro_rules! fp8_dtype {
+    ($($t:ident => $name:literal),*) => {$(
+        impl DTypeBase for $t {
+            const NAME: &'static str = $name;
+            const KIND: DTypeKind = DTypeKind::Float;
+            fn to_f64(self) -> f64 { $t::to_f64(&self) }
+            fn from_f64(v: f64) -> Self { $t::from_f64(v) }
+            fn write_le(self, out: &mut Vec<u8>) { out.push(self.to_bits()) }
+            fn read_le(bytes: &[u8]) -> Self { $t::from_bits(bytes[0]) }
+        }
+    )*};
+}
+
+fp8_dtype!(f8e4m3 => "f8e4m3", f8e5m2 => "f8e5m2");
+
 /// A complex number laid out as cuFFT's `cufftComplex` / `cufftDoubleComplex`:
 /// `re` then `im`, no padding.
 #[repr(C)]
@@ -227,5 +253,14 @@ mod tests {
         assert_eq!(<f16 as DTypeBase>::from_f64(1.5).to_f64(), 1.5);
         assert_eq!(<i8 as DTypeBase>::from_f64(-3.0), -3i8);
         assert_eq!(f16::from_f64(2.0).to_acc(), 2.0f32);
+        assert_eq!(<f8e4m3 as DTypeBase>::NAME, "f8e4m3");
+        // 1.0625 lies between E4M3's 1.0 and 1.125 (a tie): to even, 1.0; E5M2 steps by 0.25.
+        assert_eq!(<f8e4m3 as DTypeBase>::from_f64(1.0625).to_f64(), 1.0);
+        assert_eq!(<f8e5m2 as DTypeBase>::from_f64(1.3).to_f64(), 1.25);
+        assert_eq!(<f8e4m3 as DTypeBase>::from_f64(1e6).to_f64(), 448.0, "saturates");
+        let mut bytes = Vec::new();
+        f8e5m2::from_f64(-3.5).write_le(&mut bytes);
+        assert_eq!(bytes.len(), 1);
+        assert_eq!(<f8e5m2 as DTypeBase>::read_le(&bytes).to_f64(), -3.5);
     }
 }

@@ -8,7 +8,7 @@ pub use crate::device::Svd;
 pub use crate::device::{ActorGpu, BackendChoice, BackendKind, Device, DeviceConfig, Libraries};
 pub use crate::device::{Blas1Scalar, BlasScalar, DType, FftScalar, RandomScalar, SolverScalar};
 pub use crate::dispatcher::{Dispatcher, GpuDispatcher};
-pub use crate::dtype::{c32, c64, Complex, FloatDType};
+pub use crate::dtype::{c32, c64, f8e4m3, f8e5m2, Complex, FloatDType};
 pub use crate::error::{GpuError, NumericalIssue};
 pub use crate::event::GpuEvent;
 pub use crate::gpu_ref::GpuRef;

@@ -217,7 +217,7 @@ fn is_set_name(id: Option<&Ident>) -> bool {
     id.is_some_and(|i| SETS.iter().any(|(n, _)| i == n))
 }
 
-/// Named dtype sets: `all` (every real element type), `float` (f16, bf16, f32, f64),
+/// Named dtype sets: `all` (every real element type, FP8 included), `float` (f16, bf16, f32, f64),
 /// `blas1` (f32, f64), `int` (signed and unsigned integers), `complex` (c32, c64), `any`
 /// (every element type: `all` and `complex`). The one list of them: the runtime's public
 /// bounds name the mapping trait generated per set (`BlasActorBlas1`), and the device tier
@@ -226,7 +226,7 @@ const SETS: &[(&str, &[&str])] = &[
     (
         "all",
         &[
-            "f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
+            "f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f8e4m3", "f8e5m2",
         ],
     ),
     ("float", &["f16", "bf16", "f32", "f64"]),
@@ -236,7 +236,8 @@ const SETS: &[(&str, &[&str])] = &[
     (
         "any",
         &[
-            "f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "c32", "c64",
+            "f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f8e4m3", "f8e5m2",
+            "c32", "c64",
         ],
     ),
 ];
@@ -256,7 +257,7 @@ fn expand_set(t: Type, krate: &syn::Path) -> Vec<Type> {
             let ident = Ident::new(n, span);
             let ty = if *n == "f16" || *n == "bf16" {
                 quote::quote_spanned!(span=> #krate::__private::half::#ident)
-            } else if *n == "c32" || *n == "c64" {
+            } else if matches!(*n, "c32" | "c64" | "f8e4m3" | "f8e5m2") {
                 quote::quote_spanned!(span=> #krate::dtype::#ident)
             } else {
                 quote::quote_spanned!(span=> #ident)

@@ -6,7 +6,7 @@
 //! stay free of actors.
 
 use super::context_actor::ContextActorAny;
-use crate::dtype::{c32, c64};
+use crate::dtype::{c32, c64, f8e4m3, f8e5m2};
 use crate::dtype::{Blas1Base, BlasBase, DTypeBase, FftFloat, RngFloat};
 use crate::library::blas::{BlasActorBlas1, BlasActorFloat};
 use crate::library::fft::FftActorBlas1;
@@ -29,10 +29,10 @@ macro_rules! bound_alias {
 
 bound_alias!(
     /// Every element type a device buffer can hold: f16, bf16, f32, f64, i8–i64, u8–u64,
-    /// and the complex c32, c64.
+    /// the FP8 f8e4m3, f8e5m2 (matmul inputs), and the complex c32, c64.
     /// The bound of the `Device` API (a [`DTypeBase`] plus the device actors' message
     /// mappings, which `#[gpu_actor]` generates).
-    DType("`{Self}` is not an element type: buffers hold f16, bf16, f32, f64, i8–i64, u8–u64, c32 or c64") for [f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, c32, c64]: DTypeBase, ContextActorAny
+    DType("`{Self}` is not an element type: buffers hold f16, bf16, f32, f64, i8–i64, u8–u64, f8e4m3, f8e5m2, c32 or c64") for [f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, f8e4m3, f8e5m2, c32, c64]: DTypeBase, ContextActorAny
 );
 
 bound_alias!(
