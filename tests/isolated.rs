@@ -17,6 +17,7 @@ use atomr_accel_cuda::device::Status;
 use atomr_accel_cuda::isolation::IsolationConfig;
 use atomr_accel_cuda::kernel::dsl::prelude::*;
 use atomr_accel_cuda::module::{KernelSource, LaunchConfig};
+use atomr_accel_cuda::prelude::{Activation, Epilogue, Matmul};
 use atomr_accel_cuda::testing::TestHooks;
 use atomr_accel_cuda::{gpu_main, kernel, Device, DeviceConfig, FftShape, Gemm, GpuError, GpuRef, KernelArg};
 use common::slow::slow_copy;
@@ -157,6 +158,7 @@ fn round_trip(config: DeviceConfig) -> Pin<Box<dyn Future<Output = ()> + Send>> 
         );
         let (nrm, dot) = (dev.nrm2(&s).await.unwrap(), dev.dot(&s, &s).await.unwrap());
         assert!((nrm - 8.0).abs() < 1e-5 && (dot - 64.0).abs() < 1e-4);
+        check_matmul(&dev).await;
         // An operation added as one handler crosses too (its message is generated).
         let mut w: Vec<f64> = rand_vec(301);
         w[117] = -9.0;
@@ -555,6 +557,40 @@ fn ten_sticky_faults_recover(config: DeviceConfig) -> Pin<Box<dyn Future<Output 
     })
 }
 
+/// A cuBLASLt matmul through the worker — buffers of three element types in one message:
+/// bf16 inputs, an f32 C, an f32 bias and ReLU, against float64.
+async fn check_matmul(dev: &Device) {
+    let (m, n, k) = (48, 32, 64);
+    let bf = |v: Vec<f64>| v.into_iter().map(half::bf16::from_f64).collect::<Vec<_>>();
+    let (a, b, bias) = (bf(rand_vec(m * k)), bf(rand_vec(k * n)), rand_vec(m));
+    let wide = |v: &[half::bf16]| v.iter().map(|x| x.to_f64()).collect::<Vec<_>>();
+    let (ae, be) = (wide(&a), wide(&b));
+    let ga = dev.upload(a).await.unwrap();
+    let gb = dev.upload(b).await.unwrap();
+    let gbias = dev
+        .upload(bias.iter().map(|&x| x as f32).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    let gc = dev.alloc::<f32>(m * n).await.unwrap();
+    dev.matmul(
+        Matmul::new(m, n, k),
+        Epilogue::bias(&gbias).then(Activation::Relu),
+        &ga,
+        &gb,
+        &gc,
+    )
+    .await
+    .unwrap();
+    let mut want = vec![0.0; m * n];
+    gemm_ref(false, false, m, n, k, 1.0, &ae, m, &be, k, 0.0, &mut want, m);
+    for (i, w) in want.iter_mut().enumerate() {
+        *w = (*w + (bias[i % m] as f32) as f64).max(0.0);
+    }
+    let got: Vec<f64> = dev.download(&gc).await.unwrap().iter().map(|&v| v as f64).collect();
+    let e = rel_err(&got, &want);
+    assert!(e < 1e-5, "isolated matmul: rel err {e}");
+}
+
 /// GPU: the same round trip and buffers as on the CPU.
 /// A session on an isolated device, recorded in the user process, replays bit for bit
 /// into an in-process device and into a second isolated one: the journal holds the same
@@ -566,6 +602,7 @@ fn a_recorded_session_replays(config: DeviceConfig) -> Pin<Box<dyn Future<Output
         let rec = atomr_accel_cuda::replay::Recorder::create(&dev, &path).await.unwrap();
         check_sgemm(&dev, 96, 80, 64).await;
         check_kernel(&dev, 5_000).await;
+        check_matmul(&dev).await;
         let x = dev.alloc::<f64>(1 << 16).await.unwrap();
         dev.seed_rng(11).await.unwrap();
         dev.fill_uniform(&x).await.unwrap();
@@ -601,6 +638,7 @@ fn gpu_round_trip(config: DeviceConfig) -> Pin<Box<dyn Future<Output = ()> + Sen
         let (_sys, dev) = open(config).await;
         check_sgemm(&dev, 1024, 768, 512).await;
         check_kernel(&dev, 1 << 20).await;
+        check_matmul(&dev).await;
         let v: Vec<f32> = rand_vec(64 << 20).iter().map(|&x| x as f32).collect();
         let g: GpuRef<f32> = dev.upload(v.clone()).await.unwrap();
         assert_eq!(dev.download(&g).await.unwrap(), v);

@@ -17,6 +17,7 @@ use atomr_accel_cuda::device::Status;
 use atomr_accel_cuda::dtype::Complex;
 use atomr_accel_cuda::kernel::dsl::prelude::*;
 use atomr_accel_cuda::module::LaunchConfig;
+use atomr_accel_cuda::prelude::{Compute, Epilogue, Matmul};
 use atomr_accel_cuda::testing::TestHooks;
 use atomr_accel_cuda::{kernel, Device, DeviceConfig, FftShape, Gemm, Gemv, GpuError};
 use common::{check_sgemm, rand_vec};
@@ -135,6 +136,59 @@ async fn bad_requests(config: DeviceConfig) {
             "gemm foreign A",
             Box::pin(dev.gemm(Gemm::<f32>::new(8, 8, 8), &foreign, &b, &c)),
             inv,
+        ),
+        (
+            "matmul f32 × bf16 (no such pair)",
+            Box::pin(async {
+                let bh = dev.alloc::<half::bf16>(64).await?;
+                dev.matmul(Matmul::new(8, 8, 8), Epilogue::none(), &a, &bh, &c).await
+            }),
+            inv,
+        ),
+        (
+            "matmul TF32 on f16 inputs",
+            Box::pin(async {
+                let h = dev.alloc::<half::f16>(64).await?;
+                dev.matmul(
+                    Matmul::new(8, 8, 8).compute(Compute::Tf32),
+                    Epilogue::none(),
+                    &h,
+                    &h,
+                    &c,
+                )
+                .await
+            }),
+            inv,
+        ),
+        (
+            "matmul bias of the wrong length",
+            Box::pin(dev.matmul(Matmul::new(8, 8, 8), Epilogue::bias(&tiny), &a, &b, &c)),
+            inv,
+        ),
+        (
+            "matmul C overlapping A (views)",
+            Box::pin(dev.matmul(Matmul::new(4, 4, 4), Epilogue::none(), &a_lo, &b, &a_mid)),
+            inv,
+        ),
+        (
+            "matmul foreign A",
+            Box::pin(dev.matmul(Matmul::new(8, 8, 8), Epilogue::none(), &foreign, &b, &c)),
+            inv,
+        ),
+        (
+            "matmul FP8 output",
+            Box::pin(async {
+                let q = dev.alloc::<atomr_accel_cuda::dtype::f8e4m3>(64).await?;
+                dev.matmul(
+                    Matmul::new(8, 8, 8).transposed(true, false),
+                    Epilogue::none(),
+                    &q,
+                    &q,
+                    &q,
+                )
+                .await
+            }),
+            unsupported,
         ),
         (
             "gemv x too short",

@@ -28,6 +28,7 @@ use crate::actor::{Actor, Props};
 use crate::dispatcher::GpuDispatcher;
 use crate::error::GpuError;
 use crate::gpu_ref::GpuRef;
+use crate::library::blas::matmul::{Epilogue, Matmul, MatmulBuffer};
 use crate::library::blas::{Batch, BlasActor, Gemm, Gemv};
 use crate::library::fft::{FftActor, FftShape};
 use crate::library::kernels::KernelActor;

@@ -12,6 +12,7 @@ use crate::event::GpuEvent;
 use crate::gpu_ref::GpuRef;
 use crate::host::{PinnedBuf, Uploaded};
 use crate::kernel::dsl::KernelCall;
+use crate::library::blas::matmul::{Epilogue, Matmul, MatmulBuffer};
 use crate::library::blas::{Batch, Gemm, Gemv};
 use crate::library::fft::FftShape;
 use crate::library::rng::RngKind;

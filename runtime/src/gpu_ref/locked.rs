@@ -120,10 +120,22 @@ impl<T> Locked<'_, T> {
     /// The handle's elements, to write.
     pub(crate) fn region_mut(&mut self) -> RegionMut<'_, T> {
         let w = self.window.clone();
+        self.region_mut_at(w)
+    }
+
+    fn region_mut_at(&mut self, w: Range<usize>) -> RegionMut<'_, T> {
         match &mut self.held.storage {
             Storage::Cpu(v) => RegionMut::Cpu(&mut v[w]),
             Storage::Cuda(s) => RegionMut::Cuda(s.slice_mut(w)),
         }
+    }
+
+    /// Another handle's elements, to write (`other` a window of this same buffer).
+    pub(crate) fn region_mut_of(&mut self, other: &GpuRef<T>) -> RegionMut<'_, T>
+    where
+        T: DTypeBase,
+    {
+        self.region_mut_at(other.window())
     }
 
     /// Runs `f` on the handle's elements to write and on the `inputs` given — windows

@@ -9,6 +9,7 @@ use cudarc::driver::{result as dresult, CudaStream};
 use crate::error::GpuError;
 
 mod cublas;
+pub(crate) mod cublaslt;
 mod cufft;
 mod curand;
 pub mod cusolver;

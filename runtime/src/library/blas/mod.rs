@@ -6,6 +6,7 @@ use std::sync::Arc;
 use cudarc::cublas::{sys as cbsys, CudaBlas, GemmConfig, GemvConfig, StridedBatchedConfig};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 
+use self::matmul::{Epilogue, Matmul, MatmulBuffer};
 use crate::actor::Context;
 use crate::actor::Deferred;
 use crate::backend::state::DeviceShared;
@@ -16,127 +17,15 @@ use crate::gpu_ref::{with_inputs, with_operands, GpuRef, Region, RegionMut};
 use crate::library::seed::LibrarySeed;
 use crate::library::shell::{Core, Library};
 use crate::observability::{cpu_op, gpu_timed};
+use crate::sys::cublaslt::LtHandle;
 use atomr_accel_cuda_macros::gpu_actor;
 
-/// One GEMM: `C = alpha · op(A) · op(B) + beta · C`, column-major, `op(A)` m×k, `op(B)`
-/// k×n, `C` m×n.
-#[derive(Debug, Clone, Copy)]
-pub struct Gemm<T> {
-    /// Use Aᵀ (A stored k×m).
-    pub transa: bool,
-    /// Use Bᵀ (B stored n×k).
-    pub transb: bool,
-    /// Rows of op(A) and C.
-    pub m: usize,
-    /// Columns of op(B) and C.
-    pub n: usize,
-    /// Columns of op(A), rows of op(B).
-    pub k: usize,
-    /// Scale of the product.
-    pub alpha: T,
-    /// Scale of the old C (zero: C is not read).
-    pub beta: T,
-    /// Leading dimension of A as stored.
-    pub lda: usize,
-    /// Leading dimension of B as stored.
-    pub ldb: usize,
-    /// Leading dimension of C.
-    pub ldc: usize,
-}
+mod gemm;
+pub mod matmul;
 
-crate::wire::wire_struct!(Gemm<T: crate::dtype::FloatDType> { transa, transb, m, n, k, alpha, beta, lda, ldb, ldc });
-
-impl<T: BlasBase> Gemm<T> {
-    /// `C = A·B` with tight leading dimensions.
-    pub fn new(m: usize, n: usize, k: usize) -> Self {
-        Gemm {
-            transa: false,
-            transb: false,
-            m,
-            n,
-            k,
-            alpha: T::from_f64(1.0),
-            beta: T::from_f64(0.0),
-            lda: m,
-            ldb: k,
-            ldc: m,
-        }
-    }
-
-    /// Uses the transposes given, with tight leading dimensions for them.
-    pub fn transposed(mut self, transa: bool, transb: bool) -> Self {
-        self.transa = transa;
-        self.transb = transb;
-        self.lda = if transa { self.k } else { self.m };
-        self.ldb = if transb { self.n } else { self.k };
-        self
-    }
-
-    /// Sets alpha and beta.
-    pub fn scaled(mut self, alpha: T, beta: T) -> Self {
-        self.alpha = alpha;
-        self.beta = beta;
-        self
-    }
-
-    /// Sets the leading dimensions.
-    pub fn leading(mut self, lda: usize, ldb: usize, ldc: usize) -> Self {
-        self.lda = lda;
-        self.ldb = ldb;
-        self.ldc = ldc;
-        self
-    }
-
-    /// (rows, cols) of A as stored.
-    fn a_shape(&self) -> (usize, usize) {
-        if self.transa {
-            (self.k, self.m)
-        } else {
-            (self.m, self.k)
-        }
-    }
-
-    /// (rows, cols) of B as stored.
-    fn b_shape(&self) -> (usize, usize) {
-        if self.transb {
-            (self.n, self.k)
-        } else {
-            (self.k, self.n)
-        }
-    }
-}
-
-/// Strides (in elements) between the matrices of a strided batch.
-#[derive(Debug, Clone, Copy)]
-pub struct Batch {
-    /// Number of GEMMs.
-    pub count: usize,
-    /// Stride between consecutive A matrices.
-    pub stride_a: usize,
-    /// Stride between consecutive B matrices.
-    pub stride_b: usize,
-    /// Stride between consecutive C matrices.
-    pub stride_c: usize,
-}
-
-crate::wire::wire_struct!(Batch {
-    count,
-    stride_a,
-    stride_b,
-    stride_c
-});
-
-impl Batch {
-    /// A single GEMM (no batch).
-    pub const fn one() -> Self {
-        Batch {
-            count: 1,
-            stride_a: 0,
-            stride_b: 0,
-            stride_c: 0,
-        }
-    }
-}
+pub(crate) use gemm::{cpu_gemm, validate};
+use gemm::{invalid, over_32_bits, span};
+pub use gemm::{Batch, Gemm};
 
 /// One GEMV: `y = alpha·op(A)·x + beta·y`, A stored column-major m×n.
 #[derive(Debug, Clone, Copy)]
@@ -254,100 +143,6 @@ impl<T: BlasBase> Gemv<T> {
     }
 }
 
-fn invalid(msg: String) -> GpuError {
-    GpuError::invalid(msg)
-}
-
-/// Refuses a size or leading dimension beyond cuBLAS's 32-bit integers.
-fn over_32_bits(what: &str, v: usize) -> Result<(), GpuError> {
-    if v > i32::MAX as usize {
-        return Err(GpuError::InvalidArgument(
-            Invalid::new(format!("{what} = {v} exceeds cuBLAS's 32-bit limit"))
-                .arg(what)
-                .mismatch(format_args!("≤ {}", i32::MAX), v),
-        ));
-    }
-    Ok(())
-}
-
-/// Elements a column-major `rows × cols` matrix with leading dimension `ld` spans, and
-/// the checks on `ld`.
-fn span(name: &str, rows: usize, cols: usize, ld: usize) -> Result<usize, GpuError> {
-    if ld < rows.max(1) {
-        return Err(GpuError::InvalidArgument(
-            Invalid::new(format!("ld{name} = {ld} is smaller than the {rows} rows of {name}"))
-                .arg(format!("ld{name}"))
-                .mismatch(format_args!("≥ {}", rows.max(1)), ld),
-        ));
-    }
-    ld.checked_mul(cols - 1)
-        .and_then(|v| v.checked_add(rows))
-        .ok_or_else(|| invalid(format!("{name} overflows the address space")))
-}
-
-/// Checks a GEMM (and batch) against the buffers' lengths. Returns nothing: every later
-/// index is in bounds once this passes.
-pub(crate) fn validate<T: BlasBase>(g: &Gemm<T>, batch: &Batch, a: usize, b: usize, c: usize) -> Result<(), GpuError> {
-    if g.m == 0 || g.n == 0 || g.k == 0 || batch.count == 0 {
-        let arg = [("m", g.m), ("n", g.n), ("k", g.k), ("batch", batch.count)]
-            .into_iter()
-            .find(|(_, v)| *v == 0)
-            .map_or("m", |(a, _)| a);
-        return Err(GpuError::InvalidArgument(
-            Invalid::new(format!(
-                "GEMM sizes must be positive: m={} n={} k={} batch={}",
-                g.m, g.n, g.k, batch.count
-            ))
-            .arg(arg)
-            .mismatch("≥ 1", 0),
-        ));
-    }
-    for (what, v) in [
-        ("m", g.m),
-        ("n", g.n),
-        ("k", g.k),
-        ("lda", g.lda),
-        ("ldb", g.ldb),
-        ("ldc", g.ldc),
-        ("batch", batch.count),
-    ] {
-        over_32_bits(what, v)?;
-    }
-    let (ar, ac) = g.a_shape();
-    let (br, bc) = g.b_shape();
-    let need = |name: &str, one: usize, stride: usize, have: usize| -> Result<(), GpuError> {
-        let total = stride
-            .checked_mul(batch.count - 1)
-            .and_then(|v| v.checked_add(one))
-            .ok_or_else(|| invalid(format!("{name} batch overflows the address space")))?;
-        if total > have {
-            return Err(GpuError::InvalidArgument(
-                Invalid::new(format!(
-                    "{name} needs {total} elements for this GEMM but its buffer holds {have}"
-                ))
-                .arg(name.to_lowercase())
-                .mismatch(format_args!("≥ {total} elements"), format_args!("{have} elements")),
-            ));
-        }
-        Ok(())
-    };
-    need("A", span("a", ar, ac, g.lda)?, batch.stride_a, a)?;
-    need("B", span("b", br, bc, g.ldb)?, batch.stride_b, b)?;
-    let c_one = span("c", g.m, g.n, g.ldc)?;
-    need("C", c_one, batch.stride_c, c)?;
-    if batch.count > 1 && batch.stride_c < c_one {
-        return Err(GpuError::InvalidArgument(
-            Invalid::new(format!(
-                "stride_c = {} makes the C matrices of the batch overlap (each spans {c_one})",
-                batch.stride_c
-            ))
-            .arg("stride_c")
-            .mismatch(format_args!("≥ {c_one}"), batch.stride_c),
-        ));
-    }
-    Ok(())
-}
-
 /// `"gemm<f32>"`, for the timeline.
 fn gemm_name<T: DTypeBase>() -> String {
     format!("gemm<{}>", T::NAME)
@@ -404,6 +199,9 @@ enum BlasEngine {
         blas: CudaBlas,
         stream: Arc<CudaStream>,
         completer: Completer,
+        /// The cuBLASLt handle of `matmul`, made on the first one (it holds a 32 MiB
+        /// workspace a program without matmuls should not pay for).
+        lt: Option<LtHandle>,
     },
 }
 
@@ -418,6 +216,7 @@ impl Core for BlasCore {
                 blas: CudaBlas::new(stream.clone())?,
                 stream,
                 completer,
+                lt: None,
             },
         };
         Ok(BlasCore {
@@ -476,6 +275,7 @@ impl BlasCore {
                     blas,
                     stream,
                     completer,
+                    ..
                 },
                 Region::Cuda(av),
                 Region::Cuda(bv),
@@ -544,6 +344,7 @@ impl BlasCore {
                     blas,
                     stream,
                     completer,
+                    ..
                 },
                 Region::Cuda(av),
                 Region::Cuda(xv),
@@ -601,6 +402,7 @@ impl BlasCore {
                     blas,
                     stream,
                     completer,
+                    ..
                 },
                 Region::Cuda(xv),
                 RegionMut::Cuda(mut yv),
@@ -626,6 +428,7 @@ impl BlasCore {
                     blas,
                     stream,
                     completer,
+                    ..
                 },
                 RegionMut::Cuda(mut xv),
             ) => {
@@ -656,6 +459,7 @@ impl BlasCore {
                     blas,
                     stream,
                     completer,
+                    ..
                 },
                 Region::Cuda(xv),
                 Region::Cuda(yv),
@@ -681,6 +485,7 @@ impl BlasCore {
                     blas,
                     stream,
                     completer,
+                    ..
                 },
                 Region::Cuda(xv),
             ) => {
@@ -715,6 +520,7 @@ impl BlasCore {
                     blas,
                     stream,
                     completer,
+                    ..
                 },
                 Region::Cuda(xv),
             ) => {
@@ -745,18 +551,59 @@ impl BlasCore {
         })
     }
 
-    /// Classifies a failed cuBLAS call: after a sticky fault cuBLAS only says
-    /// EXECUTION_FAILED, so the stream is asked for the real (sticky) error.
+    /// Classifies a failed cuBLAS call (see [`library_failure`]).
     fn library_failure(&self, stream: &Arc<CudaStream>, e: GpuError) -> GpuError {
-        if let Some(sticky) = crate::completion::stream_fault(stream) {
-            return self.shared.observe(sticky);
+        library_failure(&self.shared, stream, e)
+    }
+
+    /// Enqueues a cuBLASLt matmul (see [`crate::library::blas::matmul`]); completes when the
+    /// GPU is done.
+    pub(crate) fn matmul(
+        &mut self,
+        op: Matmul,
+        epilogue: Epilogue,
+        [a, b, c]: [&MatmulBuffer; 3],
+    ) -> Result<Deferred<()>, GpuError> {
+        let device = self.shared.config.device_id;
+        for r in [a, b, c].into_iter().chain(epilogue.bias.as_ref()) {
+            r.validate(device, self.generation)?;
         }
-        self.shared.observe(e)
+        let key = op.check(&epilogue, a, b, c)?;
+        let mut operands = vec![a, b, c];
+        operands.extend(epilogue.bias.as_ref());
+        let mut held = matmul::lock_all(&operands);
+        match &mut self.engine {
+            BlasEngine::Cpu => {
+                let _timed = cpu_op(device, "blas", matmul::timeline_name(a, c));
+                matmul::run_cpu(&op, &epilogue, key.tf32, [a, b, c], &mut held)?;
+                Ok(Deferred::Now(()))
+            }
+            BlasEngine::Cuda {
+                stream, completer, lt, ..
+            } => {
+                let handle = match lt {
+                    Some(h) => h,
+                    None => lt.insert(LtHandle::new(stream.clone()).map_err(|e| self.shared.observe(e))?),
+                };
+                let r = matmul::run_cuda(handle, stream, device, (&op, &epilogue), [a, b, c], &mut held, key);
+                r.map_err(|e| library_failure(&self.shared, stream, e))?;
+                Ok(self.shared.deferred(completer.done(stream)))
+            }
+        }
     }
 
     fn pending(&self, fut: Completion) -> Deferred<()> {
         self.shared.deferred(fut)
     }
+}
+
+/// Classifies a failed cuBLAS call: after a sticky fault cuBLAS only says
+/// EXECUTION_FAILED, so the stream is asked for the real (sticky) error.
+fn library_failure(shared: &DeviceShared, stream: &Arc<CudaStream>, e: GpuError) -> GpuError {
+    if let Some(sticky) = crate::completion::stream_fault(stream) {
+        return shared.observe(sticky);
+    }
+    shared.observe(e)
 }
 
 fn same_len<T: DTypeBase>(what: &str, x: &GpuRef<T>, y: &GpuRef<T>) -> Result<(), GpuError> {
@@ -778,49 +625,6 @@ fn op(t: bool) -> cbsys::cublasOperation_t {
         cbsys::cublasOperation_t::CUBLAS_OP_T
     } else {
         cbsys::cublasOperation_t::CUBLAS_OP_N
-    }
-}
-
-/// The CPU device's GEMM: widen to the accumulation type, multiply with the `gemm`
-/// crate, round back — the arithmetic cuBLAS does for f16/bf16 (f32 accumulation).
-pub(crate) fn cpu_gemm<T: BlasBase>(g: &Gemm<T>, batch: &Batch, a: &[T], b: &[T], c: &mut [T]) {
-    let widen = |v: &[T]| v.iter().map(|x| x.to_acc()).collect::<Vec<T::Acc>>();
-    let (aw, bw) = (widen(a), widen(b));
-    let mut cw = widen(c);
-    let (a_rs, a_cs) = if g.transa { (g.lda, 1) } else { (1, g.lda) };
-    let (b_rs, b_cs) = if g.transb { (g.ldb, 1) } else { (1, g.ldb) };
-    let read_dst = g.beta.to_f64() != 0.0;
-    for i in 0..batch.count {
-        let (oa, ob, oc) = (i * batch.stride_a, i * batch.stride_b, i * batch.stride_c);
-        // SAFETY: `validate` proved that every element this GEMM touches — offsets
-        // `oa + r*a_rs + c*a_cs` for r < rows, c < cols, and likewise for B and C — lies
-        // inside `aw`, `bw` and `cw`; C does not overlap A or B (separate vectors).
-        unsafe {
-            gemm::gemm(
-                g.m,
-                g.n,
-                g.k,
-                cw.as_mut_ptr().add(oc),
-                g.ldc as isize,
-                1,
-                read_dst,
-                aw.as_ptr().add(oa),
-                a_cs as isize,
-                a_rs as isize,
-                bw.as_ptr().add(ob),
-                b_cs as isize,
-                b_rs as isize,
-                g.beta.to_acc(),
-                g.alpha.to_acc(),
-                false,
-                false,
-                false,
-                gemm::Parallelism::Rayon(0),
-            );
-        }
-    }
-    for (dst, v) in c.iter_mut().zip(cw) {
-        *dst = T::from_acc(v);
     }
 }
 
@@ -885,6 +689,21 @@ impl BlasActor {
     #[handler(dtypes(blas1), device)]
     fn nrm2<T: Blas1Base>(&mut self, x: GpuRef<T>) -> Result<Deferred<T>, GpuError> {
         self.0.core()?.nrm2(&x)
+    }
+
+    /// A cuBLASLt matmul, `C = act(alpha·op(A)·op(B) + beta·C + bias)`: f32 (exact or
+    /// TF32, as `op.compute` says), f16, bf16 or FP8 inputs, f32 accumulation, C of
+    /// the caller's type, the epilogue fused (see [`crate::library::blas::matmul`]).
+    #[handler(device(into(a, b, c)))]
+    fn matmul(
+        &mut self,
+        op: Matmul,
+        epilogue: Epilogue,
+        a: MatmulBuffer,
+        b: MatmulBuffer,
+        c: MatmulBuffer,
+    ) -> Result<Deferred<()>, GpuError> {
+        self.0.core()?.matmul(op, epilogue, [&a, &b, &c])
     }
 
     /// The index (0-based) of the first element of largest magnitude (f32, f64);
