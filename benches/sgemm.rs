@@ -98,12 +98,7 @@ fn main() {
         let info = dev.ready().await.unwrap();
         println!("RESULT | info.device | {} {:?}", info.name, info.compute_capability);
         let ctx = CudaContext::new(0).unwrap();
-        let sizes: Vec<usize> = std::env::var("BENCH_SIZES")
-            .unwrap_or_else(|_| "1024,4096,8192".into())
-            .split(',')
-            .filter_map(|s| s.trim().parse().ok())
-            .collect();
-        for n in sizes {
+        for n in gpu_bench::sizes("1024,4096,8192") {
             for order in Order::ALL {
                 let t = compare_sgemm(&dev, &ctx, n, iters_for(n), order).await.unwrap();
                 println!(

@@ -48,6 +48,15 @@ pub fn with_env_overrides(mut config: DeviceConfig) -> DeviceConfig {
     config
 }
 
+/// The sizes a bench measures: `BENCH_SIZES` (comma-separated), else `default`.
+pub fn sizes(default: &str) -> Vec<usize> {
+    std::env::var("BENCH_SIZES")
+        .unwrap_or_else(|_| default.into())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect()
+}
+
 /// Runs a bench body on a multi-thread runtime with GPU 0 opened through `config` and, for
 /// the raw-cudarc baseline of the same run, a context and a fresh stream on the same GPU.
 /// `config` takes the environment's overrides (`with_env_overrides`). Without a usable
