@@ -309,9 +309,6 @@ fn main() {
     if let Ok(case) = std::env::var("ATOMR_WORLD_CASE") {
         rank_process(&case);
     }
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let gpu_run = args.iter().any(|a| a == "--ignored" || a == "--include-ignored");
-    let filter = args.iter().find(|a| !a.starts_with('-')).cloned();
     let cases: Vec<(&str, Case, bool)> = vec![
         (
             "cpu::three_processes_run_every_collective",
@@ -339,36 +336,13 @@ fn main() {
             true,
         ),
     ];
-    let (mut passed, mut failed, mut ignored) = (0, 0, 0);
-    for (name, case, needs_gpu) in cases {
-        if filter.as_ref().is_some_and(|f| !name.contains(f.as_str())) {
-            continue;
-        }
-        if needs_gpu != gpu_run {
-            ignored += 1;
-            continue;
-        }
-        let t0 = Instant::now();
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| rt.block_on(case())));
-        drop(rt);
-        match r {
-            Ok(()) => {
-                passed += 1;
-                println!("test {name} ... ok ({:?})", t0.elapsed());
-            }
-            Err(_) => {
-                failed += 1;
-                println!("test {name} ... FAILED");
-            }
-        }
-    }
-    println!(
-        "\ntest result: {}. {passed} passed; {failed} failed; {ignored} ignored; 0 measured; 0 filtered out",
-        if failed == 0 { "ok" } else { "FAILED" }
-    );
-    std::process::exit(if failed == 0 { 0 } else { 101 });
+    common::harness::run_cases(
+        cases
+            .into_iter()
+            .map(|(name, case, needs_gpu)| {
+                let body: common::harness::Body = Box::new(case);
+                (name, needs_gpu, body)
+            })
+            .collect(),
+    )
 }

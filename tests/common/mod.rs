@@ -3,6 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+pub mod harness;
 pub mod slow;
 
 static SEED: AtomicU64 = AtomicU64::new(0);

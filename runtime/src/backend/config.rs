@@ -235,6 +235,16 @@ pub struct IsolationConfig {
     /// Size of each of the two shared-memory arenas (sparse: only touched pages use
     /// memory). Transfers that do not fit go through the socket, more slowly.
     pub arena_bytes: usize,
+    /// Keep a warm standby worker (its device open, library handles made) that takes
+    /// over at once when the serving one faults or dies; the next one then starts in
+    /// the background. Costs a second worker process, with its own context and handles
+    /// on the GPU (hundreds of MiB of device memory). On by default.
+    #[serde(default = "standby_default")]
+    pub standby: bool,
+}
+
+fn standby_default() -> bool {
+    true
 }
 
 impl Default for IsolationConfig {
@@ -246,6 +256,7 @@ impl Default for IsolationConfig {
             restart_window: Duration::from_secs(60),
             start_timeout: Duration::from_secs(60),
             arena_bytes: 2 << 30,
+            standby: true,
         }
     }
 }

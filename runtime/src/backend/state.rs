@@ -104,6 +104,8 @@ pub(crate) struct DeviceShared {
     lost: std::sync::atomic::AtomicBool,
     /// The replay journal recording this device's requests, if one is.
     pub(crate) journal: crate::wire::journal::JournalSlot,
+    /// The process id of an isolated device's warm standby worker (0: none ready).
+    pub(crate) standby_pid: std::sync::atomic::AtomicU32,
 }
 
 /// A value on a cache line (128 bytes: two lines with the adjacent-line prefetch) of its
@@ -138,6 +140,7 @@ impl DeviceShared {
             in_flight: OwnLine::default(),
             lost: std::sync::atomic::AtomicBool::new(false),
             journal: Default::default(),
+            standby_pid: Default::default(),
         })
     }
 

@@ -353,6 +353,26 @@ impl ContextActor {
         self.core()?.lane()
     }
 
+    /// Fault drill (`TestHooks::inject_fault`): the device behaves as if its stream had
+    /// reported the sticky CUDA error `code` (700, 719, …) — lost, every pending and later
+    /// request failing with typed errors; an isolated device's worker then reports the
+    /// fault and is replaced. The CPU device has no faults of its own: this is how tests
+    /// exercise recovery there. A code that is not sticky is an `InvalidArgument`.
+    #[handler]
+    fn inject_fault(&mut self, code: i32) -> Result<(), GpuError> {
+        let e = GpuError::from_cuda_code(code, format!("injected fault (CUDA error {code})"), 0);
+        if !e.is_sticky() {
+            return Err(GpuError::InvalidArgument(
+                crate::error::Invalid::new(format!(
+                    "CUDA error {code} does not poison a context: inject a sticky one (700, 719, …)"
+                ))
+                .arg("code")
+                .mismatch("a sticky CUDA error code", code),
+            ));
+        }
+        Err(self.shared.observe(e))
+    }
+
     /// Free and total memory of the device, in bytes.
     #[handler(device, volatile)]
     fn memory(&mut self) -> Result<(u64, u64), GpuError> {

@@ -13,6 +13,7 @@ use crate::actor::{Context, Directive, StopReason, SupervisorStrategy, Terminate
 use crate::backend::state::{DeviceShared, Status};
 use crate::dispatcher::GpuDispatcher;
 use crate::error::GpuError;
+use crate::isolation::standby::Standby;
 use crate::isolation::worker_actor::WorkerActor;
 
 /// The outer tier of one device.
@@ -96,7 +97,8 @@ impl DeviceActor {
     async fn start(&mut self, ctx: &mut Context<Self>) -> Result<(), GpuError> {
         if self.shared.config.isolation.is_some() {
             let shared = self.shared.clone();
-            let props = WorkerActor::gpu_props(move || WorkerActor::new(shared.clone()))
+            let standby = Standby::new(shared.clone(), tokio::runtime::Handle::current());
+            let props = WorkerActor::gpu_props(move || WorkerActor::new(shared.clone(), standby.clone()))
                 .mailbox(self.shared.config.mailbox_capacity);
             let inner = ctx.spawn_child(props, "context")?;
             ctx.watch(&inner, |terminated| DeviceActorMsg::InnerTerminated { terminated });

@@ -444,6 +444,15 @@ impl Device {
         })
     }
 
+    /// The process id of an isolated device's warm standby worker, once it is ready
+    /// (`IsolationConfig::standby`); `None` in-process, while it starts, or without one.
+    pub fn standby_pid(&self) -> Option<u32> {
+        match self.shared.standby_pid.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => None,
+            pid => Some(pid),
+        }
+    }
+
     /// Requests an isolated device's worker has not answered yet (0 in-process).
     pub fn worker_pending(&self) -> usize {
         self.with_route(|r| match r {

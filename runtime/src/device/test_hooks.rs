@@ -4,6 +4,7 @@
 
 use std::future::Future;
 
+use super::context_actor::ContextActorMsg;
 use super::device_actor::DeviceActorMsg;
 use super::route::Inner;
 use super::{Device, Status};
@@ -19,9 +20,22 @@ pub trait TestHooks {
     /// Kills an isolated device's worker process (`SIGKILL`), as a crash would; the
     /// device respawns it. `Unsupported` for an in-process device.
     fn kill_worker(&self) -> Result<(), GpuError>;
+
+    /// Makes the device behave as if its stream reported the sticky CUDA error `code`
+    /// (700 illegal address, 719 launch failure, …): on the CPU device and the GPU alike,
+    /// in-process (the device is lost) or isolated (the worker reports the fault and is
+    /// replaced). Resolves with the injected error.
+    fn inject_fault(&self, code: i32) -> impl Future<Output = GpuError> + Send;
 }
 
 impl TestHooks for Device {
+    async fn inject_fault(&self, code: i32) -> GpuError {
+        match self.call(|reply| ContextActorMsg::InjectFault { code, reply }).await {
+            Err(e) => e,
+            Ok(()) => GpuError::Internal("an injected fault was answered with success".into()),
+        }
+    }
+
     /// Makes the inner tier fail and be rebuilt by its supervisor (a new
     /// generation: every older `GpuRef` becomes `Stale`). Resolves once the new
     /// generation is ready.

@@ -54,10 +54,11 @@ pub(crate) struct LinkShared {
 }
 
 impl LinkShared {
-    /// Starts a worker for `config` and waits until its device is open.
+    /// Starts a worker for `config` and waits until its device is open. It serves no
+    /// generation yet ([`LinkShared::start_serving`]); `on_death` hears of its death
+    /// until then (and after, unless `start_serving` replaces it).
     pub(crate) async fn spawn(
         shared: &Arc<DeviceShared>,
-        generation: u64,
         on_death: OnDeath,
     ) -> Result<(Arc<LinkShared>, DeviceInfo), GpuError> {
         if std::env::var_os(WORKER_ENV).is_some() {
@@ -82,7 +83,7 @@ impl LinkShared {
             ctx: ClientCtx {
                 device_id: config.device_id,
                 instance,
-                generation,
+                generation: AtomicU64::new(0),
                 link: weak.clone(),
                 requests,
                 replies,
@@ -127,6 +128,21 @@ impl LinkShared {
     /// The worker's process id.
     pub(crate) fn pid(&self) -> u32 {
         self.pid
+    }
+
+    /// Makes the worker serve `generation`, its death told to `on_death` from now on
+    /// (replacing the callback it was spawned with). `Err` with its death's cause if the
+    /// worker is already gone — a standby that died while it waited.
+    pub(crate) fn start_serving(&self, generation: u64, on_death: OnDeath) -> Result<(), GpuError> {
+        let mut slot = self.on_death.lock().unwrap_or_else(|p| p.into_inner());
+        // Checked under the callback's lock: `die` marks the link dead before it takes
+        // the callback, so a death either shows here or reaches the new callback.
+        if let Some(cause) = self.death_cause() {
+            return Err(cause);
+        }
+        self.ctx.generation.store(generation, Ordering::Release);
+        *slot = Some(on_death);
+        Ok(())
     }
 
     fn death_cause(&self) -> Option<GpuError> {
@@ -280,7 +296,7 @@ impl LinkShared {
     /// Stops new requests from reaching this worker (they queue in the `DeviceActor`
     /// for the next one) and tells the supervisor, once.
     fn retire(&self, cause: GpuError) {
-        let generation = self.ctx.generation;
+        let generation = self.ctx.generation();
         self.shared.publish(|s| {
             if s.generation == generation && matches!(s.status, Status::Ready) {
                 s.status = Status::Starting;

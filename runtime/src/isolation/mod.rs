@@ -22,6 +22,7 @@
 //! not decode is an error for its request, never a crash of either side.
 
 pub(crate) mod link;
+pub(crate) mod standby;
 mod worker;
 pub(crate) mod worker_actor;
 

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use atomr_accel_cuda_macros::gpu_actor;
 
-use super::link::LinkShared;
+use super::link::{LinkShared, OnDeath};
+use super::standby::Standby;
 use crate::actor::{Context, Failure};
 use crate::backend::state::{DeviceShared, RouteSlot, Status};
 use crate::device::route::Inner;
@@ -18,14 +19,43 @@ pub struct WorkerActor {
     shared: Arc<DeviceShared>,
     link: Option<Arc<LinkShared>>,
     generation: u64,
+    /// The device's warm standby worker (outlives this actor's restarts).
+    standby: Arc<Standby>,
 }
 
 impl WorkerActor {
-    pub(crate) fn new(shared: Arc<DeviceShared>) -> Self {
+    pub(crate) fn new(shared: Arc<DeviceShared>, standby: Arc<Standby>) -> Self {
         WorkerActor {
             shared,
             link: None,
             generation: 0,
+            standby,
+        }
+    }
+
+    /// The worker serving `generation` is gone: tell this actor (which fails, so the
+    /// supervisor replaces the worker).
+    fn on_death(ctx: &Context<Self>, generation: u64) -> OnDeath {
+        let me = ctx.self_ref().clone();
+        Box::new(move |error: GpuError| {
+            // Mailbox full or stopped: the supervisor is already on it.
+            let _ = me.try_tell(WorkerActorMsg::Died { generation, error });
+        })
+    }
+
+    /// The warm standby, promoted to serve `generation`, if one is ready and alive.
+    fn promote(
+        &self,
+        ctx: &Context<Self>,
+        generation: u64,
+    ) -> Option<(Arc<LinkShared>, crate::backend::state::DeviceInfo)> {
+        let (link, info) = self.standby.take()?;
+        match link.start_serving(generation, Self::on_death(ctx, generation)) {
+            Ok(()) => Some((link, info)),
+            Err(e) => {
+                tracing::warn!(device = self.shared.config.device_id, error = %e, "the standby worker died before its promotion");
+                None
+            }
         }
     }
 
@@ -43,24 +73,28 @@ impl WorkerActor {
 
 #[gpu_actor(crate = crate)]
 impl WorkerActor {
-    /// Spawns a worker and publishes it once its device is open.
+    /// Promotes the warm standby, or spawns a worker and waits for its device to open;
+    /// publishes it, then starts the next standby in the background.
     #[pre_start]
     async fn start(&mut self, ctx: &mut Context<Self>) -> Result<(), GpuError> {
         let generation = self.shared.next_generation();
         self.generation = generation;
-        let me = ctx.self_ref().clone();
-        let on_death = Box::new(move |error: GpuError| {
-            // Mailbox full or stopped: the supervisor is already on it.
-            let _ = me.try_tell(WorkerActorMsg::Died { generation, error });
-        });
         let t0 = std::time::Instant::now();
-        let (link, info) = LinkShared::spawn(&self.shared, generation, on_death).await?;
+        let (link, info, how) = match self.promote(ctx, generation) {
+            Some((link, info)) => (link, info, "standby promoted"),
+            None => {
+                let (link, info) = LinkShared::spawn(&self.shared, Self::on_death(ctx, generation)).await?;
+                link.start_serving(generation, Self::on_death(ctx, generation))?;
+                (link, info, "worker spawned")
+            }
+        };
         tracing::info!(
             device = self.shared.config.device_id,
             generation,
             pid = link.pid(),
             name = %info.name,
             ms = t0.elapsed().as_secs_f64() * 1e3,
+            how,
             "isolated device ready"
         );
         self.link = Some(link.clone());
@@ -70,6 +104,7 @@ impl WorkerActor {
             s.info = Some(info);
             s.inner = Some(RouteSlot::new(Inner::Worker(link)));
         });
+        self.standby.refill();
         Ok(())
     }
 
@@ -81,9 +116,10 @@ impl WorkerActor {
         Ok(())
     }
 
-    /// Ends the worker with the device.
+    /// Ends the worker, and the standby, with the device.
     #[post_stop]
     async fn stopped(&mut self, _ctx: &mut Context<Self>) -> Result<(), GpuError> {
+        self.standby.close();
         self.end_worker(GpuError::DeviceLost("the device was stopped".into()));
         Ok(())
     }

@@ -46,10 +46,19 @@ pub(crate) struct ClientCtx {
     /// Unique per `Device` started in this process (two isolated devices may share an
     /// ordinal and a generation number).
     pub(crate) instance: u64,
-    pub(crate) generation: u64,
+    /// The device generation this worker serves: set when it starts serving (a warm
+    /// standby is made before its generation is known).
+    pub(crate) generation: std::sync::atomic::AtomicU64,
     pub(crate) link: Weak<dyn BufferOwner>,
     pub(crate) requests: Arc<Arena>,
     pub(crate) replies: Arc<Arena>,
+}
+
+impl ClientCtx {
+    /// The generation this worker serves.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::Acquire)
+    }
 }
 
 /// A buffer handed to the user process (a `GpuRef<T>`) and how many handles to it it

@@ -57,10 +57,10 @@ impl<T: DTypeBase> Wire for GpuRef<T> {
                         c.device_id
                     )));
                 }
-                if self.generation() != c.generation {
+                if self.generation() != c.generation() {
                     return Err(GpuError::Stale {
                         buffer_generation: self.generation(),
-                        device_generation: c.generation,
+                        device_generation: c.generation(),
                     });
                 }
                 let id = remote.id;
@@ -117,7 +117,7 @@ impl BufferOnWire {
             Side::Journal(j) => j.lookup(id)?,
             Side::Client(c) => GpuRef::new_remote(
                 c.device_id,
-                c.generation,
+                c.generation(),
                 buffer_len,
                 RemoteBuf {
                     id,
