@@ -283,6 +283,64 @@ fn bad_input_is_a_typed_error_and_the_worker_keeps_serving(
     })
 }
 
+/// The worker's operations join this process's timeline on one clock: `enable_timeline`
+/// reaches the worker, `take_timeline` brings its operations back (copies and level-1
+/// BLAS among them), in order with this process's own — an in-process CPU device's scal
+/// issued between two of the worker's operations lands between them — and the device's
+/// metrics count them.
+fn the_timeline_crosses_processes(config: DeviceConfig) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    Box::pin(async move {
+        use atomr_accel_cuda::observability::{enable_timeline, take_timeline};
+        let (sys, dev) = open(config).await;
+        let mut local_config = DeviceConfig::cpu();
+        local_config.device_id = 7;
+        let local = Device::open(&sys, local_config).await.unwrap();
+        let _ = take_timeline();
+        enable_timeline(true);
+        let x = dev.upload(rand_vec(4096)).await.unwrap();
+        let y = dev.alloc::<f64>(4096).await.unwrap();
+        dev.axpy(2.0, &x, &y).await.unwrap();
+        let lx = local.upload(rand_vec(64)).await.unwrap();
+        local.scal(3.0, &lx).await.unwrap();
+        check_sgemm(&dev, 64, 64, 64).await;
+        dev.download(&y).await.unwrap();
+        enable_timeline(false);
+        let events = take_timeline();
+        let start = |name: &str, device: usize| {
+            events
+                .iter()
+                .find(|e| e.name == name && e.device == device)
+                .unwrap_or_else(|| panic!("no {name} of device {device} on the timeline: {events:?}"))
+                .start_us
+        };
+        let worker_device = 0; // the ordinal of `cpu()` and `gpu()`
+        let (axpy, scal, gemm) = (
+            start("axpy<f64>", worker_device),
+            start("scal<f64>", 7),
+            start("gemm<f32>", worker_device),
+        );
+        assert!(
+            axpy < scal && scal < gemm,
+            "one clock: axpy {axpy} < scal {scal} < gemm {gemm}"
+        );
+        for copy in ["htod<f64>", "dtoh<f64>", "htod<f32>", "dtoh<f32>"] {
+            assert!(
+                events
+                    .iter()
+                    .any(|e| e.name == copy && e.lane == "copy" && e.device == worker_device),
+                "{copy} is on the timeline"
+            );
+        }
+        let latency = dev.metrics().await.unwrap().latency;
+        assert!(
+            latency.count() >= 6,
+            "the worker's operations in the metrics: {}",
+            latency.count()
+        );
+        dev.stop().await;
+    })
+}
+
 fn dropped_buffers_are_freed_in_the_worker(config: DeviceConfig) -> Pin<Box<dyn Future<Output = ()> + Send>> {
     Box::pin(async move {
         let (_sys, dev) = open(config).await;
@@ -829,6 +887,18 @@ fn main() {
             false,
         ),
         ("gpu::round_trip", gpu_round_trip, gpu, true),
+        (
+            "cpu::the_timeline_crosses_processes",
+            the_timeline_crosses_processes,
+            cpu,
+            false,
+        ),
+        (
+            "gpu::the_timeline_crosses_processes",
+            the_timeline_crosses_processes,
+            gpu,
+            true,
+        ),
         (
             "gpu::actor_gpus_have_streams_of_their_own",
             actor_gpus_have_streams_of_their_own_in_the_worker,

@@ -17,6 +17,7 @@ use crate::gpu_ref::{with_operands, GpuRef, Region, RegionMut, Storage};
 use crate::host::{HostMem, PinnedBuf, Uploaded};
 use crate::launch::LaunchLimits;
 use crate::memory::{Advice, Location};
+use crate::observability::{cpu_op, gpu_timed};
 use crate::stream::{Lane, StreamSource};
 use crate::sys::pinned::PinnedMem;
 
@@ -239,7 +240,10 @@ impl ContextCore {
         {
             let mut s = r.lock();
             match s.region_mut() {
-                RegionMut::Cpu(v) => v.copy_from_slice(data),
+                RegionMut::Cpu(v) => {
+                    let _timed = cpu_op(self.device_id(), "copy", format!("htod<{}>", T::NAME));
+                    v.copy_from_slice(data)
+                }
                 RegionMut::Cuda(mut dst) => self.htod(data, &mut dst)?,
             }
         }
@@ -258,7 +262,10 @@ impl ContextCore {
             )));
         }
         match dst.lock().region_mut() {
-            RegionMut::Cpu(v) => v.copy_from_slice(data),
+            RegionMut::Cpu(v) => {
+                let _timed = cpu_op(self.device_id(), "copy", format!("htod<{}>", T::NAME));
+                v.copy_from_slice(data)
+            }
             RegionMut::Cuda(mut d) => self.htod(data, &mut d)?,
         }
         Ok(self.done())
@@ -269,7 +276,10 @@ impl ContextCore {
         self.check(src)?;
         let s = src.lock();
         match s.region() {
-            Region::Cpu(v) => Ok(Deferred::Now(v.to_vec())),
+            Region::Cpu(v) => {
+                let _timed = cpu_op(self.device_id(), "copy", format!("dtoh<{}>", T::NAME));
+                Ok(Deferred::Now(v.to_vec()))
+            }
             Region::Cuda(d) => Ok(Deferred::Now(self.dtoh(&d)?)),
         }
     }
@@ -320,7 +330,10 @@ impl ContextCore {
     /// be a peer GPU's: peer access is enabled first where the driver offers it).
     fn copy_region<T: DTypeBase>(&self, src: Region<'_, T>, dst: RegionMut<'_, T>) -> Result<(), GpuError> {
         match (src, dst) {
-            (Region::Cpu(a), RegionMut::Cpu(b)) => b.copy_from_slice(a),
+            (Region::Cpu(a), RegionMut::Cpu(b)) => {
+                let _timed = cpu_op(self.device_id(), "copy", format!("dtod<{}>", T::NAME));
+                b.copy_from_slice(a)
+            }
             (Region::Cuda(a), RegionMut::Cuda(mut b)) => {
                 let c = self.cuda()?;
                 let peer = a.stream().context();
@@ -329,7 +342,14 @@ impl ContextCore {
                 {
                     crate::sys::peer::enable_peer_access(&c.ctx, peer).map_err(|e| self.observe(e))?;
                 }
-                c.stream.memcpy_dtod(&a, &mut b).map_err(|e| self.observe(e))?;
+                gpu_timed(
+                    &c.stream,
+                    self.device_id(),
+                    "copy",
+                    format!("dtod<{}>", T::NAME),
+                    || c.stream.memcpy_dtod(&a, &mut b),
+                )
+                .map_err(|e| self.observe(GpuError::from(e)))?;
             }
             _ => return Err(GpuError::invalid("copy between a CPU and a CUDA buffer")),
         }
@@ -511,10 +531,17 @@ impl ContextCore {
     /// of the pool from two chunks up (`staging.rs`), else cudarc's pageable copy.
     fn htod<T: DTypeBase>(&mut self, data: &[T], dst: &mut CudaViewMut<'_, T>) -> Result<(), GpuError> {
         let stream = self.cuda_stream()?;
-        let r = match self.staging::<T>(data.len()) {
-            Some(mut bufs) => staging::htod(&mut bufs, &stream, data, dst),
-            None => stream.memcpy_htod(data, dst).map_err(GpuError::from),
-        };
+        let staged = self.staging::<T>(data.len());
+        let r = gpu_timed(
+            &stream,
+            self.device_id(),
+            "copy",
+            format!("htod<{}>", T::NAME),
+            || match staged {
+                Some(mut bufs) => staging::htod(&mut bufs, &stream, data, dst),
+                None => stream.memcpy_htod(data, dst).map_err(GpuError::from),
+            },
+        );
         r.map_err(|e| self.observe(e))
     }
 
@@ -522,10 +549,17 @@ impl ContextCore {
     /// (cudarc's pageable copy synchronises the stream before returning).
     fn dtoh<T: DTypeBase>(&mut self, src: &CudaView<'_, T>) -> Result<Vec<T>, GpuError> {
         let stream = self.cuda_stream()?;
-        let r = match self.staging::<T>(src.len()) {
-            Some(mut bufs) => staging::dtoh(&mut bufs, &stream, src),
-            None => stream.clone_dtoh(src).map_err(GpuError::from),
-        };
+        let staged = self.staging::<T>(src.len());
+        let r = gpu_timed(
+            &stream,
+            self.device_id(),
+            "copy",
+            format!("dtoh<{}>", T::NAME),
+            || match staged {
+                Some(mut bufs) => staging::dtoh(&mut bufs, &stream, src),
+                None => stream.clone_dtoh(src).map_err(GpuError::from),
+            },
+        );
         r.map_err(|e| self.observe(e))
     }
 

@@ -18,6 +18,7 @@ use crate::backend::state::{DeviceInfo, DeviceShared, Status};
 use crate::device::route::Routed;
 use crate::error::GpuError;
 use crate::gpu_ref::BufferOwner;
+use crate::observability::{decode_events, register_remote, RemoteTimeline, TimelineEvent};
 use crate::wire::arena::{io_error, Arena, Lease};
 use crate::wire::frame::{self, Kind};
 use crate::wire::{ClientCtx, Reader, ReplySlot, Side, Wire, Writer};
@@ -51,6 +52,8 @@ pub(crate) struct LinkShared {
     pid: u32,
     /// Told once, when the worker is gone (with why).
     on_death: Mutex<Option<OnDeath>>,
+    /// Askers of the worker's timeline, by number, waiting for its `TimelineEvents`.
+    timeline_askers: Mutex<HashMap<u64, std::sync::mpsc::Sender<Vec<TimelineEvent>>>>,
 }
 
 impl LinkShared {
@@ -95,7 +98,11 @@ impl LinkShared {
             child: Mutex::new(Some(child)),
             pid,
             on_death: Mutex::new(Some(on_death)),
+            timeline_askers: Mutex::new(HashMap::new()),
         });
+        // The worker times its operations whenever this process does.
+        let remote: std::sync::Weak<dyn RemoteTimeline> = Arc::downgrade(&link) as _;
+        register_remote(remote);
         let (ready_tx, ready_rx) = oneshot::channel();
         let l2 = link.clone();
         std::thread::Builder::new()
@@ -226,7 +233,26 @@ impl LinkShared {
                     }
                     fault = Some(e);
                 }
-                Kind::Request | Kind::Free | Kind::Release | Kind::OriginClosed => {
+                Kind::TimelineEvents => {
+                    let events = decode_events(&payload).unwrap_or_else(|e| {
+                        tracing::warn!(error = %e, "the worker's timeline did not decode");
+                        vec![]
+                    });
+                    let asker = self
+                        .timeline_askers
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(&id);
+                    if let Some(asker) = asker {
+                        let _ = asker.send(events);
+                    }
+                }
+                Kind::Request
+                | Kind::Free
+                | Kind::Release
+                | Kind::OriginClosed
+                | Kind::Timeline
+                | Kind::TimelineTake => {
                     tracing::warn!(?kind, "the worker sent a user-side frame; ignored");
                 }
             }
@@ -380,6 +406,39 @@ fn spawn_child(iso: &IsolationConfig, spec: &str, fds: [i32; 3]) -> Result<Child
     }
     cmd.spawn()
         .map_err(|e| io_error(&format!("starting the worker {}", program.display()), e))
+}
+
+/// The worker's timed operations join this process's timeline.
+impl RemoteTimeline for LinkShared {
+    fn set_enabled(&self, on: bool) {
+        self.send_unless_dead(Kind::Timeline, on as u64);
+    }
+
+    /// Asks the worker and waits (up to 5 s) for its answer; a worker that is gone or
+    /// silent contributes nothing (its operations went with it).
+    fn take(&self) -> Vec<TimelineEvent> {
+        if self.lock_requests().dead.is_some() {
+            return vec![];
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.timeline_askers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, tx);
+        let answer = self
+            .send_frame(Kind::TimelineTake, id, &[])
+            .ok()
+            .and_then(|()| rx.recv_timeout(Duration::from_secs(5)).ok());
+        self.timeline_askers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id);
+        answer.unwrap_or_else(|| {
+            tracing::debug!(pid = self.pid, "no timeline from the worker (gone, or silent for 5 s)");
+            vec![]
+        })
+    }
 }
 
 /// Buffers of this worker held in the user process.

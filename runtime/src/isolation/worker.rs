@@ -205,6 +205,15 @@ fn serve_requests(serve: &Arc<Serve>, mut socket: UnixStream, rt: &tokio::runtim
                 }
             }
             Kind::Free => serve.ctx.release(id),
+            Kind::Timeline => crate::observability::enable_timeline(id != 0),
+            Kind::TimelineTake => {
+                // Resolving waits for GPU work still running: not on the reading thread.
+                let s = serve.clone();
+                rt.spawn_blocking(move || {
+                    let events = crate::observability::take_timeline_monotonic();
+                    s.send(Kind::TimelineEvents, id, &crate::observability::encode_events(&events));
+                });
+            }
             Kind::OriginClosed => {
                 serve.origins.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
             }
@@ -215,7 +224,7 @@ fn serve_requests(serve: &Arc<Serve>, mut socket: UnixStream, rt: &tokio::runtim
                     serve.ctx.replies.release(offset, len);
                 }
             }
-            Kind::Ready | Kind::StartFailed | Kind::Reply | Kind::Fault => {}
+            Kind::Ready | Kind::StartFailed | Kind::Reply | Kind::Fault | Kind::TimelineEvents => {}
         }
     }
 }

@@ -4,8 +4,10 @@
 //!   the actor's path and the message's name (`gemm<f32>`, `launch`, …); install any
 //!   `tracing` subscriber to see them (field `handler`).
 //! - **Timeline**: with [`enable_timeline`], GPU operations (kernel and module launches,
-//!   GEMMs, solver calls, graph replays) are bracketed by CUDA events on their stream,
-//!   and CPU-device operations timed on the host; [`take_timeline`] returns them and
+//!   GEMMs and matmuls, level-1 BLAS, solver calls, FFTs, RNG fills, graph replays, host
+//!   ↔ device copies) are bracketed by CUDA events on their stream, and CPU-device
+//!   operations timed on the host; isolated devices' workers time theirs too and hand
+//!   them over on the machine's monotonic clock; [`take_timeline`] returns them all and
 //!   [`chrome_trace_json`] writes the Chrome / Perfetto trace format (open it in
 //!   `chrome://tracing` or ui.perfetto.dev): one process per device, one track per actor.
 //! - **Metrics**: `Device::metrics` — requests in flight (the queue depth placement uses),
@@ -29,6 +31,7 @@ pub use interrupts::gpu_interrupts;
 pub use svg::svg_latency_plot;
 pub use timeline::{chrome_trace_json, enable_timeline, take_timeline, timeline_enabled, TimelineEvent};
 pub(crate) use timeline::{cpu_op, gpu_timed, histogram_of};
+pub(crate) use timeline::{decode_events, encode_events, register_remote, take_timeline_monotonic, RemoteTimeline};
 
 /// A snapshot of one device's state and activity.
 #[derive(Debug, Clone)]

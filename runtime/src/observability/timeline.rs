@@ -1,5 +1,8 @@
-//! The process-wide timeline: GPU operations bracketed by CUDA events, CPU-device
-//! operations timed on the host, resolved into [`TimelineEvent`]s when asked for.
+//! The process's timeline: GPU operations bracketed by CUDA events, CPU-device operations
+//! timed on the host, resolved into [`TimelineEvent`]s when asked for — with the
+//! operations of isolated devices' workers merged in ([`RemoteTimeline`]: each worker
+//! times its own and hands them over, on the machine's monotonic clock, which every
+//! process shares).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -46,8 +49,9 @@ struct Epoch {
 
 #[derive(Default)]
 struct State {
-    /// Host time origin (the first enable).
-    origin: Option<Instant>,
+    /// Host time origin (the first enable), and the same moment on the machine's
+    /// monotonic clock.
+    origin: Option<(Instant, f64)>,
     /// Per CUDA context (by address).
     epochs: HashMap<usize, Arc<Epoch>>,
     pending: Vec<Pending>,
@@ -64,13 +68,50 @@ fn lock() -> std::sync::MutexGuard<'static, State> {
     state().lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Turns operation timing on or off for the whole process (off by default).
+/// Where timed operations of another process come from: an isolated device's worker.
+pub(crate) trait RemoteTimeline: Send + Sync {
+    /// Times operations from now on, or stops.
+    fn set_enabled(&self, on: bool);
+    /// The operations timed so far (and forgets them), starts on the machine's
+    /// monotonic clock ([`crate::sys::monotonic_us`]).
+    fn take(&self) -> Vec<TimelineEvent>;
+}
+
+/// The live remote sources.
+fn remotes() -> &'static Mutex<Vec<std::sync::Weak<dyn RemoteTimeline>>> {
+    static REMOTES: OnceLock<Mutex<Vec<std::sync::Weak<dyn RemoteTimeline>>>> = OnceLock::new();
+    REMOTES.get_or_init(Default::default)
+}
+
+/// The remote sources still alive (the dead ones dropped).
+fn live_remotes() -> Vec<Arc<dyn RemoteTimeline>> {
+    let mut r = remotes().lock().unwrap_or_else(|p| p.into_inner());
+    r.retain(|w| w.strong_count() > 0);
+    r.iter().filter_map(|w| w.upgrade()).collect()
+}
+
+/// Adds a worker's timeline to this process's (told at once whether to time).
+pub(crate) fn register_remote(remote: std::sync::Weak<dyn RemoteTimeline>) {
+    if timeline_enabled() {
+        if let Some(r) = remote.upgrade() {
+            r.set_enabled(true);
+        }
+    }
+    remotes().lock().unwrap_or_else(|p| p.into_inner()).push(remote);
+}
+
+/// Turns operation timing on or off for the whole process — and for the workers of its
+/// isolated devices (off by default).
 pub fn enable_timeline(on: bool) {
     if on {
         let mut s = lock();
-        s.origin.get_or_insert_with(Instant::now);
+        s.origin
+            .get_or_insert_with(|| (Instant::now(), crate::sys::monotonic_us()));
     }
     ENABLED.store(on, Ordering::Release);
+    for r in live_remotes() {
+        r.set_enabled(on);
+    }
 }
 
 /// True while operations are timed.
@@ -79,8 +120,16 @@ pub fn timeline_enabled() -> bool {
 }
 
 fn since_origin(s: &mut State, t: Instant) -> f64 {
-    let origin = *s.origin.get_or_insert(t);
+    let (origin, _) = *s
+        .origin
+        .get_or_insert_with(|| (t, crate::sys::monotonic_us() - t.elapsed().as_secs_f64() * 1e6));
     t.saturating_duration_since(origin).as_secs_f64() * 1e6
+}
+
+/// The origin on the machine's monotonic clock.
+fn origin_monotonic(s: &mut State) -> f64 {
+    since_origin(s, Instant::now());
+    s.origin.expect("set just now").1
 }
 
 fn finish(s: &mut State, e: TimelineEvent) {
@@ -111,14 +160,91 @@ fn resolve() -> std::sync::MutexGuard<'static, State> {
             Err(e) => tracing::debug!(error = %e, op = %p.name, "timeline: operation not timed"),
         }
     }
+    // Workers' operations, each asked without holding the lock (it waits for them).
+    let remote: Vec<TimelineEvent> = live_remotes().iter().flat_map(|r| r.take()).collect();
     let mut s = lock();
     resolved.into_iter().for_each(|e| finish(&mut s, e));
+    let origin = origin_monotonic(&mut s);
+    for mut e in remote {
+        e.start_us -= origin;
+        finish(&mut s, e);
+    }
     s
 }
 
-/// The events timed so far (and clears them); pending GPU operations are waited for.
+/// The events timed so far (and clears them), in order of their start — this process's
+/// and its isolated devices' workers' on one clock; pending GPU operations are waited
+/// for.
 pub fn take_timeline() -> Vec<TimelineEvent> {
-    std::mem::take(&mut resolve().done)
+    let mut events = std::mem::take(&mut resolve().done);
+    events.sort_by(|a, b| a.start_us.total_cmp(&b.start_us));
+    events
+}
+
+/// As [`take_timeline`], with starts on the machine's monotonic clock: what a worker
+/// hands its user process.
+pub(crate) fn take_timeline_monotonic() -> Vec<TimelineEvent> {
+    let mut s = resolve();
+    let origin = origin_monotonic(&mut s);
+    let mut events = std::mem::take(&mut s.done);
+    events.iter_mut().for_each(|e| e.start_us += origin);
+    events
+}
+
+/// An event as it crosses between processes (its lane by name).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct EventOnWire {
+    name: String,
+    device: usize,
+    lane: String,
+    start_us: f64,
+    dur_us: f64,
+}
+
+/// `events` as JSON, to cross to another process.
+pub(crate) fn encode_events(events: &[TimelineEvent]) -> Vec<u8> {
+    let wire: Vec<EventOnWire> = events
+        .iter()
+        .map(|e| EventOnWire {
+            name: e.name.clone(),
+            device: e.device,
+            lane: e.lane.to_string(),
+            start_us: e.start_us,
+            dur_us: e.dur_us,
+        })
+        .collect();
+    serde_json::to_vec(&wire).expect("timeline events serialise")
+}
+
+/// Events written by [`encode_events`] (in another process).
+pub(crate) fn decode_events(bytes: &[u8]) -> Result<Vec<TimelineEvent>, String> {
+    let wire: Vec<EventOnWire> = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    Ok(wire
+        .into_iter()
+        .map(|e| TimelineEvent {
+            name: e.name,
+            device: e.device,
+            lane: intern(&e.lane),
+            start_us: e.start_us,
+            dur_us: e.dur_us,
+        })
+        .collect())
+}
+
+/// A lane's name as `&'static str`: the runtime's lanes are a handful of names, each
+/// leaked once at most.
+fn intern(lane: &str) -> &'static str {
+    static LANES: OnceLock<Mutex<Vec<&'static str>>> = OnceLock::new();
+    let mut lanes = LANES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    if let Some(l) = lanes.iter().find(|l| **l == lane) {
+        return l;
+    }
+    let l: &'static str = Box::leak(lane.to_string().into_boxed_str());
+    lanes.push(l);
+    l
 }
 
 /// The latency histogram of `device`'s timed operations.

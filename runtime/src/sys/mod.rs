@@ -56,6 +56,15 @@ pub(crate) fn launch_host_fn(stream: &Arc<CudaStream>, f: Box<dyn FnOnce() + Sen
     Ok(())
 }
 
+/// Microseconds on the machine's monotonic clock (`CLOCK_MONOTONIC`): one clock for every
+/// process of the machine, so timelines of a user process and its workers line up.
+pub(crate) fn monotonic_us() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid timespec to write; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as f64 * 1e6 + ts.tv_nsec as f64 / 1e3
+}
+
 /// True if the CUDA driver library can be loaded. cudarc's dynamic loading panics on
 /// first use when it cannot, so the runtime asks first.
 pub(crate) fn cuda_driver_present() -> bool {

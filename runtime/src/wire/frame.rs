@@ -15,6 +15,11 @@ pub(crate) enum Kind {
     Release = 3,
     /// User → worker: the `ActorGpu` numbered `id` is gone (`device::origin`).
     OriginClosed = 4,
+    /// User → worker: time operations (`id` 1) or stop (`id` 0), as the user process's
+    /// `observability::enable_timeline` says.
+    Timeline = 5,
+    /// User → worker: send the operations timed so far (`id`: the asker's number).
+    TimelineTake = 6,
     /// Worker → user: the device is open (payload: `DeviceInfo` as JSON).
     Ready = 10,
     /// Worker → user: the device failed to open (payload: the `GpuError`).
@@ -23,6 +28,9 @@ pub(crate) enum Kind {
     Reply = 12,
     /// Worker → user: a sticky fault; the worker exits (payload: the `GpuError`).
     Fault = 13,
+    /// Worker → user: the answer to `TimelineTake` `id` (payload: the events as JSON,
+    /// starts on the machine's monotonic clock).
+    TimelineEvents = 14,
 }
 
 impl Kind {
@@ -32,10 +40,13 @@ impl Kind {
             2 => Kind::Free,
             3 => Kind::Release,
             4 => Kind::OriginClosed,
+            5 => Kind::Timeline,
+            6 => Kind::TimelineTake,
             10 => Kind::Ready,
             11 => Kind::StartFailed,
             12 => Kind::Reply,
             13 => Kind::Fault,
+            14 => Kind::TimelineEvents,
             _ => return None,
         })
     }

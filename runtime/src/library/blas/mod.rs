@@ -144,8 +144,8 @@ impl<T: BlasBase> Gemv<T> {
 }
 
 /// `"gemm<f32>"`, for the timeline.
-fn gemm_name<T: DTypeBase>() -> String {
-    format!("gemm<{}>", T::NAME)
+fn op_name<T: DTypeBase>(op: &str) -> String {
+    format!("{op}<{}>", T::NAME)
 }
 
 /// Enqueues one GEMM (strided-batched when `batch.count > 1`) on `blas`'s stream, over
@@ -266,7 +266,7 @@ impl BlasCore {
         let (g, batch) = (*g, *batch);
         match (&self.engine, a, b, c) {
             (BlasEngine::Cpu, Region::Cpu(av), Region::Cpu(bv), RegionMut::Cpu(cv)) => {
-                let _timed = cpu_op(self.shared.config.device_id, "blas", gemm_name::<T>());
+                let _timed = cpu_op(self.shared.config.device_id, "blas", op_name::<T>("gemm"));
                 cpu_gemm(&g, &batch, av, bv, cv);
                 Ok(Deferred::Now(()))
             }
@@ -282,7 +282,7 @@ impl BlasCore {
                 RegionMut::Cuda(mut cv),
             ) => {
                 let device = self.shared.config.device_id;
-                let r = gpu_timed(stream, device, "blas", gemm_name::<T>(), || {
+                let r = gpu_timed(stream, device, "blas", op_name::<T>("gemm"), || {
                     enqueue_gemm(blas, &g, &batch, &av, &bv, &mut cv)
                 });
                 r.map_err(|e| self.library_failure(stream, e.into()))?;
@@ -323,6 +323,7 @@ impl BlasCore {
     ) -> Result<Deferred<()>, GpuError> {
         match (&self.engine, a, x, y) {
             (BlasEngine::Cpu, Region::Cpu(av), Region::Cpu(xv), RegionMut::Cpu(yv)) => {
+                let _timed = cpu_op(self.shared.config.device_id, "blas", op_name::<T>("gemv"));
                 let (nx, ny) = g.vector_lengths();
                 for (i, out) in yv.iter_mut().step_by(g.incy).take(ny).enumerate() {
                     let mut acc = T::from_f64(0.0);
@@ -360,7 +361,14 @@ impl BlasCore {
                     beta: g.beta,
                     incy: g.incy as i32,
                 };
-                T::gemv(blas, cfg, &av, &xv, &mut yv).map_err(|e| self.library_failure(stream, e))?;
+                gpu_timed(
+                    stream,
+                    self.shared.config.device_id,
+                    "blas",
+                    op_name::<T>("gemv"),
+                    || T::gemv(blas, cfg, &av, &xv, &mut yv),
+                )
+                .map_err(|e| self.library_failure(stream, e))?;
                 Ok(self.pending(completer.done(stream)))
             }
             _ => Err(invalid("buffers of another backend".into())),
@@ -392,6 +400,7 @@ impl BlasCore {
     ) -> Result<Deferred<()>, GpuError> {
         match (&self.engine, x, y) {
             (BlasEngine::Cpu, Region::Cpu(xv), RegionMut::Cpu(yv)) => {
+                let _timed = cpu_op(self.shared.config.device_id, "blas", op_name::<T>("axpy"));
                 for (yi, xi) in yv.iter_mut().zip(xv) {
                     *yi = alpha.mul_add(*xi, *yi);
                 }
@@ -407,7 +416,14 @@ impl BlasCore {
                 Region::Cuda(xv),
                 RegionMut::Cuda(mut yv),
             ) => {
-                T::axpy(blas, stream, alpha, &xv, &mut yv).map_err(|e| self.library_failure(stream, e))?;
+                gpu_timed(
+                    stream,
+                    self.shared.config.device_id,
+                    "blas",
+                    op_name::<T>("axpy"),
+                    || T::axpy(blas, stream, alpha, &xv, &mut yv),
+                )
+                .map_err(|e| self.library_failure(stream, e))?;
                 Ok(self.pending(completer.done(stream)))
             }
             _ => Err(invalid("buffers of another backend".into())),
@@ -420,6 +436,7 @@ impl BlasCore {
         let mut sx = x.lock();
         match (&self.engine, sx.region_mut()) {
             (BlasEngine::Cpu, RegionMut::Cpu(xv)) => {
+                let _timed = cpu_op(self.shared.config.device_id, "blas", op_name::<T>("scal"));
                 xv.iter_mut().for_each(|v| *v = *v * alpha);
                 Ok(Deferred::Now(()))
             }
@@ -432,7 +449,14 @@ impl BlasCore {
                 },
                 RegionMut::Cuda(mut xv),
             ) => {
-                T::scal(blas, stream, alpha, &mut xv).map_err(|e| self.library_failure(stream, e))?;
+                gpu_timed(
+                    stream,
+                    self.shared.config.device_id,
+                    "blas",
+                    op_name::<T>("scal"),
+                    || T::scal(blas, stream, alpha, &mut xv),
+                )
+                .map_err(|e| self.library_failure(stream, e))?;
                 Ok(self.pending(completer.done(stream)))
             }
             _ => Err(invalid("a buffer of another backend".into())),
@@ -449,11 +473,12 @@ impl BlasCore {
 
     fn dot_regions<T: Blas1Base>(&self, x: Region<'_, T>, y: Region<'_, T>) -> Result<Deferred<T>, GpuError> {
         match (&self.engine, x, y) {
-            (BlasEngine::Cpu, Region::Cpu(xv), Region::Cpu(yv)) => Ok(Deferred::Now(
+            (BlasEngine::Cpu, Region::Cpu(xv), Region::Cpu(yv)) => Ok(Deferred::Now({
+                let _timed = cpu_op(self.shared.config.device_id, "blas", op_name::<T>("dot"));
                 xv.iter()
                     .zip(yv)
-                    .fold(T::from_f64(0.0), |acc, (a, b)| a.mul_add(*b, acc)),
-            )),
+                    .fold(T::from_f64(0.0), |acc, (a, b)| a.mul_add(*b, acc))
+            })),
             (
                 BlasEngine::Cuda {
                     blas,
@@ -465,7 +490,14 @@ impl BlasCore {
                 Region::Cuda(yv),
             ) => {
                 let mut out = stream.alloc_zeros::<T>(1).map_err(|e| self.shared.observe(e.into()))?;
-                T::dot(blas, stream, &xv, &yv, &mut out).map_err(|e| self.library_failure(stream, e))?;
+                gpu_timed(
+                    stream,
+                    self.shared.config.device_id,
+                    "blas",
+                    op_name::<T>("dot"),
+                    || T::dot(blas, stream, &xv, &yv, &mut out),
+                )
+                .map_err(|e| self.library_failure(stream, e))?;
                 Ok(self.scalar_result(completer.done(stream), stream.clone(), out))
             }
             _ => Err(invalid("buffers of another backend".into())),
@@ -477,9 +509,10 @@ impl BlasCore {
         self.check(x)?;
         let sx = x.lock();
         match (&self.engine, sx.region()) {
-            (BlasEngine::Cpu, Region::Cpu(xv)) => Ok(Deferred::Now(
-                xv.iter().fold(T::from_f64(0.0), |acc, a| a.mul_add(*a, acc)).sqrt(),
-            )),
+            (BlasEngine::Cpu, Region::Cpu(xv)) => Ok(Deferred::Now({
+                let _timed = cpu_op(self.shared.config.device_id, "blas", op_name::<T>("nrm2"));
+                xv.iter().fold(T::from_f64(0.0), |acc, a| a.mul_add(*a, acc)).sqrt()
+            })),
             (
                 BlasEngine::Cuda {
                     blas,
@@ -490,7 +523,14 @@ impl BlasCore {
                 Region::Cuda(xv),
             ) => {
                 let mut out = stream.alloc_zeros::<T>(1).map_err(|e| self.shared.observe(e.into()))?;
-                T::nrm2(blas, stream, &xv, &mut out).map_err(|e| self.library_failure(stream, e))?;
+                gpu_timed(
+                    stream,
+                    self.shared.config.device_id,
+                    "blas",
+                    op_name::<T>("nrm2"),
+                    || T::nrm2(blas, stream, &xv, &mut out),
+                )
+                .map_err(|e| self.library_failure(stream, e))?;
                 Ok(self.scalar_result(completer.done(stream), stream.clone(), out))
             }
             _ => Err(invalid("a buffer of another backend".into())),
@@ -506,6 +546,7 @@ impl BlasCore {
         let sx = x.lock();
         match (&self.engine, sx.region()) {
             (BlasEngine::Cpu, Region::Cpu(xv)) => {
+                let _timed = cpu_op(self.shared.config.device_id, "blas", op_name::<T>("iamax"));
                 // The first index of the largest |x|, as cuBLAS picks it.
                 let mut best = 0;
                 for (i, v) in xv.iter().enumerate() {
@@ -527,7 +568,14 @@ impl BlasCore {
                 let mut out = stream
                     .alloc_zeros::<i64>(1)
                     .map_err(|e| self.shared.observe(e.into()))?;
-                T::iamax(blas, stream, &xv, &mut out).map_err(|e| self.library_failure(stream, e))?;
+                gpu_timed(
+                    stream,
+                    self.shared.config.device_id,
+                    "blas",
+                    op_name::<T>("iamax"),
+                    || T::iamax(blas, stream, &xv, &mut out),
+                )
+                .map_err(|e| self.library_failure(stream, e))?;
                 Ok(self
                     .scalar_result(completer.done(stream), stream.clone(), out)
                     .map(|one_based| (one_based - 1) as usize))
