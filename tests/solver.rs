@@ -17,6 +17,7 @@ on_both! {
     qr_gives_orthonormal_q_and_upper_r => qr;
     svd_rebuilds_the_matrix => svd;
     eigh_gives_ascending_eigenpairs => eigh;
+    eigh_reads_either_triangle_and_values_only_and_svd_values => options;
     numerical_failures_are_typed_errors => numerical;
     calls_in_flight_report_their_own_info => info_in_flight;
     bad_input_is_a_typed_error => bad_input;
@@ -240,6 +241,73 @@ async fn eigh_typed<T: SolverScalar>(d: &Device) {
         assert!(e < tol::<T>() * 5.0, "{} eigh {n}: A·V vs V·Λ {e:e}", T::NAME);
         assert!(orthonormality(&v, n, n) < tol::<T>(), "VᵀV");
     }
+}
+
+/// `Eigh::upper()` reads the upper triangle (the lower holds noise); values-only modes
+/// (`Eigh::values_only()`, `svd_values`) give the same values as the full routines.
+async fn options_typed<T: SolverScalar>(d: &Device) {
+    let n = 33;
+    let r = rand_vec(n * n);
+    let sym: Vec<f64> = (0..n * n)
+        .map(|i| {
+            let (row, col) = (i % n, i / n);
+            r[row.max(col) * n + row.min(col)]
+        })
+        .collect();
+    let noise = rand_vec(n * n);
+    let upper_given: Vec<f64> = (0..n * n)
+        .map(|i| if i % n > i / n { noise[i] } else { sym[i] })
+        .collect();
+    let symt: Vec<f64> = to::<T>(&sym).iter().map(|x| x.to_f64()).collect();
+    let a = d.upload(to::<T>(&upper_given)).await.unwrap();
+    let w = d.alloc::<T>(n).await.unwrap();
+    d.eigh_into(&a, &w, n, Eigh::default().upper()).await.unwrap();
+    let (v, wv) = (back(d, &a).await, back(d, &w).await);
+    let av = mul(&symt, &v, n, n, n, false);
+    let vw: Vec<f64> = (0..n * n).map(|i| v[i] * wv[i / n]).collect();
+    let e = rel_err(&av, &vw);
+    assert!(e < tol::<T>() * 5.0, "{} eigh (upper) {n}: A·V vs V·Λ {e:e}", T::NAME);
+    for how in [Eigh::values_only().upper(), Eigh::values_only()] {
+        let given = if how.triangle == Triangle::Upper {
+            &upper_given
+        } else {
+            &sym
+        };
+        let a = d.upload(to::<T>(given)).await.unwrap();
+        d.eigh_into(&a, &w, n, how).await.unwrap();
+        let e = rel_err(&back(d, &w).await, &wv);
+        assert!(
+            e < tol::<T>() * 5.0,
+            "{} eigenvalues only ({how:?}) vs with vectors: {e:e}",
+            T::NAME
+        );
+    }
+    for (m, k) in [(40, 17), (9, 9)] {
+        let a = d.upload(to::<T>(&random(m, k))).await.unwrap();
+        let full = d.svd(&a, m, k).await.unwrap();
+        let s = d.alloc::<T>(k).await.unwrap();
+        d.svd_values(&a, &s, m, k).await.unwrap();
+        let e = rel_err(&back(d, &s).await, &back(d, &full.s).await);
+        assert!(
+            e < tol::<T>(),
+            "{} singular values only {m}×{k} vs the full SVD: {e:e}",
+            T::NAME
+        );
+    }
+    let s = d.alloc::<T>(8).await.unwrap();
+    let wide = d.upload(to::<T>(&random(4, 8))).await.unwrap();
+    assert!(matches!(
+        d.svd_values(&wide, &s, 4, 8).await,
+        Err(GpuError::InvalidArgument(_))
+    ));
+}
+
+async fn options(config: DeviceConfig) {
+    let sys = ActorSystem::new("solver-options");
+    let d = Device::open(&sys, config).await.unwrap();
+    options_typed::<f32>(&d).await;
+    options_typed::<f64>(&d).await;
+    sys.shutdown().await;
 }
 
 async fn eigh(config: DeviceConfig) {

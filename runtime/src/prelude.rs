@@ -19,6 +19,7 @@ pub use crate::library::blas::matmul::{Activation, Compute, Epilogue, Matmul, Ma
 pub use crate::library::blas::{Batch, Gemm, Gemv};
 pub use crate::library::fft::FftShape;
 pub use crate::library::rng::RngKind;
+pub use crate::library::solver::{Eigh, Triangle};
 pub use crate::memory::{Advice, Location};
 pub use crate::pipeline::Pipeline;
 pub use crate::placement::{DeviceLoad, Placement, PlacementActor, PlacementActorRef, PlacementPolicy};

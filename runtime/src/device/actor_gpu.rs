@@ -36,6 +36,7 @@ use crate::library::rng::RngKind;
 use crate::library::rng::{RngActor, DEFAULT_SEED};
 use crate::library::seed::LibrarySeed;
 use crate::library::shell::Library;
+use crate::library::solver::Eigh;
 use crate::library::solver::SolverActor;
 
 use super::bounds::{Blas1Scalar, BlasScalar, FftScalar, RandomScalar, SolverScalar};

@@ -84,7 +84,8 @@ impl Device {
     /// eigenvalue k).
     pub async fn eigh<T: SolverScalar>(&self, a: &GpuRef<T>, n: usize) -> Result<GpuRef<T>, GpuError> {
         let w = self.alloc::<T>(elements(n, 1)?).await?;
-        self.eigh_into(a, &w, n).await?;
+        self.eigh_into(a, &w, n, crate::library::solver::Eigh::default())
+            .await?;
         Ok(w)
     }
 }

@@ -16,6 +16,7 @@ use crate::library::blas::matmul::{Epilogue, Matmul, MatmulBuffer};
 use crate::library::blas::{Batch, Gemm, Gemv};
 use crate::library::fft::FftShape;
 use crate::library::rng::RngKind;
+use crate::library::solver::Eigh;
 use crate::memory::{Advice, Location};
 use crate::wire::HostData;
 

@@ -109,6 +109,12 @@ cusolver_float! {
         cusolverDnDsyevd_bufferSize cusolverDnDsyevd;
 }
 
+/// A device pointer and its guard as `(address, Some(guard))`, beside `(0, None)` for an
+/// argument a routine is told not to touch.
+fn ptr<G>((p, g): (CUdeviceptr, G)) -> (CUdeviceptr, Option<G>) {
+    (p, Some(g))
+}
+
 fn check(s: Status) -> Result<(), GpuError> {
     s.result().map_err(|e| GpuError::Library {
         lib: Lib::Cusolver,
@@ -439,23 +445,23 @@ impl Dense {
         })
     }
 
-    /// Thin SVD of the m×n matrix `a` (m ≥ n; destroyed): `s` (n, descending), `u`
-    /// (m×n), `vt` (n×n) (`gesvd`, jobu = 'S', jobvt = 'A').
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn gesvd<T: CusolverFloat>(
+    /// Thin SVD of the m×n matrix `a` (m ≥ n; destroyed): `s` (n, descending) and, when
+    /// `vectors` is given, `u` (m×n) and `vt` (n×n) (`gesvd`, jobu = 'S', jobvt = 'A';
+    /// without them 'N', 'N': the singular values only).
+    pub(crate) fn gesvd<T: CusolverFloat, U: DevicePtrMut<T>, V: DevicePtrMut<T>>(
         &self,
-        m: usize,
-        n: usize,
+        (m, n): (usize, usize),
         a: &mut impl DevicePtrMut<T>,
         s_out: &mut impl DevicePtrMut<T>,
-        u: &mut impl DevicePtrMut<T>,
-        vt: &mut impl DevicePtrMut<T>,
+        vectors: Option<(&mut U, &mut V)>,
         info: &mut MappedCell<i32>,
     ) -> Result<(), GpuError> {
         fits(a, m * n, "A")?;
         fits(s_out, n, "S")?;
-        fits(u, m * n, "U")?;
-        fits(vt, n * n, "Vᵀ")?;
+        if let Some((u, vt)) = &vectors {
+            fits(*u, m * n, "U")?;
+            fits(*vt, n * n, "Vᵀ")?;
+        }
         let (mi, ni) = (int(m, "m")?, int(n, "n")?);
         let s = &self.stream;
         let lwork = self.lwork::<T>("gesvd", [mi, ni], |lw| {
@@ -466,18 +472,21 @@ impl Dense {
         let mut rwork = self.scratch::<T>(n)?;
         let (pa, _ga) = a.device_ptr_mut(s);
         let (ps, _gs) = s_out.device_ptr_mut(s);
-        let (pu, _gu) = u.device_ptr_mut(s);
-        let (pv, _gv) = vt.device_ptr_mut(s);
+        let (jobs, (pu, _gu), (pv, _gv)) = match vectors {
+            Some((u, vt)) => ((b'S', b'A'), ptr(u.device_ptr_mut(s)), ptr(vt.device_ptr_mut(s))),
+            None => ((b'N', b'N'), (0, None), (0, None)),
+        };
         let (pr, _gr) = rwork.device_ptr_mut(s);
         let pi = info.device_ptr();
-        // SAFETY: A m·n (lda = m), S n, U m·n (ldu = m, jobu 'S' writes n columns), Vᵀ n·n
-        // (ldvt = n), workspace lwork, rwork n ≥ min(m, n) − 1 (the unconverged
-        // superdiagonal when info > 0), info 1 (checked).
+        // SAFETY: A m·n (lda = m), S n, U m·n (ldu = m, jobu 'S' writes n columns) and Vᵀ
+        // n·n (ldvt = n) when asked for — with jobu = jobvt = 'N' cuSOLVER touches neither
+        // (null, valid leading dimensions) —, workspace lwork, rwork n ≥ min(m, n) − 1 (the
+        // unconverged superdiagonal when info > 0), info 1 (checked).
         check(unsafe {
             (T::FNS.gesvd)(
                 self.handle.cu(),
-                b'S' as c_schar,
-                b'A' as c_schar,
+                jobs.0 as c_schar,
+                jobs.1 as c_schar,
                 mi,
                 ni,
                 pa as *mut T,
@@ -495,11 +504,12 @@ impl Dense {
         })
     }
 
-    /// Eigenvalues (ascending, into `w`) and eigenvectors (the columns of `a`, in place)
-    /// of the symmetric n×n matrix `a`, read from its lower triangle (`syevd`).
+    /// Eigenvalues (ascending, into `w`) and, with `vectors`, eigenvectors (the columns
+    /// of `a`, in place; without, `a` is overwritten) of the symmetric n×n matrix `a`,
+    /// read from its `upper` or lower triangle (`syevd`).
     pub(crate) fn syevd<T: CusolverFloat>(
         &self,
-        n: usize,
+        (n, vectors, upper): (usize, bool, bool),
         a: &mut impl DevicePtrMut<T>,
         w: &mut impl DevicePtrMut<T>,
         info: &mut MappedCell<i32>,
@@ -508,7 +518,16 @@ impl Dense {
         fits(w, n, "W")?;
         let ni = int(n, "n")?;
         let s = &self.stream;
-        let (mode, lower) = (Eig::CUSOLVER_EIG_MODE_VECTOR, Fill::CUBLAS_FILL_MODE_LOWER);
+        let mode = if vectors {
+            Eig::CUSOLVER_EIG_MODE_VECTOR
+        } else {
+            Eig::CUSOLVER_EIG_MODE_NOVECTOR
+        };
+        let lower = if upper {
+            Fill::CUBLAS_FILL_MODE_UPPER
+        } else {
+            Fill::CUBLAS_FILL_MODE_LOWER
+        };
         let (pa, _ga) = a.device_ptr_mut(s);
         let (pw, _gw) = w.device_ptr_mut(s);
         let lwork = self.lwork::<T>("syevd", [ni, ni], |lw| {

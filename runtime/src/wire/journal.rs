@@ -25,9 +25,11 @@ use crate::gpu_ref::GpuRef;
 /// The journal's format name, on its first line.
 pub const FORMAT: &str = "atomr-accel-cuda journal";
 
-/// The journal's format version: 4 adds GEMV strides, 3 writes each buffer with its
-/// window (views), 2 journals wire frames, 1 listed operations by hand.
-pub const VERSION: u32 = 4;
+/// The journal's format version: 5 adds the FP8 element types (renumbering the
+/// per-dtype messages after them), matmuls and the `eigh` options; 4 GEMV strides, 3
+/// writes each buffer with its window (views), 2 journals wire frames, 1 listed
+/// operations by hand.
+pub const VERSION: u32 = 5;
 
 /// One line of a journal (JSON).
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -131,16 +131,39 @@ pub(super) fn svd<T: DTypeBase>(a: &[T], u: &mut [T], s: &mut [T], vt: &mut [T],
     }
 }
 
-/// `syevd`: eigenvalues ascending into `w`, eigenvectors into the columns of `a`, from
-/// the lower triangle of `a`.
-pub(super) fn eigh<T: DTypeBase>(a: &mut [T], w: &mut [T], n: usize) -> i32 {
-    let Some(e) = SymmetricEigen::try_new(load(a, n, n), f64::EPSILON, 0) else {
+/// The singular values of the m×n `a` (m ≥ n), descending, into `s`.
+pub(super) fn svd_values<T: DTypeBase>(a: &[T], s: &mut [T], m: usize, n: usize) -> i32 {
+    match SVD::try_new(load(a, m, n), false, false, f64::EPSILON, 0) {
+        Some(d) => {
+            let mut values: Vec<f64> = d.singular_values.iter().copied().collect();
+            values.sort_by(|x, y| y.total_cmp(x));
+            for (o, v) in s.iter_mut().zip(values) {
+                *o = T::from_f64(v);
+            }
+            0
+        }
+        None => n as i32,
+    }
+}
+
+/// `syevd`: eigenvalues ascending into `w` and, when asked, eigenvectors into the
+/// columns of `a` (left as it was otherwise), from the triangle `how` names.
+pub(super) fn eigh<T: DTypeBase>(a: &mut [T], w: &mut [T], n: usize, how: super::Eigh) -> i32 {
+    let full = load(a, n, n);
+    // nalgebra reads the lower triangle: give it the upper one mirrored there.
+    let m = match how.triangle {
+        super::Triangle::Lower => full,
+        super::Triangle::Upper => full.transpose(),
+    };
+    let Some(e) = SymmetricEigen::try_new(m, f64::EPSILON, 0) else {
         return n as i32;
     };
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by(|&i, &j| e.eigenvalues[i].total_cmp(&e.eigenvalues[j]));
-    let vectors = DMatrix::from_fn(n, n, |r, c| e.eigenvectors[(r, order[c])]);
-    store(&vectors, a, |_, _| true);
+    if how.vectors {
+        let vectors = DMatrix::from_fn(n, n, |r, c| e.eigenvectors[(r, order[c])]);
+        store(&vectors, a, |_, _| true);
+    }
     for (o, &i) in w.iter_mut().zip(&order) {
         *o = T::from_f64(e.eigenvalues[i]);
     }

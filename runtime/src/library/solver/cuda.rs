@@ -208,15 +208,36 @@ impl CudaSolver {
             .memcpy_dtod(&cuda(&mut a.lock())?.slice(..m * n), &mut scratch)?;
         let (mut su, mut ss, mut sv) = (u.lock(), s.lock(), vt.lock());
         self.dense.gesvd(
-            m,
-            n,
+            (m, n),
             &mut scratch,
             &mut cuda(&mut ss)?,
-            &mut cuda(&mut su)?,
-            &mut cuda(&mut sv)?,
+            Some((&mut cuda(&mut su)?, &mut cuda(&mut sv)?)),
             &mut slot,
         )?;
         Ok(self.finish(shared, Op::Svd, slot))
+    }
+
+    /// The singular values only, of a scratch copy of `a`.
+    pub(super) fn svd_values<T: SolverFloat>(
+        &self,
+        shared: &Arc<DeviceShared>,
+        a: &GpuRef<T>,
+        s: &GpuRef<T>,
+        (m, n): (usize, usize),
+    ) -> Result<Deferred<()>, GpuError> {
+        let mut slot = self.slot()?;
+        let mut scratch = self.stream.alloc_zeros::<T>(m * n)?;
+        self.stream
+            .memcpy_dtod(&cuda(&mut a.lock())?.slice(..m * n), &mut scratch)?;
+        let mut ss = s.lock();
+        self.dense.gesvd(
+            (m, n),
+            &mut scratch,
+            &mut cuda(&mut ss)?,
+            None::<(&mut CudaViewMut<'_, T>, &mut CudaViewMut<'_, T>)>,
+            &mut slot,
+        )?;
+        Ok(self.finish(shared, Op::SvdValues, slot))
     }
 
     pub(super) fn eigh<T: SolverFloat>(
@@ -225,11 +246,17 @@ impl CudaSolver {
         a: &GpuRef<T>,
         w: &GpuRef<T>,
         n: usize,
+        how: super::Eigh,
     ) -> Result<Deferred<()>, GpuError> {
         let mut slot = self.slot()?;
         let (mut sa, mut sw) = (a.lock(), w.lock());
-        self.dense
-            .syevd(n, &mut cuda(&mut sa)?, &mut cuda(&mut sw)?, &mut slot)?;
+        let upper = how.triangle == super::Triangle::Upper;
+        self.dense.syevd(
+            (n, how.vectors, upper),
+            &mut cuda(&mut sa)?,
+            &mut cuda(&mut sw)?,
+            &mut slot,
+        )?;
         Ok(self.finish(shared, Op::Eigh, slot))
     }
 }

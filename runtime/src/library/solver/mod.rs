@@ -37,6 +37,60 @@ pub trait SolverFloat: crate::kernel::dsl::Float + crate::sys::cusolver::Cusolve
 impl SolverFloat for f32 {}
 impl SolverFloat for f64 {}
 
+/// Which triangle of a symmetric matrix a routine reads (the other is not touched).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Triangle {
+    /// The lower triangle and the diagonal (LAPACK's 'L'). The default.
+    #[default]
+    Lower,
+    /// The upper triangle and the diagonal (LAPACK's 'U').
+    Upper,
+}
+
+crate::wire::wire_enum!(Triangle {
+    Triangle::Lower,
+    Triangle::Upper
+});
+
+/// How [`Device::eigh_into`](crate::Device::eigh_into) decomposes: the triangle it reads,
+/// and whether it computes eigenvectors (into the matrix) or the eigenvalues only
+/// (cheaper; the matrix's contents are then unspecified).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Eigh {
+    /// The triangle read.
+    pub triangle: Triangle,
+    /// Eigenvectors into the columns of the matrix (else eigenvalues only).
+    pub vectors: bool,
+}
+
+crate::wire::wire_struct!(Eigh { triangle, vectors });
+
+impl Default for Eigh {
+    /// Eigenvalues and eigenvectors, from the lower triangle.
+    fn default() -> Self {
+        Eigh {
+            triangle: Triangle::Lower,
+            vectors: true,
+        }
+    }
+}
+
+impl Eigh {
+    /// Eigenvalues only, from the lower triangle.
+    pub fn values_only() -> Self {
+        Eigh {
+            vectors: false,
+            ..Eigh::default()
+        }
+    }
+
+    /// Reads the upper triangle instead.
+    pub fn upper(mut self) -> Self {
+        self.triangle = Triangle::Upper;
+        self
+    }
+}
+
 /// The routines, for messages and for classifying `info`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Op {
@@ -46,6 +100,7 @@ pub(crate) enum Op {
     CholeskySolve,
     Qr,
     Svd,
+    SvdValues,
     Eigh,
 }
 
@@ -58,6 +113,7 @@ impl Op {
             Op::CholeskySolve => "cholesky_solve",
             Op::Qr => "qr",
             Op::Svd => "svd",
+            Op::SvdValues => "svd_values",
             Op::Eigh => "eigh",
         }
     }
@@ -67,7 +123,7 @@ impl Op {
         match self {
             Op::LuFactor => Some(NumericalIssue::Singular),
             Op::Cholesky => Some(NumericalIssue::NotPositiveDefinite),
-            Op::Svd | Op::Eigh => Some(NumericalIssue::NoConvergence),
+            Op::Svd | Op::SvdValues | Op::Eigh => Some(NumericalIssue::NoConvergence),
             Op::LuSolve | Op::CholeskySolve | Op::Qr => None,
         }
     }
@@ -380,7 +436,37 @@ impl SolverCore {
         )
     }
 
-    fn eigh<T: SolverFloat>(&self, a: &GpuRef<T>, w: &GpuRef<T>, n: usize) -> Result<Deferred<()>, GpuError> {
+    fn svd_values<T: SolverFloat>(
+        &self,
+        a: &GpuRef<T>,
+        s: &GpuRef<T>,
+        (m, n): (usize, usize),
+    ) -> Result<Deferred<()>, GpuError> {
+        let op = Op::SvdValues;
+        for x in [a, s] {
+            self.check(x)?;
+        }
+        tall(m, n, op)?;
+        holds(a, m, n, "A", op)?;
+        holds(s, n, 1, "S", op)?;
+        distinct(&[(a, "A"), (s, "S")], op)?;
+        self.run(
+            op,
+            || {
+                let info = cpu::svd_values(host(&mut a.lock())?, host(&mut s.lock())?, m, n);
+                numerical(op, info).map(Deferred::Now)
+            },
+            |c| c.svd_values(&self.shared, a, s, (m, n)),
+        )
+    }
+
+    fn eigh<T: SolverFloat>(
+        &self,
+        a: &GpuRef<T>,
+        w: &GpuRef<T>,
+        n: usize,
+        how: Eigh,
+    ) -> Result<Deferred<()>, GpuError> {
         let op = Op::Eigh;
         for x in [a, w] {
             self.check(x)?;
@@ -391,8 +477,8 @@ impl SolverCore {
         distinct(&[(a, "A"), (w, "W")], op)?;
         self.run(
             op,
-            || numerical(op, cpu::eigh(host(&mut a.lock())?, host(&mut w.lock())?, n)).map(Deferred::Now),
-            |c| c.eigh(&self.shared, a, w, n),
+            || numerical(op, cpu::eigh(host(&mut a.lock())?, host(&mut w.lock())?, n, how)).map(Deferred::Now),
+            |c| c.eigh(&self.shared, a, w, n, how),
         )
     }
 }
@@ -489,11 +575,32 @@ impl SolverActor {
         self.0.core()?.svd((&a, &u, &s, &vt), (m, n))
     }
 
-    /// [`Device::eigh`](crate::Device::eigh) into the caller's `w` (n elements):
-    /// eigen-decomposition of the symmetric n×n `a` (its lower triangle), eigenvalues
-    /// ascending into `w`, orthonormal eigenvectors into the columns of `a`.
+    /// [`Device::eigh`](crate::Device::eigh) into the caller's `w` (n elements), as `how`
+    /// says: eigen-decomposition of the symmetric n×n `a` read from one triangle
+    /// ([`Eigh::upper`]; the lower by default), eigenvalues ascending into `w`,
+    /// orthonormal eigenvectors into the columns of `a` — or the eigenvalues only
+    /// ([`Eigh::values_only`]; `a`'s contents are then unspecified).
     #[handler(dtypes(blas1), device(name = eigh_into))]
-    fn eigh<T: SolverFloat>(&mut self, a: GpuRef<T>, w: GpuRef<T>, n: usize) -> Result<Deferred<()>, GpuError> {
-        self.0.core()?.eigh(&a, &w, n)
+    fn eigh<T: SolverFloat>(
+        &mut self,
+        a: GpuRef<T>,
+        w: GpuRef<T>,
+        n: usize,
+        how: Eigh,
+    ) -> Result<Deferred<()>, GpuError> {
+        self.0.core()?.eigh(&a, &w, n, how)
+    }
+
+    /// The singular values of the m×n `a` (m ≥ n, left intact), descending, into `s` (n
+    /// elements): no U or Vᵀ computed (`gesvd` with jobu = jobvt = 'N').
+    #[handler(dtypes(blas1), device)]
+    fn svd_values<T: SolverFloat>(
+        &mut self,
+        a: GpuRef<T>,
+        s: GpuRef<T>,
+        m: usize,
+        n: usize,
+    ) -> Result<Deferred<()>, GpuError> {
+        self.0.core()?.svd_values(&a, &s, (m, n))
     }
 }
