@@ -10,7 +10,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{CudaStream, CudaViewMut};
+use cudarc::driver::{CudaSlice, CudaStream, CudaViewMut};
 
 use super::SolverFloat;
 use super::{numerical, Op};
@@ -203,9 +203,7 @@ impl CudaSolver {
         (m, n): (usize, usize),
     ) -> Result<Deferred<()>, GpuError> {
         let mut slot = self.slot()?;
-        let mut scratch = self.stream.alloc_zeros::<T>(m * n)?;
-        self.stream
-            .memcpy_dtod(&cuda(&mut a.lock())?.slice(..m * n), &mut scratch)?;
+        let mut scratch = self.scratch_copy(a, m * n)?;
         let (mut su, mut ss, mut sv) = (u.lock(), s.lock(), vt.lock());
         self.dense.gesvd(
             (m, n),
@@ -217,6 +215,14 @@ impl CudaSolver {
         Ok(self.finish(shared, Op::Svd, slot))
     }
 
+    /// A copy of `a`'s first `len` elements, for a routine that destroys its input.
+    fn scratch_copy<T: SolverFloat>(&self, a: &GpuRef<T>, len: usize) -> Result<CudaSlice<T>, GpuError> {
+        let mut scratch = self.stream.alloc_zeros::<T>(len)?;
+        self.stream
+            .memcpy_dtod(&cuda(&mut a.lock())?.slice(..len), &mut scratch)?;
+        Ok(scratch)
+    }
+
     /// The singular values only, of a scratch copy of `a`.
     pub(super) fn svd_values<T: SolverFloat>(
         &self,
@@ -226,9 +232,7 @@ impl CudaSolver {
         (m, n): (usize, usize),
     ) -> Result<Deferred<()>, GpuError> {
         let mut slot = self.slot()?;
-        let mut scratch = self.stream.alloc_zeros::<T>(m * n)?;
-        self.stream
-            .memcpy_dtod(&cuda(&mut a.lock())?.slice(..m * n), &mut scratch)?;
+        let mut scratch = self.scratch_copy(a, m * n)?;
         let mut ss = s.lock();
         self.dense.gesvd(
             (m, n),
