@@ -160,6 +160,7 @@ fn round_trip(config: DeviceConfig) -> Pin<Box<dyn Future<Output = ()> + Send>> 
         let (nrm, dot) = (dev.nrm2(&s).await.unwrap(), dev.dot(&s, &s).await.unwrap());
         assert!((nrm - 8.0).abs() < 1e-5 && (dot - 64.0).abs() < 1e-4);
         check_matmul(&dev).await;
+        check_events(&dev).await;
         // An operation added as one handler crosses too (its message is generated).
         let mut w: Vec<f64> = rand_vec(301);
         w[117] = -9.0;
@@ -269,8 +270,26 @@ fn bad_input_is_a_typed_error_and_the_worker_keeps_serving(
         assert!(matches!(e, GpuError::Unsupported(_)), "{e:?}");
         let e = dev.load_module(KernelSource::new("", &[])).await.unwrap_err();
         assert!(matches!(e, GpuError::Unsupported(_)), "{e:?}");
-        let e = dev.create_event().await.unwrap_err();
-        assert!(matches!(e, GpuError::Unsupported(_)), "{e:?}");
+        // Events cross too, but each stays with its own device.
+        let (ev, lev, oev) = (
+            dev.create_event().await.unwrap(),
+            local.create_event().await.unwrap(),
+            other.create_event().await.unwrap(),
+        );
+        let e = dev.record_event(&lev, &[&a]).await.unwrap_err();
+        assert!(matches!(e, GpuError::InvalidArgument(_)), "an in-process event: {e:?}");
+        let e = dev.record_event(&oev, &[&a]).await.unwrap_err();
+        assert!(
+            matches!(e, GpuError::InvalidArgument(_)),
+            "another isolated device's event: {e:?}"
+        );
+        let e = local.record_event(&ev, &[&lb]).await.unwrap_err();
+        assert!(
+            matches!(e, GpuError::InvalidArgument(_)),
+            "an isolated event in-process: {e:?}"
+        );
+        let e = dev.wait_event(&ev).await.unwrap_err();
+        assert!(matches!(e, GpuError::InvalidArgument(_)), "never recorded: {e:?}");
         let lc = local.alloc::<f32>(16).await.unwrap();
         let e = dev.copy_to(&a, &local, &lc).await.unwrap_err();
         assert!(matches!(e, GpuError::Unsupported(_)), "{e:?}");
@@ -673,6 +692,27 @@ fn ten_sticky_faults_recover(config: DeviceConfig) -> Pin<Box<dyn Future<Output 
     })
 }
 
+/// Events through the worker: recorded after buffers' writes, waited on, queried and
+/// timed; a fresh one per round, the worker's copies freed with the handles.
+async fn check_events(dev: &Device) {
+    for _ in 0..3 {
+        let (e0, e1) = (dev.create_event().await.unwrap(), dev.create_event().await.unwrap());
+        let x = dev.upload(rand_vec(1 << 16)).await.unwrap();
+        dev.record_event(&e0, &[&x]).await.unwrap();
+        dev.scal(2.0, &x).await.unwrap();
+        dev.record_event(&e1, &[&x]).await.unwrap();
+        dev.wait_event(&e1).await.unwrap();
+        assert!(dev.event_done(&e1).await.unwrap());
+        let ms = dev.elapsed_ms(&e0, &e1).await.unwrap();
+        assert!((0.0..60_000.0).contains(&ms), "elapsed {ms} ms");
+        let mixed = dev.alloc::<u8>(8).await.unwrap();
+        // After a view of a buffer of another element type.
+        dev.record_event(&e0, &[&mixed.view(..4).unwrap()]).await.unwrap();
+        dev.record_event(&e1, &[&x]).await.unwrap();
+        assert!(dev.elapsed_ms(&e0, &e1).await.is_ok());
+    }
+}
+
 /// A cuBLASLt matmul through the worker — buffers of three element types in one message:
 /// bf16 inputs, an f32 C, an f32 bias and ReLU, against float64.
 async fn check_matmul(dev: &Device) {
@@ -755,6 +795,7 @@ fn gpu_round_trip(config: DeviceConfig) -> Pin<Box<dyn Future<Output = ()> + Sen
         check_sgemm(&dev, 1024, 768, 512).await;
         check_kernel(&dev, 1 << 20).await;
         check_matmul(&dev).await;
+        check_events(&dev).await;
         let v: Vec<f32> = rand_vec(64 << 20).iter().map(|&x| x as f32).collect();
         let g: GpuRef<f32> = dev.upload(v.clone()).await.unwrap();
         assert_eq!(dev.download(&g).await.unwrap(), v);

@@ -16,12 +16,16 @@ use std::time::Instant;
 use atomr_accel_cuda_macros::gpu_actor;
 use cudarc::driver::{sys::CUevent_flags, CudaEvent, CudaStream};
 
+use std::sync::Weak;
+
 use crate::actor::{Context, Deferred};
 use crate::backend::state::DeviceShared;
 use crate::error::GpuError;
+use crate::gpu_ref::BufferOwner;
 use crate::launch::KernelArgs;
 use crate::library::seed::{CudaSeed, LibrarySeed};
 use crate::library::shell::{Core, Library};
+use crate::wire::{Reader, Side, Wire, Writer};
 
 static NEXT_EVENT: AtomicU64 = AtomicU64::new(1);
 
@@ -30,6 +34,26 @@ enum Mark {
     Cpu(Mutex<Option<Instant>>),
     /// A CUDA event with timing, and whether it has been recorded.
     Cuda(CudaEvent, std::sync::atomic::AtomicBool),
+    /// An isolated device's event: the worker holds it (its `id` is the worker's).
+    Remote(RemoteEvent),
+}
+
+/// The user-process side of a worker's event; dropping the last handle frees it there.
+struct RemoteEvent {
+    /// The worker's number for it.
+    id: u64,
+    /// The `Device` it belongs to (two isolated devices may share ordinal and generation).
+    instance: u64,
+    link: Weak<dyn BufferOwner>,
+}
+
+impl Drop for RemoteEvent {
+    fn drop(&mut self) {
+        // Shared by every clone of the handle (in its `Mark`): this was the last one.
+        if let Some(link) = self.link.upgrade() {
+            link.free_event(self.id);
+        }
+    }
 }
 
 /// An event of one device generation. Cheap to clone.
@@ -56,11 +80,89 @@ impl GpuEvent {
         match &*self.mark {
             Mark::Cpu(at) => at.lock().unwrap_or_else(|p| p.into_inner()).is_some(),
             Mark::Cuda(_, recorded) => recorded.load(Ordering::Acquire),
+            // The worker's event answers for itself.
+            Mark::Remote(_) => true,
         }
+    }
+
+    /// An isolated device's event handed to an in-process one.
+    fn of_isolated(&self) -> GpuError {
+        GpuError::invalid(format!("{self:?} belongs to an isolated device, not to this one"))
     }
 
     fn not_recorded(&self) -> GpuError {
         GpuError::invalid(format!("{self:?} was never recorded; record it first"))
+    }
+}
+
+/// An event crosses to and from an isolated device's worker as the worker's number for
+/// it; the worker keeps it while the user process holds a handle. Not journalled: a
+/// replay stops at an event's request with `Unsupported` (README).
+impl Wire for GpuEvent {
+    fn put(&self, w: &mut Writer<'_>) -> Result<(), GpuError> {
+        match w.side {
+            Side::Client(c) => {
+                let Mark::Remote(r) = &*self.mark else {
+                    return Err(GpuError::invalid(format!(
+                        "{self:?} belongs to an in-process device, not to isolated device {}",
+                        c.device_id
+                    )));
+                };
+                if r.instance != c.instance {
+                    return Err(GpuError::invalid(format!(
+                        "{self:?} belongs to another device, not to isolated device {}",
+                        c.device_id
+                    )));
+                }
+                if self.generation != c.generation() {
+                    return Err(GpuError::Stale {
+                        buffer_generation: self.generation,
+                        device_generation: c.generation(),
+                    });
+                }
+                w.keep.push(Box::new(self.clone()));
+                w.put_u64(r.id);
+                Ok(())
+            }
+            Side::Worker(wc) => {
+                wc.export_event(self.id, self);
+                w.put_u64(self.id);
+                Ok(())
+            }
+            Side::Journal(_) => Err(GpuError::Unsupported(
+                "events are not journalled (a replay has no GPU timing to compare)".into(),
+            )),
+        }
+    }
+
+    fn take(r: &mut Reader<'_>) -> Result<Self, GpuError> {
+        let id = r.take_u64()?;
+        match r.side {
+            Side::Worker(wc) => wc.lookup_event(id),
+            Side::Client(c) => Ok(GpuEvent {
+                id,
+                device_id: c.device_id,
+                generation: c.generation(),
+                mark: Arc::new(Mark::Remote(RemoteEvent {
+                    id,
+                    instance: c.instance,
+                    link: c.link.clone(),
+                })),
+            }),
+            Side::Journal(_) => Err(GpuError::Unsupported("events are not journalled".into())),
+        }
+    }
+}
+
+/// The buffers an event is recorded after (of any element types): `record`'s argument.
+pub struct AfterWrites(pub(crate) KernelArgs);
+
+impl Wire for AfterWrites {
+    fn put(&self, w: &mut Writer<'_>) -> Result<(), GpuError> {
+        crate::launch::put_buffer_list(&self.0, w)
+    }
+    fn take(r: &mut Reader<'_>) -> Result<Self, GpuError> {
+        crate::launch::take_buffer_list(r).map(AfterWrites)
     }
 }
 
@@ -139,6 +241,7 @@ impl EventCore {
         match &*e.mark {
             Mark::Cpu(_) => Ok(true),
             Mark::Cuda(ev, _) => ev.try_is_complete().map_err(|err| self.shared.observe(err.into())),
+            Mark::Remote(_) => Err(e.of_isolated()),
         }
     }
 
@@ -149,12 +252,13 @@ impl EventCore {
         }
         match &*e.mark {
             Mark::Cpu(_) => Ok(Deferred::Now(())),
+            Mark::Remote(_) => Err(e.of_isolated()),
             Mark::Cuda(..) => {
                 let (event, shared) = (e.clone(), self.shared.clone());
                 Ok(Deferred::later(async move {
                     let done = tokio::task::spawn_blocking(move || match &*event.mark {
                         Mark::Cuda(ev, _) => ev.synchronize().map_err(GpuError::from),
-                        Mark::Cpu(_) => Ok(()),
+                        Mark::Cpu(_) | Mark::Remote(_) => Ok(()),
                     })
                     .await
                     .map_err(|err| GpuError::Internal(format!("the event wait task failed: {err}")))?;
@@ -219,7 +323,7 @@ impl Core for EventCore {
 /// The event actor of a device.
 pub struct EventActor(pub(crate) Library<EventCore>);
 
-#[gpu_actor(crate = crate, device)]
+#[gpu_actor(crate = crate, wire, device)]
 impl EventActor {
     /// Takes a stream of its own (per the device's stream strategy).
     #[pre_start]
@@ -235,8 +339,8 @@ impl EventActor {
 
     /// Records `event` after the last write of every buffer in `after`.
     #[handler]
-    fn record(&mut self, event: GpuEvent, after: KernelArgs) -> Result<(), GpuError> {
-        self.0.core()?.record(&event, &after)
+    fn record(&mut self, event: GpuEvent, after: AfterWrites) -> Result<(), GpuError> {
+        self.0.core()?.record(&event, &after.0)
     }
 
     /// Whether `event` (recorded) has completed.

@@ -22,6 +22,8 @@ static NEXT_BUFFER: AtomicU64 = AtomicU64::new(1);
 pub(crate) trait BufferOwner: Send + Sync {
     /// The user process holds no handle to buffer `id` any more.
     fn free(&self, id: u64);
+    /// The user process holds no handle to event `id` any more.
+    fn free_event(&self, id: u64);
 }
 
 /// The user-process side of an isolated device's buffer: its id in the worker. Dropping

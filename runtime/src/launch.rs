@@ -282,6 +282,38 @@ pub(crate) fn order_on(
 }
 
 /// Makes `stream` wait for the last write of every buffer in `args`.
+/// The buffers of `args` for the wire (each's element type, then the buffer): a list
+/// of buffers of mixed types that the worker reads back with [`take_buffer_list`].
+pub(crate) fn put_buffer_list(args: &KernelArgs, w: &mut crate::wire::Writer<'_>) -> Result<(), GpuError> {
+    use crate::wire::Wire;
+    let buffers: Vec<&dyn BufferArg> = args
+        .items
+        .iter()
+        .filter_map(|a| match a {
+            Arg::Buffer(b) => Some(&**b),
+            Arg::Scalar(_) => None,
+        })
+        .collect();
+    buffers.len().put(w)?;
+    for b in buffers {
+        b.dtype_name().to_string().put(w)?;
+        b.put_wire(w)?;
+    }
+    Ok(())
+}
+
+/// Reads a list written by [`put_buffer_list`] into arguments (buffers only).
+pub(crate) fn take_buffer_list(r: &mut crate::wire::Reader<'_>) -> Result<KernelArgs, GpuError> {
+    use crate::wire::Wire;
+    let n = usize::take(r)?;
+    let mut args = KernelArgs::new();
+    for _ in 0..n {
+        let name = String::take(r)?;
+        args = crate::wire::take_named_buffer(&name, r, args)?;
+    }
+    Ok(args)
+}
+
 pub(crate) fn wait_for_writes(stream: &cudarc::driver::CudaStream, args: &KernelArgs) -> Result<(), GpuError> {
     for a in &args.items {
         if let Arg::Buffer(b) = a {
@@ -322,6 +354,9 @@ pub(crate) trait BufferArg: Send {
     fn lock(&self) -> Box<dyn HeldArg + '_>;
     /// Writes the buffer for a launch on an isolated device's worker.
     fn put_wire(&self, w: &mut crate::wire::Writer<'_>) -> Result<(), GpuError>;
+    /// The element type's name (`"f32"`): what a list of buffers of mixed types names
+    /// on the wire.
+    fn dtype_name(&self) -> &'static str;
 }
 
 /// A locked argument, ready to push onto a launch.
@@ -395,6 +430,9 @@ impl<T: DTypeBase> BufferArg for BufItem<T> {
             ));
         }
         crate::wire::put_buffer_arg(&self.r, w)
+    }
+    fn dtype_name(&self) -> &'static str {
+        T::NAME
     }
     fn lock(&self) -> Box<dyn HeldArg + '_> {
         Box::new(HeldBuf {

@@ -418,7 +418,7 @@ impl Device {
     /// Records `event` after the last write of each buffer in `after` (whichever actor's
     /// stream wrote it): the event completes when those writes have.
     pub async fn record_event<T: DType>(&self, event: &GpuEvent, after: &[&GpuRef<T>]) -> Result<(), GpuError> {
-        let after = after.iter().fold(KernelArgs::new(), |a, r| a.buf(r));
+        let after = crate::event::AfterWrites(after.iter().fold(KernelArgs::new(), |a, r| a.buf(r)));
         let event = event.clone();
         self.call(|reply| EventActorMsg::Record { event, after, reply }).await
     }

@@ -181,7 +181,7 @@ inner_actors! {
     /// For the module actor.
     Module(ModuleActorMsg, ModuleActorRef) at module, required, local("raw CUDA modules");
     /// For the event actor.
-    Event(EventActorMsg, EventActorRef) at event, required, local("events");
+    Event(EventActorMsg, EventActorRef) at event, required, wire(6);
     /// For the graph actor.
     Graph(GraphActorMsg, GraphActorRef) at graph, required, local("CUDA graphs");
 }

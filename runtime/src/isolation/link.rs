@@ -252,7 +252,8 @@ impl LinkShared {
                 | Kind::Release
                 | Kind::OriginClosed
                 | Kind::Timeline
-                | Kind::TimelineTake => {
+                | Kind::TimelineTake
+                | Kind::FreeEvent => {
                     tracing::warn!(?kind, "the worker sent a user-side frame; ignored");
                 }
             }
@@ -447,6 +448,11 @@ impl BufferOwner for LinkShared {
     /// it is gone (its buffers went with it).
     fn free(&self, id: u64) {
         self.send_unless_dead(Kind::Free, id);
+    }
+
+    /// The last user handle to worker event `id` was dropped.
+    fn free_event(&self, id: u64) {
+        self.send_unless_dead(Kind::FreeEvent, id);
     }
 }
 

@@ -12,10 +12,11 @@
 //! worker.
 //!
 //! What crosses: the messages of the device's `ContextActor`, `BlasActor`, `RngActor`,
-//! `FftActor`, `SolverActor` and `KernelActor` (`#[gpu_actor(wire)]` generates their
-//! encoding); `GpuRef`s as ids; element data through two shared-memory arenas. Raw
-//! modules, events, graphs, pinned buffers and managed memory answer `Unsupported` on
-//! an isolated device (README lists them).
+//! `FftActor`, `SolverActor`, `KernelActor` and `EventActor` (`#[gpu_actor(wire)]`
+//! generates their encoding); `GpuRef`s and `GpuEvent`s as ids; element data through two
+//! shared-memory arenas; the worker's timeline when asked. Raw modules, graphs, pinned
+//! buffers and host access to managed memory answer `Unsupported` on an isolated device
+//! (README lists them).
 //!
 //! Security: the channel is a socket pair and the arenas are `memfd`s inherited by the
 //! child at fixed descriptors; nothing listens on a path or a port. A frame that does

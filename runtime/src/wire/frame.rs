@@ -20,6 +20,8 @@ pub(crate) enum Kind {
     Timeline = 5,
     /// User → worker: send the operations timed so far (`id`: the asker's number).
     TimelineTake = 6,
+    /// User → worker: the last handle to event `id` was dropped.
+    FreeEvent = 7,
     /// Worker → user: the device is open (payload: `DeviceInfo` as JSON).
     Ready = 10,
     /// Worker → user: the device failed to open (payload: the `GpuError`).
@@ -42,6 +44,7 @@ impl Kind {
             4 => Kind::OriginClosed,
             5 => Kind::Timeline,
             6 => Kind::TimelineTake,
+            7 => Kind::FreeEvent,
             10 => Kind::Ready,
             11 => Kind::StartFailed,
             12 => Kind::Reply,

@@ -28,7 +28,7 @@ mod remote;
 pub use self::host_data::HostData;
 pub use self::journal::{Journalled, ReplyTap};
 pub use self::launch_args::WireArgs;
-pub(crate) use self::launch_args::{put_buffer_arg, put_scalar_arg, take_launch_args};
+pub(crate) use self::launch_args::{put_buffer_arg, put_scalar_arg, take_launch_args, take_named_buffer};
 use crate::gpu_ref::BufferOwner;
 
 use self::arena::{Arena, Lease};
@@ -70,6 +70,9 @@ pub(crate) struct WorkerCtx {
     /// The buffers the user process holds handles to, by id: a `GpuRef<T>` and how many
     /// handles to it the user process was given.
     pub(crate) buffers: Mutex<HashMap<u64, Exported>>,
+    /// The events the user process holds handles to, by id (their own numbering, apart
+    /// from the buffers'), and how many handles it was given.
+    pub(crate) events: Mutex<HashMap<u64, Exported>>,
     pub(crate) requests: Arc<Arena>,
     pub(crate) replies: Arc<Arena>,
 }

@@ -4,27 +4,61 @@
 //! process holds a handle (a [`RemoteBuf`]), and frees it when the last handle is
 //! dropped.
 
-use super::{Reader, Side, Wire, WorkerCtx, Writer};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use super::{Exported, Reader, Side, Wire, WorkerCtx, Writer};
 use crate::dtype::DTypeBase;
 use crate::error::GpuError;
 use crate::gpu_ref::{GpuRef, RemoteBuf};
 
+/// Holds one more user handle to `value` (numbered `id`) in `table`.
+fn hold<V: std::any::Any + Send + Sync + Clone>(table: &Mutex<HashMap<u64, Exported>>, id: u64, value: &V) {
+    let mut m = table.lock().unwrap_or_else(|p| p.into_inner());
+    m.entry(id).or_insert_with(|| (Box::new(value.clone()), 0)).1 += 1;
+}
+
+/// The user process dropped a handle to `id` of `table`: the last one frees it.
+fn unhold(table: &Mutex<HashMap<u64, Exported>>, id: u64) {
+    let mut m = table.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(e) = m.get_mut(&id) {
+        e.1 -= 1;
+        if e.1 == 0 {
+            m.remove(&id);
+        }
+    }
+}
+
 impl WorkerCtx {
     /// Holds one more user handle to `r`.
     pub(crate) fn export<T: DTypeBase>(&self, r: &GpuRef<T>) {
-        let mut m = self.buffers.lock().unwrap_or_else(|p| p.into_inner());
-        m.entry(r.id()).or_insert_with(|| (Box::new(r.clone()), 0)).1 += 1;
+        hold(&self.buffers, r.id(), r);
     }
 
     /// The user process dropped a handle to buffer `id`.
     pub(crate) fn release(&self, id: u64) {
-        let mut m = self.buffers.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(e) = m.get_mut(&id) {
-            e.1 -= 1;
-            if e.1 == 0 {
-                m.remove(&id);
-            }
-        }
+        unhold(&self.buffers, id);
+    }
+
+    /// Holds one more user handle to event `e` (numbered `id`).
+    pub(crate) fn export_event<E: std::any::Any + Send + Sync + Clone>(&self, id: u64, e: &E) {
+        hold(&self.events, id, e);
+    }
+
+    /// The user process dropped a handle to event `id`.
+    pub(crate) fn release_event(&self, id: u64) {
+        unhold(&self.events, id);
+    }
+
+    /// The worker's event `id`.
+    pub(crate) fn lookup_event<E: std::any::Any + Clone>(&self, id: u64) -> Result<E, GpuError> {
+        let m = self.events.lock().unwrap_or_else(|p| p.into_inner());
+        let (any, _) = m
+            .get(&id)
+            .ok_or_else(|| GpuError::invalid(format!("no event #{id} in the worker (dropped, or never handed out)")))?;
+        any.downcast_ref::<E>()
+            .cloned()
+            .ok_or_else(|| GpuError::Internal(format!("worker event #{id} is not an event")))
     }
 
     pub(crate) fn lookup<T: DTypeBase>(&self, id: u64) -> Result<GpuRef<T>, GpuError> {
