@@ -309,9 +309,29 @@ pub(crate) fn take_buffer_list(r: &mut crate::wire::Reader<'_>) -> Result<Kernel
     let mut args = KernelArgs::new();
     for _ in 0..n {
         let name = String::take(r)?;
-        args = crate::wire::take_named_buffer(&name, r, args)?;
+        args = take_named_buffer(&name, r, args)?;
     }
     Ok(args)
+}
+
+/// Reads one buffer argument of element type `name` (as `put_buffer_arg` wrote it) and
+/// adds it to `args`: how a list of buffers of mixed types crosses.
+fn take_named_buffer(name: &str, r: &mut crate::wire::Reader<'_>, args: KernelArgs) -> Result<KernelArgs, GpuError> {
+    use crate::dtype::{c32, c64, f8e4m3, f8e5m2};
+    use half::{bf16, f16};
+    if r.take_u8()? != 0 {
+        return Err(GpuError::invalid("a scalar in a list of buffers"));
+    }
+    let b = crate::wire::BufferOnWire::take(r)?;
+    macro_rules! by_name {
+        ($($t:ty),*) => {$(
+            if name == <$t as DTypeBase>::NAME {
+                return Ok(args.buf(&b.resolve::<$t>(r.side)?));
+            }
+        )*};
+    }
+    by_name!(f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, f8e4m3, f8e5m2, c32, c64);
+    Err(GpuError::invalid(format!("`{name}` is not an element type")))
 }
 
 pub(crate) fn wait_for_writes(stream: &cudarc::driver::CudaStream, args: &KernelArgs) -> Result<(), GpuError> {

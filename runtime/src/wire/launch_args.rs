@@ -76,30 +76,6 @@ pub(crate) fn put_buffer_arg<T: DTypeBase>(r: &GpuRef<T>, w: &mut Writer<'_>) ->
     r.put(w)
 }
 
-/// Reads one buffer argument of element type `name` (as [`put_buffer_arg`] wrote it)
-/// and adds it to `args`: how a list of buffers of mixed types crosses.
-pub(crate) fn take_named_buffer(
-    name: &str,
-    r: &mut Reader<'_>,
-    args: crate::launch::KernelArgs,
-) -> Result<crate::launch::KernelArgs, GpuError> {
-    use crate::dtype::{c32, c64, f8e4m3, f8e5m2};
-    use half::{bf16, f16};
-    if r.take_u8()? != 0 {
-        return Err(GpuError::invalid("a scalar in a list of buffers"));
-    }
-    let b = BufferOnWire::take(r)?;
-    macro_rules! by_name {
-        ($($t:ty),*) => {$(
-            if name == <$t as DTypeBase>::NAME {
-                return Ok(args.buf(&b.resolve::<$t>(r.side)?));
-            }
-        )*};
-    }
-    by_name!(f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, f8e4m3, f8e5m2, c32, c64);
-    Err(GpuError::invalid(format!("`{name}` is not an element type")))
-}
-
 /// A scalar argument of a launch, on the wire: its bytes.
 pub(crate) fn put_scalar_arg(bytes: &[u8], w: &mut Writer<'_>) {
     w.put_u8(1);

@@ -28,7 +28,8 @@ mod remote;
 pub use self::host_data::HostData;
 pub use self::journal::{Journalled, ReplyTap};
 pub use self::launch_args::WireArgs;
-pub(crate) use self::launch_args::{put_buffer_arg, put_scalar_arg, take_launch_args, take_named_buffer};
+pub(crate) use self::launch_args::{put_buffer_arg, put_scalar_arg, take_launch_args};
+pub(crate) use self::remote::BufferOnWire;
 use crate::gpu_ref::BufferOwner;
 
 use self::arena::{Arena, Lease};
