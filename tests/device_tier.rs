@@ -9,6 +9,7 @@ use std::time::Duration;
 use atomr_accel_cuda::actor::ActorSystem;
 use atomr_accel_cuda::device::{BackendKind, DeviceConfig, Status};
 use atomr_accel_cuda::device::{Blas1Scalar, BlasScalar, DType};
+use atomr_accel_cuda::prelude::Strided;
 use atomr_accel_cuda::testing::TestHooks;
 use atomr_accel_cuda::{Batch, CompletionStrategy, Device, Gemm, Gemv, GpuError};
 use common::{gemm_ref, rand_vec, rel_err};
@@ -27,6 +28,7 @@ on_both! {
     gemv_axpy_dot_nrm2_scal_match_f64_reference => level1_and_gemv;
     pinned_buffers_round_trip_and_return_to_the_pool => pinned_round_trips;
     iamax_finds_the_first_element_of_largest_magnitude => iamax_matches_reference;
+    strided_level1_calls_touch_only_their_entries => strided_level1;
     bad_requests_name_the_argument_and_what_was_expected => structured_errors;
 }
 
@@ -574,6 +576,86 @@ async fn check_iamax<T: Blas1Scalar>(dev: &Device) {
         assert_eq!(dev.iamax(&g).await.unwrap(), want, "{} iamax over {n}", T::NAME);
         assert_eq!(want, planted);
     }
+}
+
+/// Level-1 calls over strided vectors (BLAS incx/incy): a row of a column-major matrix
+/// (stride lda) and every third element of a view, against float64; the elements between
+/// the entries are left as they were; bad strides and counts are typed errors.
+async fn strided_level1_typed<T: Blas1Scalar>(d: &Device) {
+    let (rows, cols) = (7, 50);
+    let a: Vec<f64> = rand_vec(rows * cols);
+    let y0: Vec<f64> = rand_vec(3 * cols + 11);
+    let ga = d
+        .upload(a.iter().map(|&v| T::from_f64(v)).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    let gy = d
+        .upload(y0.iter().map(|&v| T::from_f64(v)).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    let back = |v: Vec<T>| v.into_iter().map(|x| x.to_f64()).collect::<Vec<f64>>();
+    let exact = |v: f64| T::from_f64(v).to_f64();
+    // Row 3 of A (cols entries, rows apart), and every third element of y from 5 on.
+    let row = Strided::every(&ga.view(3..).unwrap(), rows).take(cols);
+    let ys = Strided::every(&gy.view(5..).unwrap(), 3).take(cols);
+    let xr: Vec<f64> = (0..cols).map(|j| exact(a[3 + j * rows])).collect();
+    let yr: Vec<f64> = (0..cols).map(|j| exact(y0[5 + 3 * j])).collect();
+    let dot = d.dot_strided(row.clone(), ys.clone()).await.unwrap().to_f64();
+    let want: f64 = xr.iter().zip(&yr).map(|(x, y)| x * y).sum();
+    assert!(
+        (dot - want).abs() < 1e-4 * want.abs().max(1.0),
+        "{} dot {dot} vs {want}",
+        T::NAME
+    );
+    let nrm = d.nrm2_strided(row.clone()).await.unwrap().to_f64();
+    let want = xr.iter().map(|x| x * x).sum::<f64>().sqrt();
+    assert!((nrm - want).abs() < 1e-5 * want, "{} nrm2 {nrm} vs {want}", T::NAME);
+    let at = d.iamax_strided(row.clone()).await.unwrap();
+    let best = xr.iter().map(|x| x.abs()).fold(0.0, f64::max);
+    assert_eq!(xr[at].abs(), best, "{} iamax: position {at}", T::NAME);
+    d.axpy_strided(T::from_f64(2.0), row.clone(), ys.clone()).await.unwrap();
+    d.scal_strided(T::from_f64(-0.5), ys.clone()).await.unwrap();
+    let got = back(d.download(&gy).await.unwrap());
+    for (i, g) in got.iter().enumerate() {
+        let entry = (i >= 5 && (i - 5) % 3 == 0 && (i - 5) / 3 < cols).then(|| (i - 5) / 3);
+        match entry {
+            Some(j) => {
+                let want = -0.5 * (yr[j] + 2.0 * xr[j]);
+                assert!((g - want).abs() < 1e-5, "{} y[{i}] = {g}, want {want}", T::NAME);
+            }
+            None => assert_eq!(*g, exact(y0[i]), "{} y[{i}] between entries changed", T::NAME),
+        }
+    }
+    // A is untouched (it was only read).
+    assert_eq!(
+        back(d.download(&ga).await.unwrap()),
+        a.iter().map(|&v| exact(v)).collect::<Vec<_>>()
+    );
+    let invalid =
+        |r: Result<(), GpuError>, what: &str| assert!(matches!(r, Err(GpuError::InvalidArgument(_))), "{what}: {r:?}");
+    invalid(
+        d.scal_strided(T::from_f64(1.0), Strided::every(&gy, 0)).await,
+        "stride 0",
+    );
+    invalid(
+        d.scal_strided(T::from_f64(1.0), Strided::every(&gy, 2).take(1000))
+            .await,
+        "entries beyond the buffer",
+    );
+    invalid(
+        d.axpy_strided(T::from_f64(1.0), row.clone(), ys.clone().take(cols - 1))
+            .await,
+        "entry counts differ",
+    );
+    invalid(d.nrm2_strided(row.take(0)).await.map(|_| ()), "no entries");
+}
+
+async fn strided_level1(config: DeviceConfig) {
+    let sys = ActorSystem::new("strided-level1");
+    let d = Device::open(&sys, config).await.unwrap();
+    strided_level1_typed::<f32>(&d).await;
+    strided_level1_typed::<f64>(&d).await;
+    sys.shutdown().await;
 }
 
 async fn iamax_matches_reference(config: DeviceConfig) {

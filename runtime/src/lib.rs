@@ -46,7 +46,7 @@ pub use error::{GpuError, Invalid, Lib, NumericalIssue};
 pub use gpu_ref::GpuRef;
 pub use host::PinnedBuf;
 pub use kernel::dsl::{Float, Int, KernelArg, KernelScalar};
-pub use library::blas::{Batch, Gemm, Gemv};
+pub use library::blas::{Batch, Gemm, Gemv, Strided};
 pub use library::fft::FftShape;
 pub use library::rng::RngKind;
 pub use stream::StreamStrategy;

@@ -16,7 +16,7 @@ pub use crate::graph::{GraphBuilder, GraphRef};
 pub use crate::kernel::dsl::{Float, Int, KernelArg, KernelScalar};
 pub use crate::launch::LaunchConfig;
 pub use crate::library::blas::matmul::{Activation, Compute, Epilogue, Matmul, MatmulBuffer};
-pub use crate::library::blas::{Batch, Gemm, Gemv};
+pub use crate::library::blas::{Batch, Gemm, Gemv, Strided};
 pub use crate::library::fft::FftShape;
 pub use crate::library::rng::RngKind;
 pub use crate::library::solver::{Eigh, Triangle};

@@ -29,7 +29,7 @@ use crate::dispatcher::GpuDispatcher;
 use crate::error::GpuError;
 use crate::gpu_ref::GpuRef;
 use crate::library::blas::matmul::{Epilogue, Matmul, MatmulBuffer};
-use crate::library::blas::{Batch, BlasActor, Gemm, Gemv};
+use crate::library::blas::{Batch, BlasActor, Gemm, Gemv, Strided};
 use crate::library::fft::{FftActor, FftShape};
 use crate::library::kernels::KernelActor;
 use crate::library::rng::RngKind;

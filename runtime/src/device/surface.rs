@@ -13,7 +13,7 @@ use crate::gpu_ref::GpuRef;
 use crate::host::{PinnedBuf, Uploaded};
 use crate::kernel::dsl::KernelCall;
 use crate::library::blas::matmul::{Epilogue, Matmul, MatmulBuffer};
-use crate::library::blas::{Batch, Gemm, Gemv};
+use crate::library::blas::{Batch, Gemm, Gemv, Strided};
 use crate::library::fft::FftShape;
 use crate::library::rng::RngKind;
 use crate::library::solver::Eigh;

@@ -50,47 +50,73 @@ macro_rules! cublas_gemm {
 
 cublas_gemm!(f16, bf16, f32, f64);
 
-/// cuBLAS level-1 entry points (64-bit sizes, unit strides) of one dtype, as safe calls on
-/// whole slices. Implemented for f32 and f64 by [`cublas_level1!`]; the lengths are
-/// checked by the caller (`BlasCore`) and again here.
+/// A vector of a level-1 call as cuBLAS reads it: `n` elements, `inc` apart, from the
+/// start of `data`.
+pub struct Vector<'a, P> {
+    /// The device memory (its start is element 0).
+    pub data: &'a P,
+    /// Elements between consecutive entries (≥ 1).
+    pub inc: usize,
+}
+
+/// As [`Vector`], written.
+pub struct VectorMut<'a, P> {
+    /// The device memory (its start is element 0).
+    pub data: &'a mut P,
+    /// Elements between consecutive entries (≥ 1).
+    pub inc: usize,
+}
+
+/// Elements `n` entries `inc` apart span: checked against every slice before cuBLAS
+/// reads it (the caller checked them too, with errors that name the argument).
+fn span(n: usize, inc: usize) -> usize {
+    1 + (n - 1) * inc
+}
+
+/// cuBLAS level-1 entry points (64-bit sizes, strides) of one dtype, as safe calls over
+/// device slices: `n` entries of each vector, its `inc` apart. Implemented for f32 and
+/// f64 by [`cublas_level1!`]; the lengths are checked by the caller (`BlasCore`) and
+/// again here.
 #[doc(hidden)]
 pub trait CublasLevel1: cudarc::driver::DeviceRepr + Sized {
-    /// `y += alpha · x` over `x.len()` elements.
-    fn axpy(
+    /// `y += alpha · x`.
+    fn axpy<X: cudarc::driver::DevicePtr<Self>, Y: cudarc::driver::DevicePtrMut<Self>>(
         blas: &cudarc::cublas::CudaBlas,
         stream: &CudaStream,
-        alpha: Self,
-        x: &impl cudarc::driver::DevicePtr<Self>,
-        y: &mut impl cudarc::driver::DevicePtrMut<Self>,
+        n_alpha: (usize, Self),
+        x: Vector<'_, X>,
+        y: VectorMut<'_, Y>,
     ) -> Result<(), GpuError>;
     /// `x *= alpha`.
-    fn scal(
+    fn scal<X: cudarc::driver::DevicePtrMut<Self>>(
         blas: &cudarc::cublas::CudaBlas,
         stream: &CudaStream,
-        alpha: Self,
-        x: &mut impl cudarc::driver::DevicePtrMut<Self>,
+        n_alpha: (usize, Self),
+        x: VectorMut<'_, X>,
     ) -> Result<(), GpuError>;
     /// `out[0] = x · y`, written on the device (device pointer mode).
-    fn dot(
+    fn dot<X: cudarc::driver::DevicePtr<Self>, Y: cudarc::driver::DevicePtr<Self>>(
         blas: &cudarc::cublas::CudaBlas,
         stream: &CudaStream,
-        x: &impl cudarc::driver::DevicePtr<Self>,
-        y: &impl cudarc::driver::DevicePtr<Self>,
+        n: usize,
+        xy: (Vector<'_, X>, Vector<'_, Y>),
         out: &mut impl cudarc::driver::DevicePtrMut<Self>,
     ) -> Result<(), GpuError>;
     /// `out[0] = ‖x‖₂`, written on the device (device pointer mode).
-    fn nrm2(
+    fn nrm2<X: cudarc::driver::DevicePtr<Self>>(
         blas: &cudarc::cublas::CudaBlas,
         stream: &CudaStream,
-        x: &impl cudarc::driver::DevicePtr<Self>,
+        n: usize,
+        x: Vector<'_, X>,
         out: &mut impl cudarc::driver::DevicePtrMut<Self>,
     ) -> Result<(), GpuError>;
-    /// `out[0]` = the 1-based index of the first element of largest `|x|`, written on
-    /// the device (device pointer mode).
-    fn iamax(
+    /// `out[0]` = the 1-based position (among the `n` entries) of the first one of
+    /// largest `|x|`, written on the device (device pointer mode).
+    fn iamax<X: cudarc::driver::DevicePtr<Self>>(
         blas: &cudarc::cublas::CudaBlas,
         stream: &CudaStream,
-        x: &impl cudarc::driver::DevicePtr<Self>,
+        n: usize,
+        x: Vector<'_, X>,
         out: &mut impl cudarc::driver::DevicePtrMut<i64>,
     ) -> Result<(), GpuError>;
     /// `y = alpha·op(A)·x + beta·y` (cudarc's `Gemv`); shapes checked by the caller.
@@ -119,62 +145,83 @@ fn with_device_pointers(
 macro_rules! cublas_level1 {
     ($t:ty, $axpy:ident, $scal:ident, $dot:ident, $nrm2:ident, $iamax:ident) => {
         impl CublasLevel1 for $t {
-            fn axpy(
+            fn axpy<X: cudarc::driver::DevicePtr<$t>, Y: cudarc::driver::DevicePtrMut<$t>>(
                 blas: &cudarc::cublas::CudaBlas,
                 stream: &CudaStream,
-                alpha: $t,
-                x: &impl cudarc::driver::DevicePtr<$t>,
-                y: &mut impl cudarc::driver::DevicePtrMut<$t>,
+                (n, alpha): (usize, $t),
+                x: Vector<'_, X>,
+                y: VectorMut<'_, Y>,
             ) -> Result<(), GpuError> {
-                assert_eq!(x.len(), y.len(), "axpy lengths are checked by the caller");
-                let n = x.len() as i64;
-                let (xp, _rx) = x.device_ptr(stream);
-                let (yp, _ry) = y.device_ptr_mut(stream);
+                assert!(
+                    x.data.len() >= span(n, x.inc) && y.data.len() >= span(n, y.inc),
+                    "axpy spans are checked by the caller"
+                );
+                let (xp, _rx) = x.data.device_ptr(stream);
+                let (yp, _ry) = y.data.device_ptr_mut(stream);
                 // SAFETY: `blas` enqueues on `stream`, for which both pointers were
-                // obtained (and their events recorded by the guards); both slices hold
-                // `n` elements; alpha is a host scalar in the handle's host pointer mode.
-                unsafe { cudarc::cublas::sys::$axpy(*blas.handle(), n, &alpha, xp as *const $t, 1, yp as *mut $t, 1) }
+                // obtained (and their events recorded by the guards); each slice holds the
+                // `n` entries `inc` apart (asserted); alpha is a host scalar in the
+                // handle's host pointer mode.
+                unsafe {
+                    cudarc::cublas::sys::$axpy(
+                        *blas.handle(),
+                        n as i64,
+                        &alpha,
+                        xp as *const $t,
+                        x.inc as i64,
+                        yp as *mut $t,
+                        y.inc as i64,
+                    )
+                }
+                .result()?;
+                Ok(())
+            }
+
+            fn scal<X: cudarc::driver::DevicePtrMut<$t>>(
+                blas: &cudarc::cublas::CudaBlas,
+                stream: &CudaStream,
+                (n, alpha): (usize, $t),
+                x: VectorMut<'_, X>,
+            ) -> Result<(), GpuError> {
+                assert!(
+                    x.data.len() >= span(n, x.inc),
+                    "scal's span is checked by the caller"
+                );
+                let (xp, _rx) = x.data.device_ptr_mut(stream);
+                // SAFETY: as for axpy: the `n` entries lie in the slice, on the handle's
+                // stream.
+                unsafe { cudarc::cublas::sys::$scal(*blas.handle(), n as i64, &alpha, xp as *mut $t, x.inc as i64) }
                     .result()?;
                 Ok(())
             }
 
-            fn scal(
+            fn dot<X: cudarc::driver::DevicePtr<$t>, Y: cudarc::driver::DevicePtr<$t>>(
                 blas: &cudarc::cublas::CudaBlas,
                 stream: &CudaStream,
-                alpha: $t,
-                x: &mut impl cudarc::driver::DevicePtrMut<$t>,
-            ) -> Result<(), GpuError> {
-                let n = x.len() as i64;
-                let (xp, _rx) = x.device_ptr_mut(stream);
-                // SAFETY: as for axpy: a valid `n`-element slice on the handle's stream.
-                unsafe { cudarc::cublas::sys::$scal(*blas.handle(), n, &alpha, xp as *mut $t, 1) }.result()?;
-                Ok(())
-            }
-
-            fn dot(
-                blas: &cudarc::cublas::CudaBlas,
-                stream: &CudaStream,
-                x: &impl cudarc::driver::DevicePtr<$t>,
-                y: &impl cudarc::driver::DevicePtr<$t>,
+                n: usize,
+                (x, y): (Vector<'_, X>, Vector<'_, Y>),
                 out: &mut impl cudarc::driver::DevicePtrMut<$t>,
             ) -> Result<(), GpuError> {
-                assert_eq!(x.len(), y.len(), "dot lengths are checked by the caller");
+                assert!(
+                    x.data.len() >= span(n, x.inc) && y.data.len() >= span(n, y.inc),
+                    "dot spans are checked by the caller"
+                );
                 assert!(!out.is_empty());
-                let n = x.len() as i64;
-                let (xp, _rx) = x.device_ptr(stream);
-                let (yp, _ry) = y.device_ptr(stream);
+                let (xp, _rx) = x.data.device_ptr(stream);
+                let (yp, _ry) = y.data.device_ptr(stream);
                 let (op, _ro) = out.device_ptr_mut(stream);
                 with_device_pointers(blas, || {
-                    // SAFETY: `n`-element inputs and a 1-element device result on the
-                    // handle's stream, in device pointer mode.
+                    // SAFETY: the `n` entries of both inputs lie in their slices, and a
+                    // 1-element device result, on the handle's stream, in device pointer
+                    // mode.
                     unsafe {
                         cudarc::cublas::sys::$dot(
                             *blas.handle(),
-                            n,
+                            n as i64,
                             xp as *const $t,
-                            1,
+                            x.inc as i64,
                             yp as *const $t,
-                            1,
+                            y.inc as i64,
                             op as *mut $t,
                         )
                     }
@@ -183,40 +230,64 @@ macro_rules! cublas_level1 {
                 })
             }
 
-            fn nrm2(
+            fn nrm2<X: cudarc::driver::DevicePtr<$t>>(
                 blas: &cudarc::cublas::CudaBlas,
                 stream: &CudaStream,
-                x: &impl cudarc::driver::DevicePtr<$t>,
+                n: usize,
+                x: Vector<'_, X>,
                 out: &mut impl cudarc::driver::DevicePtrMut<$t>,
             ) -> Result<(), GpuError> {
+                assert!(
+                    x.data.len() >= span(n, x.inc),
+                    "nrm2's span is checked by the caller"
+                );
                 assert!(!out.is_empty());
-                let n = x.len() as i64;
-                let (xp, _rx) = x.device_ptr(stream);
+                let (xp, _rx) = x.data.device_ptr(stream);
                 let (op, _ro) = out.device_ptr_mut(stream);
                 with_device_pointers(blas, || {
-                    // SAFETY: an `n`-element input and a 1-element device result on the
-                    // handle's stream, in device pointer mode.
-                    unsafe { cudarc::cublas::sys::$nrm2(*blas.handle(), n, xp as *const $t, 1, op as *mut $t) }
-                        .result()?;
+                    // SAFETY: the `n` entries lie in the slice, and a 1-element device
+                    // result, on the handle's stream, in device pointer mode.
+                    unsafe {
+                        cudarc::cublas::sys::$nrm2(
+                            *blas.handle(),
+                            n as i64,
+                            xp as *const $t,
+                            x.inc as i64,
+                            op as *mut $t,
+                        )
+                    }
+                    .result()?;
                     Ok(())
                 })
             }
 
-            fn iamax(
+            fn iamax<X: cudarc::driver::DevicePtr<$t>>(
                 blas: &cudarc::cublas::CudaBlas,
                 stream: &CudaStream,
-                x: &impl cudarc::driver::DevicePtr<$t>,
+                n: usize,
+                x: Vector<'_, X>,
                 out: &mut impl cudarc::driver::DevicePtrMut<i64>,
             ) -> Result<(), GpuError> {
+                assert!(
+                    x.data.len() >= span(n, x.inc),
+                    "iamax's span is checked by the caller"
+                );
                 assert!(!out.is_empty());
-                let n = x.len() as i64;
-                let (xp, _rx) = x.device_ptr(stream);
+                let (xp, _rx) = x.data.device_ptr(stream);
                 let (op, _ro) = out.device_ptr_mut(stream);
                 with_device_pointers(blas, || {
-                    // SAFETY: an `n`-element input and a 1-element 64-bit device result on
-                    // the handle's stream, in device pointer mode.
-                    unsafe { cudarc::cublas::sys::$iamax(*blas.handle(), n, xp as *const $t, 1, op as *mut i64) }
-                        .result()?;
+                    // SAFETY: the `n` entries lie in the slice, and a 1-element 64-bit
+                    // device result, on the handle's stream, in device pointer mode.
+                    unsafe {
+                        cudarc::cublas::sys::$iamax(
+                            *blas.handle(),
+                            n as i64,
+                            xp as *const $t,
+                            x.inc as i64,
+                            op as *mut i64,
+                        )
+                    }
+                    .result()?;
                     Ok(())
                 })
             }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use cudarc::cublas::{sys as cbsys, CudaBlas, GemmConfig, GemvConfig, StridedBatchedConfig};
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 
 use self::matmul::{Epilogue, Matmul, MatmulBuffer};
 use crate::actor::Context;
@@ -18,14 +18,17 @@ use crate::library::seed::LibrarySeed;
 use crate::library::shell::{Core, Library};
 use crate::observability::{cpu_op, gpu_timed};
 use crate::sys::cublaslt::LtHandle;
+use crate::sys::{Vector, VectorMut};
 use atomr_accel_cuda_macros::gpu_actor;
 
 mod gemm;
 pub mod matmul;
+mod strided;
 
 pub(crate) use gemm::{cpu_gemm, validate};
 use gemm::{invalid, over_32_bits, span};
 pub use gemm::{Batch, Gemm};
+pub use strided::Strided;
 
 /// One GEMV: `y = alpha·op(A)·x + beta·y`, A stored column-major m×n.
 #[derive(Debug, Clone, Copy)]
@@ -375,33 +378,25 @@ impl BlasCore {
         }
     }
 
-    /// `y += alpha·x` (equal lengths).
+    /// `y += alpha·x` over the entries of two strided vectors of as many entries.
     pub(crate) fn axpy<T: Blas1Base>(
         &mut self,
         alpha: T,
-        x: &GpuRef<T>,
-        y: &GpuRef<T>,
+        x: &Strided<T>,
+        y: &Strided<T>,
     ) -> Result<Deferred<()>, GpuError> {
-        self.check(x)?;
-        self.check(y)?;
-        same_len("axpy", x, y)?;
-        if x.same_buffer(y) && x.window() == y.window() {
+        self.check(&x.data)?;
+        self.check(&y.data)?;
+        same_count("axpy", x, y)?;
+        if x.data.same_buffer(&y.data) && x.data.window() == y.data.window() && x.inc == y.inc {
             // y += alpha·y is a scaling.
             return self.scal(T::from_f64(1.0) + alpha, y);
         }
-        with_operands([x], y, |[rx], ry| self.axpy_regions(alpha, rx, ry))?
-    }
-
-    fn axpy_regions<T: Blas1Base>(
-        &self,
-        alpha: T,
-        x: Region<'_, T>,
-        y: RegionMut<'_, T>,
-    ) -> Result<Deferred<()>, GpuError> {
-        match (&self.engine, x, y) {
+        let n = x.n;
+        with_operands([&x.data], &y.data, |[rx], ry| match (&self.engine, rx, ry) {
             (BlasEngine::Cpu, Region::Cpu(xv), RegionMut::Cpu(yv)) => {
                 let _timed = cpu_op(self.shared.config.device_id, "blas", op_name::<T>("axpy"));
-                for (yi, xi) in yv.iter_mut().zip(xv) {
+                for (yi, xi) in yv.iter_mut().step_by(y.inc).zip(xv.iter().step_by(x.inc)).take(n) {
                     *yi = alpha.mul_add(*xi, *yi);
                 }
                 Ok(Deferred::Now(()))
@@ -416,28 +411,24 @@ impl BlasCore {
                 Region::Cuda(xv),
                 RegionMut::Cuda(mut yv),
             ) => {
-                gpu_timed(
-                    stream,
-                    self.shared.config.device_id,
-                    "blas",
-                    op_name::<T>("axpy"),
-                    || T::axpy(blas, stream, alpha, &xv, &mut yv),
-                )
-                .map_err(|e| self.library_failure(stream, e))?;
+                let (vx, vy) = (vector(&xv, x.inc), vector_mut(&mut yv, y.inc));
+                self.timed_l1::<T>(stream, "axpy", || T::axpy(blas, stream, (n, alpha), vx, vy))?;
                 Ok(self.pending(completer.done(stream)))
             }
             _ => Err(invalid("buffers of another backend".into())),
-        }
+        })?
     }
 
-    /// `x *= alpha`.
-    pub(crate) fn scal<T: Blas1Base>(&mut self, alpha: T, x: &GpuRef<T>) -> Result<Deferred<()>, GpuError> {
-        self.check(x)?;
-        let mut sx = x.lock();
+    /// `x *= alpha` over a strided vector's entries.
+    pub(crate) fn scal<T: Blas1Base>(&mut self, alpha: T, x: &Strided<T>) -> Result<Deferred<()>, GpuError> {
+        self.check(&x.data)?;
+        x.validate("x")?;
+        let (n, inc) = (x.n, x.inc);
+        let mut sx = x.data.lock();
         match (&self.engine, sx.region_mut()) {
             (BlasEngine::Cpu, RegionMut::Cpu(xv)) => {
                 let _timed = cpu_op(self.shared.config.device_id, "blas", op_name::<T>("scal"));
-                xv.iter_mut().for_each(|v| *v = *v * alpha);
+                xv.iter_mut().step_by(inc).take(n).for_each(|v| *v = *v * alpha);
                 Ok(Deferred::Now(()))
             }
             (
@@ -449,34 +440,27 @@ impl BlasCore {
                 },
                 RegionMut::Cuda(mut xv),
             ) => {
-                gpu_timed(
-                    stream,
-                    self.shared.config.device_id,
-                    "blas",
-                    op_name::<T>("scal"),
-                    || T::scal(blas, stream, alpha, &mut xv),
-                )
-                .map_err(|e| self.library_failure(stream, e))?;
+                let vx = vector_mut(&mut xv, inc);
+                self.timed_l1::<T>(stream, "scal", || T::scal(blas, stream, (n, alpha), vx))?;
                 Ok(self.pending(completer.done(stream)))
             }
             _ => Err(invalid("a buffer of another backend".into())),
         }
     }
 
-    /// `x · y` (equal lengths).
-    pub(crate) fn dot<T: Blas1Base>(&mut self, x: &GpuRef<T>, y: &GpuRef<T>) -> Result<Deferred<T>, GpuError> {
-        self.check(x)?;
-        self.check(y)?;
-        same_len("dot", x, y)?;
-        with_inputs([x, y], |[rx, ry]| self.dot_regions(rx, ry))
-    }
-
-    fn dot_regions<T: Blas1Base>(&self, x: Region<'_, T>, y: Region<'_, T>) -> Result<Deferred<T>, GpuError> {
-        match (&self.engine, x, y) {
+    /// `x · y` over two strided vectors of as many entries; computed on the device.
+    pub(crate) fn dot<T: Blas1Base>(&mut self, x: &Strided<T>, y: &Strided<T>) -> Result<Deferred<T>, GpuError> {
+        self.check(&x.data)?;
+        self.check(&y.data)?;
+        same_count("dot", x, y)?;
+        let n = x.n;
+        with_inputs([&x.data, &y.data], |[rx, ry]| match (&self.engine, rx, ry) {
             (BlasEngine::Cpu, Region::Cpu(xv), Region::Cpu(yv)) => Ok(Deferred::Now({
                 let _timed = cpu_op(self.shared.config.device_id, "blas", op_name::<T>("dot"));
                 xv.iter()
-                    .zip(yv)
+                    .step_by(x.inc)
+                    .zip(yv.iter().step_by(y.inc))
+                    .take(n)
                     .fold(T::from_f64(0.0), |acc, (a, b)| a.mul_add(*b, acc))
             })),
             (
@@ -490,28 +474,28 @@ impl BlasCore {
                 Region::Cuda(yv),
             ) => {
                 let mut out = stream.alloc_zeros::<T>(1).map_err(|e| self.shared.observe(e.into()))?;
-                gpu_timed(
-                    stream,
-                    self.shared.config.device_id,
-                    "blas",
-                    op_name::<T>("dot"),
-                    || T::dot(blas, stream, &xv, &yv, &mut out),
-                )
-                .map_err(|e| self.library_failure(stream, e))?;
+                let (vx, vy) = (vector(&xv, x.inc), vector(&yv, y.inc));
+                self.timed_l1::<T>(stream, "dot", || T::dot(blas, stream, n, (vx, vy), &mut out))?;
                 Ok(self.scalar_result(completer.done(stream), stream.clone(), out))
             }
             _ => Err(invalid("buffers of another backend".into())),
-        }
+        })
     }
 
-    /// `‖x‖₂`.
-    pub(crate) fn nrm2<T: Blas1Base>(&mut self, x: &GpuRef<T>) -> Result<Deferred<T>, GpuError> {
-        self.check(x)?;
-        let sx = x.lock();
+    /// `‖x‖₂` over a strided vector's entries; computed on the device.
+    pub(crate) fn nrm2<T: Blas1Base>(&mut self, x: &Strided<T>) -> Result<Deferred<T>, GpuError> {
+        self.check(&x.data)?;
+        x.validate("x")?;
+        let (n, inc) = (x.n, x.inc);
+        let sx = x.data.lock();
         match (&self.engine, sx.region()) {
             (BlasEngine::Cpu, Region::Cpu(xv)) => Ok(Deferred::Now({
                 let _timed = cpu_op(self.shared.config.device_id, "blas", op_name::<T>("nrm2"));
-                xv.iter().fold(T::from_f64(0.0), |acc, a| a.mul_add(*a, acc)).sqrt()
+                xv.iter()
+                    .step_by(inc)
+                    .take(n)
+                    .fold(T::from_f64(0.0), |acc, a| a.mul_add(*a, acc))
+                    .sqrt()
             })),
             (
                 BlasEngine::Cuda {
@@ -523,38 +507,32 @@ impl BlasCore {
                 Region::Cuda(xv),
             ) => {
                 let mut out = stream.alloc_zeros::<T>(1).map_err(|e| self.shared.observe(e.into()))?;
-                gpu_timed(
-                    stream,
-                    self.shared.config.device_id,
-                    "blas",
-                    op_name::<T>("nrm2"),
-                    || T::nrm2(blas, stream, &xv, &mut out),
-                )
-                .map_err(|e| self.library_failure(stream, e))?;
+                let vx = vector(&xv, inc);
+                self.timed_l1::<T>(stream, "nrm2", || T::nrm2(blas, stream, n, vx, &mut out))?;
                 Ok(self.scalar_result(completer.done(stream), stream.clone(), out))
             }
             _ => Err(invalid("a buffer of another backend".into())),
         }
     }
 
-    /// The 0-based index of the first element of largest magnitude (cuBLAS's
-    /// `i?amax`, whose 1-based answer is shifted here).
-    pub(crate) fn iamax<T: Blas1Base>(&mut self, x: &GpuRef<T>) -> Result<Deferred<usize>, GpuError> {
-        self.check(x)?;
-        // Buffers are never empty (a zero-length allocation is refused), so there is
-        // always an answer.
-        let sx = x.lock();
+    /// The 0-based position, among a strided vector's entries, of the first of largest
+    /// magnitude (cuBLAS's `i?amax`, whose 1-based answer is shifted here).
+    pub(crate) fn iamax<T: Blas1Base>(&mut self, x: &Strided<T>) -> Result<Deferred<usize>, GpuError> {
+        self.check(&x.data)?;
+        x.validate("x")?;
+        let (n, inc) = (x.n, x.inc);
+        let sx = x.data.lock();
         match (&self.engine, sx.region()) {
             (BlasEngine::Cpu, Region::Cpu(xv)) => {
                 let _timed = cpu_op(self.shared.config.device_id, "blas", op_name::<T>("iamax"));
-                // The first index of the largest |x|, as cuBLAS picks it.
-                let mut best = 0;
-                for (i, v) in xv.iter().enumerate() {
-                    if v.abs() > xv[best].abs() {
-                        best = i;
+                // The first position of the largest |x|, as cuBLAS picks it.
+                let mut best: Option<(usize, T)> = None;
+                for (i, v) in xv.iter().step_by(inc).take(n).enumerate() {
+                    if best.is_none_or(|(_, b)| v.abs() > b) {
+                        best = Some((i, v.abs()));
                     }
                 }
-                Ok(Deferred::Now(best))
+                Ok(Deferred::Now(best.map_or(0, |(i, _)| i)))
             }
             (
                 BlasEngine::Cuda {
@@ -568,20 +546,25 @@ impl BlasCore {
                 let mut out = stream
                     .alloc_zeros::<i64>(1)
                     .map_err(|e| self.shared.observe(e.into()))?;
-                gpu_timed(
-                    stream,
-                    self.shared.config.device_id,
-                    "blas",
-                    op_name::<T>("iamax"),
-                    || T::iamax(blas, stream, &xv, &mut out),
-                )
-                .map_err(|e| self.library_failure(stream, e))?;
+                let vx = vector(&xv, inc);
+                self.timed_l1::<T>(stream, "iamax", || T::iamax(blas, stream, n, vx, &mut out))?;
                 Ok(self
                     .scalar_result(completer.done(stream), stream.clone(), out)
                     .map(|one_based| (one_based - 1) as usize))
             }
             _ => Err(invalid("a buffer of another backend".into())),
         }
+    }
+
+    /// Enqueues a level-1 call, timed as `op<T>` on the timeline; a failure classified.
+    fn timed_l1<T: DTypeBase>(
+        &self,
+        stream: &Arc<CudaStream>,
+        op: &str,
+        enqueue: impl FnOnce() -> Result<(), GpuError>,
+    ) -> Result<(), GpuError> {
+        gpu_timed(stream, self.shared.config.device_id, "blas", op_name::<T>(op), enqueue)
+            .map_err(|e| self.library_failure(stream, e))
     }
 
     /// Waits for `done`, then reads the 1-element device result.
@@ -654,18 +637,28 @@ fn library_failure(shared: &DeviceShared, stream: &Arc<CudaStream>, e: GpuError)
     shared.observe(e)
 }
 
-fn same_len<T: DTypeBase>(what: &str, x: &GpuRef<T>, y: &GpuRef<T>) -> Result<(), GpuError> {
-    if x.len() != y.len() {
+/// Checks two strided vectors of one call: each valid, as many entries in both.
+fn same_count<T: DTypeBase>(what: &str, x: &Strided<T>, y: &Strided<T>) -> Result<(), GpuError> {
+    x.validate("x")?;
+    y.validate("y")?;
+    if x.n != y.n {
         return Err(GpuError::InvalidArgument(
-            Invalid::new(format!("{what} of vectors of {} and {} elements", x.len(), y.len()))
+            Invalid::new(format!("{what} of vectors of {} and {} entries", x.n, y.n))
                 .arg("y")
-                .mismatch(
-                    format_args!("{} elements (as x)", x.len()),
-                    format_args!("{} elements", y.len()),
-                ),
+                .mismatch(format_args!("{} entries (as x)", x.n), format_args!("{} entries", y.n)),
         ));
     }
     Ok(())
+}
+
+/// A locked window as cuBLAS's strided vector.
+fn vector<'a, T>(data: &'a CudaView<'a, T>, inc: usize) -> Vector<'a, CudaView<'a, T>> {
+    Vector { data, inc }
+}
+
+/// As [`vector`], written.
+fn vector_mut<'a, 'b, T>(data: &'a mut CudaViewMut<'b, T>, inc: usize) -> VectorMut<'a, CudaViewMut<'b, T>> {
+    VectorMut { data, inc }
 }
 
 fn op(t: bool) -> cbsys::cublasOperation_t {
@@ -718,25 +711,64 @@ impl BlasActor {
     /// `y += alpha·x` over equal-length vectors (f32, f64).
     #[handler(dtypes(blas1), device)]
     fn axpy<T: Blas1Base>(&mut self, alpha: T, x: GpuRef<T>, y: GpuRef<T>) -> Result<Deferred<()>, GpuError> {
+        self.0.core()?.axpy(alpha, &(&x).into(), &(&y).into())
+    }
+
+    /// `y += alpha·x` over the entries of strided vectors (BLAS `incx`/`incy`: a row of a
+    /// column-major matrix is `Strided::every(&row_start, lda)`) of as many entries.
+    #[handler(dtypes(blas1), device)]
+    fn axpy_strided<T: Blas1Base>(&mut self, alpha: T, x: Strided<T>, y: Strided<T>) -> Result<Deferred<()>, GpuError> {
         self.0.core()?.axpy(alpha, &x, &y)
     }
 
     /// `x *= alpha` (f32, f64).
     #[handler(dtypes(blas1), device)]
     fn scal<T: Blas1Base>(&mut self, alpha: T, x: GpuRef<T>) -> Result<Deferred<()>, GpuError> {
+        self.0.core()?.scal(alpha, &(&x).into())
+    }
+
+    /// `x *= alpha` over a strided vector's entries.
+    #[handler(dtypes(blas1), device)]
+    fn scal_strided<T: Blas1Base>(&mut self, alpha: T, x: Strided<T>) -> Result<Deferred<()>, GpuError> {
         self.0.core()?.scal(alpha, &x)
     }
 
     /// The dot product of equal-length vectors (f32, f64); computed on the device.
     #[handler(dtypes(blas1), device)]
     fn dot<T: Blas1Base>(&mut self, x: GpuRef<T>, y: GpuRef<T>) -> Result<Deferred<T>, GpuError> {
+        self.0.core()?.dot(&(&x).into(), &(&y).into())
+    }
+
+    /// The dot product of strided vectors of as many entries; computed on the device.
+    #[handler(dtypes(blas1), device)]
+    fn dot_strided<T: Blas1Base>(&mut self, x: Strided<T>, y: Strided<T>) -> Result<Deferred<T>, GpuError> {
         self.0.core()?.dot(&x, &y)
     }
 
     /// The Euclidean norm (f32, f64); computed on the device.
     #[handler(dtypes(blas1), device)]
     fn nrm2<T: Blas1Base>(&mut self, x: GpuRef<T>) -> Result<Deferred<T>, GpuError> {
+        self.0.core()?.nrm2(&(&x).into())
+    }
+
+    /// The Euclidean norm of a strided vector's entries; computed on the device.
+    #[handler(dtypes(blas1), device)]
+    fn nrm2_strided<T: Blas1Base>(&mut self, x: Strided<T>) -> Result<Deferred<T>, GpuError> {
         self.0.core()?.nrm2(&x)
+    }
+
+    /// The index (0-based) of the first element of largest magnitude (f32, f64);
+    /// computed on the device.
+    #[handler(dtypes(blas1), device)]
+    fn iamax<T: Blas1Base>(&mut self, x: GpuRef<T>) -> Result<Deferred<usize>, GpuError> {
+        self.0.core()?.iamax(&(&x).into())
+    }
+
+    /// The position (0-based, among the entries) of the first entry of largest magnitude
+    /// of a strided vector; computed on the device.
+    #[handler(dtypes(blas1), device)]
+    fn iamax_strided<T: Blas1Base>(&mut self, x: Strided<T>) -> Result<Deferred<usize>, GpuError> {
+        self.0.core()?.iamax(&x)
     }
 
     /// A cuBLASLt matmul, `C = act(alpha·op(A)·op(B) + beta·C + bias)`: f32 (exact or
@@ -752,12 +784,5 @@ impl BlasActor {
         c: MatmulBuffer,
     ) -> Result<Deferred<()>, GpuError> {
         self.0.core()?.matmul(op, epilogue, [&a, &b, &c])
-    }
-
-    /// The index (0-based) of the first element of largest magnitude (f32, f64);
-    /// computed on the device.
-    #[handler(dtypes(blas1), device)]
-    fn iamax<T: Blas1Base>(&mut self, x: GpuRef<T>) -> Result<Deferred<usize>, GpuError> {
-        self.0.core()?.iamax(&x)
     }
 }
