@@ -18,6 +18,7 @@ on_both! {
     svd_rebuilds_the_matrix => svd;
     eigh_gives_ascending_eigenpairs => eigh;
     eigh_reads_either_triangle_and_values_only_and_svd_values => options;
+    batched_factorizations_factor_every_matrix_and_name_a_failure => batched;
     numerical_failures_are_typed_errors => numerical;
     calls_in_flight_report_their_own_info => info_in_flight;
     bad_input_is_a_typed_error => bad_input;
@@ -300,6 +301,101 @@ async fn options_typed<T: SolverScalar>(d: &Device) {
         d.svd_values(&wide, &s, 4, 8).await,
         Err(GpuError::InvalidArgument(_))
     ));
+}
+
+/// `cholesky_batched` and `lu_factor_batched` over many small matrices: each matrix's
+/// factors rebuild it (L·Lᵀ = A; solves through its LU window and pivot window leave a
+/// small residual); a failing matrix is named and the others still factored.
+async fn batched_typed<T: SolverScalar>(d: &Device) {
+    let (n, count) = (12, 40);
+    let spds: Vec<Vec<f64>> = (0..count).map(|_| spd(n)).collect();
+    let mut flat: Vec<f64> = spds.concat();
+    let a = d.upload(to::<T>(&flat)).await.unwrap();
+    d.cholesky_batched(&a, n, count).await.unwrap();
+    let l_all = back(d, &a).await;
+    for (k, want) in spds.iter().enumerate() {
+        let l: Vec<f64> = (0..n * n)
+            .map(|i| if i % n >= i / n { l_all[k * n * n + i] } else { 0.0 })
+            .collect();
+        let llt = {
+            let mut c = vec![0.0; n * n];
+            gemm_ref(false, true, n, n, n, 1.0, &l, n, &l, n, 0.0, &mut c, n);
+            c
+        };
+        let wt: Vec<f64> = to::<T>(want).iter().map(|x| x.to_f64()).collect();
+        let e = rel_err(&llt, &wt);
+        assert!(
+            e < tol::<T>(),
+            "{} batched Cholesky matrix {k}: L·Lᵀ vs A {e:e}",
+            T::NAME
+        );
+    }
+    // Matrix 7 not positive definite: named; the others factored.
+    for v in &mut flat[7 * n * n..8 * n * n] {
+        *v = -v.abs();
+    }
+    let a = d.upload(to::<T>(&flat)).await.unwrap();
+    match d.cholesky_batched(&a, n, count).await {
+        Err(GpuError::Numerical { op, issue, .. }) => {
+            assert!(op.contains("matrix 7"), "{op}");
+            assert_eq!(issue, NumericalIssue::NotPositiveDefinite);
+        }
+        other => panic!("{} batched Cholesky with a bad matrix: {other:?}", T::NAME),
+    }
+    let after = back(d, &a).await;
+    assert_eq!(after[..n * n], l_all[..n * n], "matrix 0 was still factored");
+
+    let mats: Vec<f64> = random(n * n, count);
+    let ad = d.upload(to::<T>(&mats)).await.unwrap();
+    let piv = d.alloc::<i32>(n * count).await.unwrap();
+    d.lu_factor_batched(&ad, &piv, n, count).await.unwrap();
+    for k in [0, 1, 17, count - 1] {
+        let b = random(n, 1);
+        let bd = d.upload(to::<T>(&b)).await.unwrap();
+        let (lu_k, piv_k) = (
+            ad.view(k * n * n..(k + 1) * n * n).unwrap(),
+            piv.view(k * n..(k + 1) * n).unwrap(),
+        );
+        d.lu_solve(&lu_k, &piv_k, &bd, n, 1).await.unwrap();
+        let x = back(d, &bd).await;
+        let ak: Vec<f64> = to::<T>(&mats[k * n * n..(k + 1) * n * n])
+            .iter()
+            .map(|v| v.to_f64())
+            .collect();
+        let bt: Vec<f64> = to::<T>(&b).iter().map(|v| v.to_f64()).collect();
+        let e = rel_err(&mul(&ak, &x, n, n, 1, false), &bt);
+        assert!(
+            e < tol::<T>() * 50.0,
+            "{} batched LU matrix {k}: A·x vs b {e:e}",
+            T::NAME
+        );
+    }
+    let mut singular = mats.clone();
+    for v in &mut singular[3 * n * n + 2 * n..3 * n * n + 3 * n] {
+        *v = 0.0; // column 2 of matrix 3
+    }
+    let sd = d.upload(to::<T>(&singular)).await.unwrap();
+    match d.lu_factor_batched(&sd, &piv, n, count).await {
+        Err(GpuError::Numerical { op, issue, info }) => {
+            assert!(op.contains("matrix 3"), "{op}");
+            assert_eq!((issue, info), (NumericalIssue::Singular, 3));
+        }
+        other => panic!("{} batched LU with a singular matrix: {other:?}", T::NAME),
+    }
+    let inv =
+        |r: Result<(), GpuError>, what: &str| assert!(matches!(r, Err(GpuError::InvalidArgument(_))), "{what}: {r:?}");
+    inv(d.cholesky_batched(&a, n, 0).await, "count 0");
+    inv(d.cholesky_batched(&a, n, count + 1).await, "more matrices than A holds");
+    let short = d.alloc::<i32>(n * count - 1).await.unwrap();
+    inv(d.lu_factor_batched(&ad, &short, n, count).await, "too few pivots");
+}
+
+async fn batched(config: DeviceConfig) {
+    let sys = ActorSystem::new("solver-batched");
+    let d = Device::open(&sys, config).await.unwrap();
+    batched_typed::<f32>(&d).await;
+    batched_typed::<f64>(&d).await;
+    sys.shutdown().await;
 }
 
 async fn options(config: DeviceConfig) {

@@ -50,6 +50,64 @@ macro_rules! cublas_gemm {
 
 cublas_gemm!(f16, bf16, f32, f64);
 
+/// cuBLAS's batched LU (`getrfBatched`) of one dtype (f32, f64): the solver's batched
+/// factorization of many small matrices.
+#[doc(hidden)]
+pub trait CublasBatchedLu: cudarc::driver::DeviceRepr + Sized {
+    /// LU with partial pivoting of `count` n×n matrices one after another in `a`, in
+    /// place: `pivots` (count·n, 1-based, per matrix) and `info` (count). Returns the
+    /// device array of matrix pointers the routine reads, to keep until the stream has
+    /// run it.
+    fn getrf_batched(
+        blas: &cudarc::cublas::CudaBlas,
+        stream: &std::sync::Arc<CudaStream>,
+        n_count: (usize, usize),
+        a: &mut impl cudarc::driver::DevicePtrMut<Self>,
+        pivots: &mut impl cudarc::driver::DevicePtrMut<i32>,
+        info: &mut impl cudarc::driver::DevicePtrMut<i32>,
+    ) -> Result<cudarc::driver::CudaSlice<u64>, GpuError>;
+}
+
+macro_rules! cublas_batched_lu {
+    ($($t:ty => $f:ident),*) => {$(
+        impl CublasBatchedLu for $t {
+            fn getrf_batched(
+                blas: &cudarc::cublas::CudaBlas,
+                stream: &std::sync::Arc<CudaStream>,
+                (n, count): (usize, usize),
+                a: &mut impl cudarc::driver::DevicePtrMut<$t>,
+                pivots: &mut impl cudarc::driver::DevicePtrMut<i32>,
+                info: &mut impl cudarc::driver::DevicePtrMut<i32>,
+            ) -> Result<cudarc::driver::CudaSlice<u64>, GpuError> {
+                assert!(
+                    a.len() >= n * n * count && pivots.len() >= n * count && info.len() >= count,
+                    "batched LU lengths are checked by the caller"
+                );
+                let int = |v: usize| i32::try_from(v).map_err(|_| GpuError::invalid(format!("{v} exceeds cuBLAS's 32-bit sizes")));
+                let (ni, ci) = (int(n)?, int(count)?);
+                let (pa, _ga) = a.device_ptr_mut(stream);
+                let (pp, _gp) = pivots.device_ptr_mut(stream);
+                let (pi, _gi) = info.device_ptr_mut(stream);
+                let ptrs = super::cusolver::matrix_pointers(stream, pa, (n * n * std::mem::size_of::<$t>()) as u64, count)?;
+                {
+                    let (pm, _gm) = ptrs.device_ptr(stream);
+                    // SAFETY: `ptrs` holds `count` device pointers to the n×n matrices of
+                    // A (asserted to hold them all), lda = n; pivots count·n and info
+                    // count ints; the handle enqueues on `stream`, which every pointer was
+                    // ordered for by its guard.
+                    unsafe {
+                        cudarc::cublas::sys::$f(*blas.handle(), ni, pm as *const *mut $t, ni, pp as *mut i32, pi as *mut i32, ci)
+                    }
+                    .result()?;
+                }
+                Ok(ptrs)
+            }
+        }
+    )*};
+}
+
+cublas_batched_lu!(f32 => cublasSgetrfBatched, f64 => cublasDgetrfBatched);
+
 /// A vector of a level-1 call as cuBLAS reads it: `n` elements, `inc` apart, from the
 /// start of `data`.
 pub struct Vector<'a, P> {

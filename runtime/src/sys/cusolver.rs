@@ -39,6 +39,7 @@ pub struct LapackFns<T> {
     potrf_bs: unsafe fn(H, Fill, c_int, *mut T, c_int, *mut c_int) -> Status,
     potrf: unsafe fn(H, Fill, c_int, *mut T, c_int, *mut T, c_int, *mut c_int) -> Status,
     potrs: unsafe fn(H, Fill, c_int, c_int, *const T, c_int, *mut T, c_int, *mut c_int) -> Status,
+    potrf_batched: unsafe fn(H, Fill, c_int, *mut *mut T, c_int, *mut c_int, c_int) -> Status,
     geqrf_bs: unsafe fn(H, c_int, c_int, *mut T, c_int, *mut c_int) -> Status,
     geqrf: unsafe fn(H, c_int, c_int, *mut T, c_int, *mut T, *mut T, c_int, *mut c_int) -> Status,
     orgqr_bs: unsafe fn(H, c_int, c_int, c_int, *const T, c_int, *const T, *mut c_int) -> Status,
@@ -74,7 +75,7 @@ pub trait CusolverFloat: DeviceRepr + ValidAsZeroBits + Copy + Sized + 'static {
 }
 
 macro_rules! cusolver_float {
-    ($($t:ty: $getrf_bs:ident $getrf:ident $getrs:ident $potrf_bs:ident $potrf:ident $potrs:ident
+    ($($t:ty: $getrf_bs:ident $getrf:ident $getrs:ident $potrf_bs:ident $potrf:ident $potrs:ident $potrf_batched:ident
         $geqrf_bs:ident $geqrf:ident $orgqr_bs:ident $orgqr:ident $gesvd_bs:ident $gesvd:ident
         $syevd_bs:ident $syevd:ident;)*) => {$(
         impl CusolverFloat for $t {
@@ -85,6 +86,7 @@ macro_rules! cusolver_float {
                 potrf_bs: sys::$potrf_bs,
                 potrf: sys::$potrf,
                 potrs: sys::$potrs,
+                potrf_batched: sys::$potrf_batched,
                 geqrf_bs: sys::$geqrf_bs,
                 geqrf: sys::$geqrf,
                 orgqr_bs: sys::$orgqr_bs,
@@ -100,11 +102,11 @@ macro_rules! cusolver_float {
 
 cusolver_float! {
     f32: cusolverDnSgetrf_bufferSize cusolverDnSgetrf cusolverDnSgetrs cusolverDnSpotrf_bufferSize
-        cusolverDnSpotrf cusolverDnSpotrs cusolverDnSgeqrf_bufferSize cusolverDnSgeqrf
+        cusolverDnSpotrf cusolverDnSpotrs cusolverDnSpotrfBatched cusolverDnSgeqrf_bufferSize cusolverDnSgeqrf
         cusolverDnSorgqr_bufferSize cusolverDnSorgqr cusolverDnSgesvd_bufferSize cusolverDnSgesvd
         cusolverDnSsyevd_bufferSize cusolverDnSsyevd;
     f64: cusolverDnDgetrf_bufferSize cusolverDnDgetrf cusolverDnDgetrs cusolverDnDpotrf_bufferSize
-        cusolverDnDpotrf cusolverDnDpotrs cusolverDnDgeqrf_bufferSize cusolverDnDgeqrf
+        cusolverDnDpotrf cusolverDnDpotrs cusolverDnDpotrfBatched cusolverDnDgeqrf_bufferSize cusolverDnDgeqrf
         cusolverDnDorgqr_bufferSize cusolverDnDorgqr cusolverDnDgesvd_bufferSize cusolverDnDgesvd
         cusolverDnDsyevd_bufferSize cusolverDnDsyevd;
 }
@@ -113,6 +115,18 @@ cusolver_float! {
 /// argument a routine is told not to touch.
 fn ptr<G>((p, g): (CUdeviceptr, G)) -> (CUdeviceptr, Option<G>) {
     (p, Some(g))
+}
+
+/// The device addresses of `count` matrices `bytes` apart from `first`, as a device array
+/// (what the batched routines read), copied on `stream`.
+pub(crate) fn matrix_pointers(
+    stream: &Arc<CudaStream>,
+    first: CUdeviceptr,
+    bytes: u64,
+    count: usize,
+) -> Result<CudaSlice<u64>, GpuError> {
+    let host: Vec<u64> = (0..count as u64).map(|i| first + i * bytes).collect();
+    Ok(stream.clone_htod(&host)?)
 }
 
 fn check(s: Status) -> Result<(), GpuError> {
@@ -335,6 +349,43 @@ impl Dense {
                 pi as *mut c_int,
             )
         })
+    }
+
+    /// Cholesky of `count` n×n matrices stored one after another in `a`, each from its
+    /// lower triangle, in place (`potrfBatched`); `info[i]` is matrix i's `info`.
+    /// Returns the device array of matrix pointers the routine reads, to keep until the
+    /// stream has run it.
+    pub(crate) fn potrf_batched<T: CusolverFloat>(
+        &self,
+        (n, count): (usize, usize),
+        a: &mut impl DevicePtrMut<T>,
+        info: &mut impl DevicePtrMut<i32>,
+    ) -> Result<CudaSlice<u64>, GpuError> {
+        fits(a, n * n * count, "A")?;
+        fits(info, count, "info")?;
+        let (ni, ci) = (int(n, "n")?, int(count, "count")?);
+        let s = &self.stream;
+        let (pa, _ga) = a.device_ptr_mut(s);
+        let (pi, _gi) = info.device_ptr_mut(s);
+        let ptrs = matrix_pointers(s, pa, (n * n * std::mem::size_of::<T>()) as u64, count)?;
+        {
+            let (pp, _gp) = ptrs.device_ptr(s);
+            // SAFETY: `ptrs` holds `count` device pointers, matrix i at `pa + i·n·n`
+            // elements, each inside A (checked: A holds count·n·n); lda = n; `info` holds
+            // count ints; all on this handle's stream, ordered by the guards.
+            check(unsafe {
+                (T::FNS.potrf_batched)(
+                    self.handle.cu(),
+                    Fill::CUBLAS_FILL_MODE_LOWER,
+                    ni,
+                    pp as *mut *mut T,
+                    ni,
+                    pi as *mut c_int,
+                    ci,
+                )
+            })?;
+        }
+        Ok(ptrs)
     }
 
     /// Solves `A·X = B` from `potrf`'s lower factor; `b` (n×nrhs) becomes X (`potrs`).

@@ -22,7 +22,7 @@ mod nvrtc;
 pub(crate) mod peer;
 pub(crate) mod pinned;
 
-pub use cublas::{CublasGemm, CublasLevel1, Vector, VectorMut};
+pub use cublas::{CublasBatchedLu, CublasGemm, CublasLevel1, Vector, VectorMut};
 pub use cufft::CufftFloat;
 pub use curand::{CurandFloat, CurandGen, Draw};
 pub use nvrtc::CUDA_INCLUDE_ENV;

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use cudarc::driver::{CudaSlice, CudaStream, CudaViewMut};
 
 use super::SolverFloat;
-use super::{numerical, Op};
+use super::{first_failure, numerical, Op};
 use crate::actor::Deferred;
 use crate::backend::state::DeviceShared;
 use crate::completion::Completer;
@@ -54,6 +54,9 @@ pub(super) struct CudaSolver {
     /// (out-of-range ones would make it read and write outside B, a sticky fault), and
     /// checking their values would mean a synchronous read on the actor's thread.
     factored: RefCell<HashMap<(u64, usize), usize>>,
+    /// The cuBLAS handle of the batched LU (`getrfBatched` is cuBLAS's), made on first
+    /// use on the solver's stream.
+    blas: std::cell::OnceCell<cudarc::cublas::CudaBlas>,
 }
 
 /// The device memory of a locked handle (its window).
@@ -72,6 +75,7 @@ impl CudaSolver {
             completer,
             slots: Arc::new(Mutex::new(Vec::new())),
             factored: RefCell::new(HashMap::new()),
+            blas: std::cell::OnceCell::new(),
         })
     }
 
@@ -118,6 +122,73 @@ impl CudaSolver {
             .getrf(n, &mut cuda(&mut sa)?, &mut cuda(&mut sp)?, &mut slot)?;
         self.factored.borrow_mut().insert((pivots.id(), pivots.offset()), n);
         Ok(self.finish(shared, Op::LuFactor, slot))
+    }
+
+    /// `count` LUs at once (cuBLAS `getrfBatched`); each matrix's pivots are recorded
+    /// for `lu_solve` as `lu_factor`'s are.
+    pub(super) fn lu_factor_batched<T: SolverFloat>(
+        &self,
+        shared: &Arc<DeviceShared>,
+        a: &GpuRef<T>,
+        pivots: &GpuRef<i32>,
+        (n, count): (usize, usize),
+    ) -> Result<Deferred<()>, GpuError> {
+        let blas = match self.blas.get() {
+            Some(b) => b,
+            None => {
+                let b = cudarc::cublas::CudaBlas::new(self.stream.clone())?;
+                self.blas.get_or_init(|| b)
+            }
+        };
+        let mut info = self.stream.alloc_zeros::<i32>(count)?;
+        let (mut sa, mut sp) = (a.lock(), pivots.lock());
+        let ptrs = T::getrf_batched(
+            blas,
+            &self.stream,
+            (n, count),
+            &mut cuda(&mut sa)?,
+            &mut cuda(&mut sp)?,
+            &mut info,
+        )?;
+        let mut factored = self.factored.borrow_mut();
+        for i in 0..count {
+            factored.insert((pivots.id(), pivots.offset() + i * n), n);
+        }
+        Ok(self.finish_batched(shared, Op::LuFactorBatched, info, ptrs))
+    }
+
+    /// `count` Choleskys at once (`potrfBatched`).
+    pub(super) fn cholesky_batched<T: SolverFloat>(
+        &self,
+        shared: &Arc<DeviceShared>,
+        a: &GpuRef<T>,
+        (n, count): (usize, usize),
+    ) -> Result<Deferred<()>, GpuError> {
+        let mut info = self.stream.alloc_zeros::<i32>(count)?;
+        let ptrs = self
+            .dense
+            .potrf_batched((n, count), &mut cuda(&mut a.lock())?, &mut info)?;
+        Ok(self.finish_batched(shared, Op::CholeskyBatched, info, ptrs))
+    }
+
+    /// The future that awaits the stream, then reads the batch's `info`s (one copy) and
+    /// reports the first matrix that failed; `keep` (the routine's pointer array) lives
+    /// until then.
+    fn finish_batched(
+        &self,
+        shared: &Arc<DeviceShared>,
+        op: Op,
+        info: CudaSlice<i32>,
+        keep: CudaSlice<u64>,
+    ) -> Deferred<()> {
+        let done = self.completer.done(&self.stream);
+        let (shared, stream) = (shared.clone(), self.stream.clone());
+        Deferred::later(async move {
+            done.await.map_err(|e| shared.observe(e))?;
+            drop(keep);
+            let infos = stream.clone_dtoh(&info).map_err(|e| shared.observe(e.into()))?;
+            first_failure(op, &infos)
+        })
     }
 
     pub(super) fn lu_solve<T: SolverFloat>(

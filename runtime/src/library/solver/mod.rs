@@ -33,7 +33,10 @@ use crate::observability::{cpu_op, gpu_timed};
 
 /// Float types of the dense solvers (f32, f64): the bound of the `SolverActor`'s
 /// handlers (cuSOLVER's entry points, and the `#[kernel]` that extracts QR's R).
-pub trait SolverFloat: crate::kernel::dsl::Float + crate::sys::cusolver::CusolverFloat {}
+pub trait SolverFloat:
+    crate::kernel::dsl::Float + crate::sys::cusolver::CusolverFloat + crate::sys::CublasBatchedLu
+{
+}
 impl SolverFloat for f32 {}
 impl SolverFloat for f64 {}
 
@@ -95,8 +98,10 @@ impl Eigh {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Op {
     LuFactor,
+    LuFactorBatched,
     LuSolve,
     Cholesky,
+    CholeskyBatched,
     CholeskySolve,
     Qr,
     Svd,
@@ -108,6 +113,8 @@ impl Op {
     fn name(self) -> &'static str {
         match self {
             Op::LuFactor => "lu_factor",
+            Op::LuFactorBatched => "lu_factor_batched",
+            Op::CholeskyBatched => "cholesky_batched",
             Op::LuSolve => "lu_solve",
             Op::Cholesky => "cholesky",
             Op::CholeskySolve => "cholesky_solve",
@@ -121,8 +128,8 @@ impl Op {
     /// What a positive `info` means for this routine (`None`: it never reports one).
     fn issue(self) -> Option<NumericalIssue> {
         match self {
-            Op::LuFactor => Some(NumericalIssue::Singular),
-            Op::Cholesky => Some(NumericalIssue::NotPositiveDefinite),
+            Op::LuFactor | Op::LuFactorBatched => Some(NumericalIssue::Singular),
+            Op::Cholesky | Op::CholeskyBatched => Some(NumericalIssue::NotPositiveDefinite),
             Op::Svd | Op::SvdValues | Op::Eigh => Some(NumericalIssue::NoConvergence),
             Op::LuSolve | Op::CholeskySolve | Op::Qr => None,
         }
@@ -143,6 +150,23 @@ pub(crate) fn numerical(op: Op, info: i32) -> Result<(), GpuError> {
             lib: Lib::Cusolver,
             code: i,
             msg: format!("{}: LAPACK info {i}", op.name()),
+        }),
+    }
+}
+
+/// The reply of a batched routine from its matrices' `info`s: the first matrix that
+/// failed, named in the error's operation (`"cholesky_batched (matrix 17 of the
+/// batch)"`); the others were factored.
+pub(crate) fn first_failure(op: Op, infos: &[i32]) -> Result<(), GpuError> {
+    match infos.iter().position(|&i| i != 0) {
+        None => Ok(()),
+        Some(k) => numerical(op, infos[k]).map_err(|e| match e {
+            GpuError::Numerical { op, issue, info } => GpuError::Numerical {
+                op: format!("{op} (matrix {k} of the batch)"),
+                issue,
+                info,
+            },
+            other => other,
         }),
     }
 }
@@ -341,6 +365,61 @@ impl SolverCore {
         )
     }
 
+    fn cholesky_batched<T: SolverFloat>(
+        &self,
+        a: &GpuRef<T>,
+        (n, count): (usize, usize),
+    ) -> Result<Deferred<()>, GpuError> {
+        let op = Op::CholeskyBatched;
+        self.check(a)?;
+        positive(n, "n", op)?;
+        positive(count, "count", op)?;
+        holds(a, n * n, count, "A", op)?;
+        self.run(
+            op,
+            || {
+                let mut sa = a.lock();
+                let infos: Vec<i32> = host(&mut sa)?
+                    .chunks_mut(n * n)
+                    .take(count)
+                    .map(|m| cpu::cholesky(m, n))
+                    .collect();
+                first_failure(op, &infos).map(Deferred::Now)
+            },
+            |c| c.cholesky_batched(&self.shared, a, (n, count)),
+        )
+    }
+
+    fn lu_factor_batched<T: SolverFloat>(
+        &self,
+        a: &GpuRef<T>,
+        pivots: &GpuRef<i32>,
+        (n, count): (usize, usize),
+    ) -> Result<Deferred<()>, GpuError> {
+        let op = Op::LuFactorBatched;
+        self.check(a)?;
+        self.check(pivots)?;
+        positive(n, "n", op)?;
+        positive(count, "count", op)?;
+        holds(a, n * n, count, "A", op)?;
+        holds(pivots, n, count, "the pivots", op)?;
+        self.run(
+            op,
+            || {
+                let (mut sa, mut sp) = (a.lock(), pivots.lock());
+                let (ha, hp) = (host(&mut sa)?, host(&mut sp)?);
+                let infos: Vec<i32> = ha
+                    .chunks_mut(n * n)
+                    .zip(hp.chunks_mut(n))
+                    .take(count)
+                    .map(|(m, p)| cpu::lu_factor(m, p, n))
+                    .collect();
+                first_failure(op, &infos).map(Deferred::Now)
+            },
+            |c| c.lu_factor_batched(&self.shared, a, pivots, (n, count)),
+        )
+    }
+
     fn cholesky<T: SolverFloat>(&self, a: &GpuRef<T>, n: usize) -> Result<Deferred<()>, GpuError> {
         let op = Op::Cholesky;
         self.check(a)?;
@@ -530,6 +609,36 @@ impl SolverActor {
     #[handler(dtypes(blas1), device)]
     fn cholesky<T: SolverFloat>(&mut self, a: GpuRef<T>, n: usize) -> Result<Deferred<()>, GpuError> {
         self.0.core()?.cholesky(&a, n)
+    }
+
+    /// Cholesky of `count` symmetric positive definite n×n matrices stored one after
+    /// another in `a` (n·n elements each, column-major), each from its lower triangle, in
+    /// place — many small matrices in one call (`potrfBatched`). A matrix that is not
+    /// positive definite is `Numerical` naming it (`"cholesky_batched (matrix 17 of the
+    /// batch)"`); the others are factored.
+    #[handler(dtypes(blas1), device)]
+    fn cholesky_batched<T: SolverFloat>(
+        &mut self,
+        a: GpuRef<T>,
+        n: usize,
+        count: usize,
+    ) -> Result<Deferred<()>, GpuError> {
+        self.0.core()?.cholesky_batched(&a, (n, count))
+    }
+
+    /// LU with partial pivoting of `count` n×n matrices one after another in `a`, in place
+    /// (cuBLAS `getrfBatched`); `pivots` (count·n) gets each matrix's 1-based row swaps
+    /// — a window `pivots.view(i·n..(i+1)·n)` with the matrix's view is what `lu_solve`
+    /// takes. A singular matrix is `Numerical` naming it; the others are factored.
+    #[handler(dtypes(blas1), device)]
+    fn lu_factor_batched<T: SolverFloat>(
+        &mut self,
+        a: GpuRef<T>,
+        pivots: GpuRef<i32>,
+        n: usize,
+        count: usize,
+    ) -> Result<Deferred<()>, GpuError> {
+        self.0.core()?.lu_factor_batched(&a, &pivots, (n, count))
     }
 
     /// Solves `A·X = B` from `cholesky`'s L; `b` (n×nrhs) becomes X.
