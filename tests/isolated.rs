@@ -18,7 +18,7 @@ use atomr_accel_cuda::isolation::IsolationConfig;
 use atomr_accel_cuda::kernel::dsl::prelude::*;
 use atomr_accel_cuda::module::{KernelSource, LaunchConfig};
 use atomr_accel_cuda::prelude::BackendChoice;
-use atomr_accel_cuda::prelude::{Activation, Epilogue, Matmul};
+use atomr_accel_cuda::prelude::{Activation, Epilogue, GraphBuilder, Matmul};
 use atomr_accel_cuda::testing::TestHooks;
 use atomr_accel_cuda::{gpu_main, kernel, Device, DeviceConfig, FftShape, Gemm, GpuError, GpuRef, KernelArg};
 use common::slow::slow_copy;
@@ -161,6 +161,8 @@ fn round_trip(config: DeviceConfig) -> Pin<Box<dyn Future<Output = ()> + Send>> 
         assert!((nrm - 8.0).abs() < 1e-5 && (dot - 64.0).abs() < 1e-4);
         check_matmul(&dev).await;
         check_events(&dev).await;
+        check_graphs(&dev).await;
+        check_graphs(&dev).await;
         // An operation added as one handler crosses too (its message is generated).
         let mut w: Vec<f64> = rand_vec(301);
         w[117] = -9.0;
@@ -290,6 +292,21 @@ fn bad_input_is_a_typed_error_and_the_worker_keeps_serving(
         );
         let e = dev.wait_event(&ev).await.unwrap_err();
         assert!(matches!(e, GpuError::InvalidArgument(_)), "never recorded: {e:?}");
+        // Graphs too.
+        let lg = local.capture_graph(GraphBuilder::new().copy(&lb, &lb.clone())).await;
+        if let Ok(lg) = lg {
+            let e = dev.replay(&lg, 1).await.unwrap_err();
+            assert!(matches!(e, GpuError::InvalidArgument(_)), "an in-process graph: {e:?}");
+        }
+        let og = other
+            .capture_graph(GraphBuilder::new().copy(&ob, &other.alloc::<f32>(16).await.unwrap()))
+            .await
+            .unwrap();
+        let e = dev.replay(&og, 1).await.unwrap_err();
+        assert!(
+            matches!(e, GpuError::InvalidArgument(_)),
+            "another isolated device's graph: {e:?}"
+        );
         let lc = local.alloc::<f32>(16).await.unwrap();
         let e = dev.copy_to(&a, &local, &lc).await.unwrap_err();
         assert!(matches!(e, GpuError::Unsupported(_)), "{e:?}");
@@ -713,6 +730,50 @@ async fn check_events(dev: &Device) {
     }
 }
 
+/// A graph captured in the worker — a GEMM, a `#[kernel]` over its result, a copy — and
+/// replayed three times, against float64; the worker frees it with the last handle.
+async fn check_graphs(dev: &Device) {
+    let n = 24;
+    let (a, b) = (rand_vec(n * n), rand_vec(n * n));
+    let f32s = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<_>>();
+    let (ga, gb) = (dev.upload(f32s(&a)).await.unwrap(), dev.upload(f32s(&b)).await.unwrap());
+    let gc = dev.alloc::<f32>(n * n).await.unwrap();
+    let mut gy = dev.alloc::<f32>(n * n).await.unwrap();
+    let gz = dev.alloc::<f32>(n * n).await.unwrap();
+    let p = Affine {
+        scale: 1.5,
+        shift: -0.25,
+        bias: 3,
+    };
+    let graph = dev
+        .capture_graph(
+            GraphBuilder::new()
+                .gemm(Gemm::<f32>::new(n, n, n), &ga, &gb, &gc)
+                .kernel(affine::call::<f32>(
+                    LaunchConfig::for_elements(n * n, 256),
+                    p,
+                    &gc,
+                    &mut gy,
+                ))
+                .copy(&gy, &gz),
+        )
+        .await
+        .unwrap();
+    assert_eq!(graph.operations(), 3);
+    dev.replay(&graph, 3).await.unwrap();
+    let (a32, b32): (Vec<f64>, Vec<f64>) = (
+        a.iter().map(|&x| x as f32 as f64).collect(),
+        b.iter().map(|&x| x as f32 as f64).collect(),
+    );
+    let mut want = vec![0.0; n * n];
+    gemm_ref(false, false, n, n, n, 1.0, &a32, n, &b32, n, 0.0, &mut want, n);
+    want.iter_mut().for_each(|w| *w = 1.5 * *w - 0.25 + 3.0);
+    let got: Vec<f64> = dev.download(&gz).await.unwrap().iter().map(|&v| v as f64).collect();
+    let e = rel_err(&got, &want);
+    assert!(e < 1e-5, "isolated graph: rel err {e}");
+    drop(graph);
+}
+
 /// A cuBLASLt matmul through the worker — buffers of three element types in one message:
 /// bf16 inputs, an f32 C, an f32 bias and ReLU, against float64.
 async fn check_matmul(dev: &Device) {
@@ -796,6 +857,7 @@ fn gpu_round_trip(config: DeviceConfig) -> Pin<Box<dyn Future<Output = ()> + Sen
         check_kernel(&dev, 1 << 20).await;
         check_matmul(&dev).await;
         check_events(&dev).await;
+        check_graphs(&dev).await;
         let v: Vec<f32> = rand_vec(64 << 20).iter().map(|&x| x as f32).collect();
         let g: GpuRef<f32> = dev.upload(v.clone()).await.unwrap();
         assert_eq!(dev.download(&g).await.unwrap(), v);

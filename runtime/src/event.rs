@@ -16,16 +16,13 @@ use std::time::Instant;
 use atomr_accel_cuda_macros::gpu_actor;
 use cudarc::driver::{sys::CUevent_flags, CudaEvent, CudaStream};
 
-use std::sync::Weak;
-
 use crate::actor::{Context, Deferred};
 use crate::backend::state::DeviceShared;
 use crate::error::GpuError;
-use crate::gpu_ref::BufferOwner;
 use crate::launch::KernelArgs;
 use crate::library::seed::{CudaSeed, LibrarySeed};
 use crate::library::shell::{Core, Library};
-use crate::wire::{Reader, Side, Wire, Writer};
+use crate::wire::{put_remote_object, Reader, RemoteObject, Side, Wire, Writer};
 
 static NEXT_EVENT: AtomicU64 = AtomicU64::new(1);
 
@@ -35,25 +32,7 @@ enum Mark {
     /// A CUDA event with timing, and whether it has been recorded.
     Cuda(CudaEvent, std::sync::atomic::AtomicBool),
     /// An isolated device's event: the worker holds it (its `id` is the worker's).
-    Remote(RemoteEvent),
-}
-
-/// The user-process side of a worker's event; dropping the last handle frees it there.
-struct RemoteEvent {
-    /// The worker's number for it.
-    id: u64,
-    /// The `Device` it belongs to (two isolated devices may share ordinal and generation).
-    instance: u64,
-    link: Weak<dyn BufferOwner>,
-}
-
-impl Drop for RemoteEvent {
-    fn drop(&mut self) {
-        // Shared by every clone of the handle (in its `Mark`): this was the last one.
-        if let Some(link) = self.link.upgrade() {
-            link.free_event(self.id);
-        }
-    }
+    Remote(RemoteObject),
 }
 
 /// An event of one device generation. Cheap to clone.
@@ -102,27 +81,17 @@ impl Wire for GpuEvent {
     fn put(&self, w: &mut Writer<'_>) -> Result<(), GpuError> {
         match w.side {
             Side::Client(c) => {
-                let Mark::Remote(r) = &*self.mark else {
-                    return Err(GpuError::invalid(format!(
-                        "{self:?} belongs to an in-process device, not to isolated device {}",
-                        c.device_id
-                    )));
+                let remote = match &*self.mark {
+                    Mark::Remote(r) => Some(r),
+                    _ => None,
                 };
-                if r.instance != c.instance {
-                    return Err(GpuError::invalid(format!(
-                        "{self:?} belongs to another device, not to isolated device {}",
-                        c.device_id
-                    )));
-                }
-                if self.generation != c.generation() {
-                    return Err(GpuError::Stale {
-                        buffer_generation: self.generation,
-                        device_generation: c.generation(),
-                    });
-                }
-                w.keep.push(Box::new(self.clone()));
-                w.put_u64(r.id);
-                Ok(())
+                put_remote_object(
+                    w,
+                    c,
+                    (remote, self.generation),
+                    &format_args!("{self:?}"),
+                    Box::new(self.clone()),
+                )
             }
             Side::Worker(wc) => {
                 wc.export_event(self.id, self);
@@ -143,11 +112,7 @@ impl Wire for GpuEvent {
                 id,
                 device_id: c.device_id,
                 generation: c.generation(),
-                mark: Arc::new(Mark::Remote(RemoteEvent {
-                    id,
-                    instance: c.instance,
-                    link: c.link.clone(),
-                })),
+                mark: Arc::new(Mark::Remote(RemoteObject::new(c, id, |link, id| link.free_event(id)))),
             }),
             Side::Journal(_) => Err(GpuError::Unsupported("events are not journalled".into())),
         }

@@ -24,6 +24,8 @@ pub(crate) trait BufferOwner: Send + Sync {
     fn free(&self, id: u64);
     /// The user process holds no handle to event `id` any more.
     fn free_event(&self, id: u64);
+    /// The user process holds no handle to graph `id` any more.
+    fn free_graph(&self, id: u64);
 }
 
 /// The user-process side of an isolated device's buffer: its id in the worker. Dropping

@@ -183,7 +183,7 @@ inner_actors! {
     /// For the event actor.
     Event(EventActorMsg, EventActorRef) at event, required, wire(6);
     /// For the graph actor.
-    Graph(GraphActorMsg, GraphActorRef) at graph, required, local("CUDA graphs");
+    Graph(GraphActorMsg, GraphActorRef) at graph, required, wire(7);
 }
 
 /// What a request for a library the `DeviceConfig` left out gets (from the `Device` or

@@ -141,6 +141,7 @@ impl GraphCore {
             generation: self.generation,
             operations: nodes.len(),
             _token: token.clone(),
+            remote: None,
         };
         self.graphs.insert(
             g.id,
@@ -234,7 +235,7 @@ fn capture_on(c: &CudaEngine, nodes: &[Box<dyn GraphNode>]) -> Result<GraphExec,
 /// The graph actor of a device.
 pub struct GraphActor(pub(crate) Library<GraphCore>);
 
-#[gpu_actor(crate = crate)]
+#[gpu_actor(crate = crate, wire)]
 impl GraphActor {
     /// Prepares the generation's graph state (the CUDA side is built at first capture).
     #[pre_start]

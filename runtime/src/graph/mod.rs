@@ -32,9 +32,11 @@ use std::sync::Arc;
 pub use graph_actor::{GraphActor, GraphActorMsg, GraphActorRef};
 
 use crate::dtype::{BlasBase, DTypeBase};
+use crate::error::GpuError;
 use crate::gpu_ref::GpuRef;
 use crate::kernel::dsl::KernelCall;
 use crate::library::blas::{Batch, Gemm};
+use crate::wire::{put_remote_object, Reader, RemoteObject, Side, Wire, Writer};
 use node::{CopyNode, GemmNode, GraphNode, KernelNode};
 
 /// The operations of a graph, in order. Nothing is checked until
@@ -98,7 +100,8 @@ impl GraphBuilder {
 }
 
 /// A captured graph on one device generation. Cheap to clone; the graph (and the
-/// buffers it uses) is freed when the last clone is dropped.
+/// buffers it uses) is freed when the last clone is dropped — in an isolated device's
+/// worker too.
 #[derive(Debug, Clone)]
 pub struct GraphRef {
     pub(crate) id: u64,
@@ -108,6 +111,66 @@ pub struct GraphRef {
     /// Held, never read: the graph actor keeps a weak reference, and a dead token frees
     /// the graph.
     pub(crate) _token: Arc<()>,
+    /// An isolated device's graph: the worker holds it while this handle lives.
+    pub(crate) remote: Option<Arc<RemoteObject>>,
+}
+
+/// A builder crosses to an isolated device's worker operation by operation (buffers as
+/// the worker's, kernels by registered name). Graphs are not journalled: a replay
+/// stops at a capture with `Unsupported`.
+impl Wire for GraphBuilder {
+    fn put(&self, w: &mut Writer<'_>) -> Result<(), GpuError> {
+        if let Side::Journal(_) = w.side {
+            return Err(GpuError::Unsupported("CUDA graphs are not journalled".into()));
+        }
+        self.nodes.len().put(w)?;
+        self.nodes.iter().try_for_each(|n| n.put_wire(w))
+    }
+    fn take(r: &mut Reader<'_>) -> Result<Self, GpuError> {
+        let n = usize::take(r)?;
+        let nodes = (0..n).map(|_| node::take_node(r)).collect::<Result<_, _>>()?;
+        Ok(GraphBuilder { nodes })
+    }
+}
+
+/// A graph crosses as the worker's number for it (and its operation count).
+impl Wire for GraphRef {
+    fn put(&self, w: &mut Writer<'_>) -> Result<(), GpuError> {
+        match w.side {
+            Side::Client(c) => {
+                let what = format_args!("graph #{}", self.id);
+                put_remote_object(
+                    w,
+                    c,
+                    (self.remote.as_deref(), self.generation),
+                    &what,
+                    Box::new(self.clone()),
+                )?;
+            }
+            Side::Worker(wc) => {
+                wc.export_graph(self.id, self);
+                w.put_u64(self.id);
+            }
+            Side::Journal(_) => return Err(GpuError::Unsupported("CUDA graphs are not journalled".into())),
+        }
+        self.operations.put(w)
+    }
+    fn take(r: &mut Reader<'_>) -> Result<Self, GpuError> {
+        let id = r.take_u64()?;
+        let operations = usize::take(r)?;
+        match r.side {
+            Side::Worker(wc) => wc.lookup_graph(id),
+            Side::Client(c) => Ok(GraphRef {
+                id,
+                device_id: c.device_id,
+                generation: c.generation(),
+                operations,
+                _token: Arc::new(()),
+                remote: Some(Arc::new(RemoteObject::new(c, id, |link, id| link.free_graph(id)))),
+            }),
+            Side::Journal(_) => Err(GpuError::Unsupported("CUDA graphs are not journalled".into())),
+        }
+    }
 }
 
 impl GraphRef {

@@ -16,6 +16,7 @@ use crate::gpu_ref::{with_operands, GpuRef, Region, RegionMut};
 use crate::kernel::dsl::KernelCall;
 use crate::launch::{with_host_buffers, Arg, KernelArgs};
 use crate::library::blas::{cpu_gemm, enqueue_gemm, validate as validate_gemm, Batch, Gemm};
+use crate::wire::{Reader, Wire, Writer};
 
 /// What a node captures with: the capturing stream, the graph's cuBLAS handle, and the
 /// address of every buffer (by id), resolved before the capture began.
@@ -50,6 +51,53 @@ pub(crate) trait GraphNode: Send {
     fn capture(&self, cx: &Capture<'_>) -> Result<(), GpuError>;
     /// Runs the operation on the CPU device.
     fn run_cpu(&self) -> Result<(), GpuError>;
+    /// Writes the operation for an isolated device's worker ([`take_node`] reads it).
+    fn put_wire(&self, w: &mut Writer<'_>) -> Result<(), GpuError>;
+}
+
+/// What kind of operation follows on the wire.
+const GEMM: u8 = 0;
+const KERNEL: u8 = 1;
+const COPY: u8 = 2;
+
+/// Reads an operation written by [`GraphNode::put_wire`] (in the worker): its kind, then
+/// for a GEMM or a copy the element type by name and the operation of that type.
+pub(crate) fn take_node(r: &mut Reader<'_>) -> Result<Box<dyn GraphNode>, GpuError> {
+    use crate::dtype::{c32, c64, f8e4m3, f8e5m2};
+    use half::{bf16, f16};
+    let kind = r.take_u8()?;
+    if kind == KERNEL {
+        return Ok(Box::new(KernelNode {
+            call: KernelCall::take(r)?,
+        }));
+    }
+    let name = String::take(r)?;
+    macro_rules! by_name {
+        ($make:ident: $($t:ty),*) => {{
+            $(
+                if name == <$t as DTypeBase>::NAME {
+                    return $make::<$t>(r);
+                }
+            )*
+        }};
+    }
+    fn gemm<T: BlasBase>(r: &mut Reader<'_>) -> Result<Box<dyn GraphNode>, GpuError> {
+        let (g, batch) = (Gemm::<T>::take(r)?, Batch::take(r)?);
+        let (a, b, c) = (GpuRef::<T>::take(r)?, GpuRef::<T>::take(r)?, GpuRef::<T>::take(r)?);
+        Ok(Box::new(GemmNode::new(g, batch, &a, &b, &c)))
+    }
+    fn copy<T: DTypeBase>(r: &mut Reader<'_>) -> Result<Box<dyn GraphNode>, GpuError> {
+        let (src, dst) = (GpuRef::<T>::take(r)?, GpuRef::<T>::take(r)?);
+        Ok(Box::new(CopyNode::new(&src, &dst)))
+    }
+    match kind {
+        GEMM => by_name!(gemm: f16, bf16, f32, f64),
+        COPY => by_name!(copy: f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, f8e4m3, f8e5m2, c32, c64),
+        k => return Err(GpuError::invalid(format!("unknown graph operation {k}"))),
+    }
+    Err(GpuError::invalid(format!(
+        "a graph operation over `{name}`, not an element type it takes"
+    )))
 }
 
 /// `C = alpha·op(A)·op(B) + beta·C` (strided-batched when the batch says so).
@@ -114,6 +162,16 @@ impl<T: BlasBase> GraphNode for GemmNode<T> {
             _ => Err(GpuError::invalid("graph GEMM: buffers of another backend")),
         })?
     }
+
+    fn put_wire(&self, w: &mut Writer<'_>) -> Result<(), GpuError> {
+        w.put_u8(GEMM);
+        T::NAME.to_string().put(w)?;
+        self.g.put(w)?;
+        self.batch.put(w)?;
+        self.a.put(w)?;
+        self.b.put(w)?;
+        self.c.put(w)
+    }
 }
 
 /// `dst = src` (equal lengths).
@@ -141,6 +199,13 @@ impl<T: DTypeBase> CopyNode<T> {
 impl<T: DTypeBase> GraphNode for CopyNode<T> {
     fn args(&self) -> &KernelArgs {
         &self.args
+    }
+
+    fn put_wire(&self, w: &mut Writer<'_>) -> Result<(), GpuError> {
+        w.put_u8(COPY);
+        T::NAME.to_string().put(w)?;
+        self.src.put(w)?;
+        self.dst.put(w)
     }
 
     fn check(&self) -> Result<(), GpuError> {
@@ -187,6 +252,11 @@ pub(crate) struct KernelNode {
 impl GraphNode for KernelNode {
     fn args(&self) -> &KernelArgs {
         &self.call.args
+    }
+
+    fn put_wire(&self, w: &mut Writer<'_>) -> Result<(), GpuError> {
+        w.put_u8(KERNEL);
+        self.call.put(w)
     }
 
     fn check(&self) -> Result<(), GpuError> {

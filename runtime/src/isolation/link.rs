@@ -253,7 +253,8 @@ impl LinkShared {
                 | Kind::OriginClosed
                 | Kind::Timeline
                 | Kind::TimelineTake
-                | Kind::FreeEvent => {
+                | Kind::FreeEvent
+                | Kind::FreeGraph => {
                     tracing::warn!(?kind, "the worker sent a user-side frame; ignored");
                 }
             }
@@ -453,6 +454,11 @@ impl BufferOwner for LinkShared {
     /// The last user handle to worker event `id` was dropped.
     fn free_event(&self, id: u64) {
         self.send_unless_dead(Kind::FreeEvent, id);
+    }
+
+    /// The last user handle to worker graph `id` was dropped.
+    fn free_graph(&self, id: u64) {
+        self.send_unless_dead(Kind::FreeGraph, id);
     }
 }
 

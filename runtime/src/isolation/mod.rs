@@ -12,10 +12,11 @@
 //! worker.
 //!
 //! What crosses: the messages of the device's `ContextActor`, `BlasActor`, `RngActor`,
-//! `FftActor`, `SolverActor`, `KernelActor` and `EventActor` (`#[gpu_actor(wire)]`
-//! generates their encoding); `GpuRef`s and `GpuEvent`s as ids; element data through two
-//! shared-memory arenas; the worker's timeline when asked. Raw modules, graphs, pinned
-//! buffers and host access to managed memory answer `Unsupported` on an isolated device
+//! `FftActor`, `SolverActor`, `KernelActor`, `EventActor` and `GraphActor`
+//! (`#[gpu_actor(wire)]` generates their encoding); `GpuRef`s, `GpuEvent`s and `GraphRef`s
+//! as ids; element data through two
+//! shared-memory arenas; the worker's timeline when asked. Raw modules, pinned buffers
+//! and host access to managed memory answer `Unsupported` on an isolated device
 //! (README lists them).
 //!
 //! Security: the channel is a socket pair and the arenas are `memfd`s inherited by the

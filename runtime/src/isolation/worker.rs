@@ -125,6 +125,7 @@ fn run(config: DeviceConfig) -> i32 {
     let ctx = WorkerCtx {
         buffers: Mutex::new(HashMap::new()),
         events: Mutex::new(HashMap::new()),
+        graphs: Mutex::new(HashMap::new()),
         requests,
         replies,
     };
@@ -207,6 +208,7 @@ fn serve_requests(serve: &Arc<Serve>, mut socket: UnixStream, rt: &tokio::runtim
             }
             Kind::Free => serve.ctx.release(id),
             Kind::FreeEvent => serve.ctx.release_event(id),
+            Kind::FreeGraph => serve.ctx.release_graph(id),
             Kind::Timeline => crate::observability::enable_timeline(id != 0),
             Kind::TimelineTake => {
                 // Resolving waits for GPU work still running: not on the reading thread.

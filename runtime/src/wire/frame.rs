@@ -22,6 +22,8 @@ pub(crate) enum Kind {
     TimelineTake = 6,
     /// User → worker: the last handle to event `id` was dropped.
     FreeEvent = 7,
+    /// User → worker: the last handle to graph `id` was dropped.
+    FreeGraph = 8,
     /// Worker → user: the device is open (payload: `DeviceInfo` as JSON).
     Ready = 10,
     /// Worker → user: the device failed to open (payload: the `GpuError`).
@@ -45,6 +47,7 @@ impl Kind {
             5 => Kind::Timeline,
             6 => Kind::TimelineTake,
             7 => Kind::FreeEvent,
+            8 => Kind::FreeGraph,
             10 => Kind::Ready,
             11 => Kind::StartFailed,
             12 => Kind::Reply,

@@ -29,7 +29,7 @@ pub use self::host_data::HostData;
 pub use self::journal::{Journalled, ReplyTap};
 pub use self::launch_args::WireArgs;
 pub(crate) use self::launch_args::{put_buffer_arg, put_scalar_arg, take_launch_args};
-pub(crate) use self::remote::BufferOnWire;
+pub(crate) use self::remote::{put_remote_object, BufferOnWire, RemoteObject};
 use crate::gpu_ref::BufferOwner;
 
 use self::arena::{Arena, Lease};
@@ -74,6 +74,8 @@ pub(crate) struct WorkerCtx {
     /// The events the user process holds handles to, by id (their own numbering, apart
     /// from the buffers'), and how many handles it was given.
     pub(crate) events: Mutex<HashMap<u64, Exported>>,
+    /// The graphs the user process holds handles to (their own numbering too).
+    pub(crate) graphs: Mutex<HashMap<u64, Exported>>,
     pub(crate) requests: Arc<Arena>,
     pub(crate) replies: Arc<Arena>,
 }

@@ -29,6 +29,21 @@ fn unhold(table: &Mutex<HashMap<u64, Exported>>, id: u64) {
     }
 }
 
+/// Object `id` of `table` (a `what`), as its type `V`.
+fn look_up<V: std::any::Any + Clone>(
+    table: &Mutex<HashMap<u64, Exported>>,
+    id: u64,
+    what: &str,
+) -> Result<V, GpuError> {
+    let m = table.lock().unwrap_or_else(|p| p.into_inner());
+    let (any, _) = m
+        .get(&id)
+        .ok_or_else(|| GpuError::invalid(format!("no {what} #{id} in the worker (dropped, or never handed out)")))?;
+    any.downcast_ref::<V>()
+        .cloned()
+        .ok_or_else(|| GpuError::Internal(format!("worker {what} #{id} is of another type")))
+}
+
 impl WorkerCtx {
     /// Holds one more user handle to `r`.
     pub(crate) fn export<T: DTypeBase>(&self, r: &GpuRef<T>) {
@@ -52,13 +67,22 @@ impl WorkerCtx {
 
     /// The worker's event `id`.
     pub(crate) fn lookup_event<E: std::any::Any + Clone>(&self, id: u64) -> Result<E, GpuError> {
-        let m = self.events.lock().unwrap_or_else(|p| p.into_inner());
-        let (any, _) = m
-            .get(&id)
-            .ok_or_else(|| GpuError::invalid(format!("no event #{id} in the worker (dropped, or never handed out)")))?;
-        any.downcast_ref::<E>()
-            .cloned()
-            .ok_or_else(|| GpuError::Internal(format!("worker event #{id} is not an event")))
+        look_up(&self.events, id, "event")
+    }
+
+    /// Holds one more user handle to graph `g` (numbered `id`).
+    pub(crate) fn export_graph<G: std::any::Any + Send + Sync + Clone>(&self, id: u64, g: &G) {
+        hold(&self.graphs, id, g);
+    }
+
+    /// The user process dropped a handle to graph `id`.
+    pub(crate) fn release_graph(&self, id: u64) {
+        unhold(&self.graphs, id);
+    }
+
+    /// The worker's graph `id`.
+    pub(crate) fn lookup_graph<G: std::any::Any + Clone>(&self, id: u64) -> Result<G, GpuError> {
+        look_up(&self.graphs, id, "graph")
     }
 
     pub(crate) fn lookup<T: DTypeBase>(&self, id: u64) -> Result<GpuRef<T>, GpuError> {
@@ -182,4 +206,67 @@ fn put_window<T: DTypeBase>(r: &GpuRef<T>, w: &mut Writer<'_>) {
     w.put_u64(r.buffer_len() as u64);
     w.put_u64(r.offset() as u64);
     w.put_u64(r.len() as u64);
+}
+
+/// A worker's object other than a buffer — an event, a graph — as the user process holds
+/// it: the worker's number for it, the device it belongs to, and how to free it there
+/// when the last handle goes.
+pub(crate) struct RemoteObject {
+    pub(crate) id: u64,
+    instance: u64,
+    link: std::sync::Weak<dyn crate::gpu_ref::BufferOwner>,
+    free: fn(&dyn crate::gpu_ref::BufferOwner, u64),
+}
+
+impl std::fmt::Debug for RemoteObject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RemoteObject(#{} of device instance {})", self.id, self.instance)
+    }
+}
+
+impl RemoteObject {
+    /// Object `id` of the worker behind `c`, freed there by `free` with the last handle.
+    pub(crate) fn new(c: &super::ClientCtx, id: u64, free: fn(&dyn crate::gpu_ref::BufferOwner, u64)) -> Self {
+        RemoteObject {
+            id,
+            instance: c.instance,
+            link: c.link.clone(),
+            free,
+        }
+    }
+}
+
+impl Drop for RemoteObject {
+    fn drop(&mut self) {
+        if let Some(link) = self.link.upgrade() {
+            (self.free)(&*link, self.id);
+        }
+    }
+}
+
+/// Writes a handle to a worker's object for the worker (its number there), after the
+/// checks every such handle gets: that it is `remote` of this device (`what` names it in
+/// the error) and of the worker's generation; `keep` holds the handle until the reply.
+pub(crate) fn put_remote_object(
+    w: &mut Writer<'_>,
+    c: &super::ClientCtx,
+    (remote, generation): (Option<&RemoteObject>, u64),
+    what: &dyn std::fmt::Display,
+    keep: Box<dyn std::any::Any + Send>,
+) -> Result<(), GpuError> {
+    let Some(remote) = remote.filter(|r| r.instance == c.instance) else {
+        return Err(GpuError::invalid(format!(
+            "{what} belongs to another device, not to isolated device {}",
+            c.device_id
+        )));
+    };
+    if generation != c.generation() {
+        return Err(GpuError::Stale {
+            buffer_generation: generation,
+            device_generation: c.generation(),
+        });
+    }
+    w.keep.push(keep);
+    w.put_u64(remote.id);
+    Ok(())
 }
