@@ -124,6 +124,12 @@ pub struct DeviceConfig {
     /// `Some`: the inner tier runs in a worker process of its own, which the device
     /// respawns after a sticky fault (see [`DeviceConfig::isolated`]).
     pub isolation: Option<IsolationConfig>,
+    /// Report the device's metrics (requests in flight, generation, readiness, loss,
+    /// rebuilds, request latency) through the `metrics` facade to the recorder the
+    /// program installed before opening the device (`crate::observability`). Off by
+    /// default: then nothing is measured.
+    #[serde(default)]
+    pub metrics: bool,
 }
 
 impl Default for DeviceConfig {
@@ -149,6 +155,7 @@ impl Default for DeviceConfig {
             library_pool: 8,
             warm_up: true,
             isolation: None,
+            metrics: false,
         }
     }
 }

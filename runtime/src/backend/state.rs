@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use super::config::DeviceConfig;
+use super::config::{BackendChoice, DeviceConfig};
 use crate::error::GpuError;
 use crate::host::PinnedPool;
 
@@ -106,6 +106,8 @@ pub(crate) struct DeviceShared {
     pub(crate) journal: crate::wire::journal::JournalSlot,
     /// The process id of an isolated device's warm standby worker (0: none ready).
     pub(crate) standby_pid: std::sync::atomic::AtomicU32,
+    /// The device's metric handles (`DeviceConfig::metrics`).
+    pub(crate) metrics: crate::observability::DeviceMetrics,
 }
 
 /// A value on a cache line (128 bytes: two lines with the adjacent-line prefetch) of its
@@ -130,6 +132,17 @@ impl DeviceShared {
             inner: None,
         });
         static INSTANCES: AtomicU64 = AtomicU64::new(1);
+        let backend = match config.backend {
+            BackendChoice::Cuda => "cuda",
+            BackendChoice::Cpu => "cpu",
+            BackendChoice::Auto => "auto",
+        };
+        let metrics = crate::observability::DeviceMetrics::new(
+            config.metrics,
+            config.device_id,
+            backend,
+            config.isolation.is_some(),
+        );
         Arc::new(DeviceShared {
             instance: INSTANCES.fetch_add(1, Ordering::Relaxed),
             pinned: PinnedPool::new(config.pinned_pool_bytes),
@@ -141,12 +154,17 @@ impl DeviceShared {
             lost: std::sync::atomic::AtomicBool::new(false),
             journal: Default::default(),
             standby_pid: Default::default(),
+            metrics,
         })
     }
 
     /// Starts a new generation (called by each new inner tier).
     pub(crate) fn next_generation(&self) -> u64 {
-        self.generation.fetch_add(1, Ordering::SeqCst) + 1
+        let g = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
+        if g > 1 {
+            self.metrics.rebuilds.increment(1);
+        }
+        g
     }
 
     /// The error every request gets once the device is lost, if it is.
@@ -170,6 +188,8 @@ impl DeviceShared {
             tracing::error!(device = self.config.device_id, %cause, "device lost");
             s.status = Status::Lost(cause.clone());
             s.inner = None;
+            self.metrics.lost.set(1.0);
+            self.metrics.ready.set(0.0);
             true
         });
     }
@@ -181,6 +201,10 @@ impl DeviceShared {
                 return false;
             }
             f(s);
+            self.metrics.generation.set(s.generation as f64);
+            self.metrics
+                .ready
+                .set(if matches!(s.status, Status::Ready) { 1.0 } else { 0.0 });
             true
         });
     }

@@ -60,14 +60,16 @@ struct InFlight<'a>(&'a DeviceShared);
 
 impl<'a> InFlight<'a> {
     fn enter(shared: &'a DeviceShared) -> Self {
-        shared.in_flight.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let n = shared.in_flight.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        shared.metrics.in_flight.set(n as f64);
         InFlight(shared)
     }
 }
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        let n = self.0.in_flight.fetch_sub(1, std::sync::atomic::Ordering::Relaxed) - 1;
+        self.0.metrics.in_flight.set(n as f64);
     }
 }
 
@@ -191,10 +193,15 @@ impl Device {
         make: impl FnOnce(Reply<Result<R, GpuError>>) -> M,
     ) -> Result<R, GpuError> {
         let _counted = InFlight::enter(&self.shared);
+        let started = self.shared.metrics.on.then(std::time::Instant::now);
         let (reply, rx) = Reply::pair();
         // Counts the request at a pooled library actor until its reply is in.
         let _busy = self.submit(make(reply).route()).await?;
-        self.await_reply(rx).await
+        let r = self.await_reply(rx).await;
+        if let Some(t) = started {
+            self.shared.metrics.request_seconds.record(t.elapsed().as_secs_f64());
+        }
+        r
     }
 
     /// Counts a request in flight until the guard drops: an `ActorGpu`'s call in place,

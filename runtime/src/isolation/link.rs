@@ -76,6 +76,8 @@ impl LinkShared {
         let (ours, theirs) = UnixStream::pair().map_err(|e| io_error("socket pair", e))?;
         let mut worker_config = config.clone();
         worker_config.isolation = None;
+        // The user process reports the device's metrics; the worker has no recorder.
+        worker_config.metrics = false;
         let spec = serde_json::to_string(&worker_config)
             .map_err(|e| GpuError::Internal(format!("encoding the worker's configuration: {e}")))?;
         let child = spawn_child(&iso, &spec, [theirs.as_raw_fd(), requests.fd(), replies.fd()])?;

@@ -12,6 +12,9 @@
 //!   `chrome://tracing` or ui.perfetto.dev): one process per device, one track per actor.
 //! - **Metrics**: `Device::metrics` — requests in flight (the queue depth placement uses),
 //!   device memory, generation, and a latency histogram of the timed operations.
+//! - **Export**: with `DeviceConfig::metrics`, each device reports requests in flight,
+//!   generation, readiness, loss, rebuilds and request latency through the `metrics`
+//!   facade, to whatever recorder the program installed (a Prometheus exporter, …).
 //! - **Plots**: [`svg_latency_plot`] draws latency distributions as an SVG (the benches
 //!   use it for BENCHMARKS.md).
 //! - **GPU interrupts**: [`gpu_interrupts`] counts the interrupts the GPU driver took,
@@ -21,11 +24,13 @@
 //! Timing costs two event records per operation while the timeline is on, nothing when
 //! it is off (the default).
 
+mod export;
 mod histogram;
 mod interrupts;
 mod svg;
 mod timeline;
 
+pub(crate) use export::DeviceMetrics;
 pub use histogram::LatencyHistogram;
 pub use interrupts::gpu_interrupts;
 pub use svg::svg_latency_plot;
