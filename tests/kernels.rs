@@ -1383,3 +1383,38 @@ async fn packed_pairs(config: DeviceConfig) {
 #[path = "shared/tiled_matmul.rs"]
 mod tiled;
 use tiled::tiled_matmul;
+
+/// Two launches over the same two buffers in opposite parameter orders, concurrently and
+/// many times (`saxpy(x → y)` and `saxpy(y → x)` through the device's pool of kernel
+/// actors): each locks its buffers in one order — buffer id — so neither waits on the
+/// other forever. With argument-order locking this deadlocks on the CPU device, whose
+/// emulated launch holds the locks while the body runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn launches_over_the_same_buffers_in_opposite_orders_do_not_deadlock() {
+    let system = ActorSystem::new("k-order");
+    let d = Device::open(&system, DeviceConfig::cpu()).await.unwrap();
+    let n = 1 << 14;
+    let a = d.upload(vec![1.0f32; n]).await.unwrap();
+    let b = d.upload(vec![1.0f32; n]).await.unwrap();
+    let cfg = LaunchConfig::for_elements(n, 256);
+    let mut tasks = vec![];
+    for t in 0..4 {
+        let (d, a, b) = (d.clone(), a.clone(), b.clone());
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..50 {
+                let (x, mut y) = if t % 2 == 0 {
+                    (a.clone(), b.clone())
+                } else {
+                    (b.clone(), a.clone())
+                };
+                saxpy::launch::<f32>(&d, cfg, 0.0, &x, &mut y).await.unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        tokio::time::timeout(std::time::Duration::from_secs(120), t)
+            .await
+            .expect("no deadlock between launches locking the same buffers")
+            .unwrap();
+    }
+}

@@ -233,16 +233,42 @@ pub(crate) unsafe fn enqueue(
     Ok(())
 }
 
-/// Every argument in order: buffers locked (`Ok`), scalars as they are (`Err`).
+/// Every argument in order: buffers locked (`Ok`), scalars as they are (`Err`). The
+/// buffers are locked in buffer-id order, as every operation locks its operands, so two
+/// launches over the same buffers in different parameter orders cannot deadlock.
 #[allow(clippy::type_complexity)]
 pub(crate) fn lock_args(args: &KernelArgs) -> Vec<Result<Box<dyn HeldArg + '_>, &dyn ScalarArg>> {
+    let mut locked = lock_in_id_order(args);
     args.items
         .iter()
-        .map(|a| match a {
-            Arg::Buffer(b) => Ok(b.lock()),
+        .enumerate()
+        .map(|(i, a)| match a {
+            Arg::Buffer(_) => Ok(locked[i].take().expect("every buffer was locked")),
             Arg::Scalar(s) => Err(&**s),
         })
         .collect()
+}
+
+/// The buffers of `args` locked in buffer-id order, at their argument positions (`None`
+/// at scalars). A launch takes each buffer once (`KernelArgs::check_distinct`).
+fn lock_in_id_order(args: &KernelArgs) -> Vec<Option<Box<dyn HeldArg + '_>>> {
+    let mut order: Vec<(u64, usize)> = args
+        .items
+        .iter()
+        .enumerate()
+        .filter_map(|(i, a)| match a {
+            Arg::Buffer(b) => Some((b.id(), i)),
+            Arg::Scalar(_) => None,
+        })
+        .collect();
+    order.sort_unstable();
+    let mut locked: Vec<Option<Box<dyn HeldArg + '_>>> = (0..args.items.len()).map(|_| None).collect();
+    for (_, i) in order {
+        if let Arg::Buffer(b) = &args.items[i] {
+            locked[i] = Some(b.lock());
+        }
+    }
+    locked
 }
 
 /// Orders every buffer of `args` at the current end of `stream`, one buffer at a time:
@@ -343,20 +369,13 @@ pub(crate) fn wait_for_writes(stream: &cudarc::driver::CudaStream, args: &Kernel
     Ok(())
 }
 
-/// Locks the buffers of an emulated launch and hands their host memory to `run`, in
-/// buffer-parameter order; the locks are held until `run` returns.
+/// Locks the buffers of an emulated launch (in buffer-id order) and hands their host
+/// memory to `run`, in buffer-parameter order; the locks are held until `run` returns.
 pub(crate) fn with_host_buffers<R>(
     args: &KernelArgs,
     run: impl FnOnce(HostBufs) -> Result<R, GpuError>,
 ) -> Result<R, GpuError> {
-    let mut held: Vec<Box<dyn HeldArg + '_>> = args
-        .items
-        .iter()
-        .filter_map(|a| match a {
-            Arg::Buffer(b) => Some(b.lock()),
-            Arg::Scalar(_) => None,
-        })
-        .collect();
+    let mut held: Vec<Box<dyn HeldArg + '_>> = lock_in_id_order(args).into_iter().flatten().collect();
     let bufs = held.iter_mut().map(|h| h.host()).collect::<Result<Vec<_>, _>>()?;
     run(HostBufs { bufs })
 }
