@@ -561,3 +561,33 @@ async fn the_solver_answers_while_a_factorization_runs() {
     big.await.unwrap().unwrap();
     sys.shutdown().await;
 }
+
+/// Solves over the same two buffers in opposite argument orders, concurrently, through
+/// the device's pool of solver actors: each call locks its buffers in buffer-id order,
+/// so none waits on another forever (argument-order locking could deadlock here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn solves_over_the_same_buffers_in_opposite_orders_do_not_deadlock() {
+    let sys = ActorSystem::new("solver-order");
+    let d = Device::open(&sys, DeviceConfig::cpu()).await.unwrap();
+    let n = 96;
+    let x = d.upload(spd(n)).await.unwrap();
+    let y = d.upload(spd(n)).await.unwrap();
+    let mut tasks = vec![];
+    for t in 0..4 {
+        let (d, x, y) = (d.clone(), x.clone(), y.clone());
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..25 {
+                let (l, b) = if t % 2 == 0 { (&x, &y) } else { (&y, &x) };
+                // The values are whatever the other tasks left: only the locking matters.
+                d.cholesky_solve(l, b, n, n).await.unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        tokio::time::timeout(std::time::Duration::from_secs(120), t)
+            .await
+            .expect("no deadlock between solves locking the same buffers")
+            .unwrap();
+    }
+    sys.shutdown().await;
+}

@@ -70,3 +70,65 @@ fn lock_distinct<'a, T: DTypeBase>(refs: impl Iterator<Item = &'a GpuRef<T>>) ->
     distinct.sort_by_key(|r| r.id());
     distinct.into_iter().map(|r| (r, r.lock())).collect()
 }
+
+/// Locks two buffers of any element types in buffer-id order (as every operation locks
+/// its operands, so two operations over the same buffers in opposite argument orders
+/// cannot deadlock), and hands the locks back in argument order. The buffers must be
+/// distinct (the callers check: a routine takes each buffer once).
+pub(crate) fn lock2<'a, A: DTypeBase, B: DTypeBase>(
+    a: &'a GpuRef<A>,
+    b: &'a GpuRef<B>,
+) -> (Locked<'a, A>, Locked<'a, B>) {
+    if a.id() <= b.id() {
+        let la = a.lock();
+        (la, b.lock())
+    } else {
+        let lb = b.lock();
+        (a.lock(), lb)
+    }
+}
+
+/// As [`lock2`], for three buffers.
+pub(crate) fn lock3<'a, A: DTypeBase, B: DTypeBase, C: DTypeBase>(
+    a: &'a GpuRef<A>,
+    b: &'a GpuRef<B>,
+    c: &'a GpuRef<C>,
+) -> (Locked<'a, A>, Locked<'a, B>, Locked<'a, C>) {
+    let (mut la, mut lb, mut lc) = (None, None, None);
+    let mut order = [(a.id(), 0), (b.id(), 1), (c.id(), 2)];
+    order.sort_unstable();
+    for (_, k) in order {
+        match k {
+            0 => la = Some(a.lock()),
+            1 => lb = Some(b.lock()),
+            _ => lc = Some(c.lock()),
+        }
+    }
+    (la.expect("locked"), lb.expect("locked"), lc.expect("locked"))
+}
+
+/// As [`lock2`], for four buffers.
+pub(crate) fn lock4<'a, A: DTypeBase, B: DTypeBase, C: DTypeBase, D: DTypeBase>(
+    a: &'a GpuRef<A>,
+    b: &'a GpuRef<B>,
+    c: &'a GpuRef<C>,
+    d: &'a GpuRef<D>,
+) -> (Locked<'a, A>, Locked<'a, B>, Locked<'a, C>, Locked<'a, D>) {
+    let (mut la, mut lb, mut lc, mut ld) = (None, None, None, None);
+    let mut order = [(a.id(), 0), (b.id(), 1), (c.id(), 2), (d.id(), 3)];
+    order.sort_unstable();
+    for (_, k) in order {
+        match k {
+            0 => la = Some(a.lock()),
+            1 => lb = Some(b.lock()),
+            2 => lc = Some(c.lock()),
+            _ => ld = Some(d.lock()),
+        }
+    }
+    (
+        la.expect("locked"),
+        lb.expect("locked"),
+        lc.expect("locked"),
+        ld.expect("locked"),
+    )
+}

@@ -23,7 +23,7 @@ use crate::backend::state::DeviceShared;
 use crate::completion::Completer;
 use crate::dtype::{Complex, DTypeBase, FftFloat};
 use crate::error::{GpuError, Invalid};
-use crate::gpu_ref::{GpuRef, Region, RegionMut};
+use crate::gpu_ref::{lock2, GpuRef, Region, RegionMut};
 use crate::library::seed::LibrarySeed;
 use crate::library::shell::{Core, Library};
 use crate::observability::{cpu_op, gpu_timed};
@@ -383,8 +383,7 @@ impl FftCore {
                         let (p, _rec) = g.address(stream, true)?;
                         enqueue(p, p)
                     } else {
-                        let gi = input.lock();
-                        let mut go = output.lock();
+                        let (gi, mut go) = lock2(input, output);
                         match (gi.region(), go.region_mut()) {
                             (Region::Cuda(i), RegionMut::Cuda(mut o)) => {
                                 if kind == Kind::C2r {

@@ -18,7 +18,7 @@ use crate::actor::Deferred;
 use crate::backend::state::DeviceShared;
 use crate::completion::Completer;
 use crate::error::GpuError;
-use crate::gpu_ref::{GpuRef, Locked, RegionMut};
+use crate::gpu_ref::{lock2, lock3, GpuRef, Locked, RegionMut};
 use crate::kernel::dsl::prelude::*;
 use crate::launch::LaunchConfig;
 use crate::sys::cusolver::Dense;
@@ -117,7 +117,7 @@ impl CudaSolver {
         n: usize,
     ) -> Result<Deferred<()>, GpuError> {
         let mut slot = self.slot()?;
-        let (mut sa, mut sp) = (a.lock(), pivots.lock());
+        let (mut sa, mut sp) = lock2(a, pivots);
         self.dense
             .getrf(n, &mut cuda(&mut sa)?, &mut cuda(&mut sp)?, &mut slot)?;
         self.factored.borrow_mut().insert((pivots.id(), pivots.offset()), n);
@@ -141,7 +141,7 @@ impl CudaSolver {
             }
         };
         let mut info = self.stream.alloc_zeros::<i32>(count)?;
-        let (mut sa, mut sp) = (a.lock(), pivots.lock());
+        let (mut sa, mut sp) = lock2(a, pivots);
         let ptrs = T::getrf_batched(
             blas,
             &self.stream,
@@ -206,7 +206,7 @@ impl CudaSolver {
             )));
         }
         let mut slot = self.slot()?;
-        let (mut sl, mut sp, mut sb) = (lu.lock(), pivots.lock(), b.lock());
+        let (mut sl, mut sp, mut sb) = lock3(lu, pivots, b);
         self.dense.getrs(
             n,
             nrhs,
@@ -237,7 +237,7 @@ impl CudaSolver {
         (n, nrhs): (usize, usize),
     ) -> Result<Deferred<()>, GpuError> {
         let mut slot = self.slot()?;
-        let (mut sl, mut sb) = (l.lock(), b.lock());
+        let (mut sl, mut sb) = lock2(l, b);
         self.dense
             .potrs(n, nrhs, &cuda(&mut sl)?, &mut cuda(&mut sb)?, &mut slot)?;
         Ok(self.finish(shared, Op::CholeskySolve, slot))
@@ -254,7 +254,7 @@ impl CudaSolver {
         let mut slot = self.slot()?;
         let mut tau = self.stream.alloc_zeros::<T>(n)?;
         {
-            let (mut sa, mut sq) = (a.lock(), q.lock());
+            let (mut sa, mut sq) = lock2(a, q);
             let mut qv = cuda(&mut sq)?;
             self.stream
                 .memcpy_dtod(&cuda(&mut sa)?.slice(..m * n), &mut qv.slice_mut(..m * n))?;
@@ -275,7 +275,7 @@ impl CudaSolver {
     ) -> Result<Deferred<()>, GpuError> {
         let mut slot = self.slot()?;
         let mut scratch = self.scratch_copy(a, m * n)?;
-        let (mut su, mut ss, mut sv) = (u.lock(), s.lock(), vt.lock());
+        let (mut su, mut ss, mut sv) = lock3(u, s, vt);
         self.dense.gesvd(
             (m, n),
             &mut scratch,
@@ -324,7 +324,7 @@ impl CudaSolver {
         how: super::Eigh,
     ) -> Result<Deferred<()>, GpuError> {
         let mut slot = self.slot()?;
-        let (mut sa, mut sw) = (a.lock(), w.lock());
+        let (mut sa, mut sw) = lock2(a, w);
         let upper = how.triangle == super::Triangle::Upper;
         self.dense.syevd(
             (n, how.vectors, upper),

@@ -26,7 +26,7 @@ use crate::actor::{Context, Deferred};
 use crate::backend::state::DeviceShared;
 use crate::dtype::DTypeBase;
 use crate::error::{GpuError, Invalid, Lib, NumericalIssue};
-use crate::gpu_ref::{GpuRef, Locked, Region, RegionMut};
+use crate::gpu_ref::{lock2, lock3, lock4, GpuRef, Locked, Region, RegionMut};
 use crate::library::seed::LibrarySeed;
 use crate::library::shell::{Core, Library};
 use crate::observability::{cpu_op, gpu_timed};
@@ -320,7 +320,8 @@ impl SolverCore {
         self.run(
             op,
             || {
-                let info = cpu::lu_factor(host(&mut a.lock())?, host(&mut pivots.lock())?, n);
+                let (mut sa, mut sp) = lock2(a, pivots);
+                let info = cpu::lu_factor(host(&mut sa)?, host(&mut sp)?, n);
                 numerical(op, info).map(Deferred::Now)
             },
             |c| c.lu_factor(&self.shared, a, pivots, n),
@@ -348,7 +349,7 @@ impl SolverCore {
         self.run(
             op,
             || {
-                let sp = pivots.lock();
+                let (mut sl, sp, mut sb) = lock3(lu, pivots, b);
                 let pv = match sp.region() {
                     Region::Cpu(v) => v,
                     Region::Cuda(_) => return Err(invalid("a buffer of another backend".into())),
@@ -358,7 +359,7 @@ impl SolverCore {
                         "lu_solve: pivot {k} is {p}, outside 1..={n}: pass lu_factor's pivots"
                     )));
                 }
-                cpu::lu_solve(host(&mut lu.lock())?, pv, host(&mut b.lock())?, n, nrhs);
+                cpu::lu_solve(host(&mut sl)?, pv, host(&mut sb)?, n, nrhs);
                 Ok(Deferred::Now(()))
             },
             |c| c.lu_solve(&self.shared, lu, pivots, b, (n, nrhs)),
@@ -406,7 +407,7 @@ impl SolverCore {
         self.run(
             op,
             || {
-                let (mut sa, mut sp) = (a.lock(), pivots.lock());
+                let (mut sa, mut sp) = lock2(a, pivots);
                 let (ha, hp) = (host(&mut sa)?, host(&mut sp)?);
                 let infos: Vec<i32> = ha
                     .chunks_mut(n * n)
@@ -450,7 +451,8 @@ impl SolverCore {
         self.run(
             op,
             || {
-                cpu::cholesky_solve(host(&mut l.lock())?, host(&mut b.lock())?, n, nrhs);
+                let (mut sl, mut sb) = lock2(l, b);
+                cpu::cholesky_solve(host(&mut sl)?, host(&mut sb)?, n, nrhs);
                 Ok(Deferred::Now(()))
             },
             |c| c.cholesky_solve(&self.shared, l, b, (n, nrhs)),
@@ -476,7 +478,8 @@ impl SolverCore {
         self.run(
             op,
             || {
-                cpu::qr(host(&mut a.lock())?, host(&mut q.lock())?, host(&mut r.lock())?, m, n);
+                let (mut sa, mut sq, mut sr) = lock3(a, q, r);
+                cpu::qr(host(&mut sa)?, host(&mut sq)?, host(&mut sr)?, m, n);
                 Ok(Deferred::Now(()))
             },
             |c| c.qr(&self.shared, (a, q, r), (m, n)),
@@ -501,14 +504,8 @@ impl SolverCore {
         self.run(
             op,
             || {
-                let info = cpu::svd(
-                    host(&mut a.lock())?,
-                    host(&mut u.lock())?,
-                    host(&mut s.lock())?,
-                    host(&mut vt.lock())?,
-                    m,
-                    n,
-                );
+                let (mut sa, mut su, mut ss, mut sv) = lock4(a, u, s, vt);
+                let info = cpu::svd(host(&mut sa)?, host(&mut su)?, host(&mut ss)?, host(&mut sv)?, m, n);
                 numerical(op, info).map(Deferred::Now)
             },
             |c| c.svd(&self.shared, (a, u, s, vt), (m, n)),
@@ -532,7 +529,8 @@ impl SolverCore {
         self.run(
             op,
             || {
-                let info = cpu::svd_values(host(&mut a.lock())?, host(&mut s.lock())?, m, n);
+                let (mut sa, mut ss) = lock2(a, s);
+                let info = cpu::svd_values(host(&mut sa)?, host(&mut ss)?, m, n);
                 numerical(op, info).map(Deferred::Now)
             },
             |c| c.svd_values(&self.shared, a, s, (m, n)),
@@ -556,7 +554,10 @@ impl SolverCore {
         distinct(&[(a, "A"), (w, "W")], op)?;
         self.run(
             op,
-            || numerical(op, cpu::eigh(host(&mut a.lock())?, host(&mut w.lock())?, n, how)).map(Deferred::Now),
+            || {
+                let (mut sa, mut sw) = lock2(a, w);
+                numerical(op, cpu::eigh(host(&mut sa)?, host(&mut sw)?, n, how)).map(Deferred::Now)
+            },
             |c| c.eigh(&self.shared, a, w, n, how),
         )
     }
