@@ -1,4 +1,4 @@
-//! Reductions (`Device::sum`, `min`, `max`, `argmin`, `argmax`) of f32 and f64 buffers
+//! Reductions (`Device::sum`, `min`, `max`, `argmin`, `argmax`) of f16, bf16, f32 and f64 buffers
 //! and views, against float64 references on fresh random data of odd lengths (one
 //! element, one block ± 1, many blocks); ties go to the first index, NaNs are skipped by
 //! min/max/arg* and an all-NaN buffer has no arg; a sum is the same bits every time.
@@ -38,8 +38,8 @@ fn first_best(v: &[f64], max: bool) -> Option<usize> {
     best
 }
 
-async fn check<T: Float + DType>(d: &Device, n: usize, tol: f64) {
-    let data: Vec<T> = rand_vec(n).iter().map(|&x| T::from_f64(x * 100.0)).collect();
+async fn check<T: Float + DType>(d: &Device, n: usize, tol: f64, range: f64) {
+    let data: Vec<T> = rand_vec(n).iter().map(|&x| T::from_f64(x * range)).collect();
     let wide: Vec<f64> = data.iter().map(|x| x.to_f64()).collect();
     let g = d.upload(data).await.unwrap();
     let sum = d.sum(&g).await.unwrap().to_f64();
@@ -77,8 +77,12 @@ async fn references(config: DeviceConfig) {
     let (_s, d, gpu) = open(config).await;
     let big = if gpu { 10_000_003 } else { 300_007 };
     for n in [1, 255, 256, 257, 4099, big] {
-        check::<f32>(&d, n, 1e-6).await;
-        check::<f64>(&d, n, 1e-14).await;
+        check::<f32>(&d, n, 1e-6, 100.0).await;
+        check::<f64>(&d, n, 1e-14, 100.0).await;
+        // Half precision: carried in f64, rounded once (values in [-1, 1), so the sums
+        // stay far inside f16's range).
+        check::<f16>(&d, n, 1e-3, 1.0).await;
+        check::<bf16>(&d, n, 8e-3, 1.0).await;
     }
 }
 

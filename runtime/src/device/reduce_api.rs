@@ -1,5 +1,6 @@
 //! Reductions as library calls: `Device::sum`, `min`, `max`, `argmin`, `argmax` over a
-//! buffer (or a view) of f32 or f64.
+//! buffer (or a view) of f16, bf16, f32 or f64 (sums, minima and maxima carried in f64,
+//! rounded once to the element type).
 //!
 //! Why `#[kernel]`s: no CUDA library cudarc reaches (cuBLAS has no plain sum, min or max)
 //! reduces a vector, so the runtime writes them in its own kernel language — compiled per
@@ -37,7 +38,7 @@ enum Op {
 
 /// `a` and `b` combined by reduction `op` (0 sum, 1 min, 2 max).
 #[atomr_accel_cuda_macros::device(crate = crate)]
-fn combine<T: Float>(op: u32, a: T, b: T) -> T {
+fn combine(op: u32, a: f64, b: f64) -> f64 {
     if op == 0 {
         a + b
     } else if op == 1 {
@@ -49,34 +50,37 @@ fn combine<T: Float>(op: u32, a: T, b: T) -> T {
 
 /// The identity of reduction `op`: 0, +∞, −∞.
 #[atomr_accel_cuda_macros::device(crate = crate)]
-fn identity<T: Float>(op: u32) -> T {
+fn identity(op: u32) -> f64 {
     if op == 0 {
-        T::zero()
+        0.0
     } else if op == 1 {
-        T::infinity()
+        f64::INFINITY
     } else {
-        T::neg_infinity()
+        f64::NEG_INFINITY
     }
 }
 
 /// The pass of a sum, min or max: block `b` writes the reduction of its grid-stride
-/// share of `x` to `out[b]`, reading four elements per load (16 bytes for f32: what
-/// reaches the memory bandwidth) — `x` starts at a multiple of four elements.
+/// share of `x` to `out[b]`, in f64 — every element type widens exactly, so f16 and
+/// bf16 sums do not lose their small terms and an f32 sum rounds once, at the end —
+/// reading four elements per load (16 bytes for f32: what reaches the memory
+/// bandwidth); `x` starts at a multiple of four elements.
 #[atomr_accel_cuda_macros::kernel(crate = crate)]
-fn reduce_pass<T: Float>(x: &[T], out: &mut [T], op: u32) {
-    let mut tile = shared_array::<T, 256>();
+fn reduce_pass<T: Float>(x: &[T], out: &mut [f64], op: u32) {
+    let mut tile = shared_array::<f64, 256>();
     let t = thread_idx_x();
-    let mut acc = identity::<T>(op);
+    let mut acc = identity(op);
     let quads = x.len() / 4;
     let mut q = global_index();
     while q < quads {
         let v: Vec4<T> = x.load4(q);
-        acc = combine(op, acc, combine(op, combine(op, v.x, v.y), combine(op, v.z, v.w)));
+        let pair = combine(op, v.x.to_f64(), v.y.to_f64());
+        acc = combine(op, acc, combine(op, pair, combine(op, v.z.to_f64(), v.w.to_f64())));
         q += grid_stride();
     }
     let tail = quads * 4 + global_index();
     if tail < x.len() {
-        acc = combine(op, acc, x[tail]);
+        acc = combine(op, acc, x[tail].to_f64());
     }
     tile[t] = acc;
     sync_threads();
@@ -204,12 +208,14 @@ impl Device {
             &copied
         };
         let b = blocks(x.len());
-        let mut partial = self.alloc::<T>(b).await?;
+        let mut partial = self.alloc::<f64>(b).await?;
         reduce_pass::launch::<T>(self, shape(b), x, &mut partial, op as u32).await?;
         // The partials (at most `MAX_BLOCKS`) combined here, in block order: one read
-        // back instead of a second launch and a read back.
+        // back instead of a second launch and a read back; then one rounding to T.
         let parts = self.download(&partial).await?;
-        Ok(parts.into_iter().fold(op.identity(), |a, p| op.combine(a, p)))
+        Ok(T::from_f64(
+            parts.into_iter().fold(op.identity(), |a, p| op.combine(a, p)),
+        ))
     }
 
     async fn arg<T: Float + DType>(&self, x: &GpuRef<T>, max: bool) -> Result<Option<usize>, GpuError> {
@@ -238,16 +244,16 @@ impl Device {
 
 impl Op {
     /// The identity of the reduction (as the kernel's `identity`).
-    fn identity<T: Float>(self) -> T {
+    fn identity(self) -> f64 {
         match self {
-            Op::Sum => T::zero(),
-            Op::Min => T::infinity(),
-            Op::Max => T::neg_infinity(),
+            Op::Sum => 0.0,
+            Op::Min => f64::INFINITY,
+            Op::Max => f64::NEG_INFINITY,
         }
     }
 
     /// Two values combined (as the kernel's `combine`: IEEE min/max skip a NaN).
-    fn combine<T: Float>(self, a: T, b: T) -> T {
+    fn combine(self, a: f64, b: f64) -> f64 {
         match self {
             Op::Sum => a + b,
             Op::Min => a.min(b),
