@@ -15,6 +15,91 @@ use common::rand_vec;
 on_both! {
     reductions_match_a_float64_reference => references;
     ties_nans_and_views => edge_cases;
+    scans_match_a_float64_reference => scans;
+}
+
+/// Inclusive and exclusive scans of `n` elements of `T` against float64 prefix sums of
+/// the values as `T` holds them: each element within `tol` of the running sum of |x|
+/// (one rounding to `T`), the same bits twice, in place too.
+async fn check_scan<T: Float + DType>(d: &Device, n: usize, tol: f64) {
+    let data: Vec<T> = rand_vec(n).iter().map(|&x| T::from_f64(x)).collect();
+    let wide: Vec<f64> = data.iter().map(|x| x.to_f64()).collect();
+    let x = d.upload(data).await.unwrap();
+    let out = d.alloc::<T>(n).await.unwrap();
+    for exclusive in [false, true] {
+        if exclusive {
+            d.exclusive_scan(&x, &out).await.unwrap();
+        } else {
+            d.inclusive_scan(&x, &out).await.unwrap();
+        }
+        let got: Vec<f64> = d.download(&out).await.unwrap().iter().map(|v| v.to_f64()).collect();
+        let (mut run, mut mag) = (0.0f64, 0.0f64);
+        for (i, (g, w)) in got.iter().zip(&wide).enumerate() {
+            if !exclusive {
+                run += w;
+                mag += w.abs();
+            }
+            let err = (g - run).abs();
+            assert!(
+                err <= tol * mag.max(1.0),
+                "{} {} scan of {n}, element {i}: {g} vs {run}",
+                T::NAME,
+                if exclusive { "exclusive" } else { "inclusive" }
+            );
+            if exclusive {
+                run += w;
+                mag += w.abs();
+            }
+        }
+        let again: Vec<f64> = {
+            if exclusive {
+                d.exclusive_scan(&x, &out).await.unwrap();
+            } else {
+                d.inclusive_scan(&x, &out).await.unwrap();
+            }
+            d.download(&out).await.unwrap().iter().map(|v| v.to_f64()).collect()
+        };
+        assert!(
+            again.iter().zip(&got).all(|(a, b)| a.to_bits() == b.to_bits()),
+            "same bits"
+        );
+    }
+    // In place: x becomes its own inclusive scan.
+    let expect = d
+        .download(&{
+            d.inclusive_scan(&x, &out).await.unwrap();
+            out.clone()
+        })
+        .await
+        .unwrap();
+    d.inclusive_scan(&x, &x).await.unwrap();
+    assert_eq!(d.download(&x).await.unwrap(), expect, "{} in place", T::NAME);
+}
+
+async fn scans(config: DeviceConfig) {
+    let (_s, d, gpu) = open(config).await;
+    let big = if gpu { 5_000_011 } else { 70_001 };
+    for n in [1, 3, 1023, 1024, 1025, 5000, big] {
+        check_scan::<f32>(&d, n, 1e-6).await;
+        check_scan::<f64>(&d, n, 1e-14).await;
+        check_scan::<f16>(&d, n, 1e-3).await;
+    }
+    // A view in, a view out; lengths must match.
+    let all = d.upload(rand_vec(3000)).await.unwrap();
+    let (v_in, v_out) = (all.view(10..1510).unwrap(), all.view(1500..3000).unwrap());
+    let src = d.download(&v_in).await.unwrap();
+    d.inclusive_scan(&v_in, &v_out).await.unwrap();
+    let got = d.download(&v_out).await.unwrap();
+    let mut run = 0.0;
+    for (g, w) in got.iter().zip(&src) {
+        run += w;
+        assert!((g - run).abs() < 1e-12 * (1.0 + run.abs()), "{g} vs {run}");
+    }
+    let short = d.alloc::<f64>(10).await.unwrap();
+    assert!(matches!(
+        d.exclusive_scan(&all, &short).await,
+        Err(GpuError::InvalidArgument(_))
+    ));
 }
 
 async fn open(config: DeviceConfig) -> (ActorSystem, Device, bool) {

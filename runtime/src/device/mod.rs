@@ -18,6 +18,7 @@ mod pool;
 mod precompile;
 mod reduce_api;
 pub(crate) mod route;
+mod scan_api;
 mod solver_api;
 mod surface;
 pub(crate) mod test_hooks;

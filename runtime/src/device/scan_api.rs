@@ -1,0 +1,147 @@
+//! Prefix sums as library calls: `Device::inclusive_scan` and `Device::exclusive_scan` of a
+//! buffer (or view) of f16, bf16, f32 or f64 into another (or into itself).
+//!
+//! Written as `#[kernel]`s, like the reductions (no CUDA library cudarc reaches scans):
+//! one pass scans each tile of [`TILE`] elements in f64 — four elements per thread, then
+//! the threads' totals across the block — into a scratch buffer and writes each tile's
+//! total; the tile totals (one per 1024 elements) are read back and turned into offsets
+//! on the host, in order; a second pass adds each tile's offset and rounds once to the
+//! element type. Every sum is carried in f64, so f16/bf16 scans keep their small terms,
+//! and the order of additions is fixed by the tile shape: the same bits on every run.
+
+use crate::device::DType;
+use crate::device::Device;
+use crate::error::{GpuError, Invalid};
+use crate::gpu_ref::GpuRef;
+use crate::kernel::dsl::Float;
+use crate::launch::LaunchConfig;
+
+/// Elements a block scans: 256 threads × 4.
+const TILE: usize = 1024;
+
+/// Pass 1: block `b` scans its tile of `x` in f64 — exclusive when `exclusive` is 1 —
+/// into `local` (as long as `x`), and writes the tile's total to `totals[b]`.
+#[atomr_accel_cuda_macros::kernel(crate = crate)]
+fn scan_tiles<T: Float>(x: &[T], local: &mut [f64], totals: &mut [f64], exclusive: u32) {
+    let mut part = shared_array::<f64, 256>();
+    let t = thread_idx_x();
+    let base = block_idx_x() * 1024 + t * 4;
+    let mut a0: f64 = 0.0;
+    let mut a1: f64 = 0.0;
+    let mut a2: f64 = 0.0;
+    let mut a3: f64 = 0.0;
+    if base < x.len() {
+        a0 = x[base].to_f64();
+    }
+    if base + 1 < x.len() {
+        a1 = x[base + 1].to_f64();
+    }
+    if base + 2 < x.len() {
+        a2 = x[base + 2].to_f64();
+    }
+    if base + 3 < x.len() {
+        a3 = x[base + 3].to_f64();
+    }
+    let s0 = a0;
+    let s1 = s0 + a1;
+    let s2 = s1 + a2;
+    let s3 = s2 + a3;
+    part[t] = s3;
+    sync_threads();
+    // The threads' totals, scanned across the block (Hillis–Steele, inclusive).
+    let mut off: usize = 1;
+    while off < 256 {
+        let mut add: f64 = 0.0;
+        if t >= off {
+            add = part[t - off];
+        }
+        sync_threads();
+        part[t] = part[t] + add;
+        sync_threads();
+        off *= 2;
+    }
+    let mut before: f64 = 0.0;
+    if t > 0 {
+        before = part[t - 1];
+    }
+    let mut e0 = before + s0;
+    let mut e1 = before + s1;
+    let mut e2 = before + s2;
+    let mut e3 = before + s3;
+    if exclusive == 1 {
+        e0 = before;
+        e1 = before + s0;
+        e2 = before + s1;
+        e3 = before + s2;
+    }
+    if base < x.len() {
+        local[base] = e0;
+    }
+    if base + 1 < x.len() {
+        local[base + 1] = e1;
+    }
+    if base + 2 < x.len() {
+        local[base + 2] = e2;
+    }
+    if base + 3 < x.len() {
+        local[base + 3] = e3;
+    }
+    if t == 255 {
+        totals[block_idx_x()] = part[255];
+    }
+}
+
+/// Pass 2: each element's tile offset added to its in-tile scan, rounded once to `T`.
+#[atomr_accel_cuda_macros::kernel(crate = crate)]
+fn scan_offsets<T: Float>(local: &[f64], offsets: &[f64], out: &mut [T]) {
+    let i = global_index();
+    if i < out.len() {
+        out[i] = T::from_f64(local[i] + offsets[i / 1024]);
+    }
+}
+
+impl Device {
+    /// `out[i] = x[0] + … + x[i]` (a buffer or view of as many elements as `x`; `x`
+    /// itself for an in-place scan), carried in f64 and rounded once per element: the
+    /// same bits on every run.
+    pub async fn inclusive_scan<T: Float + DType>(&self, x: &GpuRef<T>, out: &GpuRef<T>) -> Result<(), GpuError> {
+        self.scan(x, out, false).await
+    }
+
+    /// `out[i] = x[0] + … + x[i−1]` (`out[0] = 0`), as [`Device::inclusive_scan`].
+    pub async fn exclusive_scan<T: Float + DType>(&self, x: &GpuRef<T>, out: &GpuRef<T>) -> Result<(), GpuError> {
+        self.scan(x, out, true).await
+    }
+
+    async fn scan<T: Float + DType>(&self, x: &GpuRef<T>, out: &GpuRef<T>, exclusive: bool) -> Result<(), GpuError> {
+        if x.len() != out.len() {
+            return Err(GpuError::InvalidArgument(Invalid::length(
+                format!("a scan of {} elements into {}", x.len(), out.len()),
+                "out",
+                x.len(),
+                out.len(),
+            )));
+        }
+        let n = x.len();
+        let tiles = n.div_ceil(TILE);
+        let mut local = self.alloc::<f64>(n).await?;
+        let mut totals = self.alloc::<f64>(tiles).await?;
+        let shape = LaunchConfig {
+            grid: (tiles as u32, 1, 1),
+            block: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        scan_tiles::launch::<T>(self, shape, x, &mut local, &mut totals, exclusive as u32).await?;
+        // The tiles' offsets, in order, on the host (one read back of n / 1024 values).
+        let mut offsets = self.download(&totals).await?;
+        let mut run = 0.0f64;
+        for o in offsets.iter_mut() {
+            let total = *o;
+            *o = run;
+            run += total;
+        }
+        let offsets = self.upload(offsets).await?;
+        let mut out = out.clone();
+        scan_offsets::launch::<T>(self, LaunchConfig::for_elements(n, 256), &local, &offsets, &mut out).await
+    }
+}
