@@ -1,5 +1,6 @@
-//! Reductions as library calls (`Device::sum`, `max`, `argmax`) over 64M and 1M f32: each
-//! call awaited (its answer read back to the host), median of rounds; the same ops in
+//! Reductions as library calls (`Device::sum`, `max`, `argmax`) and prefix sums
+//! (`Device::inclusive_scan`, into a second buffer) over 64M and 1M f32: each call
+//! awaited (a reduction's answer read back to the host), median of rounds; the same ops in
 //! PyTorch and CuPy on the same GPU come from `benches/reductions_torch.py`, run in the
 //! same device session. Reported as effective bandwidth (input bytes / time).
 
@@ -20,12 +21,14 @@ fn main() {
         for n in [64usize << 20, 1 << 20] {
             let data: Vec<f32> = (0..n).map(|i| (i % 1000) as f32 * 1e-3).collect();
             let x = dev.upload(data).await.unwrap();
-            for op in ["sum", "max", "argmax"] {
+            let out = dev.alloc::<f32>(n).await.unwrap();
+            for op in ["sum", "max", "argmax", "cumsum"] {
                 let call = || async {
                     match op {
                         "sum" => drop(dev.sum(&x).await.unwrap()),
                         "max" => drop(dev.max(&x).await.unwrap()),
-                        _ => drop(dev.argmax(&x).await.unwrap()),
+                        "argmax" => drop(dev.argmax(&x).await.unwrap()),
+                        _ => dev.inclusive_scan(&x, &out).await.unwrap(),
                     }
                 };
                 for _ in 0..3 {

@@ -1,6 +1,6 @@
-"""PyTorch's and CuPy's sum / max / argmax over 64M and 1M f32, each call's answer read
-back to the host (as `Device::sum` returns a number), median of 7 rounds — the baseline
-for benches/reductions.rs. Run on the GPU host: python3 benches/reductions_torch.py
+"""PyTorch's and CuPy's sum / max / argmax (each call's answer read back to the host, as
+`Device::sum` returns a number) and cumsum (synchronized) over 64M and 1M f32, median
+of 7 rounds — the baseline for benches/reductions.rs. Run on the GPU host: python3 benches/reductions_torch.py
 """
 import time
 
@@ -29,6 +29,12 @@ for n in (64 << 20, 1 << 20):
         "sum": (lambda: xt.sum().item(), lambda: float(xc.sum())),
         "max": (lambda: xt.max().item(), lambda: float(xc.max())),
         "argmax": (lambda: xt.argmax().item(), lambda: int(xc.argmax())),
+        # A prefix sum into a new array, synchronized (Device::inclusive_scan returns
+        # when the GPU is done).
+        "cumsum": (
+            lambda: (torch.cumsum(xt, 0), torch.cuda.synchronize()),
+            lambda: (cp.cumsum(xc), cp.cuda.runtime.deviceSynchronize()),
+        ),
     }
     for op, (ft, fc) in ops.items():
         for lib, f in (("torch", ft), ("cupy", fc)):
