@@ -388,6 +388,54 @@ async fn batched_typed<T: SolverScalar>(d: &Device) {
     inv(d.cholesky_batched(&a, n, count + 1).await, "more matrices than A holds");
     let short = d.alloc::<i32>(n * count - 1).await.unwrap();
     inv(d.lu_factor_batched(&ad, &short, n, count).await, "too few pivots");
+
+    // Batched SVD: U·diag(S)·Vᵀ rebuilds each matrix, U and V orthonormal, values
+    // descending and equal to the values-only call's; A left intact.
+    let (k, count) = (8, 30);
+    let mats: Vec<f64> = random(k * k, count);
+    let a = d.upload(to::<T>(&mats)).await.unwrap();
+    let (s, u, v) = (
+        d.alloc::<T>(k * count).await.unwrap(),
+        d.alloc::<T>(k * k * count).await.unwrap(),
+        d.alloc::<T>(k * k * count).await.unwrap(),
+    );
+    d.svd_batched(&a, &s, &u, &v, k, count).await.unwrap();
+    let (sv, uv, vv) = (back(d, &s).await, back(d, &u).await, back(d, &v).await);
+    for m in [0, 13, count - 1] {
+        let (um, vm, sm) = (
+            &uv[m * k * k..(m + 1) * k * k],
+            &vv[m * k * k..(m + 1) * k * k],
+            &sv[m * k..(m + 1) * k],
+        );
+        assert!(sm.windows(2).all(|w| w[0] >= w[1]), "descending: {sm:?}");
+        let us: Vec<f64> = (0..k * k).map(|i| um[i] * sm[i / k]).collect();
+        let vt: Vec<f64> = (0..k * k).map(|i| vm[(i % k) * k + i / k]).collect();
+        let want: Vec<f64> = to::<T>(&mats[m * k * k..(m + 1) * k * k])
+            .iter()
+            .map(|x| x.to_f64())
+            .collect();
+        let e = rel_err(&mul(&us, &vt, k, k, k, false), &want);
+        assert!(
+            e < tol::<T>() * 5.0,
+            "{} batched SVD matrix {m}: U·S·Vᵀ vs A {e:e}",
+            T::NAME
+        );
+        assert!(orthonormality(um, k, k) < tol::<T>() * 5.0, "UᵀU");
+        assert!(orthonormality(vm, k, k) < tol::<T>() * 5.0, "VᵀV");
+    }
+    let s2 = d.alloc::<T>(k * count).await.unwrap();
+    d.svd_values_batched(&a, &s2, k, count).await.unwrap();
+    let e = rel_err(&back(d, &s2).await, &sv);
+    assert!(e < tol::<T>(), "{} values only vs with vectors: {e:e}", T::NAME);
+    assert_eq!(
+        back(d, &a).await,
+        to::<T>(&mats).iter().map(|x| x.to_f64()).collect::<Vec<_>>(),
+        "A intact"
+    );
+    let big = d.alloc::<T>(33 * 33).await.unwrap();
+    let sb = d.alloc::<T>(33).await.unwrap();
+    inv(d.svd_values_batched(&big, &sb, 33, 1).await, "order 33");
+    inv(d.svd_batched(&a, &s, &u, &u, k, count).await, "U and V the same buffer");
 }
 
 async fn batched(config: DeviceConfig) {

@@ -40,6 +40,40 @@ pub struct LapackFns<T> {
     potrf: unsafe fn(H, Fill, c_int, *mut T, c_int, *mut T, c_int, *mut c_int) -> Status,
     potrs: unsafe fn(H, Fill, c_int, c_int, *const T, c_int, *mut T, c_int, *mut c_int) -> Status,
     potrf_batched: unsafe fn(H, Fill, c_int, *mut *mut T, c_int, *mut c_int, c_int) -> Status,
+    gesvdj_batched_bs: unsafe fn(
+        H,
+        Eig,
+        c_int,
+        c_int,
+        *const T,
+        c_int,
+        *const T,
+        *const T,
+        c_int,
+        *const T,
+        c_int,
+        *mut c_int,
+        sys::gesvdjInfo_t,
+        c_int,
+    ) -> Status,
+    gesvdj_batched: unsafe fn(
+        H,
+        Eig,
+        c_int,
+        c_int,
+        *mut T,
+        c_int,
+        *mut T,
+        *mut T,
+        c_int,
+        *mut T,
+        c_int,
+        *mut T,
+        c_int,
+        *mut c_int,
+        sys::gesvdjInfo_t,
+        c_int,
+    ) -> Status,
     geqrf_bs: unsafe fn(H, c_int, c_int, *mut T, c_int, *mut c_int) -> Status,
     geqrf: unsafe fn(H, c_int, c_int, *mut T, c_int, *mut T, *mut T, c_int, *mut c_int) -> Status,
     orgqr_bs: unsafe fn(H, c_int, c_int, c_int, *const T, c_int, *const T, *mut c_int) -> Status,
@@ -76,6 +110,7 @@ pub trait CusolverFloat: DeviceRepr + ValidAsZeroBits + Copy + Sized + 'static {
 
 macro_rules! cusolver_float {
     ($($t:ty: $getrf_bs:ident $getrf:ident $getrs:ident $potrf_bs:ident $potrf:ident $potrs:ident $potrf_batched:ident
+        $gesvdj_batched_bs:ident $gesvdj_batched:ident
         $geqrf_bs:ident $geqrf:ident $orgqr_bs:ident $orgqr:ident $gesvd_bs:ident $gesvd:ident
         $syevd_bs:ident $syevd:ident;)*) => {$(
         impl CusolverFloat for $t {
@@ -87,6 +122,8 @@ macro_rules! cusolver_float {
                 potrf: sys::$potrf,
                 potrs: sys::$potrs,
                 potrf_batched: sys::$potrf_batched,
+                gesvdj_batched_bs: sys::$gesvdj_batched_bs,
+                gesvdj_batched: sys::$gesvdj_batched,
                 geqrf_bs: sys::$geqrf_bs,
                 geqrf: sys::$geqrf,
                 orgqr_bs: sys::$orgqr_bs,
@@ -102,11 +139,13 @@ macro_rules! cusolver_float {
 
 cusolver_float! {
     f32: cusolverDnSgetrf_bufferSize cusolverDnSgetrf cusolverDnSgetrs cusolverDnSpotrf_bufferSize
-        cusolverDnSpotrf cusolverDnSpotrs cusolverDnSpotrfBatched cusolverDnSgeqrf_bufferSize cusolverDnSgeqrf
+        cusolverDnSpotrf cusolverDnSpotrs cusolverDnSpotrfBatched cusolverDnSgesvdjBatched_bufferSize
+        cusolverDnSgesvdjBatched cusolverDnSgeqrf_bufferSize cusolverDnSgeqrf
         cusolverDnSorgqr_bufferSize cusolverDnSorgqr cusolverDnSgesvd_bufferSize cusolverDnSgesvd
         cusolverDnSsyevd_bufferSize cusolverDnSsyevd;
     f64: cusolverDnDgetrf_bufferSize cusolverDnDgetrf cusolverDnDgetrs cusolverDnDpotrf_bufferSize
-        cusolverDnDpotrf cusolverDnDpotrs cusolverDnDpotrfBatched cusolverDnDgeqrf_bufferSize cusolverDnDgeqrf
+        cusolverDnDpotrf cusolverDnDpotrs cusolverDnDpotrfBatched cusolverDnDgesvdjBatched_bufferSize
+        cusolverDnDgesvdjBatched cusolverDnDgeqrf_bufferSize cusolverDnDgeqrf
         cusolverDnDorgqr_bufferSize cusolverDnDorgqr cusolverDnDgesvd_bufferSize cusolverDnDgesvd
         cusolverDnDsyevd_bufferSize cusolverDnDsyevd;
 }
@@ -163,6 +202,24 @@ pub(crate) struct Dense {
     work: RefCell<Option<Workspace>>,
     /// Workspace sizes already asked of cuSOLVER, by routine, dtype and dimensions.
     lworks: RefCell<HashMap<LworkKey, c_int>>,
+    /// The Jacobi SVD's parameters (cuSOLVER's defaults: tolerance, sweeps, sorted
+    /// values), made on first use and kept (the routine reads them when enqueued).
+    gesvdj: RefCell<Option<GesvdjParams>>,
+}
+
+/// A `gesvdjInfo_t`, destroyed once.
+struct GesvdjParams(sys::gesvdjInfo_t);
+
+// SAFETY: the parameters are a plain cuSOLVER object of host memory, used only through
+// the `Dense` that owns them, by one thread at a time (the solver core is `&mut`-owned,
+// like the cuSOLVER handle beside it).
+unsafe impl Send for GesvdjParams {}
+
+impl Drop for GesvdjParams {
+    fn drop(&mut self) {
+        // SAFETY: made by `cusolverDnCreateGesvdjInfo`, destroyed once, here.
+        let _ = unsafe { sys::cusolverDnDestroyGesvdjInfo(self.0) };
+    }
 }
 
 /// The workspace and its device address, taken once: it is only ever used on the handle's
@@ -193,6 +250,7 @@ impl Dense {
             stream,
             work: RefCell::new(None),
             lworks: RefCell::new(HashMap::new()),
+            gesvdj: RefCell::new(None),
         })
     }
 
@@ -386,6 +444,105 @@ impl Dense {
             })?;
         }
         Ok(ptrs)
+    }
+
+    /// The SVD of `count` n×n matrices one after another in `a` (destroyed), n ≤ 32, by
+    /// Jacobi rotations (`gesvdjBatched`): `s` (n per matrix, descending) and, when
+    /// `vectors` is given, `u` and `v` (n·n per matrix: U and V, not Vᵀ); `info[i]` is
+    /// matrix i's.
+    pub(crate) fn gesvdj_batched<T: CusolverFloat, U: DevicePtrMut<T>, V: DevicePtrMut<T>>(
+        &self,
+        (n, count): (usize, usize),
+        a: &mut impl DevicePtrMut<T>,
+        s_out: &mut impl DevicePtrMut<T>,
+        vectors: Option<(&mut U, &mut V)>,
+        info: &mut impl DevicePtrMut<i32>,
+    ) -> Result<(), GpuError> {
+        fits(a, n * n * count, "A")?;
+        fits(s_out, n * count, "S")?;
+        fits(info, count, "info")?;
+        if let Some((u, v)) = &vectors {
+            fits(*u, n * n * count, "U")?;
+            fits(*v, n * n * count, "V")?;
+        }
+        let (ni, ci) = (int(n, "n")?, int(count, "count")?);
+        let params = {
+            let mut p = self.gesvdj.borrow_mut();
+            match p.as_ref() {
+                Some(p) => p.0,
+                None => {
+                    let mut made: sys::gesvdjInfo_t = std::ptr::null_mut();
+                    // SAFETY: writes one handle into `made`.
+                    check(unsafe { sys::cusolverDnCreateGesvdjInfo(&mut made) })?;
+                    *p = Some(GesvdjParams(made));
+                    made
+                }
+            }
+        };
+        let st = &self.stream;
+        let mode = if vectors.is_some() {
+            Eig::CUSOLVER_EIG_MODE_VECTOR
+        } else {
+            Eig::CUSOLVER_EIG_MODE_NOVECTOR
+        };
+        let (pa, _ga) = a.device_ptr_mut(st);
+        let (ps, _gs) = s_out.device_ptr_mut(st);
+        let (pi, _gi) = info.device_ptr_mut(st);
+        let ((pu, _gu), (pv, _gv)) = match vectors {
+            Some((u, v)) => (ptr(u.device_ptr_mut(st)), ptr(v.device_ptr_mut(st))),
+            None => ((0, None), (0, None)),
+        };
+        let routine = if pu == 0 {
+            "gesvdjBatched values"
+        } else {
+            "gesvdjBatched"
+        };
+        let lwork = self.lwork::<T>(routine, [ni, ci], |lw| {
+            // SAFETY: live handle and parameters; the pointers name buffers of the sizes
+            // checked above (U, V null without vectors); a size query.
+            unsafe {
+                (T::FNS.gesvdj_batched_bs)(
+                    self.handle.cu(),
+                    mode,
+                    ni,
+                    ni,
+                    pa as *const T,
+                    ni,
+                    ps as *const T,
+                    pu as *const T,
+                    ni,
+                    pv as *const T,
+                    ni,
+                    lw,
+                    params,
+                    ci,
+                )
+            }
+        })?;
+        let pw = self.workspace::<T>(lwork)?;
+        // SAFETY: A count·n·n (lda = n), S count·n, U and V count·n·n (ldu = ldv = n) or
+        // untouched (null, NOVECTOR), workspace lwork, info count; all on the handle's
+        // stream, ordered by the guards; the parameters live while the handle does.
+        check(unsafe {
+            (T::FNS.gesvdj_batched)(
+                self.handle.cu(),
+                mode,
+                ni,
+                ni,
+                pa as *mut T,
+                ni,
+                ps as *mut T,
+                pu as *mut T,
+                ni,
+                pv as *mut T,
+                ni,
+                pw as *mut T,
+                lwork,
+                pi as *mut c_int,
+                params,
+                ci,
+            )
+        })
     }
 
     /// Solves `A·X = B` from `potrf`'s lower factor; `b` (n×nrhs) becomes X (`potrs`).

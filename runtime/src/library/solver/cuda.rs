@@ -157,6 +157,39 @@ impl CudaSolver {
         Ok(self.finish_batched(shared, Op::LuFactorBatched, info, ptrs))
     }
 
+    /// `count` SVDs of n×n matrices at once (`gesvdjBatched`, on a scratch copy: it
+    /// destroys its input); U and V when `vectors` holds them.
+    pub(super) fn svd_batched<T: SolverFloat>(
+        &self,
+        shared: &Arc<DeviceShared>,
+        (a, s, vectors): super::SvdOperands<'_, T>,
+        (n, count): (usize, usize),
+    ) -> Result<Deferred<()>, GpuError> {
+        let mut scratch = self.scratch_copy(a, n * n * count)?;
+        let mut info = self.stream.alloc_zeros::<i32>(count)?;
+        let mut ss = s.lock();
+        match vectors {
+            Some((u, v)) => {
+                let (mut su, mut sv) = lock2(u, v);
+                self.dense.gesvdj_batched(
+                    (n, count),
+                    &mut scratch,
+                    &mut cuda(&mut ss)?,
+                    Some((&mut cuda(&mut su)?, &mut cuda(&mut sv)?)),
+                    &mut info,
+                )?;
+            }
+            None => self.dense.gesvdj_batched(
+                (n, count),
+                &mut scratch,
+                &mut cuda(&mut ss)?,
+                None::<(&mut CudaViewMut<'_, T>, &mut CudaViewMut<'_, T>)>,
+                &mut info,
+            )?,
+        }
+        Ok(self.finish_batched(shared, Op::SvdBatched, info, scratch))
+    }
+
     /// `count` Choleskys at once (`potrfBatched`).
     pub(super) fn cholesky_batched<T: SolverFloat>(
         &self,
@@ -172,14 +205,14 @@ impl CudaSolver {
     }
 
     /// The future that awaits the stream, then reads the batch's `info`s (one copy) and
-    /// reports the first matrix that failed; `keep` (the routine's pointer array) lives
-    /// until then.
-    fn finish_batched(
+    /// reports the first matrix that failed; `keep` (what the routine reads: its pointer
+    /// array, its scratch input) lives until then.
+    fn finish_batched<K: Send + 'static>(
         &self,
         shared: &Arc<DeviceShared>,
         op: Op,
         info: CudaSlice<i32>,
-        keep: CudaSlice<u64>,
+        keep: K,
     ) -> Deferred<()> {
         let done = self.completer.done(&self.stream);
         let (shared, stream) = (shared.clone(), self.stream.clone());

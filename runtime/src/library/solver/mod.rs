@@ -40,6 +40,9 @@ pub trait SolverFloat:
 impl SolverFloat for f32 {}
 impl SolverFloat for f64 {}
 
+/// A batched SVD's buffers: A, S, and U and V when the vectors are asked for.
+pub(crate) type SvdOperands<'a, T> = (&'a GpuRef<T>, &'a GpuRef<T>, Option<(&'a GpuRef<T>, &'a GpuRef<T>)>);
+
 /// Which triangle of a symmetric matrix a routine reads (the other is not touched).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Triangle {
@@ -106,6 +109,7 @@ pub(crate) enum Op {
     Qr,
     Svd,
     SvdValues,
+    SvdBatched,
     Eigh,
 }
 
@@ -121,6 +125,7 @@ impl Op {
             Op::Qr => "qr",
             Op::Svd => "svd",
             Op::SvdValues => "svd_values",
+            Op::SvdBatched => "svd_batched",
             Op::Eigh => "eigh",
         }
     }
@@ -130,7 +135,7 @@ impl Op {
         match self {
             Op::LuFactor | Op::LuFactorBatched => Some(NumericalIssue::Singular),
             Op::Cholesky | Op::CholeskyBatched => Some(NumericalIssue::NotPositiveDefinite),
-            Op::Svd | Op::SvdValues | Op::Eigh => Some(NumericalIssue::NoConvergence),
+            Op::Svd | Op::SvdValues | Op::SvdBatched | Op::Eigh => Some(NumericalIssue::NoConvergence),
             Op::LuSolve | Op::CholeskySolve | Op::Qr => None,
         }
     }
@@ -391,6 +396,77 @@ impl SolverCore {
         )
     }
 
+    fn svd_batched<T: SolverFloat>(
+        &self,
+        (a, s, vectors): SvdOperands<'_, T>,
+        (n, count): (usize, usize),
+    ) -> Result<Deferred<()>, GpuError> {
+        let op = Op::SvdBatched;
+        for x in [Some(a), Some(s), vectors.map(|v| v.0), vectors.map(|v| v.1)]
+            .into_iter()
+            .flatten()
+        {
+            self.check(x)?;
+        }
+        positive(n, "n", op)?;
+        positive(count, "count", op)?;
+        if n > 32 {
+            return Err(GpuError::InvalidArgument(
+                Invalid::new(format!(
+                    "svd_batched: n = {n}; the batched (Jacobi) SVD takes matrices of order ≤ 32 — use svd per matrix"
+                ))
+                .arg("n")
+                .mismatch("≤ 32", n),
+            ));
+        }
+        holds(a, n * n, count, "A", op)?;
+        holds(s, n, count, "S", op)?;
+        let mut named = vec![(a, "A"), (s, "S")];
+        if let Some((u, v)) = vectors {
+            holds(u, n * n, count, "U", op)?;
+            holds(v, n * n, count, "V", op)?;
+            named.extend([(u, "U"), (v, "V")]);
+        }
+        distinct(&named, op)?;
+        self.run(
+            op,
+            || {
+                let (mut sa, mut ss) = lock2(a, s);
+                let (ha, hs) = (host(&mut sa)?, host(&mut ss)?);
+                let infos: Vec<i32> = match vectors {
+                    Some((u, v)) => {
+                        let (mut su, mut sv) = lock2(u, v);
+                        let (hu, hv) = (host(&mut su)?, host(&mut sv)?);
+                        (0..count)
+                            .map(|k| {
+                                let m = k * n * n..(k + 1) * n * n;
+                                let mut vt = vec![T::from_f64(0.0); n * n];
+                                let info = cpu::svd(
+                                    &ha[m.clone()],
+                                    &mut hu[m.clone()],
+                                    &mut hs[k * n..(k + 1) * n],
+                                    &mut vt,
+                                    n,
+                                    n,
+                                );
+                                // V = (Vᵀ)ᵀ, as gesvdjBatched writes it.
+                                for (i, out) in hv[m].iter_mut().enumerate() {
+                                    *out = vt[(i % n) * n + i / n];
+                                }
+                                info
+                            })
+                            .collect()
+                    }
+                    None => (0..count)
+                        .map(|k| cpu::svd_values(&ha[k * n * n..(k + 1) * n * n], &mut hs[k * n..(k + 1) * n], n, n))
+                        .collect(),
+                };
+                first_failure(op, &infos).map(Deferred::Now)
+            },
+            |c| c.svd_batched(&self.shared, (a, s, vectors), (n, count)),
+        )
+    }
+
     fn lu_factor_batched<T: SolverFloat>(
         &self,
         a: &GpuRef<T>,
@@ -640,6 +716,37 @@ impl SolverActor {
         count: usize,
     ) -> Result<Deferred<()>, GpuError> {
         self.0.core()?.lu_factor_batched(&a, &pivots, (n, count))
+    }
+
+    /// SVDs of `count` n×n matrices (n ≤ 32) stored one after another in `a` (left
+    /// intact), by Jacobi rotations (`gesvdjBatched`): `s` gets each matrix's singular
+    /// values (n, descending), `u` and `v` its U and V (n·n each, column-major — V, not Vᵀ
+    /// as `svd` gives). No convergence is `Numerical` naming the matrix.
+    #[handler(dtypes(blas1), device)]
+    #[allow(clippy::too_many_arguments)]
+    fn svd_batched<T: SolverFloat>(
+        &mut self,
+        a: GpuRef<T>,
+        s: GpuRef<T>,
+        u: GpuRef<T>,
+        v: GpuRef<T>,
+        n: usize,
+        count: usize,
+    ) -> Result<Deferred<()>, GpuError> {
+        self.0.core()?.svd_batched((&a, &s, Some((&u, &v))), (n, count))
+    }
+
+    /// The singular values only (descending, n per matrix into `s`) of `count` n×n
+    /// matrices (n ≤ 32) one after another in `a` (left intact).
+    #[handler(dtypes(blas1), device)]
+    fn svd_values_batched<T: SolverFloat>(
+        &mut self,
+        a: GpuRef<T>,
+        s: GpuRef<T>,
+        n: usize,
+        count: usize,
+    ) -> Result<Deferred<()>, GpuError> {
+        self.0.core()?.svd_batched((&a, &s, None), (n, count))
     }
 
     /// Solves `A·X = B` from `cholesky`'s L; `b` (n×nrhs) becomes X.
