@@ -373,6 +373,13 @@ fn the_timeline_crosses_processes(config: DeviceConfig) -> Pin<Box<dyn Future<Ou
             "the worker's operations in the metrics: {}",
             latency.count()
         );
+        // The device's own timeline: its worker is told, its take brings the worker's
+        // operations back.
+        dev.enable_timeline(true).unwrap();
+        dev.nrm2(&x).await.unwrap();
+        dev.enable_timeline(false).unwrap();
+        let own = dev.take_timeline().await.unwrap();
+        assert!(own.iter().any(|e| e.name == "nrm2<f64>"), "{own:?}");
         dev.stop().await;
     })
 }

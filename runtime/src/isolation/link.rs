@@ -104,7 +104,7 @@ impl LinkShared {
         });
         // The worker times its operations whenever this process does.
         let remote: std::sync::Weak<dyn RemoteTimeline> = Arc::downgrade(&link) as _;
-        register_remote(remote);
+        register_remote(remote, config.device_id);
         let (ready_tx, ready_rx) = oneshot::channel();
         let l2 = link.clone();
         std::thread::Builder::new()

@@ -37,6 +37,7 @@ pub use svg::svg_latency_plot;
 pub use timeline::{chrome_trace_json, enable_timeline, take_timeline, timeline_enabled, TimelineEvent};
 pub(crate) use timeline::{cpu_op, gpu_timed, histogram_of};
 pub(crate) use timeline::{decode_events, encode_events, register_remote, take_timeline_monotonic, RemoteTimeline};
+pub(crate) use timeline::{enable_device, take_device_timeline};
 
 /// A snapshot of one device's state and activity.
 #[derive(Debug, Clone)]

@@ -16,6 +16,36 @@ use super::histogram::LatencyHistogram;
 
 static ENABLED: AtomicBool = AtomicBool::new(false);
 
+/// Devices (ordinals below 64) timed on their own (`Device::enable_timeline`), one bit
+/// each, beside the process-wide switch.
+static DEVICES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Whether operations of device `device` are timed: the whole process is, or that
+/// device is.
+fn enabled_for(device: usize) -> bool {
+    timeline_enabled() || (device < 64 && DEVICES.load(Ordering::Acquire) & (1 << device) != 0)
+}
+
+/// Times the operations of device `device` alone from now on (or stops): the per-device
+/// switch behind `Device::enable_timeline`. Ordinals from 64 on are timed only with the
+/// whole process (`InvalidArgument`).
+pub(crate) fn enable_device(device: usize, on: bool) -> Result<(), crate::error::GpuError> {
+    if device >= 64 {
+        return Err(crate::error::GpuError::invalid(format!(
+            "device {device}: a device's own timeline covers ordinals 0–63; use enable_timeline for the whole process"
+        )));
+    }
+    if on {
+        let mut s = lock();
+        s.origin
+            .get_or_insert_with(|| (Instant::now(), crate::sys::monotonic_us()));
+        DEVICES.fetch_or(1 << device, Ordering::AcqRel);
+    } else {
+        DEVICES.fetch_and(!(1 << device), Ordering::AcqRel);
+    }
+    Ok(())
+}
+
 /// One timed operation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TimelineEvent {
@@ -90,9 +120,10 @@ fn live_remotes() -> Vec<Arc<dyn RemoteTimeline>> {
     r.iter().filter_map(|w| w.upgrade()).collect()
 }
 
-/// Adds a worker's timeline to this process's (told at once whether to time).
-pub(crate) fn register_remote(remote: std::sync::Weak<dyn RemoteTimeline>) {
-    if timeline_enabled() {
+/// Adds the timeline of a worker serving device `device` to this process's (told at
+/// once whether to time).
+pub(crate) fn register_remote(remote: std::sync::Weak<dyn RemoteTimeline>, device: usize) {
+    if enabled_for(device) {
         if let Some(r) = remote.upgrade() {
             r.set_enabled(true);
         }
@@ -181,6 +212,19 @@ pub fn take_timeline() -> Vec<TimelineEvent> {
     events
 }
 
+/// The events of device `device` timed so far (and clears them; other devices' stay),
+/// in order of their start: `Device::take_timeline`.
+pub(crate) fn take_device_timeline(device: usize) -> Vec<TimelineEvent> {
+    let mut s = resolve();
+    let (mut mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut s.done)
+        .into_iter()
+        .partition(|e| e.device == device);
+    s.done = rest;
+    drop(s);
+    mine.sort_by(|a, b| a.start_us.total_cmp(&b.start_us));
+    mine
+}
+
 /// As [`take_timeline`], with starts on the machine's monotonic clock: what a worker
 /// hands its user process.
 pub(crate) fn take_timeline_monotonic() -> Vec<TimelineEvent> {
@@ -264,7 +308,7 @@ struct GpuOp {
 /// Starts timing an operation about to be enqueued on `stream`; `None` when the timeline
 /// is off (or an event cannot be recorded: timing never fails an operation).
 fn gpu_op(stream: &Arc<CudaStream>, device: usize, lane: &'static str, name: impl Into<String>) -> Option<GpuOp> {
-    if !timeline_enabled() {
+    if !enabled_for(device) {
         return None;
     }
     let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);
@@ -341,7 +385,7 @@ pub(crate) struct CpuOp {
 
 /// Starts timing an operation the CPU device runs now; `None` when the timeline is off.
 pub(crate) fn cpu_op(device: usize, lane: &'static str, name: impl Into<String>) -> Option<CpuOp> {
-    timeline_enabled().then(|| CpuOp {
+    enabled_for(device).then(|| CpuOp {
         name: name.into(),
         device,
         lane,
