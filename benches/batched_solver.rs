@@ -1,7 +1,8 @@
-//! Batched Cholesky and LU of many small matrices (default 10 000 × 16×16, f32 and f64)
-//! through the device (`cholesky_batched`, `lu_factor_batched`) vs raw cudarc calls of
-//! the same routines (cuSOLVER `potrfBatched`, cuBLAS `getrfBatched`: pointer array made
-//! once, factor + synchronize + read the infos back), calls alternated in both orders of
+//! Batched Cholesky, LU and singular values of many small matrices (default 10 000 ×
+//! 16×16, f32 and f64) through the device (`cholesky_batched`, `lu_factor_batched`,
+//! `svd_values_batched`) vs raw cudarc calls of the same routines (cuSOLVER
+//! `potrfBatched`, cuBLAS `getrfBatched`, cuSOLVER `gesvdjBatched`: pointer array,
+//! parameters and workspace made once, the routine + synchronize + read the infos back), calls alternated in both orders of
 //! `support/alternate.rs`. Every factorization starts from the same pristine SPD
 //! matrices, restored (untimed) before each call. Arguments: `n count` (default 16 10000).
 
@@ -38,10 +39,33 @@ trait RawBatched: SolverScalar + cudarc::driver::DeviceRepr + cudarc::driver::Va
     /// # Safety
     /// As above; `piv` holds count·n ints.
     unsafe fn getrf_batched(b: &CudaBlas, n: i32, ptrs: u64, piv: u64, info: u64, count: i32);
+    /// `gesvdjBatched`'s workspace size, singular values only.
+    ///
+    /// # Safety
+    /// `a` holds count n×n matrices, `s` count·n values; `params` is alive.
+    unsafe fn gesvdj_lwork(h: &DnHandle, n: i32, a: u64, s: u64, params: GesvdjParams, count: i32) -> i32;
+    /// `gesvdjBatched`, singular values only (A destroyed).
+    ///
+    /// # Safety
+    /// As above; `work` holds `lwork` elements, `info` count ints.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn gesvdj_batched(
+        h: &DnHandle,
+        n: i32,
+        a: u64,
+        s: u64,
+        work: u64,
+        lwork: i32,
+        info: u64,
+        params: GesvdjParams,
+        count: i32,
+    );
 }
 
+type GesvdjParams = cudarc::cusolver::sys::gesvdjInfo_t;
+
 macro_rules! raw_batched {
-    ($($t:ty: $potrf:ident $getrf:ident),*) => {$(
+    ($($t:ty: $potrf:ident $getrf:ident $gesvdj_bs:ident $gesvdj:ident),*) => {$(
         impl RawBatched for $t {
             unsafe fn potrf_batched(h: &DnHandle, n: i32, ptrs: u64, info: u64, count: i32) {
                 use cudarc::cusolver::sys;
@@ -58,11 +82,36 @@ macro_rules! raw_batched {
                     .result()
                     .unwrap();
             }
+            unsafe fn gesvdj_lwork(h: &DnHandle, n: i32, a: u64, s: u64, params: GesvdjParams, count: i32) -> i32 {
+                use cudarc::cusolver::sys;
+                let mut lwork = 0;
+                let null = std::ptr::null::<$t>();
+                // SAFETY: per this function's contract; U and V untouched (NOVECTOR).
+                unsafe {
+                    sys::$gesvdj_bs(h.cu(), sys::cusolverEigMode_t::CUSOLVER_EIG_MODE_NOVECTOR, n, n, a as *const $t, n, s as *const $t, null, n, null, n, &mut lwork, params, count)
+                }
+                .result()
+                .unwrap();
+                lwork
+            }
+            unsafe fn gesvdj_batched(h: &DnHandle, n: i32, a: u64, s: u64, work: u64, lwork: i32, info: u64, params: GesvdjParams, count: i32) {
+                use cudarc::cusolver::sys;
+                let null = std::ptr::null_mut::<$t>();
+                // SAFETY: per this function's contract.
+                unsafe {
+                    sys::$gesvdj(h.cu(), sys::cusolverEigMode_t::CUSOLVER_EIG_MODE_NOVECTOR, n, n, a as *mut $t, n, s as *mut $t, null, n, null, n, work as *mut $t, lwork, info as *mut i32, params, count)
+                }
+                .result()
+                .unwrap();
+            }
         }
     )*};
 }
 
-raw_batched!(f32: cusolverDnSpotrfBatched cublasSgetrfBatched, f64: cusolverDnDpotrfBatched cublasDgetrfBatched);
+raw_batched!(
+    f32: cusolverDnSpotrfBatched cublasSgetrfBatched cusolverDnSgesvdjBatched_bufferSize cusolverDnSgesvdjBatched,
+    f64: cusolverDnDpotrfBatched cublasDgetrfBatched cusolverDnDgesvdjBatched_bufferSize cusolverDnDgesvdjBatched
+);
 
 fn address<T>(s: &CudaSlice<T>, stream: &Arc<CudaStream>) -> u64 {
     let (p, _guard) = s.device_ptr(stream);
@@ -90,7 +139,19 @@ async fn measure<T: RawBatched>(dev: &Device, stream: &Arc<CudaStream>, n: usize
     let pristine = dev.upload(a.clone()).await.unwrap();
     let da = dev.upload(a).await.unwrap();
     let dpiv = dev.alloc::<i32>(n * count).await.unwrap();
-    for op in ["cholesky_batched", "lu_factor_batched"] {
+    let ds = dev.alloc::<T>(n * count).await.unwrap();
+    let rs = stream.alloc_zeros::<T>(n * count).unwrap();
+    let mut params: GesvdjParams = std::ptr::null_mut();
+    // SAFETY: writes one handle into `params` (destroyed at the end).
+    unsafe { cudarc::cusolver::sys::cusolverDnCreateGesvdjInfo(&mut params) }
+        .result()
+        .unwrap();
+    let ps = address(&rs, stream);
+    // SAFETY: A holds count n×n matrices, S count·n values; the parameters are alive.
+    let lwork = unsafe { <T as RawBatched>::gesvdj_lwork(&h, n as i32, base, ps, params, count as i32) };
+    let work = stream.alloc_zeros::<T>(lwork.max(1) as usize).unwrap();
+    let pw = address(&work, stream);
+    for op in ["cholesky_batched", "lu_factor_batched", "svd_values_batched"] {
         for order in Order::ALL {
             let mut samples = Samples::new(1);
             for side in [Side::Raw, Side::Ours].into_iter().chain(order.schedule(20)) {
@@ -102,10 +163,24 @@ async fn measure<T: RawBatched>(dev: &Device, stream: &Arc<CudaStream>, n: usize
                         // SAFETY: the pointer array names `count` n×n matrices of `ra`;
                         // info and pivots hold count and count·n ints.
                         unsafe {
-                            if op == "cholesky_batched" {
-                                <T as RawBatched>::potrf_batched(&h, n as i32, pp, pi, count as i32);
-                            } else {
-                                <T as RawBatched>::getrf_batched(&blas, n as i32, pp, pv, pi, count as i32);
+                            match op {
+                                "cholesky_batched" => {
+                                    <T as RawBatched>::potrf_batched(&h, n as i32, pp, pi, count as i32)
+                                }
+                                "lu_factor_batched" => {
+                                    <T as RawBatched>::getrf_batched(&blas, n as i32, pp, pv, pi, count as i32)
+                                }
+                                _ => <T as RawBatched>::gesvdj_batched(
+                                    &h,
+                                    n as i32,
+                                    base,
+                                    ps,
+                                    pw,
+                                    lwork,
+                                    pi,
+                                    params,
+                                    count as i32,
+                                ),
                             }
                         }
                         stream.synchronize().unwrap();
@@ -116,10 +191,11 @@ async fn measure<T: RawBatched>(dev: &Device, stream: &Arc<CudaStream>, n: usize
                     Side::Ours => {
                         dev.copy(&pristine, &da).await.unwrap();
                         let t = Instant::now();
-                        if op == "cholesky_batched" {
-                            dev.cholesky_batched(&da, n, count).await.unwrap();
-                        } else {
-                            dev.lu_factor_batched(&da, &dpiv, n, count).await.unwrap();
+                        match op {
+                            "cholesky_batched" => dev.cholesky_batched(&da, n, count).await.unwrap(),
+                            "lu_factor_batched" => dev.lu_factor_batched(&da, &dpiv, n, count).await.unwrap(),
+                            // Ours copies A first (A is left intact); raw destroys it.
+                            _ => dev.svd_values_batched(&da, &ds, n, count).await.unwrap(),
                         }
                         t.elapsed().as_secs_f64()
                     }
@@ -136,6 +212,10 @@ async fn measure<T: RawBatched>(dev: &Device, stream: &Arc<CudaStream>, n: usize
             );
         }
     }
+    // SAFETY: made above, destroyed once; no work pending (every call synchronized).
+    unsafe { cudarc::cusolver::sys::cusolverDnDestroyGesvdjInfo(params) }
+        .result()
+        .unwrap();
 }
 
 fn main() {
