@@ -284,11 +284,9 @@ impl BlasCore {
                 Region::Cuda(bv),
                 RegionMut::Cuda(mut cv),
             ) => {
-                let device = self.shared.config.device_id;
-                let r = gpu_timed(stream, device, "blas", op_name::<T>("gemm"), || {
-                    enqueue_gemm(blas, &g, &batch, &av, &bv, &mut cv)
-                });
-                r.map_err(|e| self.library_failure(stream, e.into()))?;
+                self.timed::<T>(stream, "gemm", || {
+                    enqueue_gemm(blas, &g, &batch, &av, &bv, &mut cv).map_err(GpuError::from)
+                })?;
                 Ok(self.pending(completer.done(stream)))
             }
             _ => Err(invalid("buffers of another backend".into())),
@@ -364,14 +362,7 @@ impl BlasCore {
                     beta: g.beta,
                     incy: g.incy as i32,
                 };
-                gpu_timed(
-                    stream,
-                    self.shared.config.device_id,
-                    "blas",
-                    op_name::<T>("gemv"),
-                    || T::gemv(blas, cfg, &av, &xv, &mut yv),
-                )
-                .map_err(|e| self.library_failure(stream, e))?;
+                self.timed::<T>(stream, "gemv", || T::gemv(blas, cfg, &av, &xv, &mut yv))?;
                 Ok(self.pending(completer.done(stream)))
             }
             _ => Err(invalid("buffers of another backend".into())),
@@ -412,7 +403,7 @@ impl BlasCore {
                 RegionMut::Cuda(mut yv),
             ) => {
                 let (vx, vy) = (vector(&xv, x.inc), vector_mut(&mut yv, y.inc));
-                self.timed_l1::<T>(stream, "axpy", || T::axpy(blas, stream, (n, alpha), vx, vy))?;
+                self.timed::<T>(stream, "axpy", || T::axpy(blas, stream, (n, alpha), vx, vy))?;
                 Ok(self.pending(completer.done(stream)))
             }
             _ => Err(invalid("buffers of another backend".into())),
@@ -441,7 +432,7 @@ impl BlasCore {
                 RegionMut::Cuda(mut xv),
             ) => {
                 let vx = vector_mut(&mut xv, inc);
-                self.timed_l1::<T>(stream, "scal", || T::scal(blas, stream, (n, alpha), vx))?;
+                self.timed::<T>(stream, "scal", || T::scal(blas, stream, (n, alpha), vx))?;
                 Ok(self.pending(completer.done(stream)))
             }
             _ => Err(invalid("a buffer of another backend".into())),
@@ -475,7 +466,7 @@ impl BlasCore {
             ) => {
                 let mut out = stream.alloc_zeros::<T>(1).map_err(|e| self.shared.observe(e.into()))?;
                 let (vx, vy) = (vector(&xv, x.inc), vector(&yv, y.inc));
-                self.timed_l1::<T>(stream, "dot", || T::dot(blas, stream, n, (vx, vy), &mut out))?;
+                self.timed::<T>(stream, "dot", || T::dot(blas, stream, n, (vx, vy), &mut out))?;
                 Ok(self.scalar_result(completer.done(stream), stream.clone(), out))
             }
             _ => Err(invalid("buffers of another backend".into())),
@@ -508,7 +499,7 @@ impl BlasCore {
             ) => {
                 let mut out = stream.alloc_zeros::<T>(1).map_err(|e| self.shared.observe(e.into()))?;
                 let vx = vector(&xv, inc);
-                self.timed_l1::<T>(stream, "nrm2", || T::nrm2(blas, stream, n, vx, &mut out))?;
+                self.timed::<T>(stream, "nrm2", || T::nrm2(blas, stream, n, vx, &mut out))?;
                 Ok(self.scalar_result(completer.done(stream), stream.clone(), out))
             }
             _ => Err(invalid("a buffer of another backend".into())),
@@ -547,7 +538,7 @@ impl BlasCore {
                     .alloc_zeros::<i64>(1)
                     .map_err(|e| self.shared.observe(e.into()))?;
                 let vx = vector(&xv, inc);
-                self.timed_l1::<T>(stream, "iamax", || T::iamax(blas, stream, n, vx, &mut out))?;
+                self.timed::<T>(stream, "iamax", || T::iamax(blas, stream, n, vx, &mut out))?;
                 Ok(self
                     .scalar_result(completer.done(stream), stream.clone(), out)
                     .map(|one_based| (one_based - 1) as usize))
@@ -556,8 +547,9 @@ impl BlasCore {
         }
     }
 
-    /// Enqueues a level-1 call, timed as `op<T>` on the timeline; a failure classified.
-    fn timed_l1<T: DTypeBase>(
+    /// Enqueues one cuBLAS call, timed as `op<T>` on the timeline; a failure classified
+    /// (`library_failure`).
+    fn timed<T: DTypeBase>(
         &self,
         stream: &Arc<CudaStream>,
         op: &str,
