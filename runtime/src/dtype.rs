@@ -228,6 +228,32 @@ pub trait FftFloat: ComplexPart + crate::sys::CufftFloat {}
 impl FftFloat for f32 {}
 impl FftFloat for f64 {}
 
+/// Runs `$body` with the type alias `$t` standing for the element type named `$name`
+/// (its [`DTypeBase::NAME`]) among a set — `any` (every element type) or `float` (f16,
+/// bf16, f32, f64) — and returns what the body gives; falls through when no type of the
+/// set has that name. How a worker rebuilds a value whose element type crossed by name
+/// (a graph's operations, a list of buffers of mixed types): the lists live here, once.
+macro_rules! with_dtype_named {
+    (any, $name:expr, $t:ident => $body:expr) => {
+        $crate::dtype::with_dtype_named!(@in [
+            half::f16, half::bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64,
+            $crate::dtype::f8e4m3, $crate::dtype::f8e5m2, $crate::dtype::c32, $crate::dtype::c64
+        ], $name, $t => $body)
+    };
+    (float, $name:expr, $t:ident => $body:expr) => {
+        $crate::dtype::with_dtype_named!(@in [half::f16, half::bf16, f32, f64], $name, $t => $body)
+    };
+    (@in [$($ty:ty),*], $name:expr, $t:ident => $body:expr) => {{
+        $(
+            if $name == <$ty as $crate::dtype::DTypeBase>::NAME {
+                type $t = $ty;
+                return $body;
+            }
+        )*
+    }};
+}
+pub(crate) use with_dtype_named;
+
 /// How many elements of `T` `bytes` bytes hold, or an `InvalidArgument` naming `what`
 /// when they are not a whole number of them — bytes that arrive untyped (a journal, an
 /// isolated device's arena) are checked here before they become a `Vec<T>`.

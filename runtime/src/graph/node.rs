@@ -63,8 +63,6 @@ const COPY: u8 = 2;
 /// Reads an operation written by [`GraphNode::put_wire`] (in the worker): its kind, then
 /// for a GEMM or a copy the element type by name and the operation of that type.
 pub(crate) fn take_node(r: &mut Reader<'_>) -> Result<Box<dyn GraphNode>, GpuError> {
-    use crate::dtype::{c32, c64, f8e4m3, f8e5m2};
-    use half::{bf16, f16};
     let kind = r.take_u8()?;
     if kind == KERNEL {
         return Ok(Box::new(KernelNode {
@@ -72,15 +70,6 @@ pub(crate) fn take_node(r: &mut Reader<'_>) -> Result<Box<dyn GraphNode>, GpuErr
         }));
     }
     let name = String::take(r)?;
-    macro_rules! by_name {
-        ($make:ident: $($t:ty),*) => {{
-            $(
-                if name == <$t as DTypeBase>::NAME {
-                    return $make::<$t>(r);
-                }
-            )*
-        }};
-    }
     fn gemm<T: BlasBase>(r: &mut Reader<'_>) -> Result<Box<dyn GraphNode>, GpuError> {
         let (g, batch) = (Gemm::<T>::take(r)?, Batch::take(r)?);
         let (a, b, c) = (GpuRef::<T>::take(r)?, GpuRef::<T>::take(r)?, GpuRef::<T>::take(r)?);
@@ -91,8 +80,8 @@ pub(crate) fn take_node(r: &mut Reader<'_>) -> Result<Box<dyn GraphNode>, GpuErr
         Ok(Box::new(CopyNode::new(&src, &dst)))
     }
     match kind {
-        GEMM => by_name!(gemm: f16, bf16, f32, f64),
-        COPY => by_name!(copy: f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, f8e4m3, f8e5m2, c32, c64),
+        GEMM => crate::dtype::with_dtype_named!(float, name.as_str(), D => gemm::<D>(r)),
+        COPY => crate::dtype::with_dtype_named!(any, name.as_str(), D => copy::<D>(r)),
         k => return Err(GpuError::invalid(format!("unknown graph operation {k}"))),
     }
     Err(GpuError::invalid(format!(
