@@ -17,8 +17,9 @@ use crate::error::GpuError;
 
 static NEXT_BUFFER: AtomicU64 = AtomicU64::new(1);
 
-/// What frees a worker's buffer when the user process drops its last handle: the link
-/// to that worker (in the device tier, which this floor does not name).
+/// What frees a worker's buffer — or event, or graph — when the user process drops its
+/// last handle to it: the link to that worker (in the device tier, which this floor does
+/// not name).
 pub(crate) trait BufferOwner: Send + Sync {
     /// The user process holds no handle to buffer `id` any more.
     fn free(&self, id: u64);

@@ -439,7 +439,14 @@ impl RemoteTimeline for LinkShared {
             .unwrap_or_else(|p| p.into_inner())
             .remove(&id);
         answer.unwrap_or_else(|| {
-            tracing::debug!(pid = self.pid, "no timeline from the worker (gone, or silent for 5 s)");
+            // A worker that died meanwhile took its operations with it; a live one that
+            // does not answer is worth a warning (its operations are missing).
+            if self.lock_requests().dead.is_none() {
+                tracing::warn!(
+                    pid = self.pid,
+                    "the worker sent no timeline within 5 s: its operations are missing"
+                );
+            }
             vec![]
         })
     }

@@ -61,8 +61,8 @@ pub struct Epilogue {
     /// The activation, applied after the bias.
     pub activation: Activation,
     /// A vector of `m` values added to each column (its type: C's; bf16 for FP8
-    /// inputs with an f32 C, as cuBLASLt requires). It must start 16 bytes into its
-    /// buffer or at a multiple of that.
+    /// inputs with an f32 C, as cuBLASLt requires). A view as the bias must start a
+    /// multiple of 16 bytes into its buffer.
     pub bias: Option<MatmulBuffer>,
 }
 
