@@ -16,7 +16,7 @@ use atomr_accel_cuda::actor::ActorSystem;
 use atomr_accel_cuda::device::Status;
 use atomr_accel_cuda::isolation::IsolationConfig;
 use atomr_accel_cuda::kernel::dsl::prelude::*;
-use atomr_accel_cuda::module::{KernelSource, LaunchConfig};
+use atomr_accel_cuda::module::{KernelArgs, KernelSource, LaunchConfig, ModuleImage};
 use atomr_accel_cuda::prelude::BackendChoice;
 use atomr_accel_cuda::prelude::{Activation, Epilogue, GraphBuilder, Matmul};
 use atomr_accel_cuda::testing::TestHooks;
@@ -270,8 +270,20 @@ fn bad_input_is_a_typed_error_and_the_worker_keeps_serving(
         assert_eq!(dev.download(&m).await.unwrap(), vec![2.0f32; 16]);
         let e = dev.pinned::<f32>(16).await.unwrap_err();
         assert!(matches!(e, GpuError::Unsupported(_)), "{e:?}");
+        // Raw modules cross to the worker, whose CPU device has none.
         let e = dev.load_module(KernelSource::new("", &[])).await.unwrap_err();
-        assert!(matches!(e, GpuError::Unsupported(_)), "{e:?}");
+        assert!(
+            matches!(&e, GpuError::Unsupported(m) if m.contains("GPU only")),
+            "{e:?}"
+        );
+        let e = dev
+            .load_module_image(ModuleImage::Ptx(".version 8.0\n.target sm_90\n".into()), &["k"])
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&e, GpuError::Unsupported(m) if m.contains("GPU only")),
+            "{e:?}"
+        );
         // Events cross too, but each stays with its own device.
         let (ev, lev, oev) = (
             dev.create_event().await.unwrap(),
@@ -737,6 +749,122 @@ async fn check_events(dev: &Device) {
     }
 }
 
+/// A raw CUDA C++ module through the worker: loaded from source and as a prebuilt CUBIN,
+/// launched with a `#[derive(KernelArg)]` struct, buffers of two element types and plain
+/// numbers, against float64; in thread-block clusters; each device's modules refused by
+/// the others; a struct with padding refused rather than copied.
+async fn check_modules(dev: &Device) {
+    let src = format!(
+        "{}\n{}",
+        <Affine as KernelArg>::cuda_decl(),
+        r#"
+extern "C" __global__ void affine_raw(Affine p, const float* x, double* y, unsigned int n, float extra) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = p.scale * (double)x[i] + p.shift + p.bias + extra;
+}
+extern "C" __global__ void cluster_rank(unsigned int* out) {
+    unsigned int r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    if (threadIdx.x == 0) out[blockIdx.x] = r;
+}
+"#
+    );
+    let n = 10_007usize;
+    let x = rand_vec(n);
+    let gx = dev
+        .upload(x.iter().map(|&v| v as f32).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    let p = Affine {
+        scale: 1.5,
+        shift: -0.25,
+        bias: 3,
+    };
+    let arch = dev.ready().await.unwrap().arch().expect("a GPU's architecture");
+    let (cubin, _) = atomr_accel_cuda::nvrtc_cache::compile_cached(&src, &arch, &[], None).unwrap();
+    let from_source = dev
+        .load_module(KernelSource::new(src.clone(), &["affine_raw", "cluster_rank"]))
+        .await
+        .unwrap();
+    let from_image = dev
+        .load_module_image(ModuleImage::Cubin(cubin), &["affine_raw"])
+        .await
+        .unwrap();
+    for (m, extra) in [(&from_source, 0.5f32), (&from_image, -2.0)] {
+        let gy = dev.alloc::<f64>(n).await.unwrap();
+        let args = KernelArgs::new()
+            .kernel_arg(p)
+            .buf(&gx)
+            .buf_mut(&gy)
+            .scalar(n as u32)
+            .scalar(extra);
+        // SAFETY: `affine_raw(Affine, const float*, double*, unsigned int, float)`.
+        unsafe { dev.launch(m, "affine_raw", LaunchConfig::for_elements(n, 256), args) }
+            .await
+            .unwrap();
+        let got = dev.download(&gy).await.unwrap();
+        let want: Vec<f64> = x
+            .iter()
+            .map(|&v| 1.5 * (v as f32 as f64) - 0.25 + 3.0 + extra as f64)
+            .collect();
+        let e = rel_err(&got, &want);
+        assert!(e < 1e-12, "raw module through the worker: rel err {e}");
+    }
+    // Clusters of 2: each block's rank in its cluster.
+    let out = dev.alloc::<u32>(8).await.unwrap();
+    let cfg = LaunchConfig {
+        grid: (8, 1, 1),
+        block: (32, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let spec = atomr_accel_cuda::hopper::LaunchSpec::new(cfg, (2, 1, 1));
+    // SAFETY: `cluster_rank(unsigned int*)`.
+    unsafe { dev.launch_cluster(&from_source, "cluster_rank", spec, KernelArgs::new().buf_mut(&out)) }
+        .await
+        .unwrap();
+    assert_eq!(dev.download(&out).await.unwrap(), vec![0, 1, 0, 1, 0, 1, 0, 1]);
+    // A scalar whose bytes may hold padding does not cross; the device keeps serving.
+    #[derive(Clone, Copy)]
+    #[repr(C)]
+    struct Padded {
+        _a: f64,
+        _b: i32,
+    }
+    // SAFETY: a plain `repr(C)` struct of numbers, as a kernel parameter of that layout.
+    unsafe impl cudarc::driver::DeviceRepr for Padded {}
+    let args = KernelArgs::new().scalar(Padded { _a: 1.0, _b: 2 });
+    // SAFETY: refused before any launch.
+    let e = unsafe { dev.launch(&from_source, "cluster_rank", cfg, args) }
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, GpuError::Unsupported(m) if m.contains("kernel_arg")),
+        "{e:?}"
+    );
+    // An in-process device's module on the isolated device, and the other way round.
+    let sys = ActorSystem::new("modules-local");
+    let local = Device::open(&sys, DeviceConfig::cuda(0)).await.unwrap();
+    let lm = local
+        .load_module(KernelSource::new(src, &["cluster_rank"]))
+        .await
+        .unwrap();
+    let lout = local.alloc::<u32>(8).await.unwrap();
+    // SAFETY: refused before any launch.
+    let e = unsafe { dev.launch(&lm, "cluster_rank", cfg, KernelArgs::new().buf_mut(&out)) }
+        .await
+        .unwrap_err();
+    assert!(matches!(e, GpuError::InvalidArgument(_)), "an in-process module: {e:?}");
+    // SAFETY: refused before any launch.
+    let e = unsafe { local.launch(&from_source, "cluster_rank", cfg, KernelArgs::new().buf_mut(&lout)) }
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, GpuError::InvalidArgument(_)),
+        "an isolated module in-process: {e:?}"
+    );
+    local.stop().await;
+}
+
 /// A graph captured in the worker — a GEMM, a `#[kernel]` over its result, a copy — and
 /// replayed three times, against float64; the worker frees it with the last handle.
 async fn check_graphs(dev: &Device) {
@@ -865,6 +993,7 @@ fn gpu_round_trip(config: DeviceConfig) -> Pin<Box<dyn Future<Output = ()> + Sen
         check_matmul(&dev).await;
         check_events(&dev).await;
         check_graphs(&dev).await;
+        check_modules(&dev).await;
         let v: Vec<f32> = rand_vec(64 << 20).iter().map(|&x| x as f32).collect();
         let g: GpuRef<f32> = dev.upload(v.clone()).await.unwrap();
         assert_eq!(dev.download(&g).await.unwrap(), v);

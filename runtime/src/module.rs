@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::error::GpuError;
+use crate::wire::{Reader, Side, Wire, Writer};
 
 pub use crate::launch::{KernelArgs, LaunchConfig};
 
@@ -36,6 +37,23 @@ impl KernelSource {
     }
 }
 
+/// Source crosses to an isolated device's worker as its text, kernel names and options.
+impl Wire for KernelSource {
+    fn put(&self, w: &mut Writer<'_>) -> Result<(), GpuError> {
+        refuse_journal(w)?;
+        self.source.put(w)?;
+        self.kernels.put(w)?;
+        self.options.put(w)
+    }
+    fn take(r: &mut Reader<'_>) -> Result<Self, GpuError> {
+        Ok(KernelSource {
+            source: String::take(r)?,
+            kernels: Vec::take(r)?,
+            options: Vec::take(r)?,
+        })
+    }
+}
+
 /// A prebuilt module image: what `nvcc -cubin` / `nvcc -ptx` (or NVRTC) produced.
 #[derive(Debug, Clone)]
 pub enum ModuleImage {
@@ -43,6 +61,31 @@ pub enum ModuleImage {
     Cubin(Vec<u8>),
     /// PTX text, compiled for the device by the driver when loaded.
     Ptx(String),
+}
+
+/// An image crosses to an isolated device's worker as its bytes (a large CUBIN through
+/// shared memory) or its text.
+impl Wire for ModuleImage {
+    fn put(&self, w: &mut Writer<'_>) -> Result<(), GpuError> {
+        refuse_journal(w)?;
+        match self {
+            ModuleImage::Cubin(b) => {
+                w.put_u8(0);
+                b.put(w)
+            }
+            ModuleImage::Ptx(p) => {
+                w.put_u8(1);
+                p.put(w)
+            }
+        }
+    }
+    fn take(r: &mut Reader<'_>) -> Result<Self, GpuError> {
+        match r.take_u8()? {
+            0 => Ok(ModuleImage::Cubin(Vec::take(r)?)),
+            1 => Ok(ModuleImage::Ptx(String::take(r)?)),
+            t => Err(GpuError::invalid(format!("{t} is not a module image kind"))),
+        }
+    }
 }
 
 impl ModuleImage {
@@ -65,11 +108,18 @@ impl ModuleImage {
     }
 }
 
-/// A module loaded on one device generation. Cheap to clone.
+/// A module loaded on one device generation. Cheap to clone. It stays loaded for the
+/// generation (a context rebuild, or an isolated device's new worker, makes it `Stale`:
+/// load it again).
 #[derive(Debug, Clone)]
 pub struct ModuleRef {
+    /// The number the device that loaded it knows it by (an isolated device's: its
+    /// worker's).
     pub(crate) id: u64,
     pub(crate) device_id: usize,
+    /// The `Device` it was loaded on (two devices may share an ordinal and a
+    /// generation, and their module numbers are their own).
+    pub(crate) instance: u64,
     pub(crate) generation: u64,
     pub(crate) kernels: Arc<Vec<String>>,
     /// True if the image came from the disk cache (no NVRTC run).
@@ -77,10 +127,16 @@ pub struct ModuleRef {
 }
 
 impl ModuleRef {
-    pub(crate) fn new(device_id: usize, generation: u64, kernels: Vec<String>, from_cache: bool) -> Self {
+    pub(crate) fn new(
+        (device_id, instance): (usize, u64),
+        generation: u64,
+        kernels: Vec<String>,
+        from_cache: bool,
+    ) -> Self {
         ModuleRef {
             id: NEXT_MODULE.fetch_add(1, Ordering::Relaxed),
             device_id,
+            instance,
             generation,
             kernels: Arc::new(kernels),
             from_cache,
@@ -90,5 +146,64 @@ impl ModuleRef {
     /// The kernels it holds.
     pub fn kernels(&self) -> &[String] {
         &self.kernels
+    }
+}
+
+/// Modules are not journalled (a replay would have to map the recording's module
+/// numbers to its own): a replay stops at a load or launch with `Unsupported`.
+fn not_journalled() -> GpuError {
+    GpuError::Unsupported("raw CUDA modules are not journalled".into())
+}
+
+/// Refuses to write a module's source, image or handle into a replay journal.
+fn refuse_journal(w: &Writer<'_>) -> Result<(), GpuError> {
+    match w.side {
+        Side::Journal(_) => Err(not_journalled()),
+        _ => Ok(()),
+    }
+}
+
+/// A module crosses as the worker's number for it (and its kernel names); the worker
+/// keeps its modules for its whole life, as an in-process context does.
+impl Wire for ModuleRef {
+    fn put(&self, w: &mut Writer<'_>) -> Result<(), GpuError> {
+        match w.side {
+            Side::Client(c) => {
+                if self.instance != c.instance {
+                    return Err(GpuError::invalid(format!(
+                        "module #{} belongs to another device (device {}), not to isolated device {}",
+                        self.id, self.device_id, c.device_id
+                    )));
+                }
+                if self.generation != c.generation() {
+                    return Err(GpuError::Stale {
+                        buffer_generation: self.generation,
+                        device_generation: c.generation(),
+                    });
+                }
+            }
+            Side::Worker(wc) => wc.export_module(self.id, self),
+            Side::Journal(_) => return Err(not_journalled()),
+        }
+        w.put_u64(self.id);
+        self.kernels.to_vec().put(w)?;
+        self.from_cache.put(w)
+    }
+    fn take(r: &mut Reader<'_>) -> Result<Self, GpuError> {
+        let id = r.take_u64()?;
+        let kernels = Vec::<String>::take(r)?;
+        let from_cache = bool::take(r)?;
+        match r.side {
+            Side::Worker(wc) => wc.lookup_module(id),
+            Side::Client(c) => Ok(ModuleRef {
+                id,
+                device_id: c.device_id,
+                instance: c.instance,
+                generation: c.generation(),
+                kernels: Arc::new(kernels),
+                from_cache,
+            }),
+            Side::Journal(_) => Err(not_journalled()),
+        }
     }
 }

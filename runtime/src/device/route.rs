@@ -21,15 +21,14 @@ use crate::library::seed::LibrarySeed;
 
 /// Declares the inner actors of a device once — variant, message and client types, the
 /// field of [`InnerRefs`] that holds its address, whether a `DeviceConfig` may leave it
-/// out (`optional`, with its name for the error), and whether its messages cross to an
-/// isolated device's worker (`wire(tag)`) or stay in-process (`local("what")`) — and
-/// writes from that table [`InnerRefs`], [`Routed`], its `fail`, `encode`, `decode` and
+/// out (`optional`, with its name for the error), and the tag its messages cross to an
+/// isolated device's worker (and into a replay journal) under — and writes from that table [`InnerRefs`], [`Routed`], its `fail`, `encode`, `decode` and
 /// local delivery, and the [`Routable`] impls. Adding an actor is one row; adding an
 /// operation to an actor touches none.
 macro_rules! inner_actors {
     ($(
         $(#[$doc:meta])*
-        $variant:ident($msg:ty, $client:ty) at $field:ident, $presence:ident $(($lib:literal))?, $cross:ident($how:tt);
+        $variant:ident($msg:ty, $client:ty) at $field:ident, $presence:ident $(($lib:literal))?, wire($tag:literal);
     )*) => {
         /// The addresses of the current inner tier, and the seed its library actors were
         /// built from (an actor's own GPU builds its cores from it).
@@ -58,16 +57,23 @@ macro_rules! inner_actors {
             /// cross (its asker has been answered with why).
             pub(crate) fn encode(self, w: &mut Writer<'_>) -> Option<ReplySlot> {
                 match self {
-                    $(Routed::$variant(m) => inner_actors!(@encode $cross($how), m, w),)*
+                    $(Routed::$variant(m) => {
+                        w.put_tag($tag);
+                        m.encode(w)
+                    },)*
                 }
             }
 
             /// Writes the request for the replay journal, keeping it (its reply passes
-            /// through `tap`); a request that does not cross to a worker is named but not
-            /// written.
+            /// through `tap`); a request with a field the journal refuses (a raw module, an
+            /// event, a graph) is named but not written.
             pub(crate) fn journal(self, w: &mut Writer<'_>, tap: &ReplyTap) -> (Routed, Journalled) {
                 match self {
-                    $(Routed::$variant(m) => inner_actors!(@journal $cross($how), m, w, tap, $variant),)*
+                    $(Routed::$variant(m) => {
+                        w.put_tag($tag);
+                        let (m, j) = m.journal(w, tap);
+                        (Routed::$variant(m), j)
+                    },)*
                 }
             }
 
@@ -78,7 +84,9 @@ macro_rules! inner_actors {
                     M::decode(r).map(|(m, w)| (f(m), w))
                 }
                 let tag = r.take_tag()?;
-                $(inner_actors!(@decode $cross($how), tag, r, $variant);)*
+                $(if tag == $tag {
+                    return wrap(r, Routed::$variant);
+                })*
                 Err(GpuError::invalid(format!("unknown actor tag {tag}")))
             }
 
@@ -103,41 +111,6 @@ macro_rules! inner_actors {
     (@field optional, $client:ty) => { Option<$client> };
     (@field pooled, $client:ty) => { Pool<$client> };
     (@field pooled_optional, $client:ty) => { Option<Pool<$client>> };
-    (@encode wire($tag:literal), $m:ident, $w:ident) => {{
-        $w.put_tag($tag);
-        $m.encode($w)
-    }};
-    (@encode local($what:literal), $m:ident, $w:ident) => {{
-        $m.fail(GpuError::Unsupported(format!(
-            "{} on an isolated device (README: isolated devices); open the device in-process for them",
-            $what
-        )));
-        None
-    }};
-    (@journal wire($tag:literal), $m:ident, $w:ident, $tap:ident, $variant:ident) => {{
-        $w.put_tag($tag);
-        let (m, j) = $m.journal($w, $tap);
-        (Routed::$variant(m), j)
-    }};
-    (@journal local($what:literal), $m:ident, $w:ident, $tap:ident, $variant:ident) => {
-        (
-            Routed::$variant($m),
-            Journalled {
-                what: $what,
-                checked: false,
-                written: Err(GpuError::Unsupported(format!(
-                    "{} are not journalled (their requests do not cross to a worker)",
-                    $what
-                ))),
-            },
-        )
-    };
-    (@decode wire($tag:literal), $t:ident, $r:ident, $variant:ident) => {
-        if $t == $tag {
-            return wrap($r, Routed::$variant);
-        }
-    };
-    (@decode local($what:literal), $t:ident, $r:ident, $variant:ident) => {};
     (@send required, $m:ident, $at:expr) => {
         $at.actor_ref().send($m).await.map(|()| None)
     };
@@ -179,7 +152,7 @@ inner_actors! {
     /// For the kernel actors.
     Kernel(KernelActorMsg, KernelActorRef) at kernel, pooled, wire(5);
     /// For the module actor.
-    Module(ModuleActorMsg, ModuleActorRef) at module, required, local("raw CUDA modules");
+    Module(ModuleActorMsg, ModuleActorRef) at module, required, wire(8);
     /// For the event actor.
     Event(EventActorMsg, EventActorRef) at event, required, wire(6);
     /// For the graph actor.

@@ -21,6 +21,8 @@ pub struct LaunchSpec {
     pub cluster: (u32, u32, u32),
 }
 
+crate::wire::wire_struct!(LaunchSpec { config, cluster });
+
 impl LaunchSpec {
     /// `config` in clusters of `cluster` blocks.
     pub fn new(config: LaunchConfig, cluster: (u32, u32, u32)) -> Self {

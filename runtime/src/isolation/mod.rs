@@ -11,13 +11,13 @@
 //! (older `GpuRef`s fail `Stale`) and requests queued meanwhile are delivered to the new
 //! worker.
 //!
-//! What crosses: the messages of the device's `ContextActor`, `BlasActor`, `RngActor`,
-//! `FftActor`, `SolverActor`, `KernelActor`, `EventActor` and `GraphActor`
-//! (`#[gpu_actor(wire)]` generates their encoding); `GpuRef`s, `GpuEvent`s and `GraphRef`s
-//! as ids; element data through two
-//! shared-memory arenas; the worker's timeline when asked. Raw modules, pinned buffers
-//! and host access to managed memory answer `Unsupported` on an isolated device
-//! (README lists them).
+//! What crosses: the messages of every inner actor of the device — `ContextActor`,
+//! `BlasActor`, `RngActor`, `FftActor`, `SolverActor`, `KernelActor`, `ModuleActor`,
+//! `EventActor` and `GraphActor` (`#[gpu_actor(wire)]` generates their encoding);
+//! `GpuRef`s, `GpuEvent`s, `GraphRef`s and `ModuleRef`s as ids; element data through two
+//! shared-memory arenas; the worker's timeline when asked. Pinned buffers, host access
+//! to managed memory, TMA descriptors and raw scalars other than plain numbers answer
+//! `Unsupported` on an isolated device (README lists them).
 //!
 //! Security: the channel is a socket pair and the arenas are `memfd`s inherited by the
 //! child at fixed descriptors; nothing listens on a path or a port. A frame that does

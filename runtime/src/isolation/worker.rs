@@ -126,6 +126,7 @@ fn run(config: DeviceConfig) -> i32 {
         buffers: Mutex::new(HashMap::new()),
         events: Mutex::new(HashMap::new()),
         graphs: Mutex::new(HashMap::new()),
+        modules: Mutex::new(HashMap::new()),
         requests,
         replies,
     };

@@ -1,7 +1,8 @@
 //! `ModuleActor`: the device's raw CUDA modules — CUDA C++ compiled through the disk
 //! cache, or prebuilt CUBIN / PTX from disk or memory — loaded once per generation and
 //! launched on the actor's own stream with validated arguments. Written with
-//! `#[gpu_actor]`. (`#[kernel]` launches go to the `KernelActor`, which knows their
+//! `#[gpu_actor(wire)]`: on an isolated device the modules live in the worker, the
+//! user process holds their numbers. (`#[kernel]` launches go to the `KernelActor`, which knows their
 //! signatures; these launches are `unsafe` at the `Device` API.)
 
 use std::collections::HashMap;
@@ -89,7 +90,7 @@ impl ModuleCore {
         kernels: &[String],
         image: impl FnOnce(&CudaSeed) -> Result<(Ptx, bool), GpuError>,
     ) -> Result<ModuleRef, GpuError> {
-        let (device_id, generation) = (self.shared.config.device_id, self.generation);
+        let (device, generation) = ((self.shared.config.device_id, self.shared.instance), self.generation);
         let ModuleEngine::Cuda {
             cuda, modules, by_key, ..
         } = &mut self.engine
@@ -114,7 +115,7 @@ impl ModuleCore {
             crate::launch::allow_dynamic_shared(&f, &cuda.ctx)?;
             functions.insert(name.clone(), f);
         }
-        let m = ModuleRef::new(device_id, generation, kernels.to_vec(), from_cache);
+        let m = ModuleRef::new(device, generation, kernels.to_vec(), from_cache);
         modules.insert(
             m.id,
             LoadedModule {
@@ -172,10 +173,10 @@ impl ModuleCore {
         let _span =
             tracing::debug_span!("kernel", name = kernel, grid = ?cfg.grid, block = ?cfg.block, ?cluster).entered();
         let device_id = self.shared.config.device_id;
-        if m.device_id != device_id {
+        if m.device_id != device_id || m.instance != self.shared.instance {
             return Err(GpuError::invalid(format!(
-                "module of device {} launched on device {device_id}",
-                m.device_id
+                "module #{} of device {} (another Device) launched on device {device_id}",
+                m.id, m.device_id
             )));
         }
         if m.generation != self.generation {
@@ -218,7 +219,7 @@ impl ModuleCore {
 /// The module actor of a device.
 pub struct ModuleActor(pub(crate) Library<ModuleCore>);
 
-#[gpu_actor(crate = crate)]
+#[gpu_actor(crate = crate, wire)]
 impl ModuleActor {
     /// Takes a stream of its own (per the device's stream strategy).
     #[pre_start]

@@ -52,7 +52,7 @@ pub(crate) enum Line {
         frame: String,
     },
     /// A request that could not be journalled (a pinned host buffer, a buffer from
-    /// before the recording, an actor whose requests do not cross): it ran, but a replay
+    /// before the recording, a raw module, an event, a graph): it ran, but a replay
     /// stops here.
     Unjournalled { seq: u64, what: String, why: String },
     /// The answer to request `seq`: whether it succeeded and the hash of its encoding.

@@ -1,6 +1,8 @@
-//! The arguments of a `#[kernel]` launch on the wire: each a buffer (its remote id and
-//! window, checked like any `GpuRef`) or a scalar (its bytes), read back in parameter order by
-//! the kernel's generated `call_from_wire` in the worker.
+//! The arguments of a launch on the wire: each a buffer (its remote id and window,
+//! checked like any `GpuRef`) or a scalar (its bytes). A `#[kernel]` launch's are read
+//! back in parameter order by the kernel's generated `call_from_wire` in the worker,
+//! which knows their types; `launch/wire.rs` adds each buffer's element type and access
+//! for a raw module's launch.
 
 use std::any::TypeId;
 

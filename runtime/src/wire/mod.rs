@@ -76,6 +76,9 @@ pub(crate) struct WorkerCtx {
     pub(crate) events: Mutex<HashMap<u64, Exported>>,
     /// The graphs the user process holds handles to (their own numbering too).
     pub(crate) graphs: Mutex<HashMap<u64, Exported>>,
+    /// The raw modules handed to the user process (kept for the worker's life, as a
+    /// context keeps its modules).
+    pub(crate) modules: Mutex<HashMap<u64, Exported>>,
     pub(crate) requests: Arc<Arena>,
     pub(crate) replies: Arc<Arena>,
 }
@@ -345,18 +348,25 @@ impl<T: Wire> Wire for Option<T> {
     }
 }
 
-impl Wire for Vec<usize> {
-    fn put(&self, w: &mut Writer<'_>) -> Result<(), GpuError> {
-        w.put_u64(self.len() as u64);
-        self.iter().try_for_each(|v| v.put(w))
-    }
-    fn take(r: &mut Reader<'_>) -> Result<Self, GpuError> {
-        let n = r.take_usize()?;
-        // Each element takes 8 bytes: a count beyond the payload fails at its first read
-        // instead of reserving memory for it.
-        (0..n).map(|_| usize::take(r)).collect()
-    }
+/// Lists of values other than elements (those cross as bulk bytes): the count, then
+/// each value.
+macro_rules! wire_list {
+    ($($t:ty),*) => {$(
+        impl Wire for Vec<$t> {
+            fn put(&self, w: &mut Writer<'_>) -> Result<(), GpuError> {
+                w.put_u64(self.len() as u64);
+                self.iter().try_for_each(|v| v.put(w))
+            }
+            fn take(r: &mut Reader<'_>) -> Result<Self, GpuError> {
+                let n = r.take_usize()?;
+                // Each value takes at least 8 bytes: a count beyond the payload fails at
+                // its first read instead of reserving memory for it.
+                (0..n).map(|_| <$t>::take(r)).collect()
+            }
+        }
+    )*};
 }
+wire_list!(usize, String);
 
 /// Where bulk bytes written by [`Writer::put_bulk`] are.
 pub(crate) enum Bulk<'a> {

@@ -85,6 +85,17 @@ impl WorkerCtx {
         look_up(&self.graphs, id, "graph")
     }
 
+    /// Hands out raw module `m` (numbered `id`): kept until the worker ends.
+    pub(crate) fn export_module<M: std::any::Any + Send + Sync + Clone>(&self, id: u64, m: &M) {
+        let mut table = self.modules.lock().unwrap_or_else(|p| p.into_inner());
+        table.entry(id).or_insert_with(|| (Box::new(m.clone()), 1));
+    }
+
+    /// The worker's raw module `id`.
+    pub(crate) fn lookup_module<M: std::any::Any + Clone>(&self, id: u64) -> Result<M, GpuError> {
+        look_up(&self.modules, id, "module")
+    }
+
     pub(crate) fn lookup<T: DTypeBase>(&self, id: u64) -> Result<GpuRef<T>, GpuError> {
         let m = self.buffers.lock().unwrap_or_else(|p| p.into_inner());
         let (any, _) = m

@@ -13,6 +13,10 @@ use crate::error::{GpuError, Invalid};
 use crate::gpu_ref::{GpuRef, Locked};
 use crate::kernel::dsl::slices::{GlobalSlice, GlobalSliceMut};
 
+mod wire;
+
+pub(crate) use self::wire::{put_buffer_list, take_buffer_list};
+
 /// A plain struct a kernel takes by value: `#[derive(KernelArg)]` implements it for a
 /// `#[repr(C)]` struct of kernel scalars, so the struct has one layout in Rust and in
 /// the generated CUDA C++.
@@ -333,49 +337,6 @@ pub(crate) fn order_on(
 }
 
 /// Makes `stream` wait for the last write of every buffer in `args`.
-/// The buffers of `args` for the wire (each's element type, then the buffer): a list
-/// of buffers of mixed types that the worker reads back with [`take_buffer_list`].
-pub(crate) fn put_buffer_list(args: &KernelArgs, w: &mut crate::wire::Writer<'_>) -> Result<(), GpuError> {
-    use crate::wire::Wire;
-    let buffers: Vec<&dyn BufferArg> = args
-        .items
-        .iter()
-        .filter_map(|a| match a {
-            Arg::Buffer(b) => Some(&**b),
-            Arg::Scalar(_) => None,
-        })
-        .collect();
-    buffers.len().put(w)?;
-    for b in buffers {
-        b.dtype_name().to_string().put(w)?;
-        b.put_wire(w)?;
-    }
-    Ok(())
-}
-
-/// Reads a list written by [`put_buffer_list`] into arguments (buffers only).
-pub(crate) fn take_buffer_list(r: &mut crate::wire::Reader<'_>) -> Result<KernelArgs, GpuError> {
-    use crate::wire::Wire;
-    let n = usize::take(r)?;
-    let mut args = KernelArgs::new();
-    for _ in 0..n {
-        let name = String::take(r)?;
-        args = take_named_buffer(&name, r, args)?;
-    }
-    Ok(args)
-}
-
-/// Reads one buffer argument of element type `name` (as `put_buffer_arg` wrote it) and
-/// adds it to `args`: how a list of buffers of mixed types crosses.
-fn take_named_buffer(name: &str, r: &mut crate::wire::Reader<'_>, args: KernelArgs) -> Result<KernelArgs, GpuError> {
-    if r.take_u8()? != 0 {
-        return Err(GpuError::invalid("a scalar in a list of buffers"));
-    }
-    let b = crate::wire::BufferOnWire::take(r)?;
-    crate::dtype::with_dtype_named!(any, name, D => Ok(args.buf(&b.resolve::<D>(r.side)?)));
-    Err(GpuError::invalid(format!("`{name}` is not an element type")))
-}
-
 pub(crate) fn wait_for_writes(stream: &cudarc::driver::CudaStream, args: &KernelArgs) -> Result<(), GpuError> {
     for a in &args.items {
         if let Arg::Buffer(b) = a {
@@ -570,7 +531,7 @@ pub(crate) trait ScalarArg: Send {
 
 struct ScalarItem<T>(T);
 
-impl<T: DeviceRepr + Send> ScalarArg for ScalarItem<T> {
+impl<T: DeviceRepr + Send + 'static> ScalarArg for ScalarItem<T> {
     fn push<'b>(&'b self, b: &mut LaunchArgs<'b>) {
         b.arg(&self.0);
     }
@@ -580,10 +541,72 @@ impl<T: DeviceRepr + Send> ScalarArg for ScalarItem<T> {
     }
 
     fn bytes(&self) -> Result<Vec<u8>, GpuError> {
-        Err(GpuError::Unsupported(format!(
-            "a raw `{}` scalar on an isolated device: only #[kernel] launches cross",
-            std::any::type_name::<T>()
-        )))
+        plain_number_bytes(&self.0).ok_or_else(|| {
+            GpuError::Unsupported(format!(
+                "a `{}` scalar on an isolated device: its bytes may hold padding, which cannot be copied \
+                 to the worker; pass plain numbers, or a #[derive(KernelArg)] struct with KernelArgs::kernel_arg",
+                std::any::type_name::<T>()
+            ))
+        })
+    }
+}
+
+/// The bytes of `v` when `T` is a plain number (`bool`, an integer, a float of any width,
+/// a complex number): no padding, every byte initialised — what a raw module's scalar
+/// crosses to an isolated device's worker as. `None` for any other type (a user's
+/// `DeviceRepr` struct may have padding, which must not be read).
+fn plain_number_bytes<T: 'static>(v: &T) -> Option<Vec<u8>> {
+    use crate::dtype::{c32, c64, f8e4m3, f8e5m2};
+    let plain = [
+        TypeId::of::<bool>(),
+        TypeId::of::<i8>(),
+        TypeId::of::<i16>(),
+        TypeId::of::<i32>(),
+        TypeId::of::<i64>(),
+        TypeId::of::<i128>(),
+        TypeId::of::<isize>(),
+        TypeId::of::<u8>(),
+        TypeId::of::<u16>(),
+        TypeId::of::<u32>(),
+        TypeId::of::<u64>(),
+        TypeId::of::<u128>(),
+        TypeId::of::<usize>(),
+        TypeId::of::<half::f16>(),
+        TypeId::of::<half::bf16>(),
+        TypeId::of::<f32>(),
+        TypeId::of::<f64>(),
+        TypeId::of::<f8e4m3>(),
+        TypeId::of::<f8e5m2>(),
+        TypeId::of::<c32>(),
+        TypeId::of::<c64>(),
+    ];
+    if !plain.contains(&TypeId::of::<T>()) {
+        return None;
+    }
+    let mut out = vec![0u8; std::mem::size_of::<T>()];
+    // SAFETY: `T` is one of the plain number types listed above: no padding, so all
+    // `size_of::<T>()` bytes of `v` are initialised; `out` is exactly that long.
+    unsafe { std::ptr::copy_nonoverlapping(v as *const T as *const u8, out.as_mut_ptr(), out.len()) };
+    Some(out)
+}
+
+/// A scalar that crossed from the user process to an isolated device's worker as bytes
+/// (a raw module's launch: the kernel's parameter types are unknown here).
+struct BytesItem(Vec<u8>);
+
+impl ScalarArg for BytesItem {
+    fn push<'b>(&'b self, b: &mut LaunchArgs<'b>) {
+        // The driver copies the parameter's size from the address it is given: the
+        // first byte's address is the value's (never empty: `KernelArgs::bytes`).
+        b.arg(&self.0[0]);
+    }
+
+    fn as_param(&self) -> *mut std::ffi::c_void {
+        self.0.as_ptr() as *mut std::ffi::c_void
+    }
+
+    fn bytes(&self) -> Result<Vec<u8>, GpuError> {
+        Ok(self.0.clone())
     }
 }
 
@@ -758,7 +781,9 @@ impl KernelArgs {
         }
     }
 
-    /// A scalar passed by value.
+    /// A scalar passed by value. On an isolated device only plain numbers cross (any
+    /// integer, float or complex type, `bool`): a struct goes through
+    /// [`KernelArgs::kernel_arg`].
     pub fn scalar<T: DeviceRepr + Send + 'static>(mut self, v: T) -> Self {
         self.items.push(Arg::Scalar(Box::new(ScalarItem(v))));
         self
@@ -776,6 +801,16 @@ impl KernelArgs {
         Ok(())
     }
 
+    /// A scalar as the bytes a user process sent (an isolated device's worker rebuilding
+    /// a raw module's launch); `InvalidArgument` when empty.
+    pub(crate) fn bytes(mut self, bytes: Vec<u8>) -> Result<Self, GpuError> {
+        if bytes.is_empty() {
+            return Err(GpuError::invalid("an empty kernel scalar"));
+        }
+        self.items.push(Arg::Scalar(Box::new(BytesItem(bytes))));
+        Ok(self)
+    }
+
     /// A dtype scalar of a `#[kernel]` launch. Used by generated code.
     #[doc(hidden)]
     pub fn dtype<T: crate::kernel::dsl::KernelScalar + DeviceRepr + Copy + Send + 'static>(mut self, v: T) -> Self {
@@ -783,8 +818,10 @@ impl KernelArgs {
         self
     }
 
-    /// A `#[derive(KernelArg)]` struct of a `#[kernel]` launch. Used by generated code.
-    #[doc(hidden)]
+    /// A `#[derive(KernelArg)]` struct passed by value: a `#[kernel]`'s parameter (the
+    /// generated launcher adds it), or a raw module kernel's whose C++ struct is the one
+    /// `KernelArg::cuda_decl` prints. Unlike [`KernelArgs::scalar`] it crosses to an
+    /// isolated device's worker, its padding zeroed.
     pub fn kernel_arg<S: KernelArg>(mut self, v: S) -> Self {
         self.items.push(Arg::Scalar(Box::new(StructItem(v))));
         self
@@ -835,5 +872,68 @@ impl KernelArgs {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bytes each scalar of `args` crosses to an isolated device's worker as.
+    fn wire_bytes(args: &KernelArgs) -> Vec<Result<Vec<u8>, GpuError>> {
+        args.items
+            .iter()
+            .map(|a| match a {
+                Arg::Scalar(s) => s.bytes(),
+                Arg::Buffer(_) => panic!("no buffers here"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn plain_numbers_cross_as_their_bytes_and_padded_structs_do_not() {
+        #[derive(Clone, Copy)]
+        #[repr(C)]
+        struct Padded {
+            _a: f64,
+            _b: i32,
+        }
+        // SAFETY: a plain `repr(C)` struct of numbers.
+        unsafe impl DeviceRepr for Padded {}
+        let z = crate::dtype::c32::new(1.5, -2.0);
+        let args = KernelArgs::new()
+            .scalar(-7i32)
+            .scalar(2.5f64)
+            .scalar(true)
+            .scalar(half::bf16::from_f32(3.0))
+            .scalar(z)
+            .scalar(Padded { _a: 1.0, _b: 2 });
+        let got = wire_bytes(&args);
+        assert_eq!(got[0].as_ref().unwrap(), &(-7i32).to_le_bytes());
+        assert_eq!(got[1].as_ref().unwrap(), &2.5f64.to_le_bytes());
+        assert_eq!(got[2].as_ref().unwrap(), &[1u8]);
+        assert_eq!(got[3].as_ref().unwrap(), &half::bf16::from_f32(3.0).to_le_bytes());
+        let mut zb = 1.5f32.to_le_bytes().to_vec();
+        zb.extend((-2.0f32).to_le_bytes());
+        assert_eq!(got[4].as_ref().unwrap(), &zb);
+        assert!(
+            matches!(&got[5], Err(GpuError::Unsupported(m)) if m.contains("Padded") && m.contains("kernel_arg")),
+            "{:?}",
+            got[5]
+        );
+    }
+
+    #[test]
+    fn bytes_from_the_wire_are_kept_as_sent_and_never_empty() {
+        let args = KernelArgs::new().bytes(vec![1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
+        let got = wire_bytes(&args);
+        assert_eq!(got[0].as_ref().unwrap(), &[1, 2, 3, 4, 5, 6, 7, 8]);
+        if let Arg::Scalar(s) = &args.items[0] {
+            // SAFETY: the parameter holds eight bytes.
+            let v = unsafe { std::ptr::read_unaligned(s.as_param() as *const u64) };
+            assert_eq!(v, u64::from_le_bytes([1, 2, 3, 4, 5, 6, 7, 8]));
+        }
+        let e = KernelArgs::new().bytes(vec![]).unwrap_err();
+        assert!(matches!(e, GpuError::InvalidArgument(_)), "{e:?}");
     }
 }
