@@ -268,8 +268,29 @@ fn bad_input_is_a_typed_error_and_the_worker_keeps_serving(
         assert!(matches!(m.with_host_mut(|_| ()), Err(GpuError::Unsupported(_))));
         dev.write(&m, vec![2.0f32; 16]).await.unwrap();
         assert_eq!(dev.download(&m).await.unwrap(), vec![2.0f32; 16]);
-        let e = dev.pinned::<f32>(16).await.unwrap_err();
-        assert!(matches!(e, GpuError::Unsupported(_)), "{e:?}");
+        // Pinned buffers stay with their own device.
+        let lp = local.pinned::<f32>(16).await.unwrap();
+        let e = dev.write_pinned(&c, lp).await.unwrap_err();
+        assert!(
+            matches!(e, GpuError::InvalidArgument(_)),
+            "an in-process pinned buffer: {e:?}"
+        );
+        let (ip, op) = (
+            dev.pinned::<f32>(16).await.unwrap(),
+            other.pinned::<f32>(16).await.unwrap(),
+        );
+        let e = local.write_pinned(&lb, ip).await.unwrap_err();
+        assert!(
+            matches!(e, GpuError::InvalidArgument(_)),
+            "an isolated pinned buffer in-process: {e:?}"
+        );
+        let e = dev.write_pinned(&c, op).await.unwrap_err();
+        assert!(
+            matches!(e, GpuError::InvalidArgument(_)),
+            "another isolated device's pinned buffer: {e:?}"
+        );
+        let e = dev.pinned::<f32>(0).await.unwrap_err();
+        assert!(matches!(e, GpuError::InvalidArgument(_)), "{e:?}");
         // Raw modules cross to the worker, whose CPU device has none.
         let e = dev.load_module(KernelSource::new("", &[])).await.unwrap_err();
         assert!(
@@ -749,6 +770,97 @@ async fn check_events(dev: &Device) {
     }
 }
 
+/// Pinned buffers of an isolated device: shared memory the user fills and reads in
+/// place, copied by the worker straight from and into it (page-locked there on a GPU):
+/// uploads, writes into buffers and views, downloads, from concurrent tasks, exact; the
+/// caller's slices staged through them; a buffer back in the pool comes out zeroed; a buffer outlives the worker it was used
+/// with (a killed worker's successor copies it too).
+fn pinned_buffers_are_shared_memory(config: DeviceConfig) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    Box::pin(async move {
+        let (_sys, dev) = open(config).await;
+        check_pinned(&dev, 1 << 20).await;
+        // Concurrent tasks, each with buffers of its own.
+        let mut tasks = vec![];
+        for t in 0..8 {
+            let d = dev.clone();
+            tasks.push(tokio::spawn(async move { check_pinned(&d, 1000 + 4096 * t).await }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        // The caller's own slices, staged through them in chunks.
+        let big: Vec<f32> = rand_vec(5 << 20).iter().map(|&v| v as f32).collect();
+        let g = dev.upload_slice(&big).await.unwrap();
+        assert_eq!(dev.download(&g).await.unwrap(), big, "upload_slice");
+        dev.scal(-1.0, &g).await.unwrap();
+        let mut out = vec![0.0f32; big.len()];
+        dev.download_into(&g, &mut out).await.unwrap();
+        assert!(out.iter().zip(&big).all(|(o, b)| *o == -b), "download_into");
+        dev.write_slice(&g, &big).await.unwrap();
+        dev.download_into(&g, &mut out).await.unwrap();
+        assert_eq!(out, big, "write_slice");
+        // Back from the pool: zeroed by `pinned`, left as they were by `pinned_scratch`.
+        let n = 1 << 16;
+        let mut p = dev.pinned::<f32>(n).await.unwrap();
+        p.as_mut_slice().unwrap().fill(7.0);
+        drop(p);
+        let p = dev.pinned::<f32>(n).await.unwrap();
+        assert!(
+            p.as_slice().unwrap().iter().all(|&v| v == 0.0),
+            "a reused buffer is zeroed"
+        );
+        // Kept across a new worker.
+        let data: Vec<f32> = rand_vec(n).iter().map(|&v| v as f32).collect();
+        let mut p = p;
+        p.as_mut_slice().unwrap().copy_from_slice(&data);
+        let before = dev.state().generation;
+        dev.kill_worker().unwrap();
+        let mut rx = dev.watch_state();
+        tokio::time::timeout(
+            Duration::from_secs(60),
+            rx.wait_for(|s| s.generation > before && matches!(s.status, Status::Ready)),
+        )
+        .await
+        .expect("a new worker serves")
+        .unwrap();
+        let (g, p) = dev.upload_pinned(p).await.unwrap();
+        assert_eq!(dev.download(&g).await.unwrap(), data);
+        assert_eq!(p.as_slice().unwrap(), &data[..]);
+        dev.stop().await;
+    })
+}
+
+/// One task's round of pinned copies on `dev`, `n` elements, against its own data.
+async fn check_pinned(dev: &Device, n: usize) {
+    let data: Vec<f32> = rand_vec(n).iter().map(|&v| v as f32).collect();
+    let mut p = dev.pinned::<f32>(n).await.unwrap();
+    assert!(p.as_slice().unwrap().iter().all(|&v| v == 0.0));
+    p.as_mut_slice().unwrap().copy_from_slice(&data);
+    let (g, p) = dev.upload_pinned(p).await.unwrap();
+    assert_eq!(dev.download(&g).await.unwrap(), data, "upload_pinned");
+    assert_eq!(p.as_slice().unwrap(), &data[..], "the buffer comes back as it went");
+    // Into a buffer, then a device-side change, then back into a scratch buffer.
+    let g2 = dev.alloc::<f32>(n).await.unwrap();
+    let p = dev.write_pinned(&g2, p).await.unwrap();
+    dev.scal(2.0, &g2).await.unwrap();
+    let back = dev.pinned_scratch::<f32>(n).await.unwrap();
+    let back = dev.download_pinned(&g2, back).await.unwrap();
+    let doubled: Vec<f32> = data.iter().map(|v| v * 2.0).collect();
+    assert_eq!(back.as_slice().unwrap(), &doubled[..], "download_pinned");
+    // A view's window, of another element type.
+    let wide: Vec<f64> = rand_vec(n);
+    let gw = dev.upload(wide.clone()).await.unwrap();
+    let half = n / 2;
+    let pw = dev.pinned_scratch::<f64>(n - half).await.unwrap();
+    let pw = dev.download_pinned(&gw.view(half..).unwrap(), pw).await.unwrap();
+    assert_eq!(pw.as_slice().unwrap(), &wide[half..], "download_pinned of a view");
+    // Wrong lengths are typed errors, the buffer lost with the request.
+    let short = dev.pinned_scratch::<f32>(n - 1).await.unwrap();
+    let e = dev.write_pinned(&g2, short).await.unwrap_err();
+    assert!(matches!(e, GpuError::InvalidArgument(_)), "{e:?}");
+    drop((p, pw));
+}
+
 /// A raw CUDA C++ module through the worker: loaded from source and as a prebuilt CUBIN,
 /// launched with a `#[derive(KernelArg)]` struct, buffers of two element types and plain
 /// numbers, against float64; in thread-block clusters; each device's modules refused by
@@ -994,6 +1106,7 @@ fn gpu_round_trip(config: DeviceConfig) -> Pin<Box<dyn Future<Output = ()> + Sen
         check_events(&dev).await;
         check_graphs(&dev).await;
         check_modules(&dev).await;
+        check_pinned(&dev, 64 << 20).await;
         let v: Vec<f32> = rand_vec(64 << 20).iter().map(|&x| x as f32).collect();
         let g: GpuRef<f32> = dev.upload(v.clone()).await.unwrap();
         assert_eq!(dev.download(&g).await.unwrap(), v);
@@ -1112,6 +1225,18 @@ fn main() {
             a_program_without_gpu_main_is_refused,
             cpu,
             false,
+        ),
+        (
+            "cpu::pinned_buffers_are_shared_memory",
+            pinned_buffers_are_shared_memory,
+            cpu,
+            false,
+        ),
+        (
+            "gpu::pinned_buffers_are_shared_memory",
+            pinned_buffers_are_shared_memory,
+            gpu,
+            true,
         ),
         (
             "cpu::a_recorded_session_replays",

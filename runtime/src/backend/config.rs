@@ -248,10 +248,20 @@ pub struct IsolationConfig {
     /// on the GPU (hundreds of MiB of device memory). On by default.
     #[serde(default = "standby_default")]
     pub standby: bool,
+    /// Size of the shared-memory arena the device's pinned buffers (`Device::pinned`)
+    /// are carved from, in the user process and mapped by every worker (sparse: only
+    /// pages of buffers made use memory; they stay the arena's until the device is
+    /// dropped, as the pinned pool keeps buffers).
+    #[serde(default = "pinned_arena_default")]
+    pub pinned_arena_bytes: usize,
 }
 
 fn standby_default() -> bool {
     true
+}
+
+fn pinned_arena_default() -> usize {
+    16 << 30
 }
 
 impl Default for IsolationConfig {
@@ -264,6 +274,7 @@ impl Default for IsolationConfig {
             start_timeout: Duration::from_secs(60),
             arena_bytes: 2 << 30,
             standby: true,
+            pinned_arena_bytes: pinned_arena_default(),
         }
     }
 }

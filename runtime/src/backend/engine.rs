@@ -14,12 +14,13 @@ use crate::completion::{Completer, CompletionStrategy};
 use crate::dtype::DTypeBase;
 use crate::error::{GpuError, Invalid};
 use crate::gpu_ref::{with_operands, GpuRef, Region, RegionMut, Storage};
+use crate::host::SharedHost;
 use crate::host::{HostMem, PinnedBuf, Uploaded};
 use crate::launch::LaunchLimits;
 use crate::memory::{Advice, Location};
 use crate::observability::{cpu_op, gpu_timed};
 use crate::stream::{Lane, StreamSource};
-use crate::sys::pinned::PinnedMem;
+use crate::sys::pinned::{copy_device_to_host, copy_host_to_device, HostRegistrations, PinnedMem};
 
 /// The CUDA side of a context.
 pub(crate) struct CudaEngine {
@@ -30,6 +31,8 @@ pub(crate) struct CudaEngine {
     pub(crate) limits: LaunchLimits,
     /// `sm_XY` of the device.
     pub(crate) arch: String,
+    /// An isolated device's pinned buffers, page-locked in its worker as they are used.
+    pub(crate) registered: HostRegistrations,
 }
 
 /// CUDA or the CPU device.
@@ -73,6 +76,7 @@ impl ContextCore {
             let limits = LaunchLimits::of(&ctx)?;
             (
                 Engine::Cuda(Box::new(CudaEngine {
+                    registered: HostRegistrations::new(ctx.clone()),
                     ctx,
                     stream,
                     streams,
@@ -358,34 +362,13 @@ impl ContextCore {
 
     /// A pinned host buffer of `len` zeroed elements, from the pool when one is free.
     pub(crate) fn pinned<T: DTypeBase>(&mut self, len: usize, zeroed: bool) -> Result<PinnedBuf<T>, GpuError> {
-        let bytes = checked_bytes::<T>(len)?;
-        let cap = self.shared.config.pinned_buffer_max_bytes;
-        if bytes > cap {
-            return Err(GpuError::InvalidArgument(
-                Invalid::new(format!(
-                    "a pinned buffer of {bytes} bytes is over DeviceConfig::pinned_buffer_max_bytes ({cap}): raise it, or stage through smaller buffers (write_slice, download_into)"
-                ))
-                .arg("len")
-                .mismatch(format_args!("≤ {} elements", cap / std::mem::size_of::<T>() as u64), len),
-            ));
-        }
+        check_pinned_len::<T>(len, self.shared.config.pinned_buffer_max_bytes)?;
         let pool = self.shared.pinned.clone();
-        let mem = match pool.take::<T>(len) {
-            // Stale contents are still valid values: every dtype is plain old data.
-            Some(mem) if !zeroed => mem,
-            Some(mut mem) => {
-                match &mut mem {
-                    HostMem::Pinned(p) => p.as_mut_slice().map_err(|e| self.observe(e))?.fill(T::default()),
-                    HostMem::Plain(v) => v.fill(T::default()),
-                }
-                mem
-            }
-            None => match &self.engine {
-                Engine::Cpu => HostMem::Plain(vec![T::default(); len]),
-                Engine::Cuda(c) => HostMem::Pinned(PinnedMem::zeroed(&c.ctx, len).map_err(|e| self.observe(e))?),
-            },
-        };
-        Ok(PinnedBuf::new(mem, pool))
+        let made = pool.buffer(len, zeroed, || match &self.engine {
+            Engine::Cpu => Ok(HostMem::Plain(vec![T::default(); len])),
+            Engine::Cuda(c) => Ok(HostMem::Pinned(PinnedMem::zeroed(&c.ctx, len)?)),
+        });
+        made.map_err(|e| self.observe(e))
     }
 
     /// Allocates a device buffer and copies a pinned buffer into it asynchronously; the
@@ -453,6 +436,20 @@ impl ContextCore {
                 p.copy_to_device(&self.cuda()?.stream, &mut range)
                     .map_err(|e| self.observe(e))?;
             }
+            (HostMem::Shared(s), _) if s.in_user_process() => return Err(isolated_pinned_elsewhere()),
+            (HostMem::Shared(s), RegionMut::Cpu(out)) => {
+                out[offset..offset + len].copy_from_slice(&s.as_slice()[..len])
+            }
+            (HostMem::Shared(s), RegionMut::Cuda(mut out)) => {
+                let c = self.cuda()?;
+                page_lock(c, s);
+                let mut range = out.slice_mut(offset..offset + len);
+                // SAFETY: the pinned buffer (and so its range) is held until the stream
+                // has passed the copy (the caller answers with it from `then`), and
+                // nobody writes the range meanwhile (the user's buffer is in this request).
+                unsafe { copy_host_to_device(&c.stream, &s.as_slice()[..len], &mut range) }
+                    .map_err(|e| self.observe(e))?;
+            }
             _ => return Err(GpuError::invalid("a pinned buffer of another backend")),
         }
         Ok(())
@@ -476,6 +473,24 @@ impl ContextCore {
                 (Region::Cuda(d), HostMem::Pinned(p)) => {
                     p.copy_from_device(&self.cuda()?.stream, &d.slice(offset..offset + len))
                         .map_err(|e| self.observe(e))?;
+                }
+                (_, HostMem::Shared(s)) if s.in_user_process() => return Err(isolated_pinned_elsewhere()),
+                (Region::Cpu(v), HostMem::Shared(dst)) => {
+                    dst.as_mut_slice()[..len].copy_from_slice(&v[offset..offset + len])
+                }
+                (Region::Cuda(d), HostMem::Shared(dst)) => {
+                    let c = self.cuda()?;
+                    page_lock(c, dst);
+                    // SAFETY: as for an upload: the buffer is held, untouched by the host,
+                    // until the stream has passed the copy.
+                    unsafe {
+                        copy_device_to_host(
+                            &c.stream,
+                            &d.slice(offset..offset + len),
+                            &mut dst.as_mut_slice()[..len],
+                        )
+                    }
+                    .map_err(|e| self.observe(e))?;
                 }
                 _ => return Err(GpuError::invalid("a pinned buffer of another backend")),
             }
@@ -602,6 +617,44 @@ fn in_range(offset: usize, len: usize, buffer: usize, pinned: usize) -> Result<(
 }
 
 /// `len * size_of::<T>()` with the checks every allocation needs.
+/// What an isolated device's pinned buffer gets on an in-process device.
+fn isolated_pinned_elsewhere() -> GpuError {
+    GpuError::invalid(
+        "a pinned buffer of an isolated device used with another device: take pinned buffers from the device \
+         that copies them (Device::pinned)",
+    )
+}
+
+/// Page-locks a worker's view of a pinned buffer (its range of the shared arena) with
+/// the context, once; should the driver refuse, the copy still runs, from pageable
+/// memory (slower, as correct).
+fn page_lock<T: DTypeBase>(c: &CudaEngine, s: &SharedHost<T>) {
+    let (ptr, bytes) = s.range().pages();
+    if let Err(e) = c.registered.ensure(ptr, bytes) {
+        tracing::warn!(%e, bytes, "page-locking a pinned buffer of the user process failed; copying it pageable");
+    }
+}
+
+/// Checks the length of a pinned buffer asked for: at least one element, and at most
+/// `cap` bytes (`DeviceConfig::pinned_buffer_max_bytes`).
+pub(crate) fn check_pinned_len<T>(len: usize, cap: u64) -> Result<(), GpuError> {
+    let bytes = checked_bytes::<T>(len)?;
+    if bytes > cap {
+        return Err(GpuError::InvalidArgument(
+            Invalid::new(format!(
+                "a pinned buffer of {bytes} bytes is over DeviceConfig::pinned_buffer_max_bytes ({cap}): raise it, or \
+                 stage through smaller buffers (write_slice, download_into)"
+            ))
+            .arg("len")
+            .mismatch(
+                format_args!("≤ {} elements", cap / std::mem::size_of::<T>() as u64),
+                len,
+            ),
+        ));
+    }
+    Ok(())
+}
+
 pub(crate) fn checked_bytes<T>(len: usize) -> Result<u64, GpuError> {
     if len == 0 {
         return Err(GpuError::InvalidArgument(

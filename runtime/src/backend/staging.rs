@@ -31,7 +31,9 @@ pub(crate) fn stages<T>(len: usize) -> bool {
 fn pinned<T: DTypeBase>(b: &mut PinnedBuf<T>) -> Result<&mut crate::sys::pinned::PinnedMem<T>, GpuError> {
     match b.mem_mut() {
         HostMem::Pinned(p) => Ok(p),
-        HostMem::Plain(_) => Err(GpuError::Internal("a plain staging buffer on a CUDA device".into())),
+        HostMem::Plain(_) | HostMem::Shared(_) => Err(GpuError::Internal(
+            "a staging buffer not of the CUDA device's own pinned memory".into(),
+        )),
     }
 }
 

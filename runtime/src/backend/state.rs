@@ -108,6 +108,9 @@ pub(crate) struct DeviceShared {
     pub(crate) standby_pid: std::sync::atomic::AtomicU32,
     /// The device's metric handles (`DeviceConfig::metrics`).
     pub(crate) metrics: crate::observability::DeviceMetrics,
+    /// An isolated device's pinned buffers: made with its first worker (which inherits
+    /// the arena, as every later one does) or its first pinned buffer.
+    shared_pinned: std::sync::Mutex<Option<Arc<crate::wire::PinnedArena>>>,
 }
 
 /// A value on a cache line (128 bytes: two lines with the adjacent-line prefetch) of its
@@ -155,7 +158,20 @@ impl DeviceShared {
             journal: Default::default(),
             standby_pid: Default::default(),
             metrics,
+            shared_pinned: Default::default(),
         })
+    }
+
+    /// An isolated device's pinned memory (made on first use).
+    pub(crate) fn shared_pinned(&self) -> Result<Arc<crate::wire::PinnedArena>, GpuError> {
+        let mut slot = self.shared_pinned.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = &*slot {
+            return Ok(s.clone());
+        }
+        let bytes = self.config.isolation.as_ref().map_or(0, |i| i.pinned_arena_bytes);
+        let s = crate::wire::PinnedArena::create(bytes, self.config.pinned_pool_bytes)?;
+        *slot = Some(s.clone());
+        Ok(s)
     }
 
     /// Starts a new generation (called by each new inner tier).

@@ -50,9 +50,9 @@ impl<'a, T: DType> Sent<'a, T> {
 
 impl Device {
     /// Copies `src` into `dst` (same length), staged in chunks through pinned buffers so
-    /// the host copy overlaps the transfer; resolves when `dst` holds it. On an isolated
-    /// device (whose data crosses through shared memory), and below one chunk, it is
-    /// [`Device::write`].
+    /// the host copy overlaps the transfer; resolves when `dst` holds it (on an isolated
+    /// device the pinned buffers are shared memory its worker copies from: no copy in
+    /// the worker). Below one chunk, it is [`Device::write`].
     pub async fn write_slice<T: DType>(&self, dst: &GpuRef<T>, src: &[T]) -> Result<(), GpuError> {
         same_len(src.len(), dst.len(), "src")?;
         let chunk = chunk_len::<T>();
@@ -125,16 +125,15 @@ impl Device {
         Ok(())
     }
 
-    /// Whether a copy of `len` elements is staged: at least a chunk, on an in-process
-    /// device whose pinned buffers may hold a chunk, no `Recorder` attached (a journal
-    /// holds a write's data, not a pinned buffer's). The CPU device stages too: its
-    /// "pinned" buffers are plain memory, the copies as many as a direct write's, and
-    /// the chunk pipeline runs in CI.
+    /// Whether a copy of `len` elements is staged: at least a chunk, on a device whose
+    /// pinned buffers may hold a chunk, no `Recorder` attached (a journal holds a
+    /// write's data, not a pinned buffer's). The CPU device stages too: its "pinned"
+    /// buffers are plain memory, the copies as many as a direct write's, and the chunk
+    /// pipeline runs in CI (in-process and isolated).
     fn stages<T: DType>(&self, len: usize) -> bool {
         let chunk_bytes = (chunk_len::<T>() * std::mem::size_of::<T>()) as u64;
         len >= chunk_len::<T>()
             && chunk_bytes <= self.config().pinned_buffer_max_bytes
-            && self.config().isolation.is_none()
             && self.journal_slot().get().is_none()
     }
 }

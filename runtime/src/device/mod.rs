@@ -328,10 +328,30 @@ impl Device {
     }
 
     /// A pinned host buffer of `len` zeroed elements from the device's pool (plain memory
-    /// on the CPU device). Dropping it returns it to the pool.
+    /// on the CPU device). Dropping it returns it to the pool. An isolated device's is
+    /// shared memory its worker page-locks: its copies are one DMA from or into it too.
     pub async fn pinned<T: DType>(&self, len: usize) -> Result<PinnedBuf<T>, GpuError> {
+        if self.shared.config.isolation.is_some() {
+            return self.isolated_pinned(len, true);
+        }
         self.call(|reply| <T as ContextActorPinnedDType>::__into_msg(len, true, reply))
             .await
+    }
+
+    /// An isolated device's pinned buffer: made here, in the user process, from the
+    /// device's shared arena (or its pool), not in the worker.
+    fn isolated_pinned<T: DType>(&self, len: usize, zeroed: bool) -> Result<PinnedBuf<T>, GpuError> {
+        if let Some(e) = self.shared.lost() {
+            return Err(e);
+        }
+        crate::backend::engine::check_pinned_len::<T>(len, self.shared.config.pinned_buffer_max_bytes)?;
+        let range = self.shared.shared_pinned()?.lease(len * std::mem::size_of::<T>())?;
+        let mut mem = crate::host::SharedHost::new(range, len);
+        if zeroed {
+            // The range may hold an earlier buffer's data.
+            mem.as_mut_slice().fill(T::default());
+        }
+        Ok(PinnedBuf::shared(mem))
     }
 
     /// A pinned host buffer of `len` elements whose contents are unspecified (what its
@@ -339,6 +359,9 @@ impl Device {
     /// buffer for an upload or the target of a download. Skips `pinned`'s zero fill,
     /// which on a large buffer costs as much as the copy it stages.
     pub async fn pinned_scratch<T: DType>(&self, len: usize) -> Result<PinnedBuf<T>, GpuError> {
+        if self.shared.config.isolation.is_some() {
+            return self.isolated_pinned(len, false);
+        }
         self.call(|reply| <T as ContextActorPinnedDType>::__into_msg(len, false, reply))
             .await
     }

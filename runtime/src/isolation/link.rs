@@ -73,6 +73,7 @@ impl LinkShared {
         let iso = config.isolation.clone().unwrap_or_default();
         let requests = Arena::create("atomr-requests", iso.arena_bytes)?;
         let replies = Arena::create("atomr-replies", iso.arena_bytes)?;
+        let pinned = shared.shared_pinned()?;
         let (ours, theirs) = UnixStream::pair().map_err(|e| io_error("socket pair", e))?;
         let mut worker_config = config.clone();
         worker_config.isolation = None;
@@ -80,7 +81,11 @@ impl LinkShared {
         worker_config.metrics = false;
         let spec = serde_json::to_string(&worker_config)
             .map_err(|e| GpuError::Internal(format!("encoding the worker's configuration: {e}")))?;
-        let child = spawn_child(&iso, &spec, [theirs.as_raw_fd(), requests.fd(), replies.fd()])?;
+        let child = spawn_child(
+            &iso,
+            &spec,
+            [theirs.as_raw_fd(), requests.fd(), replies.fd(), pinned.fd()],
+        )?;
         drop(theirs);
         let pid = child.id();
         let reader = ours.try_clone().map_err(|e| io_error("socket clone", e))?;
@@ -92,6 +97,7 @@ impl LinkShared {
                 link: weak.clone(),
                 requests,
                 replies,
+                pinned,
             },
             shared: shared.clone(),
             socket: Mutex::new(ours),
@@ -377,7 +383,7 @@ impl LinkShared {
 }
 
 /// Starts the worker with the socket and the arenas at [`WORKER_FDS`].
-fn spawn_child(iso: &IsolationConfig, spec: &str, fds: [i32; 3]) -> Result<Child, GpuError> {
+fn spawn_child(iso: &IsolationConfig, spec: &str, fds: [i32; 4]) -> Result<Child, GpuError> {
     let program = match &iso.program {
         Some(p) => p.clone(),
         None => std::env::current_exe().map_err(|e| io_error("finding this executable", e))?,
@@ -386,12 +392,12 @@ fn spawn_child(iso: &IsolationConfig, spec: &str, fds: [i32; 3]) -> Result<Child
     cmd.args(&iso.args).env(WORKER_ENV, spec).stdin(Stdio::null());
     // SAFETY: the closure runs in the forked child before exec and calls only
     // async-signal-safe functions (fcntl, dup2, prctl) on descriptors this process
-    // owns; dup2's copies have close-on-exec cleared, so exactly these three reach the
+    // owns; dup2's copies have close-on-exec cleared, so exactly these four reach the
     // worker.
     unsafe {
         cmd.pre_exec(move || {
             // Move the sources out of the way first (one may sit at another's target).
-            let mut high = [0; 3];
+            let mut high = [0; 4];
             for (h, src) in high.iter_mut().zip(fds) {
                 *h = libc::fcntl(src, libc::F_DUPFD_CLOEXEC, 64);
                 if *h < 0 {

@@ -15,9 +15,10 @@
 //! `BlasActor`, `RngActor`, `FftActor`, `SolverActor`, `KernelActor`, `ModuleActor`,
 //! `EventActor` and `GraphActor` (`#[gpu_actor(wire)]` generates their encoding);
 //! `GpuRef`s, `GpuEvent`s, `GraphRef`s and `ModuleRef`s as ids; element data through two
-//! shared-memory arenas; the worker's timeline when asked. Pinned buffers, host access
-//! to managed memory, TMA descriptors and raw scalars other than plain numbers answer
-//! `Unsupported` on an isolated device (README lists them).
+//! shared-memory arenas; pinned buffers as ranges of a third, the device's, which every
+//! worker maps and page-locks (`wire/pinned.rs`); the worker's timeline when asked. Host
+//! access to managed memory, TMA descriptors and raw scalars other than plain numbers
+//! answer `Unsupported` on an isolated device (README lists them).
 //!
 //! Security: the channel is a socket pair and the arenas are `memfd`s inherited by the
 //! child at fixed descriptors; nothing listens on a path or a port. A frame that does
@@ -33,5 +34,6 @@ pub use worker::enter_worker_if_requested;
 
 pub use crate::process_role::WORKER_ENV;
 
-/// Descriptors the worker inherits: the socket, the request arena, the reply arena.
-const WORKER_FDS: [i32; 3] = [3, 4, 5];
+/// Descriptors the worker inherits: the socket, the request arena, the reply arena, the
+/// pinned arena.
+const WORKER_FDS: [i32; 4] = [3, 4, 5, 6];

@@ -107,7 +107,11 @@ fn run(config: DeviceConfig) -> i32 {
     // SAFETY: the user process placed the socket at this descriptor before exec; this
     // process takes ownership of it once, here.
     let socket = unsafe { UnixStream::from_raw_fd(WORKER_FDS[0]) };
-    let arenas = (Arena::inherit(WORKER_FDS[1]), Arena::inherit(WORKER_FDS[2]));
+    let arenas = (
+        Arena::inherit(WORKER_FDS[1]),
+        Arena::inherit(WORKER_FDS[2]),
+        Arena::inherit(WORKER_FDS[3]),
+    );
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -115,9 +119,9 @@ fn run(config: DeviceConfig) -> i32 {
             return 1;
         }
     };
-    let (requests, replies) = match arenas {
-        (Ok(a), Ok(b)) => (a, b),
-        (Err(e), _) | (_, Err(e)) => {
+    let (requests, replies, pinned) = match arenas {
+        (Ok(a), Ok(b), Ok(c)) => (a, b, c),
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
             eprintln!("atomr-accel-cuda worker: {e}");
             return 1;
         }
@@ -129,6 +133,7 @@ fn run(config: DeviceConfig) -> i32 {
         modules: Mutex::new(HashMap::new()),
         requests,
         replies,
+        pinned,
     };
     let opened = rt.block_on(async {
         let system = ActorSystem::new("atomr-worker");

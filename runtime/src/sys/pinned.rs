@@ -193,3 +193,112 @@ impl<T> std::fmt::Debug for PinnedMem<T> {
         write!(f, "PinnedMem(len {})", self.len)
     }
 }
+
+/// Memory this process did not allocate but copies through — an isolated device's
+/// pinned arena, mapped in its worker — page-locked with the context by
+/// `cuMemHostRegister`, range by range as buffers are first used, so their copies are
+/// DMA at full speed. A range carved anew over ranges registered before (their buffers
+/// were freed) replaces them. Everything is unregistered when this is dropped.
+pub(crate) struct HostRegistrations {
+    ctx: Arc<CudaContext>,
+    /// Start address → length of each registered range.
+    ranges: std::sync::Mutex<std::collections::BTreeMap<usize, usize>>,
+}
+
+impl HostRegistrations {
+    pub(crate) fn new(ctx: Arc<CudaContext>) -> Self {
+        HostRegistrations {
+            ctx,
+            ranges: Default::default(),
+        }
+    }
+
+    /// Page-locks `bytes` at `ptr` (page-aligned, a whole number of pages of this
+    /// process's memory that stays mapped while registered) unless exactly that range
+    /// already is.
+    pub(crate) fn ensure(&self, ptr: *const u8, bytes: usize) -> Result<(), GpuError> {
+        let start = ptr as usize;
+        let mut ranges = self.ranges.lock().unwrap_or_else(|p| p.into_inner());
+        if ranges.get(&start) == Some(&bytes) {
+            return Ok(());
+        }
+        self.ctx.bind_to_thread()?;
+        let end = start + bytes;
+        let overlapping: Vec<usize> = ranges
+            .range(..end)
+            .filter(|(&s, &len)| s + len > start)
+            .map(|(&s, _)| s)
+            .collect();
+        for s in overlapping {
+            ranges.remove(&s);
+            // SAFETY: FFI edge: `s` was registered by this table with this context and
+            // is unregistered once; no copy uses it (its buffer was freed before its
+            // memory was carved into the range asked for now).
+            unsafe { cudarc::driver::sys::cuMemHostUnregister(s as *mut c_void) }.result()?;
+        }
+        // SAFETY: FFI edge: the caller guarantees `bytes` of mapped memory at `ptr`,
+        // page-aligned; `PORTABLE` makes it page-locked for every context.
+        unsafe {
+            cudarc::driver::sys::cuMemHostRegister_v2(
+                ptr as *mut c_void,
+                bytes,
+                cudarc::driver::sys::CU_MEMHOSTREGISTER_PORTABLE,
+            )
+        }
+        .result()?;
+        ranges.insert(start, bytes);
+        Ok(())
+    }
+}
+
+impl Drop for HostRegistrations {
+    fn drop(&mut self) {
+        let ranges = std::mem::take(self.ranges.get_mut().unwrap_or_else(|p| p.into_inner()));
+        if ranges.is_empty() || self.ctx.bind_to_thread().is_err() {
+            return;
+        }
+        for s in ranges.into_keys() {
+            // SAFETY: FFI edge: registered by this table, unregistered once; the
+            // context's work is over (its engine is being dropped).
+            let _ = unsafe { cudarc::driver::sys::cuMemHostUnregister(s as *mut c_void) };
+        }
+    }
+}
+
+/// Enqueues on `stream` a copy of `src` into `dst` (same length).
+///
+/// # Safety
+/// `src` must stay valid and unwritten until `stream` has passed the copy (the caller
+/// holds its memory until then).
+pub(crate) unsafe fn copy_host_to_device<T: DeviceRepr>(
+    stream: &CudaStream,
+    src: &[T],
+    dst: &mut impl DevicePtrMut<T>,
+) -> Result<(), GpuError> {
+    fits(src.len(), dst.len())?;
+    fits(dst.len(), src.len())?;
+    let (to, _write) = dst.device_ptr_mut(stream);
+    // SAFETY: `to` is `dst`'s device address on `stream` (the guard orders the copy after
+    // its last user and records the write); `src` outlives the copy (caller).
+    unsafe { dresult::memcpy_htod_async(to, src, stream.cu_stream()) }?;
+    Ok(())
+}
+
+/// Enqueues on `stream` a copy of `src` into `dst` (same length).
+///
+/// # Safety
+/// `dst` must stay valid, and unread and unwritten by the host, until `stream` has
+/// passed the copy (the caller holds its memory until then).
+pub(crate) unsafe fn copy_device_to_host<T: DeviceRepr>(
+    stream: &CudaStream,
+    src: &impl DevicePtr<T>,
+    dst: &mut [T],
+) -> Result<(), GpuError> {
+    fits(src.len(), dst.len())?;
+    fits(dst.len(), src.len())?;
+    let (from, _read) = src.device_ptr(stream);
+    // SAFETY: `from` is `src`'s device address on `stream` (ordered after its last
+    // writer, the read recorded); `dst` outlives the copy (caller).
+    unsafe { dresult::memcpy_dtoh_async(dst, from, stream.cu_stream()) }?;
+    Ok(())
+}

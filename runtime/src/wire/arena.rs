@@ -17,8 +17,9 @@ use memmap2::MmapRaw;
 
 use crate::error::GpuError;
 
-/// Ranges are handed out in multiples of this (a cache line pair; also keeps every
-/// dtype's elements aligned).
+/// Ranges of the request and reply arenas are handed out in multiples of this (a cache
+/// line pair; also keeps every dtype's elements aligned). Pinned buffers take whole pages
+/// (`Arena::create_aligned`): the worker page-locks each on its own.
 const ALIGN: usize = 256;
 
 /// One shared mapping and, on the side that writes it, its free ranges.
@@ -37,6 +38,11 @@ impl std::fmt::Debug for Arena {
 impl Arena {
     /// A new anonymous shared arena of `bytes` (sparse: pages exist once touched).
     pub(crate) fn create(name: &str, bytes: usize) -> Result<Arc<Arena>, GpuError> {
+        Arena::create_aligned(name, bytes, ALIGN)
+    }
+
+    /// A new arena whose ranges start (and end) at multiples of `align`, a power of two.
+    pub(crate) fn create_aligned(name: &str, bytes: usize, align: usize) -> Result<Arc<Arena>, GpuError> {
         let cname = std::ffi::CString::new(name).map_err(|_| GpuError::invalid("arena name"))?;
         // SAFETY: FFI edge: `cname` is a valid NUL-terminated string; the flags are
         // documented ones. The returned descriptor is owned by the `File` below.
@@ -48,7 +54,7 @@ impl Arena {
         let file = unsafe { File::from_raw_fd(fd) };
         file.set_len(bytes as u64)
             .map_err(|e| io_error("sizing the shared arena", e))?;
-        Arena::map(file)
+        Arena::map(file, align)
     }
 
     /// Maps an arena inherited as descriptor `fd` (in the worker).
@@ -56,16 +62,16 @@ impl Arena {
         // SAFETY: the parent placed the arena's memfd at `fd` before exec; this process
         // takes ownership of it once, at start-up.
         let file = unsafe { File::from_raw_fd(fd) };
-        Arena::map(file)
+        Arena::map(file, ALIGN)
     }
 
-    fn map(file: File) -> Result<Arc<Arena>, GpuError> {
+    fn map(file: File, align: usize) -> Result<Arc<Arena>, GpuError> {
         let map = MmapRaw::map_raw(&file).map_err(|e| io_error("mapping the shared arena", e))?;
         let len = map.len();
         Ok(Arc::new(Arena {
             file,
             map,
-            free: Mutex::new(FreeList::new(len)),
+            free: Mutex::new(FreeList::new(len, align)),
         }))
     }
 
@@ -103,6 +109,11 @@ impl Arena {
     /// The start of the mapping.
     pub(crate) fn ptr(&self) -> *const u8 {
         self.map.as_ptr()
+    }
+
+    /// The start of the mapping, for writing.
+    pub(crate) fn ptr_mut(&self) -> *mut u8 {
+        self.map.as_mut_ptr()
     }
 
     /// Copies `len` bytes at `offset` out of the arena. The range comes from the other
@@ -162,24 +173,26 @@ impl Drop for Lease {
 struct FreeList {
     /// offset → length of each free range.
     free: BTreeMap<usize, usize>,
+    /// Every range starts and ends at a multiple of this.
+    align: usize,
 }
 
 impl FreeList {
-    fn new(len: usize) -> Self {
+    fn new(len: usize, align: usize) -> Self {
         let mut free = BTreeMap::new();
-        let usable = len / ALIGN * ALIGN;
+        let usable = len / align * align;
         if usable > 0 {
             free.insert(0, usable);
         }
-        FreeList { free }
+        FreeList { free, align }
     }
 
-    fn rounded(bytes: usize) -> Option<usize> {
-        bytes.max(1).checked_next_multiple_of(ALIGN)
+    fn rounded(&self, bytes: usize) -> Option<usize> {
+        bytes.max(1).checked_next_multiple_of(self.align)
     }
 
     fn take(&mut self, bytes: usize) -> Option<usize> {
-        let need = Self::rounded(bytes)?;
+        let need = self.rounded(bytes)?;
         let (&off, &len) = self.free.iter().find(|(_, &len)| len >= need)?;
         self.free.remove(&off);
         if len > need {
@@ -189,7 +202,7 @@ impl FreeList {
     }
 
     fn give(&mut self, offset: usize, bytes: usize) {
-        let Some(mut len) = Self::rounded(bytes) else { return };
+        let Some(mut len) = self.rounded(bytes) else { return };
         let mut off = offset;
         if let Some((&prev, &plen)) = self.free.range(..off).next_back() {
             if prev + plen == off {
@@ -220,7 +233,7 @@ mod tests {
 
     #[test]
     fn ranges_are_disjoint_and_coalesce_back() {
-        let mut f = FreeList::new(4096);
+        let mut f = FreeList::new(4096, ALIGN);
         let a = f.take(100).unwrap();
         let b = f.take(300).unwrap();
         let c = f.take(256).unwrap();
@@ -231,6 +244,11 @@ mod tests {
         f.give(c, 256);
         assert_eq!(f.free.len(), 1, "{:?}", f.free);
         assert_eq!(f.take(4096), Some(0));
+        let mut pages = FreeList::new(1 << 20, 4096);
+        assert_eq!(
+            (pages.take(1), pages.take(5000), pages.take(4096)),
+            (Some(0), Some(4096), Some(12288))
+        );
     }
 
     #[test]

@@ -23,12 +23,14 @@ pub(crate) mod frame;
 mod host_data;
 pub(crate) mod journal;
 mod launch_args;
+mod pinned;
 mod remote;
 
 pub use self::host_data::HostData;
 pub use self::journal::{Journalled, ReplyTap};
 pub use self::launch_args::WireArgs;
 pub(crate) use self::launch_args::{put_buffer_arg, put_scalar_arg, take_launch_args};
+pub(crate) use self::pinned::{PinnedArena, SharedRange};
 pub(crate) use self::remote::{put_remote_object, BufferOnWire, RemoteObject};
 use crate::gpu_ref::BufferOwner;
 
@@ -53,6 +55,8 @@ pub(crate) struct ClientCtx {
     pub(crate) link: Weak<dyn BufferOwner>,
     pub(crate) requests: Arc<Arena>,
     pub(crate) replies: Arc<Arena>,
+    /// The device's pinned buffers (shared with each of its workers).
+    pub(crate) pinned: Arc<PinnedArena>,
 }
 
 impl ClientCtx {
@@ -81,6 +85,8 @@ pub(crate) struct WorkerCtx {
     pub(crate) modules: Mutex<HashMap<u64, Exported>>,
     pub(crate) requests: Arc<Arena>,
     pub(crate) replies: Arc<Arena>,
+    /// This worker's mapping of the device's pinned arena.
+    pub(crate) pinned: Arc<Arena>,
 }
 
 /// Who is encoding or decoding: the two ends of an isolated device's link, or the

@@ -3,7 +3,8 @@
 //! Copies between the GPU and page-locked host memory run at full PCIe/NVLink speed and
 //! truly asynchronously (55 GB/s on the H200 against 7–8 GB/s pageable, DESIGN.md). Pinning
 //! is expensive (a driver call that locks pages), so buffers come from a per-device pool
-//! and return to it when dropped.
+//! and return to it when dropped. An isolated device's buffers are ranges of shared
+//! memory that its worker page-locks (`shared.rs`).
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
@@ -12,6 +13,11 @@ use std::sync::{Arc, Mutex};
 use crate::dtype::DTypeBase;
 use crate::error::GpuError;
 use crate::sys::pinned::PinnedMem;
+use crate::wire::{Reader, SharedRange, Side, Wire, Writer};
+
+mod shared;
+
+pub(crate) use self::shared::SharedHost;
 
 /// The memory behind a [`PinnedBuf`].
 pub(crate) enum HostMem<T> {
@@ -19,6 +25,8 @@ pub(crate) enum HostMem<T> {
     Pinned(PinnedMem<T>),
     /// The CPU device's stand-in: ordinary memory.
     Plain(Vec<T>),
+    /// An isolated device's: a range of shared memory its worker page-locks.
+    Shared(SharedHost<T>),
 }
 
 impl<T: DTypeBase> HostMem<T> {
@@ -26,7 +34,18 @@ impl<T: DTypeBase> HostMem<T> {
         match self {
             HostMem::Pinned(p) => p.len(),
             HostMem::Plain(v) => v.len(),
+            HostMem::Shared(s) => s.len(),
         }
+    }
+
+    /// Sets every element to zero (after any copy still writing it).
+    fn fill_default(&mut self) -> Result<(), GpuError> {
+        match self {
+            HostMem::Pinned(p) => p.as_mut_slice()?.fill(T::default()),
+            HostMem::Plain(v) => v.fill(T::default()),
+            HostMem::Shared(s) => s.as_mut_slice().fill(T::default()),
+        }
+        Ok(())
     }
 }
 
@@ -45,6 +64,27 @@ impl PinnedPool {
             free: Mutex::new((HashMap::new(), 0)),
             max_cached_bytes,
         })
+    }
+
+    /// A buffer of `len` elements of `T`: a free one of the pool (its contents zeroed
+    /// when `zeroed`, else what its last user left — valid values all the same: every
+    /// dtype is plain old data), or a new one from `make` (zeroed when asked).
+    pub(crate) fn buffer<T: DTypeBase>(
+        self: &Arc<Self>,
+        len: usize,
+        zeroed: bool,
+        make: impl FnOnce() -> Result<HostMem<T>, GpuError>,
+    ) -> Result<PinnedBuf<T>, GpuError> {
+        let mem = match self.take::<T>(len) {
+            Some(mut mem) => {
+                if zeroed {
+                    mem.fill_default()?;
+                }
+                mem
+            }
+            None => make()?,
+        };
+        Ok(PinnedBuf::new(mem, self.clone()))
     }
 
     /// A cached buffer of exactly `len` elements of `T`, if one is free.
@@ -81,24 +121,64 @@ pub type Uploaded<T> = (crate::gpu_ref::GpuRef<T>, PinnedBuf<T>);
 /// `Device::download_pinned`; they hand it back once the copy is done.
 pub struct PinnedBuf<T: DTypeBase> {
     mem: Option<HostMem<T>>,
-    pool: Arc<PinnedPool>,
+    /// Where it goes when dropped (`None` for an isolated device's: its range returns
+    /// to the device's pinned arena with its last holder).
+    pool: Option<Arc<PinnedPool>>,
 }
 
-/// Host buffers of the worker's pinned pool: they live in the worker process.
-fn pinned_unsupported() -> GpuError {
-    GpuError::Unsupported(
-        "pinned host buffers on an isolated device (they would live in the worker process): use upload / download, \
-         which move data through shared memory"
-            .into(),
-    )
+/// Pinned buffers are not journalled: a replay stops at one with `Unsupported`.
+fn not_journalled() -> GpuError {
+    GpuError::Unsupported("pinned host buffers are not journalled".into())
 }
 
-impl<T: DTypeBase> crate::wire::Wire for PinnedBuf<T> {
-    fn put(&self, _: &mut crate::wire::Writer<'_>) -> Result<(), GpuError> {
-        Err(pinned_unsupported())
+/// An isolated device's pinned buffer crosses as its range of the device's shared
+/// arena (the request holds the range until the reply hands it back); any other pinned
+/// buffer is refused by an isolated device.
+impl<T: DTypeBase> Wire for PinnedBuf<T> {
+    fn put(&self, w: &mut Writer<'_>) -> Result<(), GpuError> {
+        let shared = match (self.mem(), w.side) {
+            (_, Side::Journal(_)) => return Err(not_journalled()),
+            (HostMem::Shared(s), Side::Client(c)) if c.pinned.owns(s.range()) => {
+                w.keep.push(Box::new(s.range().clone()));
+                s
+            }
+            (HostMem::Shared(s), Side::Worker(_)) => s,
+            (_, Side::Client(c)) => {
+                return Err(GpuError::invalid(format!(
+                    "a pinned buffer of another device, not of isolated device {}: take it from this device \
+                     (Device::pinned)",
+                    c.device_id
+                )))
+            }
+            (_, Side::Worker(_)) => {
+                return Err(GpuError::Internal(
+                    "a worker's own pinned buffer cannot cross to the user process".into(),
+                ))
+            }
+        };
+        let (offset, bytes) = shared.range().place();
+        w.put_u64(offset as u64);
+        w.put_u64(bytes as u64);
+        w.put_u64(shared.len() as u64);
+        Ok(())
     }
-    fn take(_: &mut crate::wire::Reader<'_>) -> Result<Self, GpuError> {
-        Err(pinned_unsupported())
+
+    fn take(r: &mut Reader<'_>) -> Result<Self, GpuError> {
+        let (offset, bytes, len) = (r.take_usize()?, r.take_usize()?, r.take_usize()?);
+        if len.checked_mul(std::mem::size_of::<T>()).is_none_or(|b| b > bytes) {
+            return Err(GpuError::invalid(format!(
+                "a pinned buffer of {len} {} elements in a range of {bytes} bytes",
+                T::NAME
+            )));
+        }
+        match r.side {
+            Side::Client(c) => Ok(PinnedBuf::shared(SharedHost::new(c.pinned.find(offset, bytes)?, len))),
+            Side::Worker(wc) => Ok(PinnedBuf::shared(SharedHost::new(
+                SharedRange::in_worker(&wc.pinned, offset, bytes)?,
+                len,
+            ))),
+            Side::Journal(_) => Err(not_journalled()),
+        }
     }
 }
 
@@ -110,7 +190,18 @@ impl<T: DTypeBase> std::fmt::Debug for PinnedBuf<T> {
 
 impl<T: DTypeBase> PinnedBuf<T> {
     pub(crate) fn new(mem: HostMem<T>, pool: Arc<PinnedPool>) -> Self {
-        PinnedBuf { mem: Some(mem), pool }
+        PinnedBuf {
+            mem: Some(mem),
+            pool: Some(pool),
+        }
+    }
+
+    /// An isolated device's buffer (or a worker's view of one).
+    pub(crate) fn shared(mem: SharedHost<T>) -> Self {
+        PinnedBuf {
+            mem: Some(HostMem::Shared(mem)),
+            pool: None,
+        }
     }
 
     pub(crate) fn mem(&self) -> &HostMem<T> {
@@ -136,6 +227,8 @@ impl<T: DTypeBase> PinnedBuf<T> {
         match self.mem() {
             HostMem::Pinned(p) => Ok(p.as_slice()?),
             HostMem::Plain(v) => Ok(v),
+            // Back from its last request: its copy is done.
+            HostMem::Shared(s) => Ok(s.as_slice()),
         }
     }
 
@@ -144,14 +237,15 @@ impl<T: DTypeBase> PinnedBuf<T> {
         match self.mem_mut() {
             HostMem::Pinned(p) => Ok(p.as_mut_slice()?),
             HostMem::Plain(v) => Ok(v),
+            HostMem::Shared(s) => Ok(s.as_mut_slice()),
         }
     }
 }
 
 impl<T: DTypeBase> Drop for PinnedBuf<T> {
     fn drop(&mut self) {
-        if let Some(mem) = self.mem.take() {
-            self.pool.give_back(mem);
+        if let (Some(mem), Some(pool)) = (self.mem.take(), &self.pool) {
+            pool.give_back(mem);
         }
     }
 }
