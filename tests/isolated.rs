@@ -18,7 +18,7 @@ use atomr_accel_cuda::isolation::IsolationConfig;
 use atomr_accel_cuda::kernel::dsl::prelude::*;
 use atomr_accel_cuda::module::{KernelArgs, KernelSource, LaunchConfig, ModuleImage};
 use atomr_accel_cuda::prelude::BackendChoice;
-use atomr_accel_cuda::prelude::{Activation, Epilogue, GraphBuilder, Matmul};
+use atomr_accel_cuda::prelude::{Activation, Epilogue, GraphBuilder, Matmul, SparseOp};
 use atomr_accel_cuda::testing::TestHooks;
 use atomr_accel_cuda::{gpu_main, kernel, Device, DeviceConfig, FftShape, Gemm, GpuError, GpuRef, KernelArg};
 use common::slow::slow_copy;
@@ -110,6 +110,7 @@ fn round_trip(config: DeviceConfig) -> Pin<Box<dyn Future<Output = ()> + Send>> 
         let (_sys, dev) = open(config).await;
         check_sgemm(&dev, 96, 80, 64).await;
         check_kernel(&dev, 10_000).await;
+        check_sparse(&dev).await;
         // Every element type crosses exactly: small (inline) and large (shared memory).
         for n in [3usize, 1 << 20] {
             let v: Vec<u8> = (0..n).map(|i| (i * 31 % 251) as u8).collect();
@@ -859,6 +860,32 @@ async fn check_pinned(dev: &Device, n: usize) {
     let e = dev.write_pinned(&g2, short).await.unwrap_err();
     assert!(matches!(e, GpuError::InvalidArgument(_)), "{e:?}");
     drop((p, pw));
+}
+
+/// A sparse matrix crosses as its buffers: made, multiplied and converted in the
+/// worker, against float64.
+async fn check_sparse(dev: &Device) {
+    // [[1.5, 0, -2], [0, 0, 0.25], [4, 0, 0]] by rows; x = (1, 2, 3).
+    let a = dev
+        .upload_csr(3, 3, &[0, 2, 3, 4], &[0, 2, 2, 0], &[1.5f64, -2.0, 0.25, 4.0])
+        .await
+        .unwrap();
+    let x = dev.upload(vec![1.0f64, 2.0, 3.0]).await.unwrap();
+    let y = dev.upload(vec![1.0f64; 3]).await.unwrap();
+    dev.spmv(&a, &x, &y, SparseOp::new().alpha(2.0).beta(-1.0))
+        .await
+        .unwrap();
+    assert_eq!(
+        dev.download(&y).await.unwrap(),
+        vec![2.0 * -4.5 - 1.0, 2.0 * 0.75 - 1.0, 7.0]
+    );
+    let d = dev.alloc::<f64>(9).await.unwrap();
+    dev.csr_to_dense(&a, &d).await.unwrap();
+    let again = dev.dense_to_csr(&d, 3, 3).await.unwrap();
+    assert_eq!(
+        dev.download_csr(&again).await.unwrap(),
+        dev.download_csr(&a).await.unwrap()
+    );
 }
 
 /// A raw CUDA C++ module through the worker: loaded from source and as a prebuilt CUBIN,

@@ -24,6 +24,8 @@ pub enum Lib {
     Cufft,
     /// cuSOLVER.
     Cusolver,
+    /// cuSPARSE.
+    Cusparse,
     /// NCCL, the collectives of GPU worlds.
     Nccl,
     /// The CPU device's own backend (host GEMM, host memory).
@@ -39,6 +41,7 @@ impl std::fmt::Display for Lib {
             Lib::Curand => "cuRAND",
             Lib::Cufft => "cuFFT",
             Lib::Cusolver => "cuSOLVER",
+            Lib::Cusparse => "cuSPARSE",
             Lib::Nccl => "NCCL",
             Lib::Cpu => "CPU backend",
         })

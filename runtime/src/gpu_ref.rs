@@ -10,7 +10,7 @@ mod operands;
 
 use locked::Held;
 pub(crate) use locked::{Locked, Region, RegionMut};
-pub(crate) use operands::{lock2, lock3, lock4, with_inputs, with_operands};
+pub(crate) use operands::{lock2, lock3, lock4, lock5, with_inputs, with_operands};
 
 use crate::dtype::DTypeBase;
 use crate::error::GpuError;

@@ -6,7 +6,7 @@ pub use crate::actor::{
 pub use crate::device::precompile_all;
 pub use crate::device::Svd;
 pub use crate::device::{ActorGpu, BackendChoice, BackendKind, Device, DeviceConfig, Libraries};
-pub use crate::device::{Blas1Scalar, BlasScalar, DType, FftScalar, RandomScalar, SolverScalar};
+pub use crate::device::{Blas1Scalar, BlasScalar, DType, FftScalar, RandomScalar, SolverScalar, SparseScalar};
 pub use crate::dispatcher::{Dispatcher, GpuDispatcher};
 pub use crate::dtype::{c32, c64, f8e4m3, f8e5m2, Complex, FloatDType};
 pub use crate::error::{GpuError, NumericalIssue};
@@ -20,6 +20,7 @@ pub use crate::library::blas::{Batch, Gemm, Gemv, Strided};
 pub use crate::library::fft::FftShape;
 pub use crate::library::rng::RngKind;
 pub use crate::library::solver::{Eigh, Triangle};
+pub use crate::library::sparse::{CsrMatrix, HostCsr, SparseOp};
 pub use crate::memory::{Advice, Location};
 pub use crate::pipeline::Pipeline;
 pub use crate::placement::{DeviceLoad, Placement, PlacementActor, PlacementActorRef, PlacementPolicy};

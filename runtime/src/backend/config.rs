@@ -30,6 +30,13 @@ pub struct Libraries {
     pub fft: bool,
     /// `SolverActor` (cuSOLVER / nalgebra).
     pub solver: bool,
+    /// `SparseActor` (cuSPARSE / sprs).
+    #[serde(default = "sparse_default")]
+    pub sparse: bool,
+}
+
+fn sparse_default() -> bool {
+    true
 }
 
 impl Default for Libraries {
@@ -39,6 +46,7 @@ impl Default for Libraries {
             rng: true,
             fft: true,
             solver: true,
+            sparse: true,
         }
     }
 }

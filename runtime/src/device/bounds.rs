@@ -12,6 +12,7 @@ use crate::library::blas::{BlasActorBlas1, BlasActorFloat};
 use crate::library::fft::FftActorBlas1;
 use crate::library::rng::RngActorBlas1;
 use crate::library::solver::{SolverActorBlas1, SolverFloat};
+use crate::library::sparse::{SparseActorBlas1, SparseFloat};
 use half::{bf16, f16};
 
 /// Declares a public bound that names a base trait plus the generated message mappings of
@@ -55,6 +56,12 @@ bound_alias!(
     /// Float types of the dense solvers (LU, Cholesky, QR, SVD, symmetric eigen): f32, f64.
     SolverScalar("`{Self}` is not a solver dtype: the dense factorizations take f32 or f64") for [f32, f64]:
         DType, SolverFloat, SolverActorBlas1
+);
+
+bound_alias!(
+    /// Float types of the sparse routines (SpMV, SpMM, dense ↔ CSR): f32, f64.
+    SparseScalar("`{Self}` is not a sparse dtype: cuSPARSE's routines here take f32 or f64") for [f32, f64]:
+        DType, SparseFloat, SparseActorBlas1
 );
 
 bound_alias!(

@@ -26,6 +26,7 @@ use crate::library::rng::{RngActor, RngActorRef};
 use crate::library::seed::LibrarySeed;
 use crate::library::shell::Library;
 use crate::library::solver::{SolverActor, SolverActorRef};
+use crate::library::sparse::{SparseActor, SparseActorRef};
 use crate::memory::{Advice, Location};
 use crate::stream::Lane;
 use crate::wire::HostData;
@@ -180,6 +181,13 @@ impl ContextActor {
         } else {
             None
         };
+        let sparse = if libs.sparse {
+            let seed = seed.clone();
+            let props = SparseActor::gpu_props(move || SparseActor(Library::new(seed.clone())));
+            Some(SparseActorRef::new(self.spawn_library(ctx, "sparse", props, spin)?))
+        } else {
+            None
+        };
         let fft = if libs.fft {
             Some(self.spawn_pool(ctx, "fft", &seed, spin, FftActor, FftActor::gpu_props, FftActorRef::new)?)
         } else {
@@ -198,6 +206,7 @@ impl ContextActor {
                 rng,
                 fft,
                 solver,
+                sparse,
                 kernel,
                 module,
                 event,

@@ -20,6 +20,7 @@ mod reduce_api;
 pub(crate) mod route;
 mod scan_api;
 mod solver_api;
+mod sparse_api;
 mod surface;
 pub(crate) mod test_hooks;
 mod warm;
@@ -29,7 +30,7 @@ use std::sync::Arc;
 use tokio::sync::{oneshot, watch};
 
 pub use self::actor_gpu::ActorGpu;
-pub use self::bounds::{Blas1Scalar, BlasScalar, DType, FftScalar, RandomScalar, SolverScalar};
+pub use self::bounds::{Blas1Scalar, BlasScalar, DType, FftScalar, RandomScalar, SolverScalar, SparseScalar};
 pub use self::precompile::{precompile_all, PrecompileSummary};
 pub use self::solver_api::Svd;
 pub use crate::backend::config::{BackendChoice, DeviceConfig, IsolationConfig, Libraries};

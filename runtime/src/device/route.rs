@@ -13,6 +13,7 @@ use crate::library::kernels::{KernelActorMsg, KernelActorRef};
 use crate::library::modules::{ModuleActorMsg, ModuleActorRef};
 use crate::library::rng::{RngActorMsg, RngActorRef};
 use crate::library::solver::{SolverActorMsg, SolverActorRef};
+use crate::library::sparse::{SparseActorMsg, SparseActorRef};
 use crate::wire::{Journalled, Reader, ReplySlot, ReplyTap, ReplyWait, WireMessage, Writer};
 
 use super::context_actor::{ContextActorMsg, ContextActorRef};
@@ -157,6 +158,8 @@ inner_actors! {
     Event(EventActorMsg, EventActorRef) at event, required, wire(6);
     /// For the graph actor.
     Graph(GraphActorMsg, GraphActorRef) at graph, required, wire(7);
+    /// For the sparse actor (one: a conversion's two steps meet the same handle).
+    Sparse(SparseActorMsg, SparseActorRef) at sparse, optional("cuSPARSE"), wire(9);
 }
 
 /// What a request for a library the `DeviceConfig` left out gets (from the `Device` or

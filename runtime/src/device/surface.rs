@@ -6,7 +6,7 @@
 //! an argument type of a kind no handler took before: the methods name their argument
 //! types as the handlers wrote them, so those types are in scope here).
 
-use super::bounds::{Blas1Scalar, BlasScalar, DType, FftScalar, RandomScalar, SolverScalar};
+use super::bounds::{Blas1Scalar, BlasScalar, DType, FftScalar, RandomScalar, SolverScalar, SparseScalar};
 use crate::dtype::Complex;
 use crate::event::GpuEvent;
 use crate::gpu_ref::GpuRef;
@@ -17,6 +17,7 @@ use crate::library::blas::{Batch, Gemm, Gemv, Strided};
 use crate::library::fft::FftShape;
 use crate::library::rng::RngKind;
 use crate::library::solver::Eigh;
+use crate::library::sparse::{CsrMatrix, SparseOp};
 use crate::memory::{Advice, Location};
 use crate::wire::HostData;
 
@@ -25,6 +26,7 @@ crate::library::blas::blas_actor_device_surface!(crate::library::blas; float = B
 crate::library::rng::rng_actor_device_surface!(crate::library::rng; blas1 = RandomScalar);
 crate::library::fft::fft_actor_device_surface!(crate::library::fft; blas1 = FftScalar);
 crate::library::solver::solver_actor_device_surface!(crate::library::solver; blas1 = SolverScalar);
+crate::library::sparse::sparse_actor_device_surface!(crate::library::sparse; blas1 = SparseScalar);
 crate::library::kernels::kernel_actor_device_surface!(crate::library::kernels);
 crate::event::event_actor_device_surface!(crate::event);
 

@@ -88,47 +88,43 @@ pub(crate) fn lock2<'a, A: DTypeBase, B: DTypeBase>(
     }
 }
 
-/// As [`lock2`], for three buffers.
-pub(crate) fn lock3<'a, A: DTypeBase, B: DTypeBase, C: DTypeBase>(
-    a: &'a GpuRef<A>,
-    b: &'a GpuRef<B>,
-    c: &'a GpuRef<C>,
-) -> (Locked<'a, A>, Locked<'a, B>, Locked<'a, C>) {
-    let (mut la, mut lb, mut lc) = (None, None, None);
-    let mut order = [(a.id(), 0), (b.id(), 1), (c.id(), 2)];
-    order.sort_unstable();
-    for (_, k) in order {
-        match k {
-            0 => la = Some(a.lock()),
-            1 => lb = Some(b.lock()),
-            _ => lc = Some(c.lock()),
+/// Writes a lock of several buffers of any element types: each locked in buffer-id
+/// order, the locks handed back in argument order — [`lock2`]'s rule for more buffers.
+macro_rules! lock_in_id_order {
+    ($(#[$doc:meta])* $name:ident($($r:ident: $t:ident => $l:ident),+)) => {
+        $(#[$doc])*
+        #[allow(unused_assignments)]
+        pub(crate) fn $name<'a, $($t: DTypeBase),+>($($r: &'a GpuRef<$t>),+) -> ($(Locked<'a, $t>),+) {
+            $(let mut $l = None;)+
+            let mut k = 0;
+            let mut order = [$($r.id()),+].map(|id| {
+                k += 1;
+                (id, k - 1)
+            });
+            order.sort_unstable();
+            for (_, at) in order {
+                let mut i = 0;
+                $(
+                    if at == i {
+                        $l = Some($r.lock());
+                    }
+                    i += 1;
+                )+
+            }
+            ($($l.expect("locked")),+)
         }
-    }
-    (la.expect("locked"), lb.expect("locked"), lc.expect("locked"))
+    };
 }
 
-/// As [`lock2`], for four buffers.
-pub(crate) fn lock4<'a, A: DTypeBase, B: DTypeBase, C: DTypeBase, D: DTypeBase>(
-    a: &'a GpuRef<A>,
-    b: &'a GpuRef<B>,
-    c: &'a GpuRef<C>,
-    d: &'a GpuRef<D>,
-) -> (Locked<'a, A>, Locked<'a, B>, Locked<'a, C>, Locked<'a, D>) {
-    let (mut la, mut lb, mut lc, mut ld) = (None, None, None, None);
-    let mut order = [(a.id(), 0), (b.id(), 1), (c.id(), 2), (d.id(), 3)];
-    order.sort_unstable();
-    for (_, k) in order {
-        match k {
-            0 => la = Some(a.lock()),
-            1 => lb = Some(b.lock()),
-            2 => lc = Some(c.lock()),
-            _ => ld = Some(d.lock()),
-        }
-    }
-    (
-        la.expect("locked"),
-        lb.expect("locked"),
-        lc.expect("locked"),
-        ld.expect("locked"),
-    )
-}
+lock_in_id_order!(
+    /// As [`lock2`], for three buffers.
+    lock3(a: A => la, b: B => lb, c: C => lc)
+);
+lock_in_id_order!(
+    /// As [`lock2`], for four buffers.
+    lock4(a: A => la, b: B => lb, c: C => lc, d: D => ld)
+);
+lock_in_id_order!(
+    /// As [`lock2`], for five buffers (a sparse matrix's three and two vectors).
+    lock5(a: A => la, b: B => lb, c: C => lc, d: D => ld, e: E => le)
+);

@@ -11,3 +11,4 @@ pub mod rng;
 pub(crate) mod seed;
 pub(crate) mod shell;
 pub mod solver;
+pub mod sparse;

@@ -13,6 +13,7 @@ pub(crate) mod cublaslt;
 mod cufft;
 mod curand;
 pub mod cusolver;
+pub(crate) mod cusparse;
 pub(crate) mod graph;
 pub(crate) mod hopper;
 pub(crate) mod managed;

@@ -1,0 +1,124 @@
+//! The sparse part of the `Device` client that is more than one request: making a
+//! `CsrMatrix` from host data (checked here: cuSPARSE trusts a structure), reading one
+//! back, and converting a dense matrix (count, allocate, fill). Products and the
+//! conversion to dense are single requests, generated from the `SparseActor`'s
+//! handlers.
+
+use super::bounds::SparseScalar;
+use super::Device;
+use crate::error::GpuError;
+use crate::gpu_ref::GpuRef;
+use crate::library::sparse::{
+    check_structure, coo_to_csr, CsrMatrix, HostCsr, SparseActorCsrCountDType, SparseActorCsrFillDType, MAX_DIM,
+};
+
+impl Device {
+    /// A `rows × cols` CSR matrix on the device from its host arrays: `row_offsets`
+    /// (`rows + 1`, from 0, never decreasing), `col_indices` (in `0..cols`, strictly
+    /// increasing within each row) and one value per index. The structure is checked
+    /// before anything is uploaded; the first fault is an `InvalidArgument` naming it.
+    pub async fn upload_csr<T: SparseScalar>(
+        &self,
+        rows: usize,
+        cols: usize,
+        row_offsets: &[i32],
+        col_indices: &[i32],
+        values: &[T],
+    ) -> Result<CsrMatrix<T>, GpuError> {
+        check_structure(rows, cols, row_offsets, col_indices, values.len())?;
+        let nnz = values.len();
+        // A buffer is never empty: a matrix without stored elements keeps one unused.
+        let (indices, vals) = if nnz == 0 {
+            (self.alloc::<i32>(1).await?, self.alloc::<T>(1).await?)
+        } else {
+            (self.upload(col_indices).await?, self.upload(values).await?)
+        };
+        Ok(CsrMatrix {
+            rows,
+            cols,
+            nnz,
+            offsets: self.upload(row_offsets).await?,
+            indices,
+            values: vals,
+        })
+    }
+
+    /// A CSR matrix from coordinates: element `k` is `values[k]` at (`row_indices[k]`,
+    /// `col_indices[k]`), in any order; duplicates are summed (in float64). Converted on
+    /// the host (`sprs`), then uploaded as [`Device::upload_csr`].
+    pub async fn upload_coo<T: SparseScalar>(
+        &self,
+        (rows, cols): (usize, usize),
+        row_indices: &[i32],
+        col_indices: &[i32],
+        values: &[T],
+    ) -> Result<CsrMatrix<T>, GpuError> {
+        if row_indices.len() != values.len() || col_indices.len() != values.len() {
+            return Err(GpuError::invalid(format!(
+                "upload_coo: {} row indices, {} column indices and {} values: one of each per element",
+                row_indices.len(),
+                col_indices.len(),
+                values.len()
+            )));
+        }
+        let inside = |v: i32, n: usize| v >= 0 && (v as usize) < n;
+        if let Some(k) = (0..values.len()).find(|&k| !inside(row_indices[k], rows) || !inside(col_indices[k], cols)) {
+            return Err(GpuError::invalid(format!(
+                "upload_coo: element {k} at ({}, {}) lies outside the {rows}×{cols} matrix",
+                row_indices[k], col_indices[k]
+            )));
+        }
+        if rows > MAX_DIM || cols > MAX_DIM {
+            check_structure(rows, cols, &[], &[], 0)?; // names the dimension at fault
+        }
+        let csr = coo_to_csr((rows, cols), row_indices, col_indices, values);
+        self.upload_csr(rows, cols, &csr.offsets, &csr.indices, &csr.values)
+            .await
+    }
+
+    /// The matrix's structure and values, read back to the host.
+    pub async fn download_csr<T: SparseScalar>(&self, a: &CsrMatrix<T>) -> Result<HostCsr<T>, GpuError> {
+        let (offsets, mut indices, mut values) = futures::try_join!(
+            self.download(&a.offsets),
+            self.download(&a.indices),
+            self.download(&a.values)
+        )?;
+        indices.truncate(a.nnz);
+        values.truncate(a.nnz);
+        Ok(HostCsr {
+            rows: a.rows,
+            cols: a.cols,
+            offsets,
+            indices,
+            values,
+        })
+    }
+
+    /// The non-zeros of the dense column-major `rows × cols` matrix `dense` as a CSR
+    /// matrix: counted first (on a GPU, cuSPARSE's analysis — its sparse actor waits for
+    /// it), then its buffers allocated and filled.
+    pub async fn dense_to_csr<T: SparseScalar>(
+        &self,
+        dense: &GpuRef<T>,
+        rows: usize,
+        cols: usize,
+    ) -> Result<CsrMatrix<T>, GpuError> {
+        let offsets = self.alloc::<i32>(rows.saturating_add(1)).await?;
+        let (d, o) = (dense.clone(), offsets.clone());
+        let nnz = self
+            .call(|reply| <T as SparseActorCsrCountDType>::__into_msg(d, rows, cols, o, reply))
+            .await?;
+        let a = CsrMatrix {
+            rows,
+            cols,
+            nnz,
+            offsets,
+            indices: self.alloc::<i32>(nnz.max(1)).await?,
+            values: self.alloc::<T>(nnz.max(1)).await?,
+        };
+        let (d, m) = (dense.clone(), a.clone());
+        self.call(|reply| <T as SparseActorCsrFillDType>::__into_msg(d, m, reply))
+            .await?;
+        Ok(a)
+    }
+}

@@ -1,0 +1,409 @@
+//! `SparseActor`: sparse matrices in CSR form — products with dense vectors (SpMV) and
+//! matrices (SpMM), and conversions between dense and CSR — cuSPARSE's generic API on
+//! the GPU, `sprs` on the CPU device.
+//!
+//! Conventions are cuSPARSE's: 32-bit zero-based indices, dense matrices column-major
+//! with tight leading dimensions, `op(A)` = A or Aᵀ. A [`CsrMatrix`] is valid by
+//! construction (`matrix.rs`), so the routines trust its structure; every other
+//! argument is checked here first, each fault a typed error naming the argument.
+
+mod cpu;
+mod cuda;
+mod matrix;
+
+use std::sync::Arc;
+
+use atomr_accel_cuda_macros::gpu_actor;
+
+pub(crate) use self::cpu::coo_to_csr;
+pub(crate) use self::matrix::check_structure;
+pub use self::matrix::{CsrMatrix, HostCsr, SparseOp, MAX_DIM};
+
+use self::cpu::CsrHost;
+use crate::actor::{Context, Deferred};
+use crate::backend::state::DeviceShared;
+use crate::dtype::DTypeBase;
+use crate::error::{GpuError, Invalid};
+use crate::gpu_ref::{lock2, lock4, lock5, GpuRef, Locked, Region, RegionMut};
+use crate::library::seed::LibrarySeed;
+use crate::library::shell::{Core, Library};
+use crate::observability::{cpu_op, gpu_timed};
+
+/// Float types of the sparse routines (f32, f64): the bound of the `SparseActor`'s
+/// handlers.
+pub trait SparseFloat: DTypeBase + crate::sys::cusparse::CusparseFloat {}
+impl SparseFloat for f32 {}
+impl SparseFloat for f64 {}
+
+enum SparseEngine {
+    Cpu,
+    Cuda(Box<cuda::CudaSparse>),
+}
+
+/// The sparse routines of one generation.
+pub(crate) struct SparseCore {
+    shared: Arc<DeviceShared>,
+    generation: u64,
+    engine: SparseEngine,
+}
+
+impl Core for SparseCore {
+    const WHAT: &'static str = "sparse actor";
+
+    fn build(seed: &LibrarySeed) -> Result<Self, GpuError> {
+        let engine = match seed.cuda_stream()? {
+            None => SparseEngine::Cpu,
+            Some((stream, completer)) => SparseEngine::Cuda(Box::new(cuda::CudaSparse::new(stream, completer)?)),
+        };
+        Ok(SparseCore {
+            shared: seed.shared.clone(),
+            generation: seed.generation,
+            engine,
+        })
+    }
+}
+
+/// The host memory of a locked handle (its window), read-only.
+fn read<'a, T>(s: &'a Locked<'_, T>) -> Result<&'a [T], GpuError> {
+    match s.region() {
+        Region::Cpu(v) => Ok(v),
+        Region::Cuda(_) => Err(GpuError::invalid("a buffer of another backend")),
+    }
+}
+
+/// The host memory of a locked handle (its window), for writing.
+fn write<'a, T>(s: &'a mut Locked<'_, T>) -> Result<&'a mut [T], GpuError> {
+    match s.region_mut() {
+        RegionMut::Cpu(v) => Ok(v),
+        RegionMut::Cuda(_) => Err(GpuError::invalid("a buffer of another backend")),
+    }
+}
+
+/// Checks that `r` holds at least `need` elements.
+fn holds<T: DTypeBase>(r: &GpuRef<T>, need: usize, what: &'static str, op: &str) -> Result<(), GpuError> {
+    if r.len() < need {
+        return Err(GpuError::InvalidArgument(
+            Invalid::new(format!(
+                "{op}: {what} must hold {need} elements, the buffer has {}",
+                r.len()
+            ))
+            .arg(what)
+            .mismatch(format_args!("≥ {need} elements"), format_args!("{} elements", r.len())),
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses an output that is one of the inputs' buffers (views of one buffer count as
+/// it): the routine reads them while it writes it.
+fn apart(out: u64, out_name: &'static str, inputs: &[(u64, &str)], op: &str) -> Result<(), GpuError> {
+    if let Some((_, name)) = inputs.iter().find(|(id, _)| *id == out) {
+        return Err(GpuError::InvalidArgument(
+            Invalid::new(format!(
+                "{op}: {out_name} must be a buffer other than {name} (not a view of it)"
+            ))
+            .arg(out_name)
+            .mismatch(
+                format_args!("a buffer other than {name}"),
+                format_args!("{name} itself"),
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A matrix's buffers, for [`apart`].
+fn parts<T: DTypeBase>(a: &CsrMatrix<T>) -> [(u64, &'static str); 3] {
+    [
+        (a.offsets.id(), "the matrix's row offsets"),
+        (a.indices.id(), "the matrix's column indices"),
+        (a.values.id(), "the matrix's values"),
+    ]
+}
+
+impl SparseCore {
+    fn check<T: DTypeBase>(&self, r: &GpuRef<T>) -> Result<(), GpuError> {
+        r.validate(self.shared.config.device_id, self.generation)
+    }
+
+    fn check_matrix<T: DTypeBase>(&self, a: &CsrMatrix<T>) -> Result<(), GpuError> {
+        self.check(&a.offsets)?;
+        self.check(&a.indices)?;
+        self.check(&a.values)
+    }
+
+    /// Runs `what` — `cpu` on the CPU device, `gpu` on a GPU (its failures classified:
+    /// a sticky fault marks the device lost) — timed on the timeline.
+    fn run<R>(
+        &mut self,
+        what: &str,
+        cpu: impl FnOnce() -> Result<R, GpuError>,
+        gpu: impl FnOnce(&mut cuda::CudaSparse) -> Result<R, GpuError>,
+    ) -> Result<R, GpuError> {
+        let device = self.shared.config.device_id;
+        match &mut self.engine {
+            SparseEngine::Cpu => {
+                let _timed = cpu_op(device, "sparse", what);
+                cpu()
+            }
+            SparseEngine::Cuda(c) => {
+                let stream = c.stream().clone();
+                gpu_timed(&stream, device, "sparse", what, || gpu(c)).map_err(|e| self.shared.observe(e))
+            }
+        }
+    }
+
+    fn spmv<T: SparseFloat>(
+        &mut self,
+        (a, x, y): (&CsrMatrix<T>, &GpuRef<T>, &GpuRef<T>),
+        how: SparseOp<T>,
+    ) -> Result<Deferred<()>, GpuError> {
+        let (transpose, scale) = (how.transpose, (how.alpha, how.beta));
+        let op = "spmv";
+        self.check_matrix(a)?;
+        self.check(x)?;
+        self.check(y)?;
+        let (in_len, out_len) = if transpose { (a.rows, a.cols) } else { (a.cols, a.rows) };
+        holds(x, in_len, "x", op)?;
+        holds(y, out_len, "y", op)?;
+        let mut inputs = parts(a).to_vec();
+        apart(x.id(), "x", &inputs, op)?;
+        inputs.push((x.id(), "x"));
+        apart(y.id(), "y", &inputs, op)?;
+        let shared = self.shared.clone();
+        self.run(
+            op,
+            || {
+                let (so, si, sv, sx, mut sy) = lock5(&a.offsets, &a.indices, &a.values, x, y);
+                let m = host_matrix(a, (&so, &si, &sv))?;
+                cpu::spmv(
+                    &m,
+                    transpose,
+                    scale,
+                    &read(&sx)?[..in_len],
+                    &mut write(&mut sy)?[..out_len],
+                )?;
+                Ok(Deferred::Now(()))
+            },
+            |c| c.spmv(&shared, (a, x, y), (transpose, scale)),
+        )
+    }
+
+    fn spmm<T: SparseFloat>(
+        &mut self,
+        (a, b, c): (&CsrMatrix<T>, &GpuRef<T>, &GpuRef<T>),
+        n: usize,
+        how: SparseOp<T>,
+    ) -> Result<Deferred<()>, GpuError> {
+        let (transpose, scale) = (how.transpose, (how.alpha, how.beta));
+        let op = "spmm";
+        self.check_matrix(a)?;
+        self.check(b)?;
+        self.check(c)?;
+        if n == 0 {
+            return Err(GpuError::InvalidArgument(
+                Invalid::new("spmm: n (the columns of B and C) must be at least 1")
+                    .arg("n")
+                    .mismatch("≥ 1", 0),
+            ));
+        }
+        let (inner, outer) = if transpose { (a.rows, a.cols) } else { (a.cols, a.rows) };
+        let size = |rows: usize, what: &str| {
+            rows.checked_mul(n)
+                .ok_or_else(|| GpuError::invalid(format!("spmm: {what} of {rows}×{n} overflows")))
+        };
+        holds(b, size(inner, "B")?, "b", op)?;
+        holds(c, size(outer, "C")?, "c", op)?;
+        let mut inputs = parts(a).to_vec();
+        apart(b.id(), "b", &inputs, op)?;
+        inputs.push((b.id(), "b"));
+        apart(c.id(), "c", &inputs, op)?;
+        let shared = self.shared.clone();
+        self.run(
+            op,
+            || {
+                let (so, si, sv, sb, mut sc) = lock5(&a.offsets, &a.indices, &a.values, b, c);
+                let m = host_matrix(a, (&so, &si, &sv))?;
+                cpu::spmm(&m, transpose, scale, (read(&sb)?, write(&mut sc)?), n)?;
+                Ok(Deferred::Now(()))
+            },
+            |cu| cu.spmm(&shared, (a, b, c), (transpose, n), scale),
+        )
+    }
+
+    fn densify<T: SparseFloat>(&mut self, a: &CsrMatrix<T>, dense: &GpuRef<T>) -> Result<Deferred<()>, GpuError> {
+        let op = "csr_to_dense";
+        self.check_matrix(a)?;
+        self.check(dense)?;
+        holds(dense, a.rows * a.cols, "dense", op)?;
+        apart(dense.id(), "dense", &parts(a), op)?;
+        let shared = self.shared.clone();
+        self.run(
+            op,
+            || {
+                let (so, si, sv, mut sd) = lock4(&a.offsets, &a.indices, &a.values, dense);
+                let m = host_matrix(a, (&so, &si, &sv))?;
+                cpu::densify(&m, write(&mut sd)?);
+                Ok(Deferred::Now(()))
+            },
+            |c| c.densify(&shared, a, dense),
+        )
+    }
+
+    /// Checks a dense matrix of `rows × cols` and the shape's 32-bit limits.
+    fn check_dense<T: SparseFloat>(
+        &self,
+        dense: &GpuRef<T>,
+        (rows, cols): (usize, usize),
+        op: &str,
+    ) -> Result<(), GpuError> {
+        self.check(dense)?;
+        for (v, what) in [(rows, "rows"), (cols, "cols")] {
+            if v == 0 || v > MAX_DIM {
+                return Err(GpuError::InvalidArgument(
+                    Invalid::new(format!("{op}: {what} = {v}; a sparse matrix has 1..={MAX_DIM} of them"))
+                        .arg(what)
+                        .mismatch(format_args!("1..={MAX_DIM}"), v),
+                ));
+            }
+        }
+        let need = rows
+            .checked_mul(cols)
+            .ok_or_else(|| GpuError::invalid(format!("{op}: {rows}×{cols} overflows")))?;
+        holds(dense, need, "dense", op)
+    }
+
+    fn count<T: SparseFloat>(
+        &mut self,
+        dense: &GpuRef<T>,
+        shape: (usize, usize),
+        offsets: &GpuRef<i32>,
+    ) -> Result<usize, GpuError> {
+        let op = "dense_to_csr";
+        self.check_dense(dense, shape, op)?;
+        self.check(offsets)?;
+        holds(offsets, shape.0 + 1, "offsets", op)?;
+        let nnz = self.run(
+            op,
+            || {
+                let (sd, mut so) = lock2(dense, offsets);
+                Ok(cpu::count(read(&sd)?, shape, write(&mut so)?))
+            },
+            |c| c.count(dense, shape, offsets),
+        )?;
+        if nnz > MAX_DIM {
+            return Err(GpuError::invalid(format!(
+                "{op}: {nnz} non-zeros exceed the 32-bit indices of a CSR matrix"
+            )));
+        }
+        Ok(nnz)
+    }
+
+    fn fill<T: SparseFloat>(&mut self, dense: &GpuRef<T>, a: &CsrMatrix<T>) -> Result<Deferred<()>, GpuError> {
+        let op = "dense_to_csr";
+        self.check_dense(dense, (a.rows, a.cols), op)?;
+        self.check_matrix(a)?;
+        holds(&a.offsets, a.rows + 1, "offsets", op)?;
+        holds(&a.indices, a.nnz, "indices", op)?;
+        holds(&a.values, a.nnz, "values", op)?;
+        for (out, name) in parts(a) {
+            apart(out, name, &[(dense.id(), "dense")], op)?;
+        }
+        let shared = self.shared.clone();
+        self.run(
+            op,
+            || {
+                let (sd, mut so, mut si, mut sv) = lock4(dense, &a.offsets, &a.indices, &a.values);
+                cpu::fill(
+                    read(&sd)?,
+                    (a.rows, a.cols),
+                    write(&mut so)?,
+                    (write(&mut si)?, write(&mut sv)?),
+                );
+                Ok(Deferred::Now(()))
+            },
+            |c| c.fill(&shared, dense, a),
+        )
+    }
+}
+
+/// A locked matrix's host slices.
+fn host_matrix<'a, T: DTypeBase>(
+    a: &CsrMatrix<T>,
+    (so, si, sv): (&'a Locked<'_, i32>, &'a Locked<'_, i32>, &'a Locked<'_, T>),
+) -> Result<CsrHost<'a, T>, GpuError> {
+    Ok(CsrHost {
+        rows: a.rows,
+        cols: a.cols,
+        offsets: read(so)?,
+        indices: read(si)?,
+        values: read(sv)?,
+    })
+}
+
+/// The sparse actor of a device. Written with `#[gpu_actor]`: one generic handler per
+/// routine, expanded to f32 and f64.
+pub struct SparseActor(pub(crate) Library<SparseCore>);
+
+#[gpu_actor(crate = crate, wire, device)]
+impl SparseActor {
+    /// Creates the cuSPARSE handle on the actor's own stream.
+    #[pre_start]
+    async fn start(&mut self, _ctx: &mut Context<Self>) -> Result<(), GpuError> {
+        self.0.start()
+    }
+
+    /// `y = alpha·op(A)·x + beta·y` for the sparse `a`, as `how` says
+    /// (`SparseOp::new().alpha(2.0).transposed()`): `x` holds op(A)'s columns, `y` its
+    /// rows. `y` must be a buffer other than `x` and the matrix's.
+    #[handler(dtypes(blas1), device(borrow(a)))]
+    fn spmv<T: SparseFloat>(
+        &mut self,
+        a: CsrMatrix<T>,
+        x: GpuRef<T>,
+        y: GpuRef<T>,
+        how: SparseOp<T>,
+    ) -> Result<Deferred<()>, GpuError> {
+        self.0.core()?.spmv((&a, &x, &y), how)
+    }
+
+    /// `C = alpha·op(A)·B + beta·C` for the sparse `a` and dense column-major `b`
+    /// (op(A)'s columns × `n`) and `c` (op(A)'s rows × `n`), as `how` says.
+    #[handler(dtypes(blas1), device(borrow(a)))]
+    fn spmm<T: SparseFloat>(
+        &mut self,
+        a: CsrMatrix<T>,
+        b: GpuRef<T>,
+        c: GpuRef<T>,
+        n: usize,
+        how: SparseOp<T>,
+    ) -> Result<Deferred<()>, GpuError> {
+        self.0.core()?.spmm((&a, &b, &c), n, how)
+    }
+
+    /// Writes `a` as a dense column-major `rows × cols` matrix into `dense`.
+    #[handler(dtypes(blas1), device(borrow(a)))]
+    fn csr_to_dense<T: SparseFloat>(&mut self, a: CsrMatrix<T>, dense: GpuRef<T>) -> Result<Deferred<()>, GpuError> {
+        self.0.core()?.densify(&a, &dense)
+    }
+
+    /// The first step of `Device::dense_to_csr`: the row offsets of the dense
+    /// column-major `rows × cols` matrix's non-zeros into `offsets` (`rows + 1`), and
+    /// their count (on a GPU this waits for the sparse actor's stream).
+    #[handler(dtypes(blas1))]
+    fn csr_count<T: SparseFloat>(
+        &mut self,
+        dense: GpuRef<T>,
+        rows: usize,
+        cols: usize,
+        offsets: GpuRef<i32>,
+    ) -> Result<usize, GpuError> {
+        self.0.core()?.count(&dense, (rows, cols), &offsets)
+    }
+
+    /// The second step: the whole conversion into `a`, whose buffers hold the count.
+    #[handler(dtypes(blas1))]
+    fn csr_fill<T: SparseFloat>(&mut self, dense: GpuRef<T>, a: CsrMatrix<T>) -> Result<Deferred<()>, GpuError> {
+        self.0.core()?.fill(&dense, &a)
+    }
+}

@@ -1,0 +1,224 @@
+//! Sparse matrices (CSR): SpMV and SpMM in both orientations, dense ↔ CSR, coordinates
+//! with duplicates, against float64 references on fresh random matrices; bad input as
+//! typed errors. The CPU device runs in CI (sprs); the GPU cases (cuSPARSE) on the H200.
+
+mod common;
+
+use atomr_accel_cuda::actor::ActorSystem;
+use atomr_accel_cuda::prelude::{SparseOp, SparseScalar};
+use atomr_accel_cuda::{Device, DeviceConfig, GpuError};
+use common::{gemm_ref, rand_vec, rel_err};
+
+/// A random `rows × cols` matrix as coordinates (about `density` of it stored, with
+/// some duplicates).
+fn random_coo(rows: usize, cols: usize, density: f64) -> (Vec<i32>, Vec<i32>, Vec<f64>) {
+    let n = ((rows * cols) as f64 * density).ceil() as usize;
+    let pick = rand_vec(3 * n);
+    let (mut ri, mut ci, mut v) = (vec![], vec![], vec![]);
+    for k in 0..n {
+        let r = (((pick[3 * k] + 1.0) / 2.0 * rows as f64) as usize).min(rows - 1);
+        let c = (((pick[3 * k + 1] + 1.0) / 2.0 * cols as f64) as usize).min(cols - 1);
+        let value = pick[3 * k + 2];
+        ri.push(r as i32);
+        ci.push(c as i32);
+        v.push(value);
+        if k % 7 == 0 {
+            // A duplicate of this element: summed.
+            ri.push(r as i32);
+            ci.push(c as i32);
+            v.push(0.5);
+        }
+    }
+    (ri, ci, v)
+}
+
+/// The dense column-major matrix of triplets of `T`, duplicates summed in float64 and
+/// rounded once to `T` (as `upload_coo` stores them), in float64.
+fn dense_of<T: SparseScalar>((rows, cols): (usize, usize), ri: &[i32], ci: &[i32], v: &[T]) -> Vec<f64> {
+    let mut dense = vec![0.0; rows * cols];
+    for ((&r, &c), x) in ri.iter().zip(ci).zip(v) {
+        dense[c as usize * rows + r as usize] += x.to_f64();
+    }
+    dense.iter().map(|&x| T::from_f64(x).to_f64()).collect()
+}
+
+/// The first index where `got` and `want` differ, if any.
+fn first_difference(got: &[f64], want: &[f64]) -> Option<(usize, f64, f64)> {
+    assert_eq!(got.len(), want.len());
+    got.iter()
+        .zip(want)
+        .enumerate()
+        .find(|(_, (g, w))| g != w)
+        .map(|(i, (g, w))| (i, *g, *w))
+}
+
+fn cast<T: SparseScalar>(v: &[f64]) -> Vec<T> {
+    v.iter().map(|&x| T::from_f64(x)).collect()
+}
+
+fn wide<T: SparseScalar>(v: &[T]) -> Vec<f64> {
+    v.iter().map(|x| x.to_f64()).collect()
+}
+
+/// Products and conversions of one element type against float64.
+async fn check_products<T: SparseScalar>(dev: &Device, tol: f64) {
+    let (rows, cols) = (173, 121);
+    let (ri, ci, v) = random_coo(rows, cols, 0.06);
+    let vt = cast::<T>(&v);
+    let a = dev.upload_coo((rows, cols), &ri, &ci, &vt).await.unwrap();
+    assert_eq!((a.rows(), a.cols()), (rows, cols));
+    let dense_t = dense_of((rows, cols), &ri, &ci, &vt);
+    let stored = dense_t.iter().filter(|&&x| x != 0.0).count();
+    assert_eq!(a.nnz(), stored);
+    for transpose in [false, true] {
+        let (inner, outer) = if transpose { (rows, cols) } else { (cols, rows) };
+        let (x, y0) = (rand_vec(inner), rand_vec(outer));
+        let (alpha, beta) = (1.25, -0.5);
+        let (gx, gy) = (
+            dev.upload(cast::<T>(&x)).await.unwrap(),
+            dev.upload(cast::<T>(&y0)).await.unwrap(),
+        );
+        let how = SparseOp {
+            alpha: T::from_f64(alpha),
+            beta: T::from_f64(beta),
+            transpose,
+        };
+        dev.spmv(&a, &gx, &gy, how).await.unwrap();
+        let (x_t, y_t) = (wide(&cast::<T>(&x)), wide(&cast::<T>(&y0)));
+        let mut want = y_t.clone();
+        gemm_ref(
+            transpose, false, outer, 1, inner, alpha, &dense_t, rows, &x_t, inner, beta, &mut want, outer,
+        );
+        let got = wide(&dev.download(&gy).await.unwrap());
+        let e = rel_err(&got, &want);
+        assert!(e < tol, "spmv (transpose {transpose}) {}: rel err {e}", T::NAME);
+        // SpMM over 5 columns.
+        let n = 5;
+        let (b, c0) = (rand_vec(inner * n), rand_vec(outer * n));
+        let (gb, gc) = (
+            dev.upload(cast::<T>(&b)).await.unwrap(),
+            dev.upload(cast::<T>(&c0)).await.unwrap(),
+        );
+        dev.spmm(&a, &gb, &gc, n, how).await.unwrap();
+        let (b_t, mut want) = (wide(&cast::<T>(&b)), wide(&cast::<T>(&c0)));
+        gemm_ref(
+            transpose, false, outer, n, inner, alpha, &dense_t, rows, &b_t, inner, beta, &mut want, outer,
+        );
+        let got = wide(&dev.download(&gc).await.unwrap());
+        let e = rel_err(&got, &want);
+        assert!(e < tol, "spmm (transpose {transpose}) {}: rel err {e}", T::NAME);
+    }
+    // To dense and back: exact.
+    let gd = dev.alloc::<T>(rows * cols).await.unwrap();
+    dev.csr_to_dense(&a, &gd).await.unwrap();
+    let back = dev.download(&gd).await.unwrap();
+    assert_eq!(first_difference(&wide(&back), &dense_t), None, "csr_to_dense");
+    let again = dev.dense_to_csr(&gd, rows, cols).await.unwrap();
+    assert!(
+        dev.download_csr(&again).await.unwrap() == dev.download_csr(&a).await.unwrap(),
+        "dense_to_csr of csr_to_dense is the matrix"
+    );
+    // An all-zero matrix has no stored elements: y = beta·y.
+    let zeros = dev.alloc::<T>(6 * 4).await.unwrap();
+    let z = dev.dense_to_csr(&zeros, 6, 4).await.unwrap();
+    assert_eq!(z.nnz(), 0);
+    let (gx, gy) = (
+        dev.upload(cast::<T>(&[1.0; 4])).await.unwrap(),
+        dev.upload(cast::<T>(&[2.0; 6])).await.unwrap(),
+    );
+    dev.spmv(&z, &gx, &gy, SparseOp::new().beta(T::from_f64(0.5)))
+        .await
+        .unwrap();
+    assert_eq!(wide(&dev.download(&gy).await.unwrap()), vec![1.0; 6]);
+}
+
+/// Each fault a typed error naming it; the device keeps serving.
+async fn check_bad_input(dev: &Device) {
+    let bad = |e: GpuError, arg: &str| match e {
+        GpuError::InvalidArgument(i) => assert_eq!(i.arg.as_deref(), Some(arg), "{i}"),
+        other => panic!("{arg}: {other:?}"),
+    };
+    // [[1, 0, 2], [0, 0, 3]]
+    let e = dev
+        .upload_csr(2, 3, &[0, 2], &[0, 2, 2], &[1.0f32, 2.0, 3.0])
+        .await
+        .unwrap_err();
+    bad(e, "row_offsets");
+    let e = dev
+        .upload_csr(2, 3, &[0, 2, 3], &[0, 3, 2], &[1.0f32, 2.0, 3.0])
+        .await
+        .unwrap_err();
+    bad(e, "col_indices");
+    let e = dev
+        .upload_csr(2, 3, &[0, 2, 3], &[2, 0, 2], &[1.0f32, 2.0, 3.0])
+        .await
+        .unwrap_err();
+    bad(e, "col_indices");
+    let e = dev
+        .upload_csr(2, 3, &[0, 2, 3], &[0, 2, 2], &[1.0f32, 2.0])
+        .await
+        .unwrap_err();
+    bad(e, "values");
+    let e = dev
+        .upload_coo((2, 3), &[0, 2], &[0, 1], &[1.0f32, 2.0])
+        .await
+        .unwrap_err();
+    assert!(matches!(e, GpuError::InvalidArgument(_)), "{e:?}");
+    let a = dev
+        .upload_csr(2, 3, &[0, 2, 3], &[0, 2, 2], &[1.0f32, 2.0, 3.0])
+        .await
+        .unwrap();
+    let (x, y) = (
+        dev.upload(vec![1.0f32; 3]).await.unwrap(),
+        dev.alloc::<f32>(2).await.unwrap(),
+    );
+    let e = dev.spmv(&a, &y, &x, SparseOp::new()).await.unwrap_err();
+    bad(e, "x"); // 2 elements where A has 3 columns
+    let e = dev.spmv(&a, &x, &x, SparseOp::new()).await.unwrap_err();
+    bad(e, "y");
+    let e = dev.spmv(&a, &x, a.values(), SparseOp::new()).await.unwrap_err();
+    bad(e, "y");
+    let e = dev.spmm(&a, &x, &y, 0, SparseOp::new()).await.unwrap_err();
+    bad(e, "n");
+    let e = dev.dense_to_csr(&x, 2, 2).await.unwrap_err();
+    bad(e, "dense");
+    // Still serving.
+    dev.spmv(&a, &x, &y, SparseOp::new()).await.unwrap();
+    assert_eq!(dev.download(&y).await.unwrap(), vec![3.0, 3.0]);
+}
+
+async fn all(config: DeviceConfig) {
+    let sys = ActorSystem::new("sparse");
+    let dev = Device::open(&sys, config).await.unwrap();
+    check_products::<f64>(&dev, 1e-12).await;
+    check_products::<f32>(&dev, 1e-5).await;
+    check_bad_input(&dev).await;
+    sys.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cpu_sparse_products_and_conversions_match_float64() {
+    all(DeviceConfig::cpu()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs a CUDA GPU"]
+async fn gpu_sparse_products_and_conversions_match_float64() {
+    all(DeviceConfig::cuda(0)).await;
+}
+
+#[tokio::test]
+async fn a_device_without_the_sparse_library_says_so() {
+    let sys = ActorSystem::new("sparse-off");
+    let mut config = DeviceConfig::cpu();
+    config.libraries.sparse = false;
+    let dev = Device::open(&sys, config).await.unwrap();
+    let a = dev.upload_csr(1, 1, &[0, 1], &[0], &[2.0f64]).await.unwrap();
+    let x = dev.upload(vec![1.0f64]).await.unwrap();
+    let y = dev.alloc::<f64>(1).await.unwrap();
+    let e = dev.spmv(&a, &x, &y, SparseOp::new()).await.unwrap_err();
+    assert!(
+        matches!(&e, GpuError::Unsupported(m) if m.contains("cuSPARSE")),
+        "{e:?}"
+    );
+}
