@@ -207,6 +207,23 @@ async fn gpu_sparse_products_and_conversions_match_float64() {
     all(DeviceConfig::cuda(0)).await;
 }
 
+/// An actor's own GPU has the sparse calls too (its handle, on its stream).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_actor_gpu_multiplies_too() {
+    let sys = ActorSystem::new("sparse-actor-gpu");
+    let dev = Device::open(&sys, DeviceConfig::cpu()).await.unwrap();
+    let gpu = dev.actor_gpu();
+    let a = dev
+        .upload_csr(2, 2, &[0, 1, 2], &[1, 0], &[3.0f32, -1.0])
+        .await
+        .unwrap();
+    let x = dev.upload(vec![2.0f32, 5.0]).await.unwrap();
+    let y = dev.alloc::<f32>(2).await.unwrap();
+    gpu.spmv(&a, &x, &y, SparseOp::new().transposed()).await.unwrap();
+    // Aᵀ = [[0, -1], [3, 0]]
+    assert_eq!(dev.download(&y).await.unwrap(), vec![-5.0, 6.0]);
+}
+
 #[tokio::test]
 async fn a_device_without_the_sparse_library_says_so() {
     let sys = ActorSystem::new("sparse-off");

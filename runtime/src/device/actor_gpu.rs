@@ -38,8 +38,9 @@ use crate::library::seed::LibrarySeed;
 use crate::library::shell::Library;
 use crate::library::solver::Eigh;
 use crate::library::solver::SolverActor;
+use crate::library::sparse::{CsrMatrix, SparseActor, SparseOp};
 
-use super::bounds::{Blas1Scalar, BlasScalar, FftScalar, RandomScalar, SolverScalar};
+use super::bounds::{Blas1Scalar, BlasScalar, FftScalar, RandomScalar, SolverScalar, SparseScalar};
 use crate::dtype::Complex;
 use crate::kernel::dsl::KernelCall;
 
@@ -81,6 +82,7 @@ pub(crate) struct Local {
     rng: Option<RngActor>,
     fft: Option<FftActor>,
     solver: Option<SolverActor>,
+    sparse: Option<SparseActor>,
     kernel: Option<KernelActor>,
 }
 
@@ -141,6 +143,7 @@ in_place! {
     rng: RngActor, Rng, |l| l.rng, "RNG";
     fft: FftActor, Fft, |l| l.fft, "FFT";
     solver: SolverActor, Solver, |l| l.solver, "the solver";
+    sparse: SparseActor, Sparse, |l| l.sparse, "cuSPARSE";
     kernel: KernelActor, Kernel, |_| true, "the kernel launcher";
 }
 
@@ -148,6 +151,7 @@ crate::library::blas::blas_actor_actor_gpu_surface!(via = blas; float = BlasScal
 crate::library::rng::rng_actor_actor_gpu_surface!(via = rng; blas1 = RandomScalar);
 crate::library::fft::fft_actor_actor_gpu_surface!(via = fft; blas1 = FftScalar);
 crate::library::solver::solver_actor_actor_gpu_surface!(via = solver; blas1 = SolverScalar);
+crate::library::sparse::sparse_actor_actor_gpu_surface!(via = sparse; blas1 = SparseScalar);
 crate::library::kernels::kernel_actor_actor_gpu_surface!(via = kernel);
 
 /// An `ActorGpu` without its device: its number and its in-place library actors. The
@@ -231,6 +235,7 @@ impl Local {
             rng: None,
             fft: None,
             solver: None,
+            sparse: None,
             kernel: None,
         }
     }

@@ -158,7 +158,8 @@ inner_actors! {
     Event(EventActorMsg, EventActorRef) at event, required, wire(6);
     /// For the graph actor.
     Graph(GraphActorMsg, GraphActorRef) at graph, required, wire(7);
-    /// For the sparse actor (one: a conversion's two steps meet the same handle).
+    /// For the sparse actor (one, as the RNG's: on a GPU most calls run in place on the
+    /// device's slots; the actor serves the rest).
     Sparse(SparseActorMsg, SparseActorRef) at sparse, optional("cuSPARSE"), wire(9);
 }
 
