@@ -19,6 +19,7 @@ on_both! {
     eigh_gives_ascending_eigenpairs => eigh;
     eigh_reads_either_triangle_and_values_only_and_svd_values => options;
     batched_factorizations_factor_every_matrix_and_name_a_failure => batched;
+    batched_solves_solve_every_system => batched_solves;
     numerical_failures_are_typed_errors => numerical;
     calls_in_flight_report_their_own_info => info_in_flight;
     bad_input_is_a_typed_error => bad_input;
@@ -443,6 +444,87 @@ async fn batched(config: DeviceConfig) {
     let d = Device::open(&sys, config).await.unwrap();
     batched_typed::<f32>(&d).await;
     batched_typed::<f64>(&d).await;
+    sys.shutdown().await;
+}
+
+/// `lu_solve_batched` and `cholesky_solve_batched` over many small systems: every
+/// system's residual is small (A·X = B in float64 from the factored matrices as T);
+/// pivots of no batched LU, short buffers and B aliasing the factors are typed errors.
+async fn batched_solves_typed<T: SolverScalar>(d: &Device) {
+    let (n, nrhs, count) = (10, 3, 50);
+    let mats: Vec<f64> = random(n * n, count);
+    let rhs: Vec<f64> = random(n * nrhs, count);
+    let lu = d.upload(to::<T>(&mats)).await.unwrap();
+    let piv = d.alloc::<i32>(n * count).await.unwrap();
+    d.lu_factor_batched(&lu, &piv, n, count).await.unwrap();
+    let b = d.upload(to::<T>(&rhs)).await.unwrap();
+    d.lu_solve_batched(&lu, &piv, &b, n, nrhs, count).await.unwrap();
+    let x = back(d, &b).await;
+    let (mats_t, rhs_t) = (
+        to::<T>(&mats).iter().map(|v| v.to_f64()).collect::<Vec<_>>(),
+        to::<T>(&rhs).iter().map(|v| v.to_f64()).collect::<Vec<_>>(),
+    );
+    for k in 0..count {
+        let (ak, xk, bk) = (
+            &mats_t[k * n * n..(k + 1) * n * n],
+            &x[k * n * nrhs..(k + 1) * n * nrhs],
+            &rhs_t[k * n * nrhs..(k + 1) * n * nrhs],
+        );
+        let e = rel_err(&mul(ak, xk, n, n, nrhs, false), bk);
+        assert!(
+            e < tol::<T>() * 50.0,
+            "{} lu_solve_batched system {k}: A·X vs B {e:e}",
+            T::NAME
+        );
+    }
+    let spds: Vec<Vec<f64>> = (0..count).map(|_| spd(n)).collect();
+    let l = d.upload(to::<T>(&spds.concat())).await.unwrap();
+    d.cholesky_batched(&l, n, count).await.unwrap();
+    let one = random(n, count);
+    let b1 = d.upload(to::<T>(&one)).await.unwrap();
+    d.cholesky_solve_batched(&l, &b1, n, count).await.unwrap();
+    let x1 = back(d, &b1).await;
+    let one_t: Vec<f64> = to::<T>(&one).iter().map(|v| v.to_f64()).collect();
+    for (k, a) in spds.iter().enumerate() {
+        let at: Vec<f64> = to::<T>(a).iter().map(|v| v.to_f64()).collect();
+        let e = rel_err(
+            &mul(&at, &x1[k * n..(k + 1) * n], n, n, 1, false),
+            &one_t[k * n..(k + 1) * n],
+        );
+        assert!(
+            e < tol::<T>() * 50.0,
+            "{} cholesky_solve_batched system {k}: A·x vs b {e:e}",
+            T::NAME
+        );
+    }
+    let inv =
+        |r: Result<(), GpuError>, what: &str| assert!(matches!(r, Err(GpuError::InvalidArgument(_))), "{what}: {r:?}");
+    let fresh = d.upload(vec![1i32; n * count]).await.unwrap();
+    let fresh_lu = d.upload(to::<T>(&mats)).await.unwrap();
+    if d.config().backend == atomr_accel_cuda::device::BackendChoice::Cuda {
+        // cuBLAS trusts pivots: ones that no batched LU of this device wrote are refused.
+        inv(
+            d.lu_solve_batched(&fresh_lu, &fresh, &b, n, nrhs, count).await,
+            "pivots of no LU",
+        );
+    }
+    let zero = d.alloc::<i32>(n * count).await.unwrap();
+    let bad_piv = d.lu_solve_batched(&fresh_lu, &zero, &b, n, nrhs, count).await;
+    inv(bad_piv, "pivots out of range");
+    let short = d.alloc::<T>(n * nrhs * count - 1).await.unwrap();
+    inv(
+        d.lu_solve_batched(&lu, &piv, &short, n, nrhs, count).await,
+        "B too short",
+    );
+    inv(d.cholesky_solve_batched(&l, &l, n, count).await, "B is L");
+    inv(d.cholesky_solve_batched(&l, &b1, n, 0).await, "count 0");
+}
+
+async fn batched_solves(config: DeviceConfig) {
+    let sys = ActorSystem::new("solver-batched-solves");
+    let d = Device::open(&sys, config).await.unwrap();
+    batched_solves_typed::<f32>(&d).await;
+    batched_solves_typed::<f64>(&d).await;
     sys.shutdown().await;
 }
 

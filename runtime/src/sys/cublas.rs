@@ -66,10 +66,23 @@ pub trait CublasBatchedLu: cudarc::driver::DeviceRepr + Sized {
         pivots: &mut impl cudarc::driver::DevicePtrMut<i32>,
         info: &mut impl cudarc::driver::DevicePtrMut<i32>,
     ) -> Result<cudarc::driver::CudaSlice<u64>, GpuError>;
+
+    /// Solves `A_i·X_i = B_i` for `count` LU factorizations (n×n, one after another in
+    /// `lu`, with `getrf_batched`'s pivots) and right-hand sides (n×nrhs each, one after
+    /// another in `b`, replaced by the solutions). Returns the device arrays of matrix
+    /// pointers the routine reads, to keep until the stream has run it.
+    fn getrs_batched(
+        blas: &cudarc::cublas::CudaBlas,
+        stream: &std::sync::Arc<CudaStream>,
+        n_nrhs_count: (usize, usize, usize),
+        lu: &impl cudarc::driver::DevicePtr<Self>,
+        pivots: &impl cudarc::driver::DevicePtr<i32>,
+        b: &mut impl cudarc::driver::DevicePtrMut<Self>,
+    ) -> Result<(cudarc::driver::CudaSlice<u64>, cudarc::driver::CudaSlice<u64>), GpuError>;
 }
 
 macro_rules! cublas_batched_lu {
-    ($($t:ty => $f:ident),*) => {$(
+    ($($t:ty => $f:ident $rs:ident),*) => {$(
         impl CublasBatchedLu for $t {
             fn getrf_batched(
                 blas: &cudarc::cublas::CudaBlas,
@@ -102,11 +115,62 @@ macro_rules! cublas_batched_lu {
                 }
                 Ok(ptrs)
             }
+
+            fn getrs_batched(
+                blas: &cudarc::cublas::CudaBlas,
+                stream: &std::sync::Arc<CudaStream>,
+                (n, nrhs, count): (usize, usize, usize),
+                lu: &impl cudarc::driver::DevicePtr<$t>,
+                pivots: &impl cudarc::driver::DevicePtr<i32>,
+                b: &mut impl cudarc::driver::DevicePtrMut<$t>,
+            ) -> Result<(cudarc::driver::CudaSlice<u64>, cudarc::driver::CudaSlice<u64>), GpuError> {
+                assert!(
+                    lu.len() >= n * n * count && pivots.len() >= n * count && b.len() >= n * nrhs * count,
+                    "batched solve lengths are checked by the caller"
+                );
+                let int = |v: usize| i32::try_from(v).map_err(|_| GpuError::invalid(format!("{v} exceeds cuBLAS's 32-bit sizes")));
+                let (ni, ri, ci) = (int(n)?, int(nrhs)?, int(count)?);
+                let size = std::mem::size_of::<$t>() as u64;
+                let (pa, _ga) = lu.device_ptr(stream);
+                let (pp, _gp) = pivots.device_ptr(stream);
+                let (pb, _gb) = b.device_ptr_mut(stream);
+                let las = super::cusolver::matrix_pointers(stream, pa, n as u64 * n as u64 * size, count)?;
+                let bs = super::cusolver::matrix_pointers(stream, pb, n as u64 * nrhs as u64 * size, count)?;
+                let mut info: i32 = 0;
+                {
+                    let ((pl, _g1), (pbs, _g2)) = (las.device_ptr(stream), bs.device_ptr(stream));
+                    // SAFETY: `las` holds `count` pointers to the n×n factors inside LU,
+                    // `bs` count pointers to the n×nrhs blocks inside B (asserted to hold
+                    // them all); lda = ldb = n; the pivots count·n ints (`getrf_batched`'s,
+                    // 1-based, in range: the caller checks they are); `info` a host int;
+                    // all on `stream`, ordered by the guards.
+                    unsafe {
+                        cudarc::cublas::sys::$rs(
+                            *blas.handle(),
+                            cudarc::cublas::sys::cublasOperation_t::CUBLAS_OP_N,
+                            ni,
+                            ri,
+                            pl as *const *const $t,
+                            ni,
+                            pp as *const i32,
+                            pbs as *const *mut $t,
+                            ni,
+                            &mut info,
+                            ci,
+                        )
+                    }
+                    .result()?;
+                }
+                if info != 0 {
+                    return Err(GpuError::Internal(format!("getrsBatched refused parameter {}", -info)));
+                }
+                Ok((las, bs))
+            }
         }
     )*};
 }
 
-cublas_batched_lu!(f32 => cublasSgetrfBatched, f64 => cublasDgetrfBatched);
+cublas_batched_lu!(f32 => cublasSgetrfBatched cublasSgetrsBatched, f64 => cublasDgetrfBatched cublasDgetrsBatched);
 
 /// A vector of a level-1 call as cuBLAS reads it: `n` elements, `inc` apart, from the
 /// start of `data`.

@@ -40,6 +40,8 @@ pub struct LapackFns<T> {
     potrf: unsafe fn(H, Fill, c_int, *mut T, c_int, *mut T, c_int, *mut c_int) -> Status,
     potrs: unsafe fn(H, Fill, c_int, c_int, *const T, c_int, *mut T, c_int, *mut c_int) -> Status,
     potrf_batched: unsafe fn(H, Fill, c_int, *mut *mut T, c_int, *mut c_int, c_int) -> Status,
+    potrs_batched:
+        unsafe fn(H, Fill, c_int, c_int, *mut *mut T, c_int, *mut *mut T, c_int, *mut c_int, c_int) -> Status,
     gesvdj_batched_bs: unsafe fn(
         H,
         Eig,
@@ -110,6 +112,7 @@ pub trait CusolverFloat: DeviceRepr + ValidAsZeroBits + Copy + Sized + 'static {
 
 macro_rules! cusolver_float {
     ($($t:ty: $getrf_bs:ident $getrf:ident $getrs:ident $potrf_bs:ident $potrf:ident $potrs:ident $potrf_batched:ident
+        $potrs_batched:ident
         $gesvdj_batched_bs:ident $gesvdj_batched:ident
         $geqrf_bs:ident $geqrf:ident $orgqr_bs:ident $orgqr:ident $gesvd_bs:ident $gesvd:ident
         $syevd_bs:ident $syevd:ident;)*) => {$(
@@ -122,6 +125,7 @@ macro_rules! cusolver_float {
                 potrf: sys::$potrf,
                 potrs: sys::$potrs,
                 potrf_batched: sys::$potrf_batched,
+                potrs_batched: sys::$potrs_batched,
                 gesvdj_batched_bs: sys::$gesvdj_batched_bs,
                 gesvdj_batched: sys::$gesvdj_batched,
                 geqrf_bs: sys::$geqrf_bs,
@@ -139,12 +143,14 @@ macro_rules! cusolver_float {
 
 cusolver_float! {
     f32: cusolverDnSgetrf_bufferSize cusolverDnSgetrf cusolverDnSgetrs cusolverDnSpotrf_bufferSize
-        cusolverDnSpotrf cusolverDnSpotrs cusolverDnSpotrfBatched cusolverDnSgesvdjBatched_bufferSize
+        cusolverDnSpotrf cusolverDnSpotrs cusolverDnSpotrfBatched cusolverDnSpotrsBatched
+        cusolverDnSgesvdjBatched_bufferSize
         cusolverDnSgesvdjBatched cusolverDnSgeqrf_bufferSize cusolverDnSgeqrf
         cusolverDnSorgqr_bufferSize cusolverDnSorgqr cusolverDnSgesvd_bufferSize cusolverDnSgesvd
         cusolverDnSsyevd_bufferSize cusolverDnSsyevd;
     f64: cusolverDnDgetrf_bufferSize cusolverDnDgetrf cusolverDnDgetrs cusolverDnDpotrf_bufferSize
-        cusolverDnDpotrf cusolverDnDpotrs cusolverDnDpotrfBatched cusolverDnDgesvdjBatched_bufferSize
+        cusolverDnDpotrf cusolverDnDpotrs cusolverDnDpotrfBatched cusolverDnDpotrsBatched
+        cusolverDnDgesvdjBatched_bufferSize
         cusolverDnDgesvdjBatched cusolverDnDgeqrf_bufferSize cusolverDnDgeqrf
         cusolverDnDorgqr_bufferSize cusolverDnDorgqr cusolverDnDgesvd_bufferSize cusolverDnDgesvd
         cusolverDnDsyevd_bufferSize cusolverDnDsyevd;
@@ -444,6 +450,53 @@ impl Dense {
             })?;
         }
         Ok(ptrs)
+    }
+
+    /// Solves `A_i·x_i = b_i` for `count` Cholesky factors L (n×n, lower, one after
+    /// another in `l`) and right-hand sides (n each, one after another in `b`, replaced
+    /// by the solutions) — `potrsBatched`, which takes one right-hand side per matrix.
+    /// Returns the two device arrays of pointers the routine reads, to keep until the
+    /// stream has run it; `info` (one int) reports a bad parameter only.
+    pub(crate) fn potrs_batched<T: CusolverFloat>(
+        &self,
+        (n, count): (usize, usize),
+        l: &impl DevicePtr<T>,
+        b: &mut impl DevicePtrMut<T>,
+        info: &mut impl DevicePtrMut<i32>,
+    ) -> Result<(CudaSlice<u64>, CudaSlice<u64>), GpuError> {
+        fits(l, n * n * count, "L")?;
+        fits(b, n * count, "B")?;
+        fits(info, 1, "info")?;
+        let (ni, ci) = (int(n, "n")?, int(count, "count")?);
+        let s = &self.stream;
+        let (pl, _gl) = l.device_ptr(s);
+        let (pb, _gb) = b.device_ptr_mut(s);
+        let (pi, _gi) = info.device_ptr_mut(s);
+        let size = std::mem::size_of::<T>() as u64;
+        let ls = matrix_pointers(s, pl, n as u64 * n as u64 * size, count)?;
+        let bs = matrix_pointers(s, pb, n as u64 * size, count)?;
+        {
+            let ((pls, _g1), (pbs, _g2)) = (ls.device_ptr(s), bs.device_ptr(s));
+            // SAFETY: `ls` holds `count` pointers to the n×n factors inside L, `bs` count
+            // pointers to the n-vectors inside B (both checked to hold them all); lda =
+            // ldb = n, one right-hand side; `info` one int; all on this handle's stream,
+            // ordered by the guards. The routine reads L and writes B.
+            check(unsafe {
+                (T::FNS.potrs_batched)(
+                    self.handle.cu(),
+                    Fill::CUBLAS_FILL_MODE_LOWER,
+                    ni,
+                    1,
+                    pls as *mut *mut T,
+                    ni,
+                    pbs as *mut *mut T,
+                    ni,
+                    pi as *mut c_int,
+                    ci,
+                )
+            })?;
+        }
+        Ok((ls, bs))
     }
 
     /// The SVD of `count` n×n matrices one after another in `a` (destroyed), n ≤ 32, by

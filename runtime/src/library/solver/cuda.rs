@@ -251,6 +251,60 @@ impl CudaSolver {
         Ok(self.finish(shared, Op::LuSolve, slot))
     }
 
+    /// Solves `count` systems from `lu_factor_batched`'s factors and pivots at once
+    /// (cuBLAS `getrsBatched`); every matrix's pivots must be a batched (or single)
+    /// factorization's of order n on this device, as for `lu_solve`.
+    pub(super) fn lu_solve_batched<T: SolverFloat>(
+        &self,
+        shared: &Arc<DeviceShared>,
+        (lu, pivots, b): (&GpuRef<T>, &GpuRef<i32>, &GpuRef<T>),
+        (n, nrhs, count): (usize, usize, usize),
+    ) -> Result<Deferred<()>, GpuError> {
+        let factored = self.factored.borrow();
+        if let Some(k) = (0..count).find(|k| factored.get(&(pivots.id(), pivots.offset() + k * n)) != Some(&n)) {
+            return Err(GpuError::invalid(format!(
+                "lu_solve_batched: the pivots of matrix {k} (buffer #{}) are no order-{n} lu_factor's on this device; \
+                 pass lu_factor_batched's pivots",
+                pivots.id()
+            )));
+        }
+        drop(factored);
+        let blas = match self.blas.get() {
+            Some(b) => b,
+            None => {
+                let b = cudarc::cublas::CudaBlas::new(self.stream.clone())?;
+                self.blas.get_or_init(|| b)
+            }
+        };
+        let info = self.stream.alloc_zeros::<i32>(1)?;
+        let (mut sl, mut sp, mut sb) = lock3(lu, pivots, b);
+        let keep = T::getrs_batched(
+            blas,
+            &self.stream,
+            (n, nrhs, count),
+            &cuda(&mut sl)?,
+            &cuda(&mut sp)?,
+            &mut cuda(&mut sb)?,
+        )?;
+        Ok(self.finish_batched(shared, Op::LuSolveBatched, info, keep))
+    }
+
+    /// Solves `count` systems from `cholesky_batched`'s factors at once, one right-hand
+    /// side each (`potrsBatched`).
+    pub(super) fn cholesky_solve_batched<T: SolverFloat>(
+        &self,
+        shared: &Arc<DeviceShared>,
+        (l, b): (&GpuRef<T>, &GpuRef<T>),
+        (n, count): (usize, usize),
+    ) -> Result<Deferred<()>, GpuError> {
+        let mut info = self.stream.alloc_zeros::<i32>(1)?;
+        let (mut sl, mut sb) = lock2(l, b);
+        let keep = self
+            .dense
+            .potrs_batched((n, count), &cuda(&mut sl)?, &mut cuda(&mut sb)?, &mut info)?;
+        Ok(self.finish_batched(shared, Op::CholeskySolveBatched, info, keep))
+    }
+
     pub(super) fn cholesky<T: SolverFloat>(
         &self,
         shared: &Arc<DeviceShared>,

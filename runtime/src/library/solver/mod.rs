@@ -103,9 +103,11 @@ pub(crate) enum Op {
     LuFactor,
     LuFactorBatched,
     LuSolve,
+    LuSolveBatched,
     Cholesky,
     CholeskyBatched,
     CholeskySolve,
+    CholeskySolveBatched,
     Qr,
     Svd,
     SvdValues,
@@ -120,6 +122,8 @@ impl Op {
             Op::LuFactorBatched => "lu_factor_batched",
             Op::CholeskyBatched => "cholesky_batched",
             Op::LuSolve => "lu_solve",
+            Op::LuSolveBatched => "lu_solve_batched",
+            Op::CholeskySolveBatched => "cholesky_solve_batched",
             Op::Cholesky => "cholesky",
             Op::CholeskySolve => "cholesky_solve",
             Op::Qr => "qr",
@@ -136,7 +140,7 @@ impl Op {
             Op::LuFactor | Op::LuFactorBatched => Some(NumericalIssue::Singular),
             Op::Cholesky | Op::CholeskyBatched => Some(NumericalIssue::NotPositiveDefinite),
             Op::Svd | Op::SvdValues | Op::SvdBatched | Op::Eigh => Some(NumericalIssue::NoConvergence),
-            Op::LuSolve | Op::CholeskySolve | Op::Qr => None,
+            Op::LuSolve | Op::LuSolveBatched | Op::CholeskySolve | Op::CholeskySolveBatched | Op::Qr => None,
         }
     }
 }
@@ -274,6 +278,14 @@ impl Core for SolverCore {
             generation: seed.generation,
             engine,
         })
+    }
+}
+
+/// The CPU memory of a locked handle (its window), read-only.
+fn read<'a, T>(s: &'a Locked<'_, T>) -> Result<&'a [T], GpuError> {
+    match s.region() {
+        Region::Cpu(v) => Ok(v),
+        Region::Cuda(_) => Err(invalid("a buffer of another backend".into())),
     }
 }
 
@@ -494,6 +506,81 @@ impl SolverCore {
                 first_failure(op, &infos).map(Deferred::Now)
             },
             |c| c.lu_factor_batched(&self.shared, a, pivots, (n, count)),
+        )
+    }
+
+    fn lu_solve_batched<T: SolverFloat>(
+        &self,
+        (lu, pivots, b): (&GpuRef<T>, &GpuRef<i32>, &GpuRef<T>),
+        (n, nrhs, count): (usize, usize, usize),
+    ) -> Result<Deferred<()>, GpuError> {
+        let op = Op::LuSolveBatched;
+        for r in [lu, b] {
+            self.check(r)?;
+        }
+        self.check(pivots)?;
+        positive(n, "n", op)?;
+        positive(nrhs, "nrhs", op)?;
+        positive(count, "count", op)?;
+        holds(lu, n * n, count, "the LU factors", op)?;
+        holds(pivots, n, count, "the pivots", op)?;
+        holds(b, n * nrhs, count, "B", op)?;
+        distinct(&[(lu, "the LU factors"), (b, "B")], op)?;
+        self.run(
+            op,
+            || {
+                let (sl, sp, mut sb) = lock3(lu, pivots, b);
+                let (hl, hp, hb) = (read(&sl)?, read(&sp)?, host(&mut sb)?);
+                if let Some((k, p)) = hp[..n * count]
+                    .iter()
+                    .enumerate()
+                    .find(|(_, &p)| p < 1 || p as usize > n)
+                {
+                    return Err(invalid(format!(
+                        "lu_solve_batched: pivot {k} is {p}, outside 1..={n}: pass lu_factor_batched's pivots"
+                    )));
+                }
+                for k in 0..count {
+                    cpu::lu_solve(
+                        &hl[k * n * n..(k + 1) * n * n],
+                        &hp[k * n..(k + 1) * n],
+                        &mut hb[k * n * nrhs..(k + 1) * n * nrhs],
+                        n,
+                        nrhs,
+                    );
+                }
+                Ok(Deferred::Now(()))
+            },
+            |c| c.lu_solve_batched(&self.shared, (lu, pivots, b), (n, nrhs, count)),
+        )
+    }
+
+    fn cholesky_solve_batched<T: SolverFloat>(
+        &self,
+        l: &GpuRef<T>,
+        b: &GpuRef<T>,
+        (n, count): (usize, usize),
+    ) -> Result<Deferred<()>, GpuError> {
+        let op = Op::CholeskySolveBatched;
+        for r in [l, b] {
+            self.check(r)?;
+        }
+        positive(n, "n", op)?;
+        positive(count, "count", op)?;
+        holds(l, n * n, count, "L", op)?;
+        holds(b, n, count, "B", op)?;
+        distinct(&[(l, "L"), (b, "B")], op)?;
+        self.run(
+            op,
+            || {
+                let (sl, mut sb) = lock2(l, b);
+                let (hl, hb) = (read(&sl)?, host(&mut sb)?);
+                for k in 0..count {
+                    cpu::cholesky_solve(&hl[k * n * n..(k + 1) * n * n], &mut hb[k * n..(k + 1) * n], n, 1);
+                }
+                Ok(Deferred::Now(()))
+            },
+            |c| c.cholesky_solve_batched(&self.shared, (l, b), (n, count)),
         )
     }
 
@@ -747,6 +834,39 @@ impl SolverActor {
         count: usize,
     ) -> Result<Deferred<()>, GpuError> {
         self.0.core()?.svd_batched((&a, &s, None), (n, count))
+    }
+
+    /// Solves `count` systems `A_i·X_i = B_i` at once from `lu_factor_batched`'s factors
+    /// (`lu`: count n×n matrices one after another) and pivots (count·n); `b` holds the
+    /// count n×nrhs right-hand sides one after another and becomes the solutions (cuBLAS
+    /// `getrsBatched`). Pivots that are not a batched LU's of order n on this device are
+    /// an `InvalidArgument` (cuBLAS trusts them).
+    #[handler(dtypes(blas1), device)]
+    fn lu_solve_batched<T: SolverFloat>(
+        &mut self,
+        lu: GpuRef<T>,
+        pivots: GpuRef<i32>,
+        b: GpuRef<T>,
+        n: usize,
+        nrhs: usize,
+        count: usize,
+    ) -> Result<Deferred<()>, GpuError> {
+        self.0.core()?.lu_solve_batched((&lu, &pivots, &b), (n, nrhs, count))
+    }
+
+    /// Solves `count` systems `A_i·x_i = b_i` at once from `cholesky_batched`'s factors
+    /// (`l`: count n×n lower factors one after another); `b` holds one n-vector per
+    /// system, one after another, and becomes the solutions (`potrsBatched`, which takes
+    /// one right-hand side per matrix: for several, solve per column or per matrix).
+    #[handler(dtypes(blas1), device)]
+    fn cholesky_solve_batched<T: SolverFloat>(
+        &mut self,
+        l: GpuRef<T>,
+        b: GpuRef<T>,
+        n: usize,
+        count: usize,
+    ) -> Result<Deferred<()>, GpuError> {
+        self.0.core()?.cholesky_solve_batched(&l, &b, (n, count))
     }
 
     /// Solves `A·X = B` from `cholesky`'s L; `b` (n×nrhs) becomes X.
