@@ -93,8 +93,19 @@ pub(crate) struct Exchange {
 #[derive(Default)]
 struct Meetings {
     open: HashMap<Key, Meeting>,
-    /// Why the world is over (a rank's process left it): every meeting fails with it.
-    over: Option<GpuError>,
+    /// Ranks whose process left the world, and how: every meeting that needs them fails.
+    gone: HashMap<usize, GpuError>,
+}
+
+impl Kind {
+    /// The party rank `rank` is at a meeting of this kind with `parties` parties, if it
+    /// takes part (a send/recv has two: the sender and the receiver).
+    fn party_of(&self, rank: usize, parties: usize) -> Option<usize> {
+        match *self {
+            Kind::SendRecv { from, to } => [from, to].iter().position(|&r| r == rank),
+            _ => (rank < parties).then_some(rank),
+        }
+    }
 }
 
 impl Exchange {
@@ -104,14 +115,30 @@ impl Exchange {
         }
     }
 
-    /// The world is over: every meeting in progress, and every later arrival, fails
-    /// with `e`.
-    pub(crate) fn fail_all(&self, e: GpuError) {
+    /// Rank `rank`'s process left the world (`e` says how): every meeting that still
+    /// waits for it fails with `e`, and so does every later one that would; meetings
+    /// among the other ranks go on — a rank that finished its part and exited ends no
+    /// one else's work (its meetings were all complete: each answers only when every
+    /// party has come).
+    pub(crate) fn rank_left(&self, rank: usize, e: GpuError) {
         let mut all = self.meetings.lock().unwrap_or_else(|p| p.into_inner());
-        all.over.get_or_insert(e.clone());
-        for (_, mut m) in all.open.drain() {
-            m.failed.get_or_insert(e.clone());
-            answer_all(&mut m, &e);
+        all.gone.insert(rank, e.clone());
+        let waiting: Vec<Key> = all
+            .open
+            .iter()
+            .filter(|(_, m)| {
+                m.call
+                    .kind
+                    .party_of(rank, m.waiting.len())
+                    .is_some_and(|p| m.waiting[p].is_none())
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        for key in waiting {
+            if let Some(mut m) = all.open.remove(&key) {
+                m.failed.get_or_insert(e.clone());
+                answer_all(&mut m, &e);
+            }
         }
     }
 
@@ -128,7 +155,12 @@ impl Exchange {
     ) -> Answer {
         let (tx, rx) = oneshot::channel();
         let mut all = self.meetings.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(e) = &all.over {
+        let gone = all
+            .gone
+            .iter()
+            .find(|(&r, _)| call.kind.party_of(r, parties).is_some_and(|p| p != party))
+            .map(|(_, e)| e);
+        if let Some(e) = gone {
             let _ = tx.send(Err(e.clone()));
             return rx;
         }
@@ -283,7 +315,7 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_computation_or_a_world_over_fails_every_party() {
+    fn a_failed_computation_or_a_rank_gone_fails_every_party() {
         let x = Exchange::new();
         let k = Key::Collective(0);
         let broken: Compute = Box::new(|_, _| Err(GpuError::Internal("broken".into())));
@@ -297,7 +329,7 @@ mod tests {
         }
         let k = Key::Collective(1);
         let mut a = x.meet(k, 0, 2, call(1), Ok(Box::new(1.0f64)), sum());
-        x.fail_all(GpuError::DeviceLost("rank 1 left".into()));
+        x.rank_left(1, GpuError::DeviceLost("rank 1 left".into()));
         assert!(
             matches!(got(&mut a).unwrap(), Err(GpuError::DeviceLost(_))),
             "in progress"
@@ -308,6 +340,35 @@ mod tests {
             "later, at once"
         );
         assert_eq!(x.pending(), 0);
+    }
+
+    #[test]
+    fn a_rank_that_left_fails_only_the_meetings_that_need_it() {
+        let x = Exchange::new();
+        let p2p = |from, to| Call {
+            kind: Kind::SendRecv { from, to },
+            dtype: "f64".into(),
+            len: 1,
+        };
+        // Rank 0 waits for rank 2 (a send 2 → 0) and for rank 1 (1 → 0).
+        let k20 = Key::PointToPoint { from: 2, to: 0, n: 0 };
+        let k10 = Key::PointToPoint { from: 1, to: 0, n: 0 };
+        let mut a = x.meet(k20, 1, 2, p2p(2, 0), Ok(Box::new(0.0f64)), sum());
+        let mut b = x.meet(k10, 1, 2, p2p(1, 0), Ok(Box::new(0.0f64)), sum());
+        x.rank_left(1, GpuError::DeviceLost("rank 1 left".into()));
+        assert!(
+            matches!(got(&mut b).unwrap(), Err(GpuError::DeviceLost(_))),
+            "needs rank 1"
+        );
+        assert!(got(&mut a).is_none(), "rank 2's send still comes");
+        let mut c = x.meet(k20, 0, 2, p2p(2, 0), Ok(Box::new(5.0f64)), sum());
+        assert!(got(&mut a).unwrap().is_ok() && got(&mut c).unwrap().is_ok());
+        // Later meetings that need rank 1 fail at once; others go on.
+        let mut d = x.meet(Key::Collective(9), 0, 3, call(1), Ok(Box::new(1.0f64)), sum());
+        assert!(matches!(got(&mut d).unwrap(), Err(GpuError::DeviceLost(_))));
+        let k02 = Key::PointToPoint { from: 0, to: 2, n: 0 };
+        let mut e = x.meet(k02, 0, 2, p2p(0, 2), Ok(Box::new(1.0f64)), sum());
+        assert!(got(&mut e).is_none(), "0 → 2 waits for rank 2");
     }
 
     #[test]

@@ -310,9 +310,9 @@ pub(crate) fn serve(exchange: Arc<Exchange>, rank: usize, nccl: bool, stream: Tc
                 Err(e) => break e,
             }
         };
-        exchange.fail_all(GpuError::DeviceLost(format!(
-            "rank {rank}'s process left the world: {}",
-            why.as_cause()
-        )));
+        exchange.rank_left(
+            rank,
+            GpuError::DeviceLost(format!("rank {rank}'s process left the world: {}", why.as_cause())),
+        );
     });
 }
