@@ -167,8 +167,10 @@ pub(crate) struct Sparse {
     handle: cusparseHandle_t,
     stream: Arc<CudaStream>,
     /// Grown on demand; dropped (freed on the stream, after every routine enqueued
-    /// before) when a larger one replaces it.
-    work: Option<CudaSlice<u8>>,
+    /// before) when a larger one replaces it. Its address is taken once, when made: it
+    /// is only ever used on this stream, in order, so cudarc's per-use events would
+    /// order nothing.
+    work: Option<(CudaSlice<u8>, u64)>,
 }
 
 // SAFETY: the handle is used by one thread at a time: the sparse actor owns its `Sparse`
@@ -203,14 +205,12 @@ impl Sparse {
     /// The workspace's address, at least `bytes` long (one byte at least, so that it
     /// is a real allocation), for a routine enqueued on the handle's stream.
     fn workspace(&mut self, bytes: usize) -> Result<*mut c_void, GpuError> {
-        if self.work.as_ref().is_none_or(|w| w.len() < bytes.max(1)) {
-            self.work = Some(self.stream.alloc_zeros::<u8>(bytes.max(1))?);
+        if self.work.as_ref().is_none_or(|(w, _)| w.len() < bytes.max(1)) {
+            let w = self.stream.alloc_zeros::<u8>(bytes.max(1))?;
+            let ptr = w.device_ptr(&self.stream).0;
+            self.work = Some((w, ptr));
         }
-        let w = self.work.as_ref().expect("just made");
-        // The workspace is only ever used on this stream, in order: its address is
-        // taken without cudarc's per-use events (they would order nothing).
-        let (ptr, _same_stream) = w.device_ptr(&self.stream);
-        Ok(ptr as *mut c_void)
+        Ok(self.work.as_ref().expect("just made").1 as *mut c_void)
     }
 
     /// Enqueues `y = alpha·op(A)·x + beta·y`.
