@@ -195,7 +195,7 @@ async fn measure<T: RawBatched>(dev: &Device, stream: &Arc<CudaStream>, n: usize
                             "cholesky_batched" => dev.cholesky_batched(&da, n, count).await.unwrap(),
                             "lu_factor_batched" => dev.lu_factor_batched(&da, &dpiv, n, count).await.unwrap(),
                             // Ours copies A first (A is left intact); raw destroys it.
-                            _ => dev.svd_values_batched(&da, &ds, n, count).await.unwrap(),
+                            _ => dev.svd_values_batched(&da, &ds, n, n, count).await.unwrap(),
                         }
                         t.elapsed().as_secs_f64()
                     }

@@ -425,7 +425,7 @@ async fn batched_typed<T: SolverScalar>(d: &Device) {
         assert!(orthonormality(vm, k, k) < tol::<T>() * 5.0, "VᵀV");
     }
     let s2 = d.alloc::<T>(k * count).await.unwrap();
-    d.svd_values_batched(&a, &s2, k, count).await.unwrap();
+    d.svd_values_batched(&a, &s2, k, k, count).await.unwrap();
     let e = rel_err(&back(d, &s2).await, &sv);
     assert!(e < tol::<T>(), "{} values only vs with vectors: {e:e}", T::NAME);
     assert_eq!(
@@ -435,7 +435,37 @@ async fn batched_typed<T: SolverScalar>(d: &Device) {
     );
     let big = d.alloc::<T>(33 * 33).await.unwrap();
     let sb = d.alloc::<T>(33).await.unwrap();
-    inv(d.svd_values_batched(&big, &sb, 33, 1).await, "order 33");
+    inv(d.svd_values_batched(&big, &sb, 33, 33, 1).await, "order 33");
+    inv(d.svd_values_batched(&big, &sb, 2, 33, 1).await, "33 columns");
+    // Non-square batches: tall and wide, each matrix's values as the one-matrix
+    // `svd_values` gives them (a wide matrix's through its transpose).
+    for (m, nn) in [(20usize, 7usize), (5, 12)] {
+        let cnt = 9;
+        let mats: Vec<f64> = random(m * nn, cnt);
+        let a = d.upload(to::<T>(&mats)).await.unwrap();
+        let kk = m.min(nn);
+        let s = d.alloc::<T>(kk * cnt).await.unwrap();
+        d.svd_values_batched(&a, &s, m, nn, cnt).await.unwrap();
+        let got = back(d, &s).await;
+        for c in [0, 4, cnt - 1] {
+            let mat = &mats[c * m * nn..(c + 1) * m * nn];
+            let (tall, rows, cols): (Vec<f64>, usize, usize) = if m >= nn {
+                (mat.to_vec(), m, nn)
+            } else {
+                ((0..m * nn).map(|i| mat[(i % nn) * m + i / nn]).collect(), nn, m)
+            };
+            let ga = d.upload(to::<T>(&tall)).await.unwrap();
+            let one = d.alloc::<T>(kk).await.unwrap();
+            d.svd_values(&ga, &one, rows, cols).await.unwrap();
+            let want = back(d, &one).await;
+            let e = rel_err(&got[c * kk..(c + 1) * kk], &want);
+            assert!(
+                e < tol::<T>() * 5.0,
+                "{} {m}×{nn} batched values, matrix {c}: {e:e}",
+                T::NAME
+            );
+        }
+    }
     inv(d.svd_batched(&a, &s, &u, &u, k, count).await, "U and V the same buffer");
 }
 
@@ -452,7 +482,13 @@ async fn batched(config: DeviceConfig) {
 /// pivots of no batched LU, short buffers and B aliasing the factors are typed errors.
 async fn batched_solves_typed<T: SolverScalar>(d: &Device) {
     let (n, nrhs, count) = (10, 3, 50);
-    let mats: Vec<f64> = random(n * n, count);
+    // Random, plus n on the diagonal: well conditioned, so the residual measures the
+    // solve and not the luck of the draw.
+    let mats: Vec<f64> = random(n * n, count)
+        .iter()
+        .enumerate()
+        .map(|(i, v)| if (i % (n * n)) % (n + 1) == 0 { v + n as f64 } else { *v })
+        .collect();
     let rhs: Vec<f64> = random(n * nrhs, count);
     let lu = d.upload(to::<T>(&mats)).await.unwrap();
     let piv = d.alloc::<i32>(n * count).await.unwrap();

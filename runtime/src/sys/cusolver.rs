@@ -240,7 +240,7 @@ struct Workspace {
 
 /// What a workspace size depends on: the routine, the dtype and the dimensions (the
 /// routines' other arguments are fixed here: lower triangles, jobs).
-type LworkKey = (&'static str, TypeId, [c_int; 2]);
+type LworkKey = (&'static str, TypeId, [c_int; 3]);
 
 impl Dense {
     /// A handle on `stream`.
@@ -287,7 +287,7 @@ impl Dense {
     fn lwork<T: CusolverFloat>(
         &self,
         routine: &'static str,
-        dims: [c_int; 2],
+        dims: [c_int; 3],
         query: impl FnOnce(&mut c_int) -> Status,
     ) -> Result<c_int, GpuError> {
         let key = (routine, TypeId::of::<T>(), dims);
@@ -318,7 +318,7 @@ impl Dense {
         let ni = int(n, "n")?;
         let s = &self.stream;
         let (pa, _ga) = a.device_ptr_mut(s);
-        let lwork = self.lwork::<T>("getrf", [ni, ni], |lw| {
+        let lwork = self.lwork::<T>("getrf", [ni, ni, 0], |lw| {
             // SAFETY: the handle is live; `pa` addresses at least n·n elements (checked),
             // and the query only reads the sizes.
             unsafe { (T::FNS.getrf_bs)(self.handle.cu(), ni, ni, pa as *mut T, ni, lw) }
@@ -394,7 +394,7 @@ impl Dense {
         let s = &self.stream;
         let lower = Fill::CUBLAS_FILL_MODE_LOWER;
         let (pa, _ga) = a.device_ptr_mut(s);
-        let lwork = self.lwork::<T>("potrf", [ni, ni], |lw| {
+        let lwork = self.lwork::<T>("potrf", [ni, ni, 0], |lw| {
             // SAFETY: live handle; A holds n·n elements; a size query.
             unsafe { (T::FNS.potrf_bs)(self.handle.cu(), lower, ni, pa as *mut T, ni, lw) }
         })?;
@@ -499,26 +499,26 @@ impl Dense {
         Ok((ls, bs))
     }
 
-    /// The SVD of `count` n×n matrices one after another in `a` (destroyed), n ≤ 32, by
-    /// Jacobi rotations (`gesvdjBatched`): `s` (n per matrix, descending) and, when
-    /// `vectors` is given, `u` and `v` (n·n per matrix: U and V, not Vᵀ); `info[i]` is
-    /// matrix i's.
+    /// The SVD of `count` m×n matrices one after another in `a` (destroyed), m, n ≤ 32,
+    /// by Jacobi rotations (`gesvdjBatched`): `s` (min(m, n) per matrix, descending) and,
+    /// when `vectors` is given, `u` (m·m per matrix) and `v` (n·n: V, not Vᵀ); `info[i]`
+    /// is matrix i's.
     pub(crate) fn gesvdj_batched<T: CusolverFloat, U: DevicePtrMut<T>, V: DevicePtrMut<T>>(
         &self,
-        (n, count): (usize, usize),
+        (m, n, count): (usize, usize, usize),
         a: &mut impl DevicePtrMut<T>,
         s_out: &mut impl DevicePtrMut<T>,
         vectors: Option<(&mut U, &mut V)>,
         info: &mut impl DevicePtrMut<i32>,
     ) -> Result<(), GpuError> {
-        fits(a, n * n * count, "A")?;
-        fits(s_out, n * count, "S")?;
+        fits(a, m * n * count, "A")?;
+        fits(s_out, m.min(n) * count, "S")?;
         fits(info, count, "info")?;
         if let Some((u, v)) = &vectors {
-            fits(*u, n * n * count, "U")?;
+            fits(*u, m * m * count, "U")?;
             fits(*v, n * n * count, "V")?;
         }
-        let (ni, ci) = (int(n, "n")?, int(count, "count")?);
+        let (mi, ni, ci) = (int(m, "m")?, int(n, "n")?, int(count, "count")?);
         let params = {
             let mut p = self.gesvdj.borrow_mut();
             match p.as_ref() {
@@ -550,20 +550,20 @@ impl Dense {
         } else {
             "gesvdjBatched"
         };
-        let lwork = self.lwork::<T>(routine, [ni, ci], |lw| {
+        let lwork = self.lwork::<T>(routine, [mi, ni, ci], |lw| {
             // SAFETY: live handle and parameters; the pointers name buffers of the sizes
             // checked above (U, V null without vectors); a size query.
             unsafe {
                 (T::FNS.gesvdj_batched_bs)(
                     self.handle.cu(),
                     mode,
-                    ni,
+                    mi,
                     ni,
                     pa as *const T,
-                    ni,
+                    mi,
                     ps as *const T,
                     pu as *const T,
-                    ni,
+                    mi,
                     pv as *const T,
                     ni,
                     lw,
@@ -573,20 +573,21 @@ impl Dense {
             }
         })?;
         let pw = self.workspace::<T>(lwork)?;
-        // SAFETY: A count·n·n (lda = n), S count·n, U and V count·n·n (ldu = ldv = n) or
-        // untouched (null, NOVECTOR), workspace lwork, info count; all on the handle's
-        // stream, ordered by the guards; the parameters live while the handle does.
+        // SAFETY: A count·m·n (lda = m), S count·min(m, n), U count·m·m (ldu = m) and V
+        // count·n·n (ldv = n) or untouched (null, NOVECTOR), workspace lwork, info count;
+        // all on the handle's stream, ordered by the guards; the parameters live while
+        // the handle does.
         check(unsafe {
             (T::FNS.gesvdj_batched)(
                 self.handle.cu(),
                 mode,
-                ni,
+                mi,
                 ni,
                 pa as *mut T,
-                ni,
+                mi,
                 ps as *mut T,
                 pu as *mut T,
-                ni,
+                mi,
                 pv as *mut T,
                 ni,
                 pw as *mut T,
@@ -645,7 +646,7 @@ impl Dense {
         let (mi, ni) = (int(m, "m")?, int(n, "n")?);
         let s = &self.stream;
         let (pa, _ga) = a.device_ptr_mut(s);
-        let lwork = self.lwork::<T>("geqrf", [mi, ni], |lw| {
+        let lwork = self.lwork::<T>("geqrf", [mi, ni, 0], |lw| {
             // SAFETY: live handle; A holds m·n elements (lda = m); a size query.
             unsafe { (T::FNS.geqrf_bs)(self.handle.cu(), mi, ni, pa as *mut T, mi, lw) }
         })?;
@@ -683,7 +684,7 @@ impl Dense {
         let s = &self.stream;
         let (pa, _ga) = a.device_ptr_mut(s);
         let (pt, _gt) = tau.device_ptr(s);
-        let lwork = self.lwork::<T>("orgqr", [mi, ni], |lw| {
+        let lwork = self.lwork::<T>("orgqr", [mi, ni, 0], |lw| {
             // SAFETY: live handle; A m·n, tau n; a size query.
             unsafe { (T::FNS.orgqr_bs)(self.handle.cu(), mi, ni, ni, pa as *const T, mi, pt as *const T, lw) }
         })?;
@@ -725,7 +726,7 @@ impl Dense {
         }
         let (mi, ni) = (int(m, "m")?, int(n, "n")?);
         let s = &self.stream;
-        let lwork = self.lwork::<T>("gesvd", [mi, ni], |lw| {
+        let lwork = self.lwork::<T>("gesvd", [mi, ni, 0], |lw| {
             // SAFETY: live handle; a size query of plain integers.
             unsafe { (T::FNS.gesvd_bs)(self.handle.cu(), mi, ni, lw) }
         })?;
@@ -791,7 +792,7 @@ impl Dense {
         };
         let (pa, _ga) = a.device_ptr_mut(s);
         let (pw, _gw) = w.device_ptr_mut(s);
-        let lwork = self.lwork::<T>("syevd", [ni, ni], |lw| {
+        let lwork = self.lwork::<T>("syevd", [ni, ni, 0], |lw| {
             // SAFETY: live handle; A n·n, W n; a size query.
             unsafe {
                 (T::FNS.syevd_bs)(

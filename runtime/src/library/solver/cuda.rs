@@ -157,22 +157,22 @@ impl CudaSolver {
         Ok(self.finish_batched(shared, Op::LuFactorBatched, info, ptrs))
     }
 
-    /// `count` SVDs of n×n matrices at once (`gesvdjBatched`, on a scratch copy: it
+    /// `count` SVDs of m×n matrices at once (`gesvdjBatched`, on a scratch copy: it
     /// destroys its input); U and V when `vectors` holds them.
     pub(super) fn svd_batched<T: SolverFloat>(
         &self,
         shared: &Arc<DeviceShared>,
         (a, s, vectors): super::SvdOperands<'_, T>,
-        (n, count): (usize, usize),
+        (m, n, count): (usize, usize, usize),
     ) -> Result<Deferred<()>, GpuError> {
-        let mut scratch = self.scratch_copy(a, n * n * count)?;
+        let mut scratch = self.scratch_copy(a, m * n * count)?;
         let mut info = self.stream.alloc_zeros::<i32>(count)?;
         let mut ss = s.lock();
         match vectors {
             Some((u, v)) => {
                 let (mut su, mut sv) = lock2(u, v);
                 self.dense.gesvdj_batched(
-                    (n, count),
+                    (m, n, count),
                     &mut scratch,
                     &mut cuda(&mut ss)?,
                     Some((&mut cuda(&mut su)?, &mut cuda(&mut sv)?)),
@@ -180,7 +180,7 @@ impl CudaSolver {
                 )?;
             }
             None => self.dense.gesvdj_batched(
-                (n, count),
+                (m, n, count),
                 &mut scratch,
                 &mut cuda(&mut ss)?,
                 None::<(&mut CudaViewMut<'_, T>, &mut CudaViewMut<'_, T>)>,

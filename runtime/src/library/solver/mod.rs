@@ -408,10 +408,13 @@ impl SolverCore {
         )
     }
 
+    /// `count` m×n matrices' SVDs (m, n ≤ 32); U and V when `vectors` holds them (the
+    /// handler asks for them of square matrices only: the CPU device's U would need
+    /// completing to m×m).
     fn svd_batched<T: SolverFloat>(
         &self,
         (a, s, vectors): SvdOperands<'_, T>,
-        (n, count): (usize, usize),
+        (m, n, count): (usize, usize, usize),
     ) -> Result<Deferred<()>, GpuError> {
         let op = Op::SvdBatched;
         for x in [Some(a), Some(s), vectors.map(|v| v.0), vectors.map(|v| v.1)]
@@ -420,19 +423,23 @@ impl SolverCore {
         {
             self.check(x)?;
         }
+        positive(m, "m", op)?;
         positive(n, "n", op)?;
         positive(count, "count", op)?;
-        if n > 32 {
-            return Err(GpuError::InvalidArgument(
-                Invalid::new(format!(
-                    "svd_batched: n = {n}; the batched (Jacobi) SVD takes matrices of order ≤ 32 — use svd per matrix"
-                ))
-                .arg("n")
-                .mismatch("≤ 32", n),
-            ));
+        for (v, what) in [(m, "m"), (n, "n")] {
+            if v > 32 {
+                return Err(GpuError::InvalidArgument(
+                    Invalid::new(format!(
+                        "svd_batched: {what} = {v}; the batched (Jacobi) SVD takes matrices of at most 32 rows and \
+                         columns — use svd per matrix"
+                    ))
+                    .arg(what)
+                    .mismatch("≤ 32", v),
+                ));
+            }
         }
-        holds(a, n * n, count, "A", op)?;
-        holds(s, n, count, "S", op)?;
+        holds(a, m * n, count, "A", op)?;
+        holds(s, m.min(n), count, "S", op)?;
         let mut named = vec![(a, "A"), (s, "S")];
         if let Some((u, v)) = vectors {
             holds(u, n * n, count, "U", op)?;
@@ -451,31 +458,44 @@ impl SolverCore {
                         let (hu, hv) = (host(&mut su)?, host(&mut sv)?);
                         (0..count)
                             .map(|k| {
-                                let m = k * n * n..(k + 1) * n * n;
+                                let win = k * n * n..(k + 1) * n * n;
                                 let mut vt = vec![T::from_f64(0.0); n * n];
                                 let info = cpu::svd(
-                                    &ha[m.clone()],
-                                    &mut hu[m.clone()],
+                                    &ha[win.clone()],
+                                    &mut hu[win.clone()],
                                     &mut hs[k * n..(k + 1) * n],
                                     &mut vt,
                                     n,
                                     n,
                                 );
                                 // V = (Vᵀ)ᵀ, as gesvdjBatched writes it.
-                                for (i, out) in hv[m].iter_mut().enumerate() {
+                                for (i, out) in hv[win].iter_mut().enumerate() {
                                     *out = vt[(i % n) * n + i / n];
                                 }
                                 info
                             })
                             .collect()
                     }
-                    None => (0..count)
-                        .map(|k| cpu::svd_values(&ha[k * n * n..(k + 1) * n * n], &mut hs[k * n..(k + 1) * n], n, n))
-                        .collect(),
+                    None => {
+                        let k_min = m.min(n);
+                        (0..count)
+                            .map(|k| {
+                                let mat = &ha[k * m * n..(k + 1) * m * n];
+                                let out = &mut hs[k * k_min..(k + 1) * k_min];
+                                if m >= n {
+                                    cpu::svd_values(mat, out, m, n)
+                                } else {
+                                    // A wide matrix's values are its transpose's.
+                                    let at: Vec<T> = (0..m * n).map(|i| mat[(i % n) * m + i / n]).collect();
+                                    cpu::svd_values(&at, out, n, m)
+                                }
+                            })
+                            .collect()
+                    }
                 };
                 first_failure(op, &infos).map(Deferred::Now)
             },
-            |c| c.svd_batched(&self.shared, (a, s, vectors), (n, count)),
+            |c| c.svd_batched(&self.shared, (a, s, vectors), (m, n, count)),
         )
     }
 
@@ -820,20 +840,22 @@ impl SolverActor {
         n: usize,
         count: usize,
     ) -> Result<Deferred<()>, GpuError> {
-        self.0.core()?.svd_batched((&a, &s, Some((&u, &v))), (n, count))
+        self.0.core()?.svd_batched((&a, &s, Some((&u, &v))), (n, n, count))
     }
 
-    /// The singular values only (descending, n per matrix into `s`) of `count` n×n
-    /// matrices (n ≤ 32) one after another in `a` (left intact).
+    /// The singular values only (descending, min(m, n) per matrix into `s`) of `count`
+    /// m×n matrices (m, n ≤ 32; column-major, m·n elements each) one after another in
+    /// `a` (left intact).
     #[handler(dtypes(blas1), device)]
     fn svd_values_batched<T: SolverFloat>(
         &mut self,
         a: GpuRef<T>,
         s: GpuRef<T>,
+        m: usize,
         n: usize,
         count: usize,
     ) -> Result<Deferred<()>, GpuError> {
-        self.0.core()?.svd_batched((&a, &s, None), (n, count))
+        self.0.core()?.svd_batched((&a, &s, None), (m, n, count))
     }
 
     /// Solves `count` systems `A_i·X_i = B_i` at once from `lu_factor_batched`'s factors
