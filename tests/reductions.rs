@@ -2,7 +2,8 @@
 //! and views, against float64 references on fresh random data of odd lengths (one
 //! element, one block ± 1, many blocks); ties go to the first index, NaNs are skipped by
 //! min/max/arg* and an all-NaN buffer has no arg; a sum is the same bits every time.
-//! On the CPU device and on the GPU.
+//! Integer buffers (i32, i64, u32, u64) against exact references: 64-bit sums (wrapping
+//! past them), minima, maxima, first indices of ties. On the CPU device and on the GPU.
 
 #[macro_use]
 mod common;
@@ -16,6 +17,70 @@ on_both! {
     reductions_match_a_float64_reference => references;
     ties_nans_and_views => edge_cases;
     scans_match_a_float64_reference => scans;
+    integer_reductions_are_exact => integers;
+}
+
+/// One integer type's reductions of `n` elements against exact references: the sum in
+/// 64 bits with two's-complement wrapping (its `i64` or `u64`), min, max, and the first
+/// index of each (the extreme planted twice).
+macro_rules! check_int {
+    ($d:expr, $t:ty, $sum:ty, $n:expr, $of:expr) => {{
+        let n: usize = $n;
+        let of: fn(f64) -> $t = $of;
+        let mut data: Vec<$t> = rand_vec(n).iter().map(|&x| of(x)).collect();
+        if n > 3 {
+            let lo = *data.iter().min().unwrap();
+            let hi = *data.iter().max().unwrap();
+            data[n / 3] = lo;
+            data[n - 1] = lo;
+            data[1] = hi;
+        }
+        let g = $d.upload(data.clone()).await.unwrap();
+        let want = data.iter().fold(0 as $sum, |a, &v| a.wrapping_add(v as $sum));
+        assert_eq!($d.sum(&g).await.unwrap(), want, "{} sum of {n}", stringify!($t));
+        let lo = *data.iter().min().unwrap();
+        let hi = *data.iter().max().unwrap();
+        assert_eq!($d.min(&g).await.unwrap(), lo, "{} min of {n}", stringify!($t));
+        assert_eq!($d.max(&g).await.unwrap(), hi, "{} max of {n}", stringify!($t));
+        let first = |v: $t| data.iter().position(|&x| x == v);
+        assert_eq!(
+            $d.argmin(&g).await.unwrap(),
+            first(lo),
+            "{} argmin of {n}",
+            stringify!($t)
+        );
+        assert_eq!(
+            $d.argmax(&g).await.unwrap(),
+            first(hi),
+            "{} argmax of {n}",
+            stringify!($t)
+        );
+    }};
+}
+
+async fn integers(config: DeviceConfig) {
+    let (_s, d, gpu) = open(config).await;
+    let big = if gpu { 10_000_003 } else { 100_003 };
+    for n in [1, 257, 4099, big] {
+        // Signed values across the range (an i64 sum of many wraps); unsigned ones up to
+        // the top of theirs (a u64 sum wraps, a u32 one fits).
+        check_int!(&d, i32, i64, n, |x| (x * 2.1e9) as i32);
+        check_int!(&d, i64, i64, n, |x| (x * 9.2e18) as i64);
+        check_int!(&d, u32, u64, n, |x| ((x + 1.0) * 2.1e9) as u32);
+        check_int!(&d, u64, u64, n, |x| ((x + 1.0) * 9.2e18) as u64);
+    }
+    // A view.
+    let g = d
+        .upload((0..1000i32).map(|i| (i * 37) % 101 - 50).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    let v = g.view(100..300).unwrap();
+    let want: i64 = (100..300i64).map(|i| (i * 37) % 101 - 50).sum();
+    assert_eq!(d.sum(&v).await.unwrap(), want);
+    assert_eq!(
+        d.argmin(&v).await.unwrap(),
+        (100..300).position(|i| (i * 37) % 101 - 50 == -50)
+    );
 }
 
 /// Inclusive and exclusive scans of `n` elements of `T` against float64 prefix sums of
@@ -123,7 +188,7 @@ fn first_best(v: &[f64], max: bool) -> Option<usize> {
     best
 }
 
-async fn check<T: Float + DType>(d: &Device, n: usize, tol: f64, range: f64) {
+async fn check<T: Float + Reduce<Sum = T>>(d: &Device, n: usize, tol: f64, range: f64) {
     let data: Vec<T> = rand_vec(n).iter().map(|&x| T::from_f64(x * range)).collect();
     let wide: Vec<f64> = data.iter().map(|x| x.to_f64()).collect();
     let g = d.upload(data).await.unwrap();

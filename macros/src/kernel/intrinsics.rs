@@ -120,7 +120,8 @@ pub(crate) fn call_hint() -> String {
 /// What methods exist, for error hints.
 pub(crate) fn method_hint() -> String {
     format!(
-        "supported methods: {}, {}, mul_add, powi, to_f64, to_f32 on numbers; len, is_empty, load2/load4(i), rows(ld) on \
+        "supported methods: {}, {}, mul_add, powi, to_f64, to_f32 on numbers; to_i64 on integers; wrapping_add on \
+         i64; len, is_empty, load2/load4(i), rows(ld) on \
          buffers; store2/store4(i, v) on writable buffers; len, stride on 2-D views; {} on writable buffers and shared arrays",
         UNARY_MATH.join(", "),
         BINARY_MATH.join(", "),

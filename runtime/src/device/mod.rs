@@ -32,6 +32,7 @@ use tokio::sync::{oneshot, watch};
 pub use self::actor_gpu::ActorGpu;
 pub use self::bounds::{Blas1Scalar, BlasScalar, DType, FftScalar, RandomScalar, SolverScalar, SparseScalar};
 pub use self::precompile::{precompile_all, PrecompileSummary};
+pub use self::reduce_api::Reduce;
 pub use self::solver_api::Svd;
 pub use crate::backend::config::{BackendChoice, DeviceConfig, IsolationConfig, Libraries};
 pub use crate::backend::state::{BackendKind, DeviceInfo, DeviceState, Status};

@@ -1,6 +1,7 @@
 //! Reductions as library calls: `Device::sum`, `min`, `max`, `argmin`, `argmax` over a
 //! buffer (or a view) of f16, bf16, f32 or f64 (sums, minima and maxima carried in f64,
-//! rounded once to the element type).
+//! rounded once to the element type) or of i32, i64, u32, u64 (minima and maxima in the
+//! type itself, sums carried in 64 bits: see [`Reduce`]).
 //!
 //! Why `#[kernel]`s: no CUDA library cudarc reaches (cuBLAS has no plain sum, min or max)
 //! reduces a vector, so the runtime writes them in its own kernel language — compiled per
@@ -14,12 +15,14 @@
 //! every run (a replay compares answers bit for bit). NaNs are skipped by min/max and
 //! argmin/argmax (IEEE `fmin`/`fmax`, as `f32::min`), and propagate through a sum.
 
+use std::future::Future;
+
 use crate::device::DType;
 use crate::device::Device;
 use crate::dtype::DTypeBase;
 use crate::error::GpuError;
 use crate::gpu_ref::GpuRef;
-use crate::kernel::dsl::Float;
+use crate::kernel::dsl::{Float, Int};
 use crate::launch::LaunchConfig;
 
 /// Threads per block (the shared tiles' length).
@@ -142,6 +145,165 @@ fn arg_pass<T: Float>(x: &[T], none: u32, max: u32, out: &mut [T], out_at: &mut 
     }
 }
 
+/// The pass of an integer reduction: block `b` writes its grid-stride share's sum (in
+/// `i64`, two's-complement: the bits of a `u64` sum too), minimum and maximum to
+/// `sums[b]`, `mins[b]`, `maxs[b]`; `lo` and `hi` are the type's least and greatest
+/// values (the identities of max and min).
+#[atomr_accel_cuda_macros::kernel(crate = crate)]
+fn reduce_int_pass<T: Int>(x: &[T], lo: T, hi: T, sums: &mut [i64], mins: &mut [T], maxs: &mut [T]) {
+    let mut ts = shared_array::<i64, 256>();
+    let mut tmin = shared_array::<T, 256>();
+    let mut tmax = shared_array::<T, 256>();
+    let t = thread_idx_x();
+    let mut s: i64 = 0;
+    let mut mn = hi;
+    let mut mx = lo;
+    let mut i = global_index();
+    while i < x.len() {
+        let v = x[i];
+        s = s.wrapping_add(v.to_i64());
+        mn = mn.min(v);
+        mx = mx.max(v);
+        i += grid_stride();
+    }
+    ts[t] = s;
+    tmin[t] = mn;
+    tmax[t] = mx;
+    sync_threads();
+    let mut k: usize = 128;
+    while k > 0 {
+        if t < k {
+            ts[t] = ts[t].wrapping_add(ts[t + k]);
+            tmin[t] = tmin[t].min(tmin[t + k]);
+            tmax[t] = tmax[t].max(tmax[t + k]);
+        }
+        sync_threads();
+        k /= 2;
+    }
+    if t == 0 {
+        sums[block_idx_x()] = ts[0];
+        mins[block_idx_x()] = tmin[0];
+        maxs[block_idx_x()] = tmax[0];
+    }
+}
+
+/// The second pass of an integer argmin/argmax, once the minimum (maximum) `target` is
+/// known: block `b` writes the smallest index of its grid-stride share holding
+/// `target` to `out[b]` (`none` where it holds none) — each thread's first hit is its
+/// smallest, its indices rising.
+#[atomr_accel_cuda_macros::kernel(crate = crate)]
+fn first_index_pass<T: Int>(x: &[T], target: T, none: u32, out: &mut [u32]) {
+    let mut best = shared_array::<u32, 256>();
+    let t = thread_idx_x();
+    let mut k: u32 = none;
+    let mut i = global_index();
+    while i < x.len() {
+        if k == none && x[i] == target {
+            k = i as u32;
+        }
+        i += grid_stride();
+    }
+    best[t] = k;
+    sync_threads();
+    let mut s: usize = 128;
+    while s > 0 {
+        if t < s {
+            best[t] = best[t].min(best[t + s]);
+        }
+        sync_threads();
+        s /= 2;
+    }
+    if t == 0 {
+        out[block_idx_x()] = best[0];
+    }
+}
+
+/// The element types the reductions take, and how each reduces: the floats f16, bf16,
+/// f32, f64 (sums, minima and maxima carried in f64 — every one widens exactly — and
+/// rounded once to the type; NaNs skipped by min, max and the arg*, propagated by a
+/// sum) and the integers i32, i64, u32, u64 (minima, maxima and arg* exact in the type;
+/// sums carried in 64 bits, exact while they fit — an `i64` for the signed types, a
+/// `u64` for the unsigned — and wrapping beyond, as an int64 accumulator does).
+pub trait Reduce: DType {
+    /// What a sum gives: the type itself for a float, `i64` or `u64` for an integer.
+    type Sum;
+
+    /// The sum of `x` on `dev`.
+    #[doc(hidden)]
+    fn sum_on(dev: &Device, x: &GpuRef<Self>) -> impl Future<Output = Result<Self::Sum, GpuError>> + Send;
+
+    /// The smallest (`max` false) or largest element of `x` on `dev`.
+    #[doc(hidden)]
+    fn extreme_on(dev: &Device, x: &GpuRef<Self>, max: bool) -> impl Future<Output = Result<Self, GpuError>> + Send;
+
+    /// The index of the first smallest (largest) element of `x` on `dev`.
+    #[doc(hidden)]
+    fn arg_on(
+        dev: &Device,
+        x: &GpuRef<Self>,
+        max: bool,
+    ) -> impl Future<Output = Result<Option<usize>, GpuError>> + Send;
+}
+
+/// The floats reduce through `reduce_pass` and `arg_pass`.
+macro_rules! reduce_float {
+    ($($t:ty),*) => {$(
+        impl Reduce for $t {
+            type Sum = $t;
+            fn sum_on(dev: &Device, x: &GpuRef<Self>) -> impl Future<Output = Result<Self, GpuError>> + Send {
+                dev.reduce(x, Op::Sum)
+            }
+            fn extreme_on(dev: &Device, x: &GpuRef<Self>, max: bool) -> impl Future<Output = Result<Self, GpuError>> + Send {
+                dev.reduce(x, if max { Op::Max } else { Op::Min })
+            }
+            fn arg_on(dev: &Device, x: &GpuRef<Self>, max: bool) -> impl Future<Output = Result<Option<usize>, GpuError>> + Send {
+                dev.arg(x, max)
+            }
+        }
+    )*};
+}
+
+reduce_float!(half::f16, half::bf16, f32, f64);
+
+/// The integers reduce through `reduce_int_pass` (and `first_index_pass`); `$sum` is
+/// the sum's type, its bits the `i64` carry's.
+macro_rules! reduce_int {
+    ($($t:ty => $sum:ty),*) => {$(
+        impl Reduce for $t {
+            type Sum = $sum;
+            fn sum_on(dev: &Device, x: &GpuRef<Self>) -> impl Future<Output = Result<$sum, GpuError>> + Send {
+                async move { Ok(dev.reduce_int(x).await?.0 as $sum) }
+            }
+            fn extreme_on(dev: &Device, x: &GpuRef<Self>, max: bool) -> impl Future<Output = Result<Self, GpuError>> + Send {
+                async move {
+                    let (_, lo, hi) = dev.reduce_int(x).await?;
+                    Ok(if max { hi } else { lo })
+                }
+            }
+            fn arg_on(dev: &Device, x: &GpuRef<Self>, max: bool) -> impl Future<Output = Result<Option<usize>, GpuError>> + Send {
+                dev.arg_int(x, max)
+            }
+        }
+    )*};
+}
+
+reduce_int!(i32 => i64, i64 => i64, u32 => u64, u64 => u64);
+
+/// The least and greatest values of an integer type (the identities of max and min).
+trait Bounds: Int + DType {
+    const LO: Self;
+    const HI: Self;
+}
+
+macro_rules! bounds {
+    ($($t:ty),*) => {$(impl Bounds for $t {
+        const LO: Self = <$t>::MIN;
+        const HI: Self = <$t>::MAX;
+    })*};
+}
+
+bounds!(i32, i64, u32, u64);
+
 /// Blocks of a pass over `n` elements: one per block's worth, at most
 /// [`MAX_BLOCKS`].
 fn blocks(n: usize) -> usize {
@@ -168,31 +330,60 @@ fn check_len<T: DTypeBase>(x: &GpuRef<T>, what: &str) -> Result<u32, GpuError> {
 
 impl Device {
     /// The sum of `x`'s elements (a buffer or a view), in an order fixed by the launch
-    /// shape: the same bits on every run.
-    pub async fn sum<T: Float + DType>(&self, x: &GpuRef<T>) -> Result<T, GpuError> {
-        self.reduce(x, Op::Sum).await
+    /// shape: the same bits on every run. A float's sum is its own type, an integer's an
+    /// `i64` (`u64` for an unsigned type): see [`Reduce`].
+    pub async fn sum<T: Reduce>(&self, x: &GpuRef<T>) -> Result<T::Sum, GpuError> {
+        T::sum_on(self, x).await
     }
 
     /// The smallest element of `x`, NaNs skipped (+∞ if all are NaN).
-    pub async fn min<T: Float + DType>(&self, x: &GpuRef<T>) -> Result<T, GpuError> {
-        self.reduce(x, Op::Min).await
+    pub async fn min<T: Reduce>(&self, x: &GpuRef<T>) -> Result<T, GpuError> {
+        T::extreme_on(self, x, false).await
     }
 
     /// The largest element of `x`, NaNs skipped (−∞ if all are NaN).
-    pub async fn max<T: Float + DType>(&self, x: &GpuRef<T>) -> Result<T, GpuError> {
-        self.reduce(x, Op::Max).await
+    pub async fn max<T: Reduce>(&self, x: &GpuRef<T>) -> Result<T, GpuError> {
+        T::extreme_on(self, x, true).await
     }
 
     /// The index (in `x`) of the first smallest element, NaNs skipped; `None` if every
     /// element is NaN.
-    pub async fn argmin<T: Float + DType>(&self, x: &GpuRef<T>) -> Result<Option<usize>, GpuError> {
-        self.arg(x, false).await
+    pub async fn argmin<T: Reduce>(&self, x: &GpuRef<T>) -> Result<Option<usize>, GpuError> {
+        T::arg_on(self, x, false).await
     }
 
     /// The index (in `x`) of the first largest element, NaNs skipped; `None` if every
     /// element is NaN.
-    pub async fn argmax<T: Float + DType>(&self, x: &GpuRef<T>) -> Result<Option<usize>, GpuError> {
-        self.arg(x, true).await
+    pub async fn argmax<T: Reduce>(&self, x: &GpuRef<T>) -> Result<Option<usize>, GpuError> {
+        T::arg_on(self, x, true).await
+    }
+
+    /// An integer buffer's (wrapping 64-bit) sum, minimum and maximum, in one pass.
+    async fn reduce_int<T: Bounds>(&self, x: &GpuRef<T>) -> Result<(i64, T, T), GpuError> {
+        check_len(x, "a reduction")?;
+        let b = blocks(x.len());
+        let mut sums = self.alloc::<i64>(b).await?;
+        let (mut mins, mut maxs) = (self.alloc::<T>(b).await?, self.alloc::<T>(b).await?);
+        reduce_int_pass::launch::<T>(self, shape(b), x, T::LO, T::HI, &mut sums, &mut mins, &mut maxs).await?;
+        let (sums, mins, maxs) = futures::try_join!(self.download(&sums), self.download(&mins), self.download(&maxs))?;
+        // The blocks' partials combined here, in block order.
+        let sum = sums.into_iter().fold(0i64, i64::wrapping_add);
+        let lo = mins.into_iter().fold(T::HI, |a, v| a.min(v));
+        let hi = maxs.into_iter().fold(T::LO, |a, v| a.max(v));
+        Ok((sum, lo, hi))
+    }
+
+    /// An integer buffer's first minimum (maximum): the extreme first, then the first
+    /// index holding it.
+    async fn arg_int<T: Bounds>(&self, x: &GpuRef<T>, max: bool) -> Result<Option<usize>, GpuError> {
+        let none = check_len(x, "an argmin/argmax")?;
+        let (_, lo, hi) = self.reduce_int(x).await?;
+        let b = blocks(x.len());
+        let mut at = self.alloc::<u32>(b).await?;
+        let target = if max { hi } else { lo };
+        first_index_pass::launch::<T>(self, shape(b), x, target, none, &mut at).await?;
+        let first = self.download(&at).await?.into_iter().min().filter(|&i| i != none);
+        Ok(first.map(|i| i as usize))
     }
 
     async fn reduce<T: Float + DType>(&self, x: &GpuRef<T>, op: Op) -> Result<T, GpuError> {

@@ -27,6 +27,8 @@ fn calls(x: &[f32], y: &mut [f32]) {
     let e: u32 = match shfl_down(3u32, 1) {
         _ => 1,
     };
+    let f = x[0].to_i64();
+    let g = j.wrapping_add(1);
 }
 
 fn main() {}

@@ -299,6 +299,16 @@ impl Tr<'_> {
                 (format!("k_powi({r}, {n})"), rt)
             }
             ("to_f64", 0) => (format!("k_to_f64({r})"), Ty::Prim(Prim::F64)),
+            ("to_i64", 0) if rt.is_int() => (format!("((long long)({r}))"), Ty::Prim(Prim::I64)),
+            ("to_i64", 0) => self.err(&m.method, "`to_i64` widens an integer; for a float use `to_f64`"),
+            ("wrapping_add", 1) if rt == Ty::Prim(Prim::I64) => {
+                let (a, _) = self.expr(&m.args[0], Some(&rt));
+                (format!("k_wrapping_add({r}, {a})"), rt)
+            }
+            ("wrapping_add", 1) => self.err(
+                &m.method,
+                "`wrapping_add` adds two `i64`s (widen with `to_i64()` first)",
+            ),
             ("to_f32", 0) => (format!("k_to_f32({r})"), Ty::Prim(Prim::F32)),
             _ => self.err(
                 &m.method,

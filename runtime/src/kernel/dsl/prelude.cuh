@@ -40,6 +40,10 @@ __device__ __forceinline__ double k_mul_add(double x, double a, double b) { retu
 
 // Integer versions where Rust has the method too.
 template <class T> __device__ __forceinline__ T k_min(T a, T b) { return b < a ? b : a; }
+// Two's-complement addition without signed overflow (which C++ leaves undefined).
+__device__ __forceinline__ long long k_wrapping_add(long long a, long long b) {
+  return (long long)((unsigned long long)a + (unsigned long long)b);
+}
 template <class T> __device__ __forceinline__ T k_max(T a, T b) { return a < b ? b : a; }
 template <class T> __device__ __forceinline__ T k_abs(T x) { return x < 0 ? -x : x; }
 template <class T> __device__ __forceinline__ T k_rem(T a, T b) { return a % b; }

@@ -193,11 +193,19 @@ float_impl!(f16, f32, |x: f16| x.to_f32(), f16::from_f32);
 float_impl!(bf16, f32, |x: bf16| x.to_f32(), bf16::from_f32);
 
 /// Integer element types of a kernel (i8 … u64): arithmetic, bit operations, comparisons.
-pub trait Int: Arith + Ord + BitAnd<Output = Self> + BitOr<Output = Self> + BitXor<Output = Self> {}
+pub trait Int: Arith + Ord + BitAnd<Output = Self> + BitOr<Output = Self> + BitXor<Output = Self> {
+    /// The value as an `i64` (C++'s `(long long)` cast: a `u64` past `i64::MAX` keeps
+    /// its bits), e.g. to sum integers without overflowing their own type.
+    fn to_i64(self) -> i64;
+}
 
 /// Implements [`Int`] for each integer type.
 macro_rules! int_impl {
-    ($($t:ty),*) => {$(impl Int for $t {})*};
+    ($($t:ty),*) => {$(impl Int for $t {
+        fn to_i64(self) -> i64 {
+            self as i64
+        }
+    })*};
 }
 
 int_impl!(i8, i16, i32, i64, u8, u16, u32, u64);
