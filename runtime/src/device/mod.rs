@@ -20,6 +20,7 @@ mod reduce_api;
 pub(crate) mod route;
 mod scan_api;
 mod solver_api;
+mod sort_api;
 mod sparse_api;
 mod surface;
 pub(crate) mod test_hooks;
@@ -34,6 +35,7 @@ pub use self::bounds::{Blas1Scalar, BlasScalar, DType, FftScalar, RandomScalar, 
 pub use self::precompile::{precompile_all, PrecompileSummary};
 pub use self::reduce_api::Reduce;
 pub use self::solver_api::Svd;
+pub use self::sort_api::{SortKey, SortValue};
 pub use crate::backend::config::{BackendChoice, DeviceConfig, IsolationConfig, Libraries};
 pub use crate::backend::state::{BackendKind, DeviceInfo, DeviceState, Status};
 

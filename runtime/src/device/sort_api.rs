@@ -1,0 +1,211 @@
+//! Sorting as a library call: `Device::sort_by_key` sorts a buffer of keys in place,
+//! ascending and stable (equal keys keep their order; NaNs last), and permutes a buffer
+//! of values alike.
+//!
+//! Written as `#[kernel]`s (no CUDA library cudarc reaches sorts): each key becomes a
+//! triple (class, value in f64 — exact for every key type taken —, original index), the
+//! triples padded to a power of two (padding of a class of its own, after everything)
+//! are sorted by a bitonic network — one launch per stage, each thread ordering one
+//! pair —, and keys and values are gathered back through the sorted indices. The
+//! original index in every comparison makes the order total: stable, and the same
+//! result on every run and backend. Work is O(n log² n) in log² n / 2 launches: a
+//! correct first sort, not yet a fast one (a radix sort is the way to CUB's speed).
+
+use std::future::Future;
+
+use crate::device::DType;
+use crate::device::Device;
+use crate::error::{GpuError, Invalid};
+use crate::gpu_ref::GpuRef;
+use crate::kernel::dsl::{Float, Int};
+use crate::launch::LaunchConfig;
+
+/// The triples of a float key buffer: each key's value (0 for a NaN), class (0 a
+/// number, 1 a NaN) and index; past `x` (the padding) class 2.
+#[atomr_accel_cuda_macros::kernel(crate = crate)]
+fn float_sort_keys<T: Float>(x: &[T], keys: &mut [f64], class: &mut [u32], index: &mut [u32]) {
+    let i = global_index();
+    if i < keys.len() {
+        index[i] = i as u32;
+        keys[i] = 0.0;
+        class[i] = 2;
+        if i < x.len() {
+            let v = x[i].to_f64();
+            if v == v {
+                keys[i] = v;
+                class[i] = 0;
+            } else {
+                class[i] = 1;
+            }
+        }
+    }
+}
+
+/// The triples of an integer key buffer (32-bit keys: exact in f64); the padding
+/// class 2.
+#[atomr_accel_cuda_macros::kernel(crate = crate)]
+fn int_sort_keys<T: Int>(x: &[T], keys: &mut [f64], class: &mut [u32], index: &mut [u32]) {
+    let i = global_index();
+    if i < keys.len() {
+        index[i] = i as u32;
+        keys[i] = 0.0;
+        class[i] = 2;
+        if i < x.len() {
+            keys[i] = x[i].to_f64();
+            class[i] = 0;
+        }
+    }
+}
+
+/// One stage of the bitonic network over the triples: the pair (i, i ^ j) ordered
+/// ascending where `i & k` is 0, descending elsewhere, by (class, key, index).
+#[atomr_accel_cuda_macros::kernel(crate = crate)]
+fn bitonic_step(keys: &mut [f64], class: &mut [u32], index: &mut [u32], j: u32, k: u32) {
+    let i = global_index();
+    let l = i ^ (j as usize);
+    if l > i && l < keys.len() {
+        let ascending = (i & (k as usize)) == 0;
+        let ki = keys[i];
+        let kl = keys[l];
+        let ci = class[i];
+        let cl = class[l];
+        let ii = index[i];
+        let il = index[l];
+        let later = ci > cl || (ci == cl && (ki > kl || (ki == kl && ii > il)));
+        if later == ascending {
+            keys[i] = kl;
+            keys[l] = ki;
+            class[i] = cl;
+            class[l] = ci;
+            index[i] = il;
+            index[l] = ii;
+        }
+    }
+}
+
+/// `out[i] = src[index[i]]`, floats.
+#[atomr_accel_cuda_macros::kernel(crate = crate)]
+fn gather_float<T: Float>(src: &[T], index: &[u32], out: &mut [T]) {
+    let i = global_index();
+    if i < out.len() {
+        out[i] = src[index[i] as usize];
+    }
+}
+
+/// `out[i] = src[index[i]]`, integers.
+#[atomr_accel_cuda_macros::kernel(crate = crate)]
+fn gather_int<T: Int>(src: &[T], index: &[u32], out: &mut [T]) {
+    let i = global_index();
+    if i < out.len() {
+        out[i] = src[index[i] as usize];
+    }
+}
+
+/// The triples of a sort's keys, padded to `keys.len()` (a power of two).
+type Triples<'a> = (&'a mut GpuRef<f64>, &'a mut GpuRef<u32>, &'a mut GpuRef<u32>);
+
+/// Key types of [`Device::sort_by_key`]: f16, bf16, f32, f64 (NaNs last), i32, u32.
+pub trait SortKey: DType {
+    /// Writes the sort triples of `x` on `dev`.
+    #[doc(hidden)]
+    fn triples_on<'a>(
+        dev: &'a Device,
+        x: &'a GpuRef<Self>,
+        out: Triples<'a>,
+    ) -> impl Future<Output = Result<(), GpuError>> + Send + 'a;
+}
+
+/// Value types of [`Device::sort_by_key`] (and key types, for gathering them back):
+/// f16, bf16, f32, f64, i32, i64, u32, u64.
+pub trait SortValue: DType {
+    /// `out[i] = src[index[i]]` on `dev`.
+    #[doc(hidden)]
+    fn gather_on<'a>(
+        dev: &'a Device,
+        src: &'a GpuRef<Self>,
+        index: &'a GpuRef<u32>,
+        out: &'a GpuRef<Self>,
+    ) -> impl Future<Output = Result<(), GpuError>> + Send + 'a;
+}
+
+macro_rules! sort_family {
+    ($triples:ident, $gather:ident: keys [$($k:ty),*], values [$($v:ty),*]) => {
+        $(impl SortKey for $k {
+            fn triples_on<'a>(dev: &'a Device, x: &'a GpuRef<Self>, (keys, class, index): Triples<'a>)
+                -> impl Future<Output = Result<(), GpuError>> + Send + 'a {
+                let cfg = LaunchConfig::for_elements(keys.len(), 256);
+                $triples::launch::<$k>(dev, cfg, x, keys, class, index)
+            }
+        })*
+        $(impl SortValue for $v {
+            fn gather_on<'a>(dev: &'a Device, src: &'a GpuRef<Self>, index: &'a GpuRef<u32>, out: &'a GpuRef<Self>)
+                -> impl Future<Output = Result<(), GpuError>> + Send + 'a {
+                async move {
+                    let mut out = out.clone();
+                    let cfg = LaunchConfig::for_elements(out.len(), 256);
+                    $gather::launch::<$v>(dev, cfg, src, index, &mut out).await
+                }
+            }
+        })*
+    };
+}
+
+sort_family!(float_sort_keys, gather_float: keys [half::f16, half::bf16, f32, f64], values [half::f16, half::bf16, f32, f64]);
+sort_family!(int_sort_keys, gather_int: keys [i32, u32], values [i32, i64, u32, u64]);
+
+impl Device {
+    /// Sorts `keys` in place, ascending and stable (equal keys keep their order; NaNs
+    /// last), and puts `values` (as many elements, another buffer) in the same order.
+    /// Keys: f16, bf16, f32, f64, i32, u32; values: those and i64, u64. Buffers or views.
+    pub async fn sort_by_key<K: SortKey + SortValue, V: SortValue>(
+        &self,
+        keys: &GpuRef<K>,
+        values: &GpuRef<V>,
+    ) -> Result<(), GpuError> {
+        let n = keys.len();
+        if values.len() != n {
+            return Err(GpuError::InvalidArgument(Invalid::length(
+                format!("sort_by_key: {n} keys and {} values: one value per key", values.len()),
+                "values",
+                n,
+                values.len(),
+            )));
+        }
+        if keys.id() == values.id() {
+            return Err(GpuError::InvalidArgument(
+                Invalid::new("sort_by_key: keys and values must be different buffers (not views of one)")
+                    .arg("values")
+                    .mismatch("a buffer other than the keys'", "the keys' buffer"),
+            ));
+        }
+        if n >= (u32::MAX / 2) as usize {
+            return Err(GpuError::Unsupported(format!(
+                "sort_by_key of {n} elements: sorts take fewer than 2^31 (32-bit indices)"
+            )));
+        }
+        let padded = n.next_power_of_two();
+        let (mut sk, mut class, mut index) = (
+            self.alloc::<f64>(padded).await?,
+            self.alloc::<u32>(padded).await?,
+            self.alloc::<u32>(padded).await?,
+        );
+        K::triples_on(self, keys, (&mut sk, &mut class, &mut index)).await?;
+        let cfg = LaunchConfig::for_elements(padded, 256);
+        let mut k = 2;
+        while k <= padded {
+            let mut j = k / 2;
+            while j > 0 {
+                bitonic_step::launch(self, cfg, &mut sk, &mut class, &mut index, j as u32, k as u32).await?;
+                j /= 2;
+            }
+            k *= 2;
+        }
+        // The padding sorted last: the first n indices are the keys' order.
+        let order = index.view(0..n)?;
+        let (kc, vc) = (self.alloc::<K>(n).await?, self.alloc::<V>(n).await?);
+        self.copy(keys, &kc).await?;
+        self.copy(values, &vc).await?;
+        K::gather_on(self, &kc, &order, keys).await?;
+        V::gather_on(self, &vc, &order, values).await
+    }
+}
