@@ -20,7 +20,7 @@ use atomr_accel_cuda::actor::ActorSystem;
 use atomr_accel_cuda::isolation::IsolationConfig;
 use atomr_accel_cuda::kernel::dsl::prelude::*;
 use atomr_accel_cuda::module::LaunchConfig;
-use atomr_accel_cuda::prelude::{Epilogue, Matmul};
+use atomr_accel_cuda::prelude::{Epilogue, Matmul, SparseOp};
 use atomr_accel_cuda::testing::TestHooks;
 use atomr_accel_cuda::{gpu_main, kernel, Device, DeviceConfig, Gemm, GpuError};
 use common::{gemm_ref, rand_vec, rel_err};
@@ -68,7 +68,7 @@ impl Tally {
 
 /// One checked operation (which one: `i`); `Ok` only if the answer was right.
 async fn operation(dev: &Device, i: u64) -> Result<(), GpuError> {
-    match i % 4 {
+    match i % 6 {
         0 => {
             let n = 48;
             let a = rand_vec(n * n);
@@ -108,6 +108,26 @@ async fn operation(dev: &Device, i: u64) -> Result<(), GpuError> {
             want.iter_mut().for_each(|w| *w = w.max(0.0));
             let e = rel_err(&got, &want);
             assert!(e < 1e-5, "a wrong matmul: rel err {e}");
+        }
+        3 => {
+            // A pinned buffer (shared memory on an isolated device) there and back.
+            let v = rand_vec(4096);
+            let mut p = dev.pinned_scratch::<f64>(v.len()).await?;
+            p.as_mut_slice()?.copy_from_slice(&v);
+            let (g, p) = dev.upload_pinned(p).await?;
+            dev.scal(-2.0, &g).await?;
+            let p = dev.download_pinned(&g, p).await?;
+            for (k, (got, x)) in p.as_slice()?.iter().zip(&v).enumerate() {
+                assert_eq!(*got, -2.0 * x, "a wrong pinned round trip at {k}");
+            }
+        }
+        4 => {
+            // A sparse product: [[x0, 0], [2, x1]] · (1, 3).
+            let x = rand_vec(2);
+            let a = dev.upload_csr(2, 2, &[0, 1, 3], &[0, 0, 1], &[x[0], 2.0, x[1]]).await?;
+            let (gv, gy) = (dev.upload(vec![1.0f64, 3.0]).await?, dev.alloc::<f64>(2).await?);
+            dev.spmv(&a, &gv, &gy, SparseOp::new()).await?;
+            assert_eq!(dev.download(&gy).await?, vec![x[0], 2.0 + 3.0 * x[1]], "a wrong SpMV");
         }
         _ => {
             let v = rand_vec(5000);
