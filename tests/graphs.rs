@@ -1,5 +1,6 @@
-//! `graph`: a GEMM, `#[kernel]` launches and a copy captured once and replayed, checked
-//! against float64 references on fresh random data — on the CPU device and on the GPU.
+//! `graph`: a GEMM, `#[kernel]` launches and a copy captured once and replayed, and a
+//! cuBLASLt matmul (bf16 inputs, f32 C, bias and ReLU fused) in a graph, checked against
+//! float64 references on fresh random data — on the CPU device and on the GPU.
 
 #[macro_use]
 mod common;
@@ -31,6 +32,64 @@ pub fn add_one<T: Float>(y: &mut [T]) {
 on_both! {
     replays_match_the_reference => replays;
     bad_graphs_are_typed_errors => bad_graphs;
+    a_matmul_replays_in_a_graph => matmul_graph;
+}
+
+/// A matmul (bf16 A and B, f32 C, an f32 bias, ReLU) then `add_one` on C, captured and
+/// replayed twice (the matmul's beta = 0 overwrites C, so the result is one replay's),
+/// against float64; new inputs between replays are read at the captured addresses.
+async fn matmul_graph(config: DeviceConfig) {
+    let sys = ActorSystem::new("graph-matmul");
+    let d = Device::open(&sys, config).await.unwrap();
+    let (m, n, k) = (64, 48, 32);
+    let bf = |v: &[f64]| v.iter().map(|&x| bf16::from_f64(x)).collect::<Vec<_>>();
+    let (a, b, bias) = (rand_vec(m * k), rand_vec(k * n), rand_vec(m));
+    let (ga, gb) = (d.upload(bf(&a)).await.unwrap(), d.upload(bf(&b)).await.unwrap());
+    let gbias = d.upload(f32s(&bias)).await.unwrap();
+    let mut gc = d.alloc::<f32>(m * n).await.unwrap();
+    let cfg = LaunchConfig::for_elements(m * n, 128);
+    let g = d
+        .capture_graph(
+            GraphBuilder::new()
+                .matmul(
+                    Matmul::new(m, n, k),
+                    Epilogue::bias(&gbias).then(Activation::Relu),
+                    &ga,
+                    &gb,
+                    gc.clone(),
+                )
+                .kernel(add_one::call::<f32>(cfg, &mut gc)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(g.operations(), 2);
+    let want = |a: &[f64]| {
+        let wide = |v: Vec<bf16>| v.iter().map(|x| x.to_f64()).collect::<Vec<f64>>();
+        let (a, b) = (wide(bf(a)), wide(bf(&b)));
+        let mut c = vec![0.0; m * n];
+        gemm_ref(false, false, m, n, k, 1.0, &a, m, &b, k, 0.0, &mut c, m);
+        let bias32 = f32s(&bias);
+        (0..m * n)
+            .map(|i| (c[i] + bias32[i % m] as f64).max(0.0) + 1.0)
+            .collect::<Vec<f64>>()
+    };
+    let back = |v: Vec<f32>| v.iter().map(|x| *x as f64).collect::<Vec<f64>>();
+    d.replay(&g, 2).await.unwrap();
+    let e = rel_err(&back(d.download(&gc).await.unwrap()), &want(&a));
+    assert!(e < 1e-5, "graph matmul: rel err {e:e}");
+    let a2 = rand_vec(m * k);
+    d.write(&ga, bf(&a2)).await.unwrap();
+    d.replay(&g, 1).await.unwrap();
+    let e = rel_err(&back(d.download(&gc).await.unwrap()), &want(&a2));
+    assert!(e < 1e-5, "graph matmul after new input: rel err {e:e}");
+    // A matmul the checks refuse is the graph's typed error.
+    let short = d.alloc::<f32>(m * n - 1).await.unwrap();
+    let e = d
+        .capture_graph(GraphBuilder::new().matmul(Matmul::new(m, n, k), Epilogue::none(), &ga, &gb, &short))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, GpuError::InvalidArgument(_)), "{e:?}");
+    sys.shutdown().await;
 }
 
 fn f32s(v: &[f64]) -> Vec<f32> {

@@ -1046,6 +1046,19 @@ async fn check_graphs(dev: &Device) {
     let e = rel_err(&got, &want);
     assert!(e < 1e-5, "isolated graph: rel err {e}");
     drop(graph);
+    // A cuBLASLt matmul node crosses too: C = relu(A·B), A·B as the GEMM above.
+    let gm = dev.alloc::<f32>(n * n).await.unwrap();
+    let graph = dev
+        .capture_graph(GraphBuilder::new().matmul(Matmul::new(n, n, n), Epilogue::relu(), &ga, &gb, &gm))
+        .await
+        .unwrap();
+    dev.replay(&graph, 1).await.unwrap();
+    let mut want = vec![0.0; n * n];
+    gemm_ref(false, false, n, n, n, 1.0, &a32, n, &b32, n, 0.0, &mut want, n);
+    want.iter_mut().for_each(|w| *w = w.max(0.0));
+    let got: Vec<f64> = dev.download(&gm).await.unwrap().iter().map(|&v| v as f64).collect();
+    let e = rel_err(&got, &want);
+    assert!(e < 1e-5, "isolated graph matmul: rel err {e}");
 }
 
 /// A cuBLASLt matmul through the worker — buffers of three element types in one message:

@@ -10,7 +10,7 @@ use cudarc::cublas::CudaBlas;
 use cudarc::driver::sys::CUstreamCaptureMode;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 
-use super::node::{Capture, GraphNode};
+use super::op::{Capture, GraphNode};
 use super::{GraphBuilder, GraphRef};
 use crate::actor::{Context, Deferred};
 use crate::backend::state::DeviceShared;
@@ -32,6 +32,9 @@ const CUBLAS_WORKSPACE: usize = 32 << 20;
 struct CudaEngine {
     stream: Arc<CudaStream>,
     blas: CudaBlas,
+    /// Made at the first capture of a matmul (with its 32 MiB workspace, which the
+    /// graphs' matmuls then use at every replay: they all replay on `stream`, in order).
+    lt: std::cell::RefCell<Option<crate::sys::cublaslt::LtHandle>>,
     _workspace: CudaSlice<u8>,
     completer: Completer,
 }
@@ -96,6 +99,7 @@ impl CudaParts {
         Ok(CudaEngine {
             stream,
             blas,
+            lt: std::cell::RefCell::new(None),
             _workspace: workspace,
             completer: self.completer.clone(),
         })
@@ -215,11 +219,16 @@ fn capture_on(c: &CudaEngine, nodes: &[Box<dyn GraphNode>]) -> Result<GraphExec,
     for n in nodes {
         n.prepare(&c.stream)?;
     }
+    if nodes.iter().any(|n| n.uses_matmul()) && c.lt.borrow().is_none() {
+        // Outside the capture: the handle allocates its workspace.
+        *c.lt.borrow_mut() = Some(crate::sys::cublaslt::LtHandle::new(c.stream.clone())?);
+    }
     let args: Vec<&KernelArgs> = nodes.iter().map(|n| n.args()).collect();
     let addresses = order_on(&args, &c.stream)?;
     let cx = Capture {
         stream: &c.stream,
         blas: &c.blas,
+        lt: &c.lt,
         addresses: &addresses,
     };
     c.stream

@@ -1,4 +1,4 @@
-//! `graph`: record a sequence of device operations once — GEMMs, `#[kernel]` launches,
+//! `graph`: record a sequence of device operations once — GEMMs, cuBLASLt matmuls, `#[kernel]` launches,
 //! device-to-device copies — and replay it many times for the cost of one launch.
 //!
 //! ```ignore
@@ -24,7 +24,9 @@
 //! A graph is freed when its last `GraphRef` is dropped.
 
 mod graph_actor;
+mod matmul_node;
 mod node;
+mod op;
 mod raw;
 
 use std::sync::Arc;
@@ -35,9 +37,12 @@ use crate::dtype::{BlasBase, DTypeBase};
 use crate::error::GpuError;
 use crate::gpu_ref::GpuRef;
 use crate::kernel::dsl::KernelCall;
+use crate::library::blas::matmul::{Epilogue, Matmul, MatmulBuffer};
 use crate::library::blas::{Batch, Gemm};
 use crate::wire::{put_remote_object, Reader, RemoteObject, Side, Wire, Writer};
-use node::{CopyNode, GemmNode, GraphNode, KernelNode};
+use matmul_node::MatmulNode;
+use node::{CopyNode, GemmNode, KernelNode};
+use op::GraphNode;
 
 /// The operations of a graph, in order. Nothing is checked until
 /// `Device::capture_graph`, which reports the first bad operation with its index.
@@ -79,6 +84,21 @@ impl GraphBuilder {
     /// Adds a `#[kernel]` launch, built by the kernel's generated `call` function.
     pub fn kernel(mut self, call: KernelCall) -> Self {
         self.nodes.push(Box::new(KernelNode { call }));
+        self
+    }
+
+    /// Adds a cuBLASLt matmul (as `Device::matmul`: `C = act(alpha·op(A)·op(B) + beta·C
+    /// + bias)`, element types mixed as it allows).
+    pub fn matmul(
+        mut self,
+        op: Matmul,
+        epilogue: Epilogue,
+        a: impl Into<MatmulBuffer>,
+        b: impl Into<MatmulBuffer>,
+        c: impl Into<MatmulBuffer>,
+    ) -> Self {
+        self.nodes
+            .push(Box::new(MatmulNode::new(op, epilogue, a.into(), b.into(), c.into())));
         self
     }
 

@@ -1,15 +1,14 @@
-//! The operations a graph holds: GEMMs, `#[kernel]` launches, device-to-device copies.
+//! The operations a graph holds: GEMMs, `#[kernel]` launches, device-to-device copies
+//! (and cuBLASLt matmuls, `matmul_node.rs`).
 //! Each knows its buffers (as launch arguments, so validation and ordering are the
 //! launch path's), how to capture itself on raw addresses, and how the CPU device runs
 //! it.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use cudarc::cublas::CudaBlas;
 use cudarc::driver::CudaStream;
 
-use super::raw::RawDevice;
+use super::op::{Capture, GraphNode, COPY, GEMM, KERNEL, MATMUL};
 use crate::dtype::{BlasBase, DTypeBase};
 use crate::error::GpuError;
 use crate::gpu_ref::{with_operands, GpuRef, Region, RegionMut};
@@ -17,48 +16,6 @@ use crate::kernel::dsl::KernelCall;
 use crate::launch::{with_host_buffers, Arg, KernelArgs};
 use crate::library::blas::{cpu_gemm, enqueue_gemm, validate as validate_gemm, Batch, Gemm};
 use crate::wire::{Reader, Wire, Writer};
-
-/// What a node captures with: the capturing stream, the graph's cuBLAS handle, and the
-/// address of every buffer (by id), resolved before the capture began.
-pub(crate) struct Capture<'a> {
-    pub(crate) stream: &'a Arc<CudaStream>,
-    pub(crate) blas: &'a CudaBlas,
-    pub(crate) addresses: &'a HashMap<u64, u64>,
-}
-
-impl Capture<'_> {
-    fn view<T: DTypeBase>(&self, r: &GpuRef<T>) -> Result<RawDevice<T>, GpuError> {
-        let ptr = self
-            .addresses
-            .get(&r.id())
-            .ok_or_else(|| GpuError::Internal(format!("graph: buffer #{} was not resolved before capture", r.id())))?;
-        let at = *ptr + (r.offset() * std::mem::size_of::<T>()) as u64;
-        Ok(RawDevice::new(at, r.len(), self.stream))
-    }
-}
-
-/// One operation of a graph.
-pub(crate) trait GraphNode: Send {
-    /// Its buffers, as a launch's arguments.
-    fn args(&self) -> &KernelArgs;
-    /// Shape checks, before anything is captured or run.
-    fn check(&self) -> Result<(), GpuError>;
-    /// Work that must not happen inside a capture (compiling, loading a module).
-    fn prepare(&self, _stream: &Arc<CudaStream>) -> Result<(), GpuError> {
-        Ok(())
-    }
-    /// Enqueues the operation on the capturing stream.
-    fn capture(&self, cx: &Capture<'_>) -> Result<(), GpuError>;
-    /// Runs the operation on the CPU device.
-    fn run_cpu(&self) -> Result<(), GpuError>;
-    /// Writes the operation for an isolated device's worker ([`take_node`] reads it).
-    fn put_wire(&self, w: &mut Writer<'_>) -> Result<(), GpuError>;
-}
-
-/// What kind of operation follows on the wire.
-const GEMM: u8 = 0;
-const KERNEL: u8 = 1;
-const COPY: u8 = 2;
 
 /// Reads an operation written by [`GraphNode::put_wire`] (in the worker): its kind, then
 /// for a GEMM or a copy the element type by name and the operation of that type.
@@ -68,6 +25,9 @@ pub(crate) fn take_node(r: &mut Reader<'_>) -> Result<Box<dyn GraphNode>, GpuErr
         return Ok(Box::new(KernelNode {
             call: KernelCall::take(r)?,
         }));
+    }
+    if kind == MATMUL {
+        return super::matmul_node::take(r);
     }
     let name = String::take(r)?;
     fn gemm<T: BlasBase>(r: &mut Reader<'_>) -> Result<Box<dyn GraphNode>, GpuError> {

@@ -21,7 +21,7 @@ pub(crate) fn run(
     (op, epilogue): (&Matmul, &Epilogue),
     [a, b, c]: [&MatmulBuffer; 3],
     held: &mut [(u64, HeldOperand<'_>)],
-    mut key: LtKey,
+    key: LtKey,
 ) -> Result<(), GpuError> {
     // Each buffer's address once (a write if C lies in it), then each operand's window
     // in it.
@@ -32,10 +32,33 @@ pub(crate) fn run(
         bases.push((*id, base));
         guards.push(guard);
     }
-    let address = |o: &MatmulBuffer| {
-        let base = bases.iter().find(|(id, _)| *id == o.id()).map_or(0, |(_, b)| *b);
-        base + o.byte_offset() as u64
-    };
+    let base = |o: &MatmulBuffer| bases.iter().find(|(id, _)| *id == o.id()).map_or(0, |(_, b)| *b);
+    let r = gpu_timed(stream, device, "blas", timeline_name(a, c), || {
+        // SAFETY: the bases are the locked operands' buffers, ordered for this stream by
+        // their guards (dropped after the enqueue); `check` made `key`.
+        unsafe { enqueue_at(handle, (op, epilogue), [a, b, c], base, key) }
+    });
+    drop(guards);
+    r
+}
+
+/// Enqueues the matmul `key` describes on the handle's stream, each operand at its
+/// buffer's address (`base`) plus its window's offset, the alignments cuBLASLt is told
+/// taken from those addresses — what a call on the BLAS actor's stream and a CUDA
+/// graph's capture share.
+///
+/// # Safety
+/// `base` gives each operand's buffer's device address, valid and ordered for the
+/// handle's stream; `key` is [`Matmul::check`]'s for these operands (shapes, strides,
+/// lengths, the bias's length and alignment, C apart from every input validated).
+pub(crate) unsafe fn enqueue_at(
+    handle: &mut LtHandle,
+    (op, epilogue): (&Matmul, &Epilogue),
+    [a, b, c]: [&MatmulBuffer; 3],
+    base: impl Fn(&MatmulBuffer) -> u64,
+    mut key: LtKey,
+) -> Result<(), GpuError> {
+    let address = |o: &MatmulBuffer| base(o) + o.byte_offset() as u64;
     let (pa, pb, pc) = (address(a), address(b), address(c));
     let pbias = epilogue.bias.as_ref().map(address);
     // A batch's later matrices are as aligned as the first one and the stride allow.
@@ -52,13 +75,6 @@ pub(crate) fn run(
         batched(pb, key.stride_b, key.b),
         batched(pc, key.stride_c, key.c),
     ];
-    let r = gpu_timed(stream, device, "blas", timeline_name(a, c), || {
-        // SAFETY: the addresses are the locked operands' windows, ordered for this stream
-        // by their guards (dropped after the enqueue); `check` validated the shapes,
-        // strides and lengths against the windows, the bias's length and alignment, and C
-        // apart from every input.
-        unsafe { handle.matmul(&key, op.shape.alpha, op.shape.beta, pa, pb, pc, pbias) }
-    });
-    drop(guards);
-    r
+    // SAFETY: the caller's contract: valid, ordered addresses of the validated windows.
+    unsafe { handle.matmul(&key, op.shape.alpha, op.shape.beta, pa, pb, pc, pbias) }
 }

@@ -357,4 +357,4 @@ pub(crate) fn timeline_name(a: &MatmulBuffer, c: &MatmulBuffer) -> String {
 }
 
 pub(crate) use cpu::run as run_cpu;
-pub(crate) use cuda::run as run_cuda;
+pub(crate) use cuda::{enqueue_at, run as run_cuda};

@@ -87,6 +87,13 @@ macro_rules! matmul_types {
                 }
             }
 
+            /// `args` with this buffer added, read or written (a graph orders it so).
+            pub(crate) fn add_to(&self, args: crate::launch::KernelArgs, writes: bool) -> crate::launch::KernelArgs {
+                match self {
+                    $(MatmulBuffer::$v(r) => if writes { args.buf_mut(r) } else { args.buf(r) },)*
+                }
+            }
+
             fn lock(&self) -> HeldOperand<'_> {
                 match self { $(MatmulBuffer::$v(r) => HeldOperand::$v(r.lock()),)* }
             }
