@@ -778,7 +778,7 @@ async fn check_events(dev: &Device) {
 /// with (a killed worker's successor copies it too).
 fn pinned_buffers_are_shared_memory(config: DeviceConfig) -> Pin<Box<dyn Future<Output = ()> + Send>> {
     Box::pin(async move {
-        let (_sys, dev) = open(config).await;
+        let (_sys, dev) = open(config.clone()).await;
         check_pinned(&dev, 1 << 20).await;
         // Concurrent tasks, each with buffers of its own.
         let mut tasks = vec![];
@@ -827,6 +827,20 @@ fn pinned_buffers_are_shared_memory(config: DeviceConfig) -> Pin<Box<dyn Future<
         let (g, p) = dev.upload_pinned(p).await.unwrap();
         assert_eq!(dev.download(&g).await.unwrap(), data);
         assert_eq!(p.as_slice().unwrap(), &data[..]);
+        dev.stop().await;
+        // A full pinned arena is a typed error, not a crash; its buffers still work.
+        let small = config.with_isolation(IsolationConfig {
+            pinned_arena_bytes: 1 << 20,
+            ..Default::default()
+        });
+        let (_sys2, dev) = open(small).await;
+        let held = dev.pinned::<f32>(200_000).await.unwrap();
+        let e = dev.pinned::<f32>(100_000).await.unwrap_err();
+        assert!(matches!(e, GpuError::OutOfMemory { .. }), "{e:?}");
+        let (g, held) = dev.upload_pinned(held).await.unwrap();
+        assert_eq!(dev.download(&g).await.unwrap(), held.as_slice().unwrap());
+        drop(held);
+        dev.pinned::<f32>(100_000).await.unwrap();
         dev.stop().await;
     })
 }

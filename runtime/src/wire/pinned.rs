@@ -72,7 +72,14 @@ impl PinnedArena {
         let offset = match cached {
             Some(offset) => offset,
             None => {
-                let lease = self.arena.lease(span).ok_or(GpuError::OutOfMemory {
+                // Free ranges of other lengths may be what stands in the way: back to
+                // the arena with them, then once more.
+                let lease = match self.arena.lease(span) {
+                    Some(l) => Some(l),
+                    None if self.flush_cache() => self.arena.lease(span),
+                    None => None,
+                };
+                let lease = lease.ok_or(GpuError::OutOfMemory {
                     requested_bytes: bytes as u64,
                 })?;
                 lease.keep().0 // returned by the range's `Drop`
@@ -108,6 +115,22 @@ impl PinnedArena {
     /// Whether `range` is one of this arena's.
     pub(crate) fn owns(&self, range: &SharedRange) -> bool {
         Arc::ptr_eq(&self.arena, &range.arena)
+    }
+
+    /// Returns every cached free range to the arena; whether there was any.
+    fn flush_cache(&self) -> bool {
+        let drained: Vec<(usize, Vec<usize>)> = {
+            let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+            cache.1 = 0;
+            cache.0.drain().collect()
+        };
+        let any = drained.iter().any(|(_, offsets)| !offsets.is_empty());
+        for (span, offsets) in drained {
+            for offset in offsets {
+                self.arena.release(offset, span);
+            }
+        }
+        any
     }
 
     /// Takes back a range no one holds: into the cache while it has room, else to the
@@ -229,6 +252,10 @@ mod tests {
         assert_eq!(arena.lease(PAGE).unwrap().place().0, at, "carved anew");
         drop((b, c));
         assert!(matches!(arena.lease(2 << 20), Err(GpuError::OutOfMemory { .. })));
+        // Cached free ranges give way to a lease the arena could not make otherwise.
+        let whole = arena.lease((1 << 20) - PAGE).unwrap();
+        drop(whole);
+        assert!(arena.lease(3 * PAGE).is_ok(), "the cached range returned to the arena");
     }
 
     #[test]
