@@ -3,7 +3,8 @@
 //! element, one block ± 1, many blocks); ties go to the first index, NaNs are skipped by
 //! min/max/arg* and an all-NaN buffer has no arg; a sum is the same bits every time.
 //! Integer buffers (i32, i64, u32, u64) against exact references: 64-bit sums (wrapping
-//! past them), minima, maxima, first indices of ties. On the CPU device and on the GPU.
+//! past them), minima, maxima, first indices of ties, prefix sums into 64-bit outputs.
+//! On the CPU device and on the GPU.
 
 #[macro_use]
 mod common;
@@ -69,6 +70,46 @@ async fn integers(config: DeviceConfig) {
         check_int!(&d, u32, u64, n, |x| ((x + 1.0) * 2.1e9) as u32);
         check_int!(&d, u64, u64, n, |x| ((x + 1.0) * 9.2e18) as u64);
     }
+    // Prefix sums into 64-bit outputs, inclusive and exclusive, against exact
+    // (wrapping) references.
+    for n in [1usize, 17, 4099, big] {
+        let x: Vec<i32> = rand_vec(n).iter().map(|&v| (v * 2.1e9) as i32).collect();
+        let gx = d.upload(x.clone()).await.unwrap();
+        let out = d.alloc::<i64>(n).await.unwrap();
+        d.inclusive_scan(&gx, &out).await.unwrap();
+        let mut run = 0i64;
+        let want: Vec<i64> = x
+            .iter()
+            .map(|&v| {
+                run += v as i64;
+                run
+            })
+            .collect();
+        assert_eq!(d.download(&out).await.unwrap(), want, "i32 inclusive scan of {n}");
+        let y: Vec<u64> = rand_vec(n).iter().map(|&v| ((v + 1.0) * 9.2e18) as u64).collect();
+        let gy = d.upload(y.clone()).await.unwrap();
+        d.exclusive_scan(&gy, &gy).await.unwrap(); // in place
+        let mut run = 0u64;
+        let want: Vec<u64> = y
+            .iter()
+            .map(|&v| {
+                let before = run;
+                run = run.wrapping_add(v);
+                before
+            })
+            .collect();
+        assert_eq!(
+            d.download(&gy).await.unwrap(),
+            want,
+            "u64 exclusive scan of {n} in place"
+        );
+    }
+    let short = d.alloc::<i64>(3).await.unwrap();
+    let four = d.upload(vec![1i32, 2, 3, 4]).await.unwrap();
+    assert!(matches!(
+        d.inclusive_scan(&four, &short).await,
+        Err(GpuError::InvalidArgument(_))
+    ));
     // A view.
     let g = d
         .upload((0..1000i32).map(|i| (i * 37) % 101 - 50).collect::<Vec<_>>())
@@ -86,7 +127,7 @@ async fn integers(config: DeviceConfig) {
 /// Inclusive and exclusive scans of `n` elements of `T` against float64 prefix sums of
 /// the values as `T` holds them: each element within `tol` of the running sum of |x|
 /// (one rounding to `T`), the same bits twice, in place too.
-async fn check_scan<T: Float + DType>(d: &Device, n: usize, tol: f64) {
+async fn check_scan<T: Float + Scan + Reduce<Sum = T>>(d: &Device, n: usize, tol: f64) {
     let data: Vec<T> = rand_vec(n).iter().map(|&x| T::from_f64(x)).collect();
     let wide: Vec<f64> = data.iter().map(|x| x.to_f64()).collect();
     let x = d.upload(data).await.unwrap();

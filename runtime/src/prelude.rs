@@ -7,7 +7,8 @@ pub use crate::device::precompile_all;
 pub use crate::device::Svd;
 pub use crate::device::{ActorGpu, BackendChoice, BackendKind, Device, DeviceConfig, Libraries};
 pub use crate::device::{
-    Blas1Scalar, BlasScalar, DType, FftScalar, RandomScalar, Reduce, SolverScalar, SortKey, SortValue, SparseScalar,
+    Blas1Scalar, BlasScalar, DType, FftScalar, RandomScalar, Reduce, Scan, SolverScalar, SortKey, SortValue,
+    SparseScalar,
 };
 pub use crate::dispatcher::{Dispatcher, GpuDispatcher};
 pub use crate::dtype::{c32, c64, f8e4m3, f8e5m2, Complex, FloatDType};

@@ -34,6 +34,7 @@ pub use self::actor_gpu::ActorGpu;
 pub use self::bounds::{Blas1Scalar, BlasScalar, DType, FftScalar, RandomScalar, SolverScalar, SparseScalar};
 pub use self::precompile::{precompile_all, PrecompileSummary};
 pub use self::reduce_api::Reduce;
+pub use self::scan_api::Scan;
 pub use self::solver_api::Svd;
 pub use self::sort_api::{SortKey, SortValue};
 pub use crate::backend::config::{BackendChoice, DeviceConfig, IsolationConfig, Libraries};

@@ -8,12 +8,21 @@
 //! on the host, in order; a second pass adds each tile's offset and rounds once to the
 //! element type. Every sum is carried in f64, so f16/bf16 scans keep their small terms,
 //! and the order of additions is fixed by the tile shape: the same bits on every run.
+//!
+//! Integers (i32, i64, u32, u64) scan into 64-bit outputs (`i64`, `u64` for the unsigned
+//! types: what [`Reduce::Sum`](crate::device::Reduce) names), exact while they fit and
+//! wrapping beyond: each thread of one pass totals a contiguous chunk, the totals are
+//! scanned on the host (in order, exactly), and a second pass rescans each chunk from
+//! its offset. (Simpler than the float tiles — one chunk per thread reads uncoalesced;
+//! a tiled integer scan is the faster next step.)
 
-use crate::device::DType;
+use std::future::Future;
+
 use crate::device::Device;
+use crate::device::{DType, Reduce};
 use crate::error::{GpuError, Invalid};
 use crate::gpu_ref::GpuRef;
-use crate::kernel::dsl::Float;
+use crate::kernel::dsl::{Float, Int};
 use crate::launch::LaunchConfig;
 
 /// Elements a block scans: 256 threads × 4.
@@ -100,28 +109,150 @@ fn scan_offsets<T: Float>(local: &[f64], offsets: &[f64], out: &mut [T]) {
     }
 }
 
+/// Pass 1 of an integer scan: thread `t` totals its chunk `x[t·chunk .. (t+1)·chunk]`
+/// (wrapping 64-bit) into `totals[t]`.
+#[atomr_accel_cuda_macros::kernel(crate = crate)]
+fn int_chunk_totals<T: Int>(x: &[T], chunk: usize, totals: &mut [i64]) {
+    let t = global_index();
+    if t < totals.len() {
+        let mut s: i64 = 0;
+        let mut i = t * chunk;
+        let end = i + chunk;
+        while i < end && i < x.len() {
+            s = s.wrapping_add(x[i].to_i64());
+            i += 1;
+        }
+        totals[t] = s;
+    }
+}
+
+/// Pass 2: thread `t` rescans its chunk from `offsets[t]` into `out` (inclusive, or
+/// exclusive when `exclusive` is 1), each 64-bit sum's bits as `O`.
+#[atomr_accel_cuda_macros::kernel(crate = crate)]
+fn int_chunk_scan<T: Int, O: Int>(x: &[T], chunk: usize, offsets: &[i64], exclusive: u32, out: &mut [O]) {
+    let t = global_index();
+    if t < offsets.len() {
+        let mut s = offsets[t];
+        let mut i = t * chunk;
+        let end = i + chunk;
+        while i < end && i < x.len() {
+            let next = s.wrapping_add(x[i].to_i64());
+            if exclusive == 1 {
+                out[i] = O::from_i64(s);
+            } else {
+                out[i] = O::from_i64(next);
+            }
+            s = next;
+            i += 1;
+        }
+    }
+}
+
+/// The element types of the prefix sums, and how each scans (its output: [`Reduce::Sum`]).
+pub trait Scan: Reduce<Sum: DType> {
+    /// `out` = the scan of `x` on `dev`.
+    #[doc(hidden)]
+    fn scan_on<'a>(
+        dev: &'a Device,
+        x: &'a GpuRef<Self>,
+        out: &'a GpuRef<Self::Sum>,
+        exclusive: bool,
+    ) -> impl Future<Output = Result<(), GpuError>> + Send + 'a;
+}
+
+macro_rules! scan_float {
+    ($($t:ty),*) => {$(impl Scan for $t {
+        fn scan_on<'a>(dev: &'a Device, x: &'a GpuRef<Self>, out: &'a GpuRef<Self>, exclusive: bool)
+            -> impl Future<Output = Result<(), GpuError>> + Send + 'a {
+            dev.scan(x, out, exclusive)
+        }
+    })*};
+}
+
+scan_float!(half::f16, half::bf16, f32, f64);
+
+macro_rules! scan_int {
+    ($($t:ty => $o:ty),*) => {$(impl Scan for $t {
+        fn scan_on<'a>(dev: &'a Device, x: &'a GpuRef<Self>, out: &'a GpuRef<$o>, exclusive: bool)
+            -> impl Future<Output = Result<(), GpuError>> + Send + 'a {
+            dev.scan_int::<$t, $o>(x, out, exclusive)
+        }
+    })*};
+}
+
+scan_int!(i32 => i64, i64 => i64, u32 => u64, u64 => u64);
+
+/// Elements per thread of an integer scan of `n`: enough that the chunk totals (read
+/// back and scanned on the host) stay a few thousand at most.
+fn chunk_of(n: usize) -> usize {
+    n.div_ceil(16 * 1024).max(16)
+}
+
+/// Refuses an output of another length than the input.
+fn same_len(n: usize, out: usize) -> Result<(), GpuError> {
+    if n == out {
+        return Ok(());
+    }
+    Err(GpuError::InvalidArgument(Invalid::length(
+        format!("a scan of {n} elements into {out}"),
+        "out",
+        n,
+        out,
+    )))
+}
+
 impl Device {
     /// `out[i] = x[0] + … + x[i]` (a buffer or view of as many elements as `x`; `x`
-    /// itself for an in-place scan), carried in f64 and rounded once per element: the
-    /// same bits on every run.
-    pub async fn inclusive_scan<T: Float + DType>(&self, x: &GpuRef<T>, out: &GpuRef<T>) -> Result<(), GpuError> {
-        self.scan(x, out, false).await
+    /// itself for an in-place scan where the types allow). Floats: carried in f64 and
+    /// rounded once per element, into the same type; integers: into 64-bit outputs
+    /// (`i64`, `u64` for unsigned), exact while they fit. The same bits on every run.
+    pub async fn inclusive_scan<T: Scan>(&self, x: &GpuRef<T>, out: &GpuRef<T::Sum>) -> Result<(), GpuError> {
+        T::scan_on(self, x, out, false).await
     }
 
     /// `out[i] = x[0] + … + x[i−1]` (`out[0] = 0`), as [`Device::inclusive_scan`].
-    pub async fn exclusive_scan<T: Float + DType>(&self, x: &GpuRef<T>, out: &GpuRef<T>) -> Result<(), GpuError> {
-        self.scan(x, out, true).await
+    pub async fn exclusive_scan<T: Scan>(&self, x: &GpuRef<T>, out: &GpuRef<T::Sum>) -> Result<(), GpuError> {
+        T::scan_on(self, x, out, true).await
+    }
+
+    async fn scan_int<T: Int + DType, O: Int + DType>(
+        &self,
+        x: &GpuRef<T>,
+        out: &GpuRef<O>,
+        exclusive: bool,
+    ) -> Result<(), GpuError> {
+        let n = x.len();
+        same_len(n, out.len())?;
+        // In place (x is out): the second pass reads the input while writing the output,
+        // and one launch takes a buffer once — it reads a copy.
+        let copied;
+        let x = if x.id() == out.id() {
+            copied = self.alloc::<T>(n).await?;
+            self.copy(x, &copied).await?;
+            &copied
+        } else {
+            x
+        };
+        let chunk = chunk_of(n);
+        let threads = n.div_ceil(chunk);
+        let mut totals = self.alloc::<i64>(threads).await?;
+        let cfg = LaunchConfig::for_elements(threads, 256);
+        int_chunk_totals::launch::<T>(self, cfg, x, chunk, &mut totals).await?;
+        // The chunks' offsets, in order, on the host (wrapping as the device does).
+        let mut offsets = self.download(&totals).await?;
+        let mut run = 0i64;
+        for o in offsets.iter_mut() {
+            let total = *o;
+            *o = run;
+            run = run.wrapping_add(total);
+        }
+        let offsets = self.upload(offsets).await?;
+        let mut out = out.clone();
+        int_chunk_scan::launch::<T, O>(self, cfg, x, chunk, &offsets, exclusive as u32, &mut out).await
     }
 
     async fn scan<T: Float + DType>(&self, x: &GpuRef<T>, out: &GpuRef<T>, exclusive: bool) -> Result<(), GpuError> {
-        if x.len() != out.len() {
-            return Err(GpuError::InvalidArgument(Invalid::length(
-                format!("a scan of {} elements into {}", x.len(), out.len()),
-                "out",
-                x.len(),
-                out.len(),
-            )));
-        }
+        same_len(x.len(), out.len())?;
         let n = x.len();
         let tiles = n.div_ceil(TILE);
         let mut local = self.alloc::<f64>(n).await?;

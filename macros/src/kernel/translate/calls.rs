@@ -110,6 +110,13 @@ impl Tr<'_> {
                     let (x, _) = self.expr(&c.args[0], Some(&Ty::Prim(Prim::F32)));
                     return (format!("k_from_f32<{cty}>({x})"), ty);
                 }
+                if fname == "from_i64" && c.args.len() == 1 {
+                    if !ty.is_int() {
+                        return self.err(&f.ident, "`from_i64` makes an integer; for a float use `from_f64`");
+                    }
+                    let (x, _) = self.expr(&c.args[0], Some(&Ty::Prim(Prim::I64)));
+                    return (format!("(({cty})({x}))"), ty);
+                }
                 if let Some((_, tpl)) = TYPE_FUNCTIONS.iter().find(|t| t.0 == fname) {
                     if ty.is_int() && (fname == "zero" || fname == "one") {
                         let v = if fname == "zero" { 0 } else { 1 };

@@ -197,6 +197,9 @@ pub trait Int: Arith + Ord + BitAnd<Output = Self> + BitOr<Output = Self> + BitX
     /// The value as an `i64` (C++'s `(long long)` cast: a `u64` past `i64::MAX` keeps
     /// its bits), e.g. to sum integers without overflowing their own type.
     fn to_i64(self) -> i64;
+    /// An `i64` as this type (C++'s cast: the low bits), e.g. a 64-bit sum's bits as a
+    /// `u64`.
+    fn from_i64(v: i64) -> Self;
 }
 
 /// Implements [`Int`] for each integer type.
@@ -204,6 +207,9 @@ macro_rules! int_impl {
     ($($t:ty),*) => {$(impl Int for $t {
         fn to_i64(self) -> i64 {
             self as i64
+        }
+        fn from_i64(v: i64) -> Self {
+            v as $t
         }
     })*};
 }
