@@ -117,6 +117,23 @@ impl<T> Locked<'_, T> {
         }
     }
 
+    /// The handle's elements in host memory, to read: what a CPU-device library routine
+    /// works on; a GPU buffer is an `InvalidArgument`.
+    pub(crate) fn host(&self) -> Result<&[T], GpuError> {
+        match self.region() {
+            Region::Cpu(v) => Ok(v),
+            Region::Cuda(_) => Err(GpuError::invalid("a GPU buffer in a CPU device's routine")),
+        }
+    }
+
+    /// The handle's elements in host memory, to write (as [`Locked::host`]).
+    pub(crate) fn host_mut(&mut self) -> Result<&mut [T], GpuError> {
+        match self.region_mut() {
+            RegionMut::Cpu(v) => Ok(v),
+            RegionMut::Cuda(_) => Err(GpuError::invalid("a GPU buffer in a CPU device's routine")),
+        }
+    }
+
     /// The handle's elements, to write.
     pub(crate) fn region_mut(&mut self) -> RegionMut<'_, T> {
         let w = self.window.clone();

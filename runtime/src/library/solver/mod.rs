@@ -26,7 +26,7 @@ use crate::actor::{Context, Deferred};
 use crate::backend::state::DeviceShared;
 use crate::dtype::DTypeBase;
 use crate::error::{GpuError, Invalid, Lib, NumericalIssue};
-use crate::gpu_ref::{lock2, lock3, lock4, GpuRef, Locked, Region, RegionMut};
+use crate::gpu_ref::{lock2, lock3, lock4, GpuRef};
 use crate::library::seed::LibrarySeed;
 use crate::library::shell::{Core, Library};
 use crate::observability::{cpu_op, gpu_timed};
@@ -281,22 +281,6 @@ impl Core for SolverCore {
     }
 }
 
-/// The CPU memory of a locked handle (its window), read-only.
-fn read<'a, T>(s: &'a Locked<'_, T>) -> Result<&'a [T], GpuError> {
-    match s.region() {
-        Region::Cpu(v) => Ok(v),
-        Region::Cuda(_) => Err(invalid("a buffer of another backend".into())),
-    }
-}
-
-/// The CPU memory of a locked handle (its window).
-fn host<'a, T>(s: &'a mut Locked<'_, T>) -> Result<&'a mut [T], GpuError> {
-    match s.region_mut() {
-        RegionMut::Cpu(v) => Ok(v),
-        RegionMut::Cuda(_) => Err(invalid("a buffer of another backend".into())),
-    }
-}
-
 impl SolverCore {
     fn check<T: DTypeBase>(&self, r: &GpuRef<T>) -> Result<(), GpuError> {
         r.validate(self.shared.config.device_id, self.generation)
@@ -338,7 +322,7 @@ impl SolverCore {
             op,
             || {
                 let (mut sa, mut sp) = lock2(a, pivots);
-                let info = cpu::lu_factor(host(&mut sa)?, host(&mut sp)?, n);
+                let info = cpu::lu_factor(sa.host_mut()?, sp.host_mut()?, n);
                 numerical(op, info).map(Deferred::Now)
             },
             |c| c.lu_factor(&self.shared, a, pivots, n),
@@ -367,16 +351,13 @@ impl SolverCore {
             op,
             || {
                 let (mut sl, sp, mut sb) = lock3(lu, pivots, b);
-                let pv = match sp.region() {
-                    Region::Cpu(v) => v,
-                    Region::Cuda(_) => return Err(invalid("a buffer of another backend".into())),
-                };
+                let pv = sp.host()?;
                 if let Some((k, p)) = pv[..n].iter().enumerate().find(|(_, &p)| p < 1 || p as usize > n) {
                     return Err(invalid(format!(
                         "lu_solve: pivot {k} is {p}, outside 1..={n}: pass lu_factor's pivots"
                     )));
                 }
-                cpu::lu_solve(host(&mut sl)?, pv, host(&mut sb)?, n, nrhs);
+                cpu::lu_solve(sl.host_mut()?, pv, sb.host_mut()?, n, nrhs);
                 Ok(Deferred::Now(()))
             },
             |c| c.lu_solve(&self.shared, lu, pivots, b, (n, nrhs)),
@@ -397,7 +378,8 @@ impl SolverCore {
             op,
             || {
                 let mut sa = a.lock();
-                let infos: Vec<i32> = host(&mut sa)?
+                let infos: Vec<i32> = sa
+                    .host_mut()?
                     .chunks_mut(n * n)
                     .take(count)
                     .map(|m| cpu::cholesky(m, n))
@@ -451,11 +433,11 @@ impl SolverCore {
             op,
             || {
                 let (mut sa, mut ss) = lock2(a, s);
-                let (ha, hs) = (host(&mut sa)?, host(&mut ss)?);
+                let (ha, hs) = (sa.host_mut()?, ss.host_mut()?);
                 let infos: Vec<i32> = match vectors {
                     Some((u, v)) => {
                         let (mut su, mut sv) = lock2(u, v);
-                        let (hu, hv) = (host(&mut su)?, host(&mut sv)?);
+                        let (hu, hv) = (su.host_mut()?, sv.host_mut()?);
                         (0..count)
                             .map(|k| {
                                 let win = k * n * n..(k + 1) * n * n;
@@ -516,7 +498,7 @@ impl SolverCore {
             op,
             || {
                 let (mut sa, mut sp) = lock2(a, pivots);
-                let (ha, hp) = (host(&mut sa)?, host(&mut sp)?);
+                let (ha, hp) = (sa.host_mut()?, sp.host_mut()?);
                 let infos: Vec<i32> = ha
                     .chunks_mut(n * n)
                     .zip(hp.chunks_mut(n))
@@ -550,7 +532,7 @@ impl SolverCore {
             op,
             || {
                 let (sl, sp, mut sb) = lock3(lu, pivots, b);
-                let (hl, hp, hb) = (read(&sl)?, read(&sp)?, host(&mut sb)?);
+                let (hl, hp, hb) = (sl.host()?, sp.host()?, sb.host_mut()?);
                 if let Some((k, p)) = hp[..n * count]
                     .iter()
                     .enumerate()
@@ -594,7 +576,7 @@ impl SolverCore {
             op,
             || {
                 let (sl, mut sb) = lock2(l, b);
-                let (hl, hb) = (read(&sl)?, host(&mut sb)?);
+                let (hl, hb) = (sl.host()?, sb.host_mut()?);
                 for k in 0..count {
                     cpu::cholesky_solve(&hl[k * n * n..(k + 1) * n * n], &mut hb[k * n..(k + 1) * n], n, 1);
                 }
@@ -611,7 +593,7 @@ impl SolverCore {
         holds(a, n, n, "A", op)?;
         self.run(
             op,
-            || numerical(op, cpu::cholesky(host(&mut a.lock())?, n)).map(Deferred::Now),
+            || numerical(op, cpu::cholesky(a.lock().host_mut()?, n)).map(Deferred::Now),
             |c| c.cholesky(&self.shared, a, n),
         )
     }
@@ -635,7 +617,7 @@ impl SolverCore {
             op,
             || {
                 let (mut sl, mut sb) = lock2(l, b);
-                cpu::cholesky_solve(host(&mut sl)?, host(&mut sb)?, n, nrhs);
+                cpu::cholesky_solve(sl.host_mut()?, sb.host_mut()?, n, nrhs);
                 Ok(Deferred::Now(()))
             },
             |c| c.cholesky_solve(&self.shared, l, b, (n, nrhs)),
@@ -662,7 +644,7 @@ impl SolverCore {
             op,
             || {
                 let (mut sa, mut sq, mut sr) = lock3(a, q, r);
-                cpu::qr(host(&mut sa)?, host(&mut sq)?, host(&mut sr)?, m, n);
+                cpu::qr(sa.host_mut()?, sq.host_mut()?, sr.host_mut()?, m, n);
                 Ok(Deferred::Now(()))
             },
             |c| c.qr(&self.shared, (a, q, r), (m, n)),
@@ -688,7 +670,7 @@ impl SolverCore {
             op,
             || {
                 let (mut sa, mut su, mut ss, mut sv) = lock4(a, u, s, vt);
-                let info = cpu::svd(host(&mut sa)?, host(&mut su)?, host(&mut ss)?, host(&mut sv)?, m, n);
+                let info = cpu::svd(sa.host_mut()?, su.host_mut()?, ss.host_mut()?, sv.host_mut()?, m, n);
                 numerical(op, info).map(Deferred::Now)
             },
             |c| c.svd(&self.shared, (a, u, s, vt), (m, n)),
@@ -713,7 +695,7 @@ impl SolverCore {
             op,
             || {
                 let (mut sa, mut ss) = lock2(a, s);
-                let info = cpu::svd_values(host(&mut sa)?, host(&mut ss)?, m, n);
+                let info = cpu::svd_values(sa.host_mut()?, ss.host_mut()?, m, n);
                 numerical(op, info).map(Deferred::Now)
             },
             |c| c.svd_values(&self.shared, a, s, (m, n)),
@@ -739,7 +721,7 @@ impl SolverCore {
             op,
             || {
                 let (mut sa, mut sw) = lock2(a, w);
-                numerical(op, cpu::eigh(host(&mut sa)?, host(&mut sw)?, n, how)).map(Deferred::Now)
+                numerical(op, cpu::eigh(sa.host_mut()?, sw.host_mut()?, n, how)).map(Deferred::Now)
             },
             |c| c.eigh(&self.shared, a, w, n, how),
         )

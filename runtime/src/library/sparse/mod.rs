@@ -24,7 +24,7 @@ use crate::actor::{Context, Deferred};
 use crate::backend::state::DeviceShared;
 use crate::dtype::DTypeBase;
 use crate::error::{GpuError, Invalid};
-use crate::gpu_ref::{lock2, lock4, lock5, GpuRef, Locked, Region, RegionMut};
+use crate::gpu_ref::{lock2, lock4, lock5, GpuRef, Locked};
 use crate::library::seed::LibrarySeed;
 use crate::library::shell::{Core, Library};
 use crate::observability::{cpu_op, gpu_timed};
@@ -60,22 +60,6 @@ impl Core for SparseCore {
             generation: seed.generation,
             engine,
         })
-    }
-}
-
-/// The host memory of a locked handle (its window), read-only.
-fn read<'a, T>(s: &'a Locked<'_, T>) -> Result<&'a [T], GpuError> {
-    match s.region() {
-        Region::Cpu(v) => Ok(v),
-        Region::Cuda(_) => Err(GpuError::invalid("a buffer of another backend")),
-    }
-}
-
-/// The host memory of a locked handle (its window), for writing.
-fn write<'a, T>(s: &'a mut Locked<'_, T>) -> Result<&'a mut [T], GpuError> {
-    match s.region_mut() {
-        RegionMut::Cpu(v) => Ok(v),
-        RegionMut::Cuda(_) => Err(GpuError::invalid("a buffer of another backend")),
     }
 }
 
@@ -180,8 +164,8 @@ impl SparseCore {
                     &m,
                     transpose,
                     scale,
-                    &read(&sx)?[..in_len],
-                    &mut write(&mut sy)?[..out_len],
+                    &sx.host()?[..in_len],
+                    &mut sy.host_mut()?[..out_len],
                 )?;
                 Ok(Deferred::Now(()))
             },
@@ -224,7 +208,7 @@ impl SparseCore {
             || {
                 let (so, si, sv, sb, mut sc) = lock5(&a.offsets, &a.indices, &a.values, b, c);
                 let m = host_matrix(a, (&so, &si, &sv))?;
-                cpu::spmm(&m, transpose, scale, (read(&sb)?, write(&mut sc)?), n)?;
+                cpu::spmm(&m, transpose, scale, (sb.host()?, sc.host_mut()?), n)?;
                 Ok(Deferred::Now(()))
             },
             |cu| cu.spmm(&shared, (a, b, c), (transpose, n), scale),
@@ -243,7 +227,7 @@ impl SparseCore {
             || {
                 let (so, si, sv, mut sd) = lock4(&a.offsets, &a.indices, &a.values, dense);
                 let m = host_matrix(a, (&so, &si, &sv))?;
-                cpu::densify(&m, write(&mut sd)?);
+                cpu::densify(&m, sd.host_mut()?);
                 Ok(Deferred::Now(()))
             },
             |c| c.densify(&shared, a, dense),
@@ -287,7 +271,7 @@ impl SparseCore {
             op,
             || {
                 let (sd, mut so) = lock2(dense, offsets);
-                Ok(cpu::count(read(&sd)?, shape, write(&mut so)?))
+                Ok(cpu::count(sd.host()?, shape, so.host_mut()?))
             },
             |c| c.count(dense, shape, offsets),
         )?;
@@ -315,10 +299,10 @@ impl SparseCore {
             || {
                 let (sd, mut so, mut si, mut sv) = lock4(dense, &a.offsets, &a.indices, &a.values);
                 cpu::fill(
-                    read(&sd)?,
+                    sd.host()?,
                     (a.rows, a.cols),
-                    write(&mut so)?,
-                    (write(&mut si)?, write(&mut sv)?),
+                    so.host_mut()?,
+                    (si.host_mut()?, sv.host_mut()?),
                 );
                 Ok(Deferred::Now(()))
             },
@@ -335,9 +319,9 @@ fn host_matrix<'a, T: DTypeBase>(
     Ok(CsrHost {
         rows: a.rows,
         cols: a.cols,
-        offsets: read(so)?,
-        indices: read(si)?,
-        values: read(sv)?,
+        offsets: so.host()?,
+        indices: si.host()?,
+        values: sv.host()?,
     })
 }
 
