@@ -20,40 +20,49 @@ use crate::gpu_ref::GpuRef;
 use crate::kernel::dsl::{Float, Int};
 use crate::launch::LaunchConfig;
 
-/// The triples of a float key buffer: each key's value (0 for a NaN), class (0 a
-/// number, 1 a NaN) and index; past `x` (the padding) class 2.
-#[atomr_accel_cuda_macros::kernel(crate = crate)]
-fn float_sort_keys<T: Float>(x: &[T], keys: &mut [f64], class: &mut [u32], index: &mut [u32]) {
-    let i = global_index();
-    if i < keys.len() {
-        index[i] = i as u32;
-        keys[i] = 0.0;
-        class[i] = 2;
-        if i < x.len() {
-            let v = x[i].to_f64();
-            if v == v {
-                keys[i] = v;
-                class[i] = 0;
-            } else {
-                class[i] = 1;
-            }
+/// Writes triple `i`: key `v` (from element `i` of the keys when `present`, else the
+/// padding: class 2), class 0 for a number and 1 for a NaN (whose key is then 0), index
+/// `i`. The one classification both key families go through.
+#[atomr_accel_cuda_macros::device(crate = crate)]
+fn put_triple(i: usize, v: f64, present: bool, keys: &mut [f64], class: &mut [u32], index: &mut [u32]) {
+    index[i] = i as u32;
+    keys[i] = 0.0;
+    class[i] = 2;
+    if present {
+        if v == v {
+            keys[i] = v;
+            class[i] = 0;
+        } else {
+            class[i] = 1;
         }
     }
 }
 
-/// The triples of an integer key buffer (32-bit keys: exact in f64); the padding
-/// class 2.
+/// The triples of a float key buffer, padded to `keys.len()`.
+#[atomr_accel_cuda_macros::kernel(crate = crate)]
+fn float_sort_keys<T: Float>(x: &[T], keys: &mut [f64], class: &mut [u32], index: &mut [u32]) {
+    let i = global_index();
+    if i < keys.len() {
+        let present = i < x.len();
+        let mut v: f64 = 0.0;
+        if present {
+            v = x[i].to_f64();
+        }
+        put_triple(i, v, present, keys, class, index);
+    }
+}
+
+/// The triples of an integer key buffer (32-bit keys: exact in f64), padded alike.
 #[atomr_accel_cuda_macros::kernel(crate = crate)]
 fn int_sort_keys<T: Int>(x: &[T], keys: &mut [f64], class: &mut [u32], index: &mut [u32]) {
     let i = global_index();
     if i < keys.len() {
-        index[i] = i as u32;
-        keys[i] = 0.0;
-        class[i] = 2;
-        if i < x.len() {
-            keys[i] = x[i].to_f64();
-            class[i] = 0;
+        let present = i < x.len();
+        let mut v: f64 = 0.0;
+        if present {
+            v = x[i].to_f64();
         }
+        put_triple(i, v, present, keys, class, index);
     }
 }
 
