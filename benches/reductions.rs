@@ -24,12 +24,23 @@ fn main() {
             let data: Vec<f32> = (0..n).map(|i| (i % 1000) as f32 * 1e-3).collect();
             let x = dev.upload(data).await.unwrap();
             let out = dev.alloc::<f32>(n).await.unwrap();
-            for op in ["sum", "max", "argmax", "cumsum"] {
+            let ints = dev
+                .upload((0..n).map(|i| (i % 1000) as i32 - 500).collect::<Vec<_>>())
+                .await
+                .unwrap();
+            for (op, dtype) in [
+                ("sum", "f32"),
+                ("max", "f32"),
+                ("argmax", "f32"),
+                ("cumsum", "f32"),
+                ("sum", "i32"),
+            ] {
                 let call = || async {
-                    match op {
-                        "sum" => drop(dev.sum(&x).await.unwrap()),
-                        "max" => drop(dev.max(&x).await.unwrap()),
-                        "argmax" => drop(dev.argmax(&x).await.unwrap()),
+                    match (op, dtype) {
+                        ("sum", "i32") => drop(std::hint::black_box(dev.sum(&ints).await.unwrap())),
+                        ("sum", _) => drop(std::hint::black_box(dev.sum(&x).await.unwrap())),
+                        ("max", _) => drop(std::hint::black_box(dev.max(&x).await.unwrap())),
+                        ("argmax", _) => drop(dev.argmax(&x).await.unwrap()),
                         _ => dev.inclusive_scan(&x, &out).await.unwrap(),
                     }
                 };
@@ -47,32 +58,12 @@ fn main() {
                 }
                 let s = median(rounds);
                 println!(
-                    "RESULT | reductions.{op} {}M f32 | {:.1} µs per call, {:.0} GB/s",
+                    "RESULT | reductions.{op} {}M {dtype} | {:.1} µs per call, {:.0} GB/s",
                     n >> 20,
                     s * 1e6,
                     (n * 4) as f64 / s / 1e9
                 );
             }
-            let ints = dev
-                .upload((0..n).map(|i| (i % 1000) as i32 - 500).collect::<Vec<_>>())
-                .await
-                .unwrap();
-            let reps = if n > 1 << 20 { 20 } else { 200 };
-            let mut rounds = vec![];
-            for _ in 0..7 {
-                let t = std::time::Instant::now();
-                for _ in 0..reps {
-                    std::hint::black_box(dev.sum(&ints).await.unwrap());
-                }
-                rounds.push(t.elapsed().as_secs_f64() / reps as f64);
-            }
-            let s = median(rounds);
-            println!(
-                "RESULT | reductions.sum {}M i32 | {:.1} µs per call, {:.0} GB/s",
-                n >> 20,
-                s * 1e6,
-                (n * 4) as f64 / s / 1e9
-            );
         }
         let n = 1 << 20;
         let keys: Vec<f32> = (0..n)
