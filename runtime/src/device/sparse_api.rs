@@ -95,8 +95,8 @@ impl Device {
     }
 
     /// The non-zeros of the dense column-major `rows × cols` matrix `dense` as a CSR
-    /// matrix: counted first (on a GPU, cuSPARSE's analysis — its sparse actor waits for
-    /// it), then its buffers allocated and filled.
+    /// matrix: counted first (on a GPU, cuSPARSE's analysis, its count read once the
+    /// stream has run it), then its buffers allocated and filled.
     pub async fn dense_to_csr<T: SparseScalar>(
         &self,
         dense: &GpuRef<T>,

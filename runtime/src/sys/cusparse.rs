@@ -95,14 +95,18 @@ impl SpMat {
         Ok(SpMat(d))
     }
 
-    /// The number of stored elements (after `dense_to_csr`'s analysis).
-    fn nnz(&self) -> Result<usize, GpuError> {
+    /// The number of stored elements (once `dense_to_csr_analysis` has run).
+    pub(crate) fn nnz(&self) -> Result<usize, GpuError> {
         let (mut r, mut c, mut n) = (0i64, 0i64, 0i64);
         // SAFETY: FFI edge: reads three sizes of a live descriptor into locals.
         check(unsafe { sys::cusparseSpMatGetSize(self.0, &mut r, &mut c, &mut n) })?;
         Ok(n.max(0) as usize)
     }
 }
+
+// SAFETY: a descriptor is host memory of cuSPARSE's, used by one owner at a time (moved
+// into the future that reads its count once the stream has run the analysis).
+unsafe impl Send for SpMat {}
 
 impl Drop for SpMat {
     fn drop(&mut self) {
@@ -298,17 +302,14 @@ impl Sparse {
         Ok(work)
     }
 
-    /// The row offsets of `dense`'s non-zeros into `csr`'s offsets, and their count:
-    /// waits for the analysis (the count is what the caller allocates the indices and
-    /// values for — this blocks the calling thread until the stream has run it).
-    pub(crate) fn dense_to_csr_count(&mut self, dense: &DnMat, csr: &SpMat) -> Result<usize, GpuError> {
-        self.analyse(dense, csr)?;
-        self.stream.synchronize()?;
-        csr.nnz()
+    /// Enqueues the analysis that writes the row offsets of `dense`'s non-zeros into
+    /// `csr`'s offsets; their count is `csr.nnz()` once the stream has run it.
+    pub(crate) fn dense_to_csr_analysis(&mut self, dense: &DnMat, csr: &SpMat) -> Result<(), GpuError> {
+        self.analyse(dense, csr).map(drop)
     }
 
     /// Enqueues the whole conversion of `dense` into the CSR matrix at `m` (whose
-    /// indices and values hold the count [`Sparse::dense_to_csr_count`] returned).
+    /// indices and values hold the count [`Sparse::dense_to_csr_analysis`] gave).
     pub(crate) fn dense_to_csr(&mut self, dense: &DnMat, csr: &SpMat) -> Result<(), GpuError> {
         let work = self.analyse(dense, csr)?;
         let alg = sys::cusparseDenseToSparseAlg_t::CUSPARSE_DENSETOSPARSE_ALG_DEFAULT;

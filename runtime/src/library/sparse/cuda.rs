@@ -100,14 +100,15 @@ impl CudaSparse {
         Ok(self.done(shared))
     }
 
-    /// The row offsets of `dense`'s non-zeros into `offsets`, and their count (waits for
-    /// the stream: the count is needed to allocate the rest).
+    /// The row offsets of `dense`'s non-zeros into `offsets`, and their count once the
+    /// stream has run the analysis (awaited off the actor's thread).
     pub(super) fn count<T: SparseFloat>(
         &mut self,
+        shared: &Arc<DeviceShared>,
         dense: &GpuRef<T>,
         (rows, cols): (usize, usize),
         offsets: &GpuRef<i32>,
-    ) -> Result<usize, GpuError> {
+    ) -> Result<Deferred<usize>, GpuError> {
         let stream = self.sparse.stream().clone();
         let (mut sd, mut so) = lock2(dense, offsets);
         let (dp, _d) = sd.address(&stream, false)?;
@@ -122,7 +123,13 @@ impl CudaSparse {
         };
         let m = SpMat::csr::<T>(shape)?;
         self.sparse
-            .dense_to_csr_count(&DnMat::col_major::<T>(dp, rows, cols)?, &m)
+            .dense_to_csr_analysis(&DnMat::col_major::<T>(dp, rows, cols)?, &m)?;
+        let done = self.completer.done(self.sparse.stream());
+        let shared = shared.clone();
+        Ok(Deferred::later(async move {
+            done.await.map_err(|e| shared.observe(e))?;
+            super::csr_count(m.nnz()?)
+        }))
     }
 
     /// Enqueues the conversion of `dense` into `a` (whose buffers hold its count).

@@ -96,6 +96,16 @@ fn apart(out: u64, out_name: &'static str, inputs: &[(u64, &str)], op: &str) -> 
     Ok(())
 }
 
+/// A dense matrix's count of non-zeros, if a CSR matrix's 32-bit indices can hold it.
+fn csr_count(nnz: usize) -> Result<usize, GpuError> {
+    if nnz > MAX_DIM {
+        return Err(GpuError::invalid(format!(
+            "dense_to_csr: {nnz} non-zeros exceed the 32-bit indices of a CSR matrix"
+        )));
+    }
+    Ok(nnz)
+}
+
 /// A matrix's buffers, for [`apart`].
 fn parts<T: DTypeBase>(a: &CsrMatrix<T>) -> [(u64, &'static str); 3] {
     [
@@ -262,25 +272,20 @@ impl SparseCore {
         dense: &GpuRef<T>,
         shape: (usize, usize),
         offsets: &GpuRef<i32>,
-    ) -> Result<usize, GpuError> {
+    ) -> Result<Deferred<usize>, GpuError> {
         let op = "dense_to_csr";
         self.check_dense(dense, shape, op)?;
         self.check(offsets)?;
         holds(offsets, shape.0 + 1, "offsets", op)?;
-        let nnz = self.run(
+        let shared = self.shared.clone();
+        self.run(
             op,
             || {
                 let (sd, mut so) = lock2(dense, offsets);
-                Ok(cpu::count(sd.host()?, shape, so.host_mut()?))
+                csr_count(cpu::count(sd.host()?, shape, so.host_mut()?)).map(Deferred::Now)
             },
-            |c| c.count(dense, shape, offsets),
-        )?;
-        if nnz > MAX_DIM {
-            return Err(GpuError::invalid(format!(
-                "{op}: {nnz} non-zeros exceed the 32-bit indices of a CSR matrix"
-            )));
-        }
-        Ok(nnz)
+            |c| c.count(&shared, dense, shape, offsets),
+        )
     }
 
     fn fill<T: SparseFloat>(&mut self, dense: &GpuRef<T>, a: &CsrMatrix<T>) -> Result<Deferred<()>, GpuError> {
@@ -373,7 +378,7 @@ impl SparseActor {
 
     /// The first step of `Device::dense_to_csr`: the row offsets of the dense
     /// column-major `rows × cols` matrix's non-zeros into `offsets` (`rows + 1`), and
-    /// their count (on a GPU this waits for the sparse actor's stream).
+    /// their count once the stream has run the analysis.
     #[handler(dtypes(blas1))]
     fn csr_count<T: SparseFloat>(
         &mut self,
@@ -381,7 +386,7 @@ impl SparseActor {
         rows: usize,
         cols: usize,
         offsets: GpuRef<i32>,
-    ) -> Result<usize, GpuError> {
+    ) -> Result<Deferred<usize>, GpuError> {
         self.0.core()?.count(&dense, (rows, cols), &offsets)
     }
 
