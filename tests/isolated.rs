@@ -235,6 +235,7 @@ fn bad_input_is_a_typed_error_and_the_worker_keeps_serving(
     config: DeviceConfig,
 ) -> Pin<Box<dyn Future<Output = ()> + Send>> {
     Box::pin(async move {
+        let on_gpu = config.backend == atomr_accel_cuda::device::BackendChoice::Cuda;
         let (_sys, dev) = open(config.clone()).await;
         let a = dev.upload(vec![1.0f32; 16]).await.unwrap();
         let c = dev.alloc::<f32>(16).await.unwrap();
@@ -292,20 +293,24 @@ fn bad_input_is_a_typed_error_and_the_worker_keeps_serving(
         );
         let e = dev.pinned::<f32>(0).await.unwrap_err();
         assert!(matches!(e, GpuError::InvalidArgument(_)), "{e:?}");
-        // Raw modules cross to the worker, whose CPU device has none.
-        let e = dev.load_module(KernelSource::new("", &[])).await.unwrap_err();
-        assert!(
-            matches!(&e, GpuError::Unsupported(m) if m.contains("GPU only")),
-            "{e:?}"
-        );
-        let e = dev
+        // Raw modules cross to the worker: a GPU's loads them (check_modules launches
+        // them), a CPU device's has none.
+        let empty = dev.load_module(KernelSource::new("", &[])).await;
+        let image = dev
             .load_module_image(ModuleImage::Ptx(".version 8.0\n.target sm_90\n".into()), &["k"])
-            .await
-            .unwrap_err();
-        assert!(
-            matches!(&e, GpuError::Unsupported(m) if m.contains("GPU only")),
-            "{e:?}"
-        );
+            .await;
+        if on_gpu {
+            empty.unwrap();
+            let e = image.unwrap_err();
+            assert!(matches!(e, GpuError::InvalidArgument(_)), "an image without `k`: {e:?}");
+        } else {
+            for e in [empty.unwrap_err(), image.unwrap_err()] {
+                assert!(
+                    matches!(&e, GpuError::Unsupported(m) if m.contains("GPU only")),
+                    "{e:?}"
+                );
+            }
+        }
         // Events cross too, but each stays with its own device.
         let (ev, lev, oev) = (
             dev.create_event().await.unwrap(),
