@@ -114,9 +114,20 @@ async fn check_products<T: SparseScalar>(dev: &Device, tol: f64) {
     let back = dev.download(&gd).await.unwrap();
     assert_eq!(first_difference(&wide(&back), &dense_t), None, "csr_to_dense");
     let again = dev.dense_to_csr(&gd, rows, cols).await.unwrap();
+    let (got, want) = (
+        dev.download_csr(&again).await.unwrap(),
+        dev.download_csr(&a).await.unwrap(),
+    );
+    let differs = |g: &[i32], w: &[i32]| (g.len(), w.len(), g.iter().zip(w).position(|(x, y)| x != y));
     assert!(
-        dev.download_csr(&again).await.unwrap() == dev.download_csr(&a).await.unwrap(),
-        "dense_to_csr of csr_to_dense is the matrix"
+        got == want,
+        "dense_to_csr of csr_to_dense is the matrix: nnz {} vs {}; offsets {:?}; indices {:?}; first values {:?} vs {:?}",
+        got.values.len(),
+        want.values.len(),
+        differs(&got.offsets, &want.offsets),
+        differs(&got.indices, &want.indices),
+        &got.values[..got.values.len().min(4)],
+        &want.values[..want.values.len().min(4)]
     );
     // An all-zero matrix has no stored elements: y = beta·y.
     let zeros = dev.alloc::<T>(6 * 4).await.unwrap();

@@ -9,7 +9,8 @@ use super::Device;
 use crate::error::GpuError;
 use crate::gpu_ref::GpuRef;
 use crate::library::sparse::{
-    check_structure, coo_to_csr, CsrMatrix, HostCsr, SparseActorCsrCountDType, SparseActorCsrFillDType, MAX_DIM,
+    check_structure, coo_to_csr, dense_to_host_csr, CsrMatrix, HostCsr, SparseActorCsrCountDType,
+    SparseActorCsrFillDType, MAX_DIM,
 };
 
 impl Device {
@@ -95,14 +96,40 @@ impl Device {
     }
 
     /// The non-zeros of the dense column-major `rows × cols` matrix `dense` as a CSR
-    /// matrix: counted first (on a GPU, cuSPARSE's analysis, its count read once the
-    /// stream has run it), then its buffers allocated and filled.
+    /// matrix: counted first, then its buffers allocated and filled by the sparse actor
+    /// — on a GPU, for now, through the host (read back, converted, uploaded):
+    /// cuSPARSE's own conversion gave another structure than the host's in its first GPU
+    /// run and is not used until that is understood.
     pub async fn dense_to_csr<T: SparseScalar>(
         &self,
         dense: &GpuRef<T>,
         rows: usize,
         cols: usize,
     ) -> Result<CsrMatrix<T>, GpuError> {
+        if self.ready().await?.backend == crate::backend::state::BackendKind::Cuda {
+            let need = rows
+                .checked_mul(cols)
+                .ok_or_else(|| GpuError::invalid(format!("dense_to_csr: {rows}×{cols} overflows")))?;
+            if dense.len() < need {
+                return Err(GpuError::InvalidArgument(
+                    crate::error::Invalid::new(format!(
+                        "dense_to_csr: dense must hold {rows}×{cols} = {need} elements, the buffer has {}",
+                        dense.len()
+                    ))
+                    .arg("dense")
+                    .mismatch(
+                        format_args!("≥ {need} elements"),
+                        format_args!("{} elements", dense.len()),
+                    ),
+                ));
+            }
+            check_structure(rows, cols, &vec![0; rows + 1], &[], 0)?;
+            let host = self.download(&dense.view(0..need)?).await?;
+            let csr = dense_to_host_csr(&host, (rows, cols));
+            return self
+                .upload_csr(rows, cols, &csr.offsets, &csr.indices, &csr.values)
+                .await;
+        }
         let offsets = self.alloc::<i32>(rows.saturating_add(1)).await?;
         let (d, o) = (dense.clone(), offsets.clone());
         let nnz = self

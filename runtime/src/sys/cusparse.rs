@@ -94,19 +94,7 @@ impl SpMat {
         })?;
         Ok(SpMat(d))
     }
-
-    /// The number of stored elements (once `dense_to_csr_analysis` has run).
-    pub(crate) fn nnz(&self) -> Result<usize, GpuError> {
-        let (mut r, mut c, mut n) = (0i64, 0i64, 0i64);
-        // SAFETY: FFI edge: reads three sizes of a live descriptor into locals.
-        check(unsafe { sys::cusparseSpMatGetSize(self.0, &mut r, &mut c, &mut n) })?;
-        Ok(n.max(0) as usize)
-    }
 }
-
-// SAFETY: a descriptor is host memory of cuSPARSE's, used by one owner at a time (moved
-// into the future that reads its count once the stream has run the analysis).
-unsafe impl Send for SpMat {}
 
 impl Drop for SpMat {
     fn drop(&mut self) {
@@ -285,37 +273,6 @@ impl Sparse {
         let work = self.workspace(bytes)?;
         // SAFETY: as above; `work` holds at least the bytes asked for.
         check(unsafe { sys::cusparseSparseToDense(self.handle, a.0, dense.0, alg, work) })
-    }
-
-    /// Enqueues the analysis of a dense-to-CSR conversion of `dense`, which writes the
-    /// row offsets of `csr` (described with its offsets, and null indices and values
-    /// when they are not made yet).
-    fn analyse(&mut self, dense: &DnMat, csr: &SpMat) -> Result<*mut c_void, GpuError> {
-        let alg = sys::cusparseDenseToSparseAlg_t::CUSPARSE_DENSETOSPARSE_ALG_DEFAULT;
-        let mut bytes = 0usize;
-        // SAFETY: FFI edge: live descriptors of matching shapes (validated by the caller).
-        check(unsafe { sys::cusparseDenseToSparse_bufferSize(self.handle, dense.0, csr.0, alg, &mut bytes) })?;
-        let work = self.workspace(bytes)?;
-        // SAFETY: as above; `work` holds at least the bytes asked for and is used only
-        // on the handle's stream.
-        check(unsafe { sys::cusparseDenseToSparse_analysis(self.handle, dense.0, csr.0, alg, work) })?;
-        Ok(work)
-    }
-
-    /// Enqueues the analysis that writes the row offsets of `dense`'s non-zeros into
-    /// `csr`'s offsets; their count is `csr.nnz()` once the stream has run it.
-    pub(crate) fn dense_to_csr_analysis(&mut self, dense: &DnMat, csr: &SpMat) -> Result<(), GpuError> {
-        self.analyse(dense, csr).map(drop)
-    }
-
-    /// Enqueues the whole conversion of `dense` into the CSR matrix at `m` (whose
-    /// indices and values hold the count [`Sparse::dense_to_csr_analysis`] gave).
-    pub(crate) fn dense_to_csr(&mut self, dense: &DnMat, csr: &SpMat) -> Result<(), GpuError> {
-        let work = self.analyse(dense, csr)?;
-        let alg = sys::cusparseDenseToSparseAlg_t::CUSPARSE_DENSETOSPARSE_ALG_DEFAULT;
-        // SAFETY: FFI edge: the analysis just enqueued used this workspace and these
-        // descriptors, now complete (indices and values of the counted size).
-        check(unsafe { sys::cusparseDenseToSparse_convert(self.handle, dense.0, csr.0, alg, work) })
     }
 }
 

@@ -151,3 +151,19 @@ pub(crate) fn coo_to_csr<T: DTypeBase>(
         values: csr.data().iter().map(|&v| T::from_f64(v)).collect(),
     }
 }
+
+/// The non-zeros of the dense column-major `rows × cols` matrix as a CSR matrix on the
+/// host (how `Device::dense_to_csr` converts on a GPU for now).
+pub(crate) fn dense_to_host_csr<T: DTypeBase>(dense: &[T], (rows, cols): (usize, usize)) -> HostCsr<T> {
+    let mut offsets = vec![0; rows + 1];
+    let nnz = count(dense, (rows, cols), &mut offsets);
+    let (mut indices, mut values) = (vec![0; nnz], vec![T::default(); nnz]);
+    fill(dense, (rows, cols), &mut offsets, (&mut indices, &mut values));
+    HostCsr {
+        rows,
+        cols,
+        offsets,
+        indices,
+        values,
+    }
+}

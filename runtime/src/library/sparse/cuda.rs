@@ -12,7 +12,7 @@ use crate::actor::Deferred;
 use crate::backend::state::DeviceShared;
 use crate::completion::Completer;
 use crate::error::GpuError;
-use crate::gpu_ref::{lock2, lock4, lock5, GpuRef};
+use crate::gpu_ref::{lock4, lock5, GpuRef};
 use crate::sys::cusparse::{CsrPtrs, DnMat, DnVec, SpMat, Sparse};
 
 /// The cuSPARSE handle of one generation and how its work is waited for.
@@ -97,57 +97,6 @@ impl CudaSparse {
         let (dp, _d) = sd.address(&stream, true)?;
         let m = SpMat::csr::<T>(ptrs(a, offsets, indices, values))?;
         self.sparse.densify(&m, &DnMat::col_major::<T>(dp, a.rows, a.cols)?)?;
-        Ok(self.done(shared))
-    }
-
-    /// The row offsets of `dense`'s non-zeros into `offsets`, and their count once the
-    /// stream has run the analysis (awaited off the actor's thread).
-    pub(super) fn count<T: SparseFloat>(
-        &mut self,
-        shared: &Arc<DeviceShared>,
-        dense: &GpuRef<T>,
-        (rows, cols): (usize, usize),
-        offsets: &GpuRef<i32>,
-    ) -> Result<Deferred<usize>, GpuError> {
-        let stream = self.sparse.stream().clone();
-        let (mut sd, mut so) = lock2(dense, offsets);
-        let (dp, _d) = sd.address(&stream, false)?;
-        let (op, _o) = so.address(&stream, true)?;
-        let shape = CsrPtrs {
-            rows,
-            cols,
-            nnz: 0,
-            offsets: op,
-            indices: 0,
-            values: 0,
-        };
-        let m = SpMat::csr::<T>(shape)?;
-        self.sparse
-            .dense_to_csr_analysis(&DnMat::col_major::<T>(dp, rows, cols)?, &m)?;
-        let done = self.completer.done(self.sparse.stream());
-        let shared = shared.clone();
-        Ok(Deferred::later(async move {
-            done.await.map_err(|e| shared.observe(e))?;
-            super::csr_count(m.nnz()?)
-        }))
-    }
-
-    /// Enqueues the conversion of `dense` into `a` (whose buffers hold its count).
-    pub(super) fn fill<T: SparseFloat>(
-        &mut self,
-        shared: &Arc<DeviceShared>,
-        dense: &GpuRef<T>,
-        a: &CsrMatrix<T>,
-    ) -> Result<Deferred<()>, GpuError> {
-        let stream = self.sparse.stream().clone();
-        let (mut sd, mut so, mut si, mut sv) = lock4(dense, &a.offsets, &a.indices, &a.values);
-        let (dp, _d) = sd.address(&stream, false)?;
-        let (offsets, _o) = so.address(&stream, true)?;
-        let (indices, _i) = si.address(&stream, true)?;
-        let (values, _v) = sv.address(&stream, true)?;
-        let m = SpMat::csr::<T>(ptrs(a, offsets, indices, values))?;
-        self.sparse
-            .dense_to_csr(&DnMat::col_major::<T>(dp, a.rows, a.cols)?, &m)?;
         Ok(self.done(shared))
     }
 }
