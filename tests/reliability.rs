@@ -256,6 +256,11 @@ async fn bad_requests(config: DeviceConfig) {
             inv,
         ),
         (
+            "rng dimensions of a pseudo-random kind",
+            Box::pin(dev.rng_dimensions(4)),
+            inv,
+        ),
+        (
             "kernel block over 1024 threads",
             Box::pin(saxpy::launch(
                 &dev,

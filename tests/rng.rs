@@ -16,6 +16,7 @@ on_both! {
     bad_parameters_are_typed_errors => bad_parameters;
     each_generator_kind_is_reproducible_and_well_distributed => kinds;
     sobol_is_the_same_low_discrepancy_sequence_on_every_backend => sobol;
+    sobol_in_many_dimensions_plain_scrambled_and_64_bit => sobol_dimensions;
     uniform_ranges_stay_in_bounds_with_uniform_moments => ranges;
 }
 
@@ -206,6 +207,137 @@ async fn sobol(config: DeviceConfig) {
     assert!(matches!(dev.fill_poisson(&u, 2.0).await, Err(GpuError::Unsupported(_))));
     dev.rng_generator(RngKind::Philox, 1).await.unwrap();
     dev.fill_normal(&g, 0.0f32, 1.0).await.unwrap();
+}
+
+/// `cell` of `x` among the 2^k intervals: 32-bit points lie in (0, 1] (cell j is
+/// (j / 2^k, (j + 1) / 2^k]), 64-bit ones in (0, 1) (cell j is [j / 2^k, (j + 1) / 2^k)).
+fn cell(x: f64, k: u32, wide: bool) -> usize {
+    let scaled = x * (1u64 << k) as f64;
+    if wide {
+        scaled.floor() as usize
+    } else {
+        scaled.ceil() as usize - 1
+    }
+}
+
+/// Sobol sequences in 50 dimensions, 32- and 64-bit, plain and scrambled: a fill holds
+/// whole points ordered by dimension, the first 2^k points of every dimension fall one
+/// into each interval of width 2^-k, fills continue the sequence and a reseed restarts
+/// it, the plain ones are the CPU device's points on every backend (the GPU's cuRAND vs
+/// the CPU device's Joe–Kuo numbers), a scrambled one differs from its plain one; bad
+/// dimensions and lengths are typed errors.
+async fn sobol_dimensions(config: DeviceConfig) {
+    let (_sys, dev, _) = open(config).await;
+    let cpu_sys = ActorSystem::new("rng-cpu");
+    let cpu = Device::open(&cpu_sys, DeviceConfig::cpu()).await.unwrap();
+    let (dims, per) = (50usize, 1usize << 12);
+    for kind in [
+        RngKind::Sobol32,
+        RngKind::Sobol64,
+        RngKind::ScrambledSobol32,
+        RngKind::ScrambledSobol64,
+    ] {
+        let wide = matches!(kind, RngKind::Sobol64 | RngKind::ScrambledSobol64);
+        let scrambled = matches!(kind, RngKind::ScrambledSobol32 | RngKind::ScrambledSobol64);
+        for d in [&dev, &cpu] {
+            d.rng_generator(kind, 0).await.unwrap();
+            d.rng_dimensions(dims as u32).await.unwrap();
+        }
+        let x = sample::<f64>(&dev, per * dims, async |g| dev.fill_uniform(g).await.unwrap()).await;
+        for d in 0..dims {
+            let pts = &x[d * per..(d + 1) * per];
+            assert!(
+                pts.iter().all(|v| *v > 0.0 && *v <= 1.0),
+                "{kind:?} dimension {d}: outside (0, 1]"
+            );
+            for k in [4, 9, 12] {
+                let mut seen = vec![false; 1 << k];
+                for v in &pts[..1 << k] {
+                    let c = cell(*v, k, wide);
+                    assert!(
+                        !seen[c],
+                        "{kind:?} dimension {d}: two of the first 2^{k} points in cell {c}"
+                    );
+                    seen[c] = true;
+                }
+            }
+        }
+        // Two fills of half as many points: the same points, each fill by dimension.
+        dev.seed_rng(1).await.unwrap();
+        let half = per / 2;
+        let a = sample::<f64>(&dev, half * dims, async |g| dev.fill_uniform(g).await.unwrap()).await;
+        let b = sample::<f64>(&dev, half * dims, async |g| dev.fill_uniform(g).await.unwrap()).await;
+        for d in 0..dims {
+            assert_eq!(
+                a[d * half..(d + 1) * half],
+                x[d * per..d * per + half],
+                "{kind:?} dimension {d}"
+            );
+            assert_eq!(
+                b[d * half..(d + 1) * half],
+                x[d * per + half..(d + 1) * per],
+                "{kind:?} dimension {d}"
+            );
+        }
+        let on_cpu = sample::<f64>(&cpu, per * dims, async |g| cpu.fill_uniform(g).await.unwrap()).await;
+        if scrambled {
+            dev.rng_generator(if wide { RngKind::Sobol64 } else { RngKind::Sobol32 }, 0)
+                .await
+                .unwrap();
+            dev.rng_dimensions(dims as u32).await.unwrap();
+            let plain = sample::<f64>(&dev, per * dims, async |g| dev.fill_uniform(g).await.unwrap()).await;
+            let same = plain.iter().zip(&x).filter(|(p, s)| p == s).count();
+            assert!(
+                same < per * dims / 100,
+                "{kind:?}: {same} points as the plain sequence's"
+            );
+        } else {
+            // The plain sequences are the CPU device's on every backend (a 64-bit point
+            // within the last bit of its conversion to a double).
+            let tol = if wide { 2f64.powi(-52) } else { 0.0 };
+            let bad = x.iter().zip(&on_cpu).position(|(g, c)| (g - c).abs() > tol);
+            if let Some(i) = bad {
+                panic!(
+                    "{kind:?}: number {i} (dimension {}, point {}) is {} here, {} on the CPU device",
+                    i / per,
+                    i % per,
+                    x[i],
+                    on_cpu[i]
+                );
+            }
+            // f32 fills: the same points, rounded.
+            dev.seed_rng(0).await.unwrap();
+            let f = sample::<f32>(&dev, 64 * dims, async |g| dev.fill_uniform(g).await.unwrap()).await;
+            for d in 0..dims {
+                for k in 0..64 {
+                    let (g, w) = (f[d * 64 + k], x[d * per + k]);
+                    assert!(
+                        (g - w).abs() <= 1.2e-7,
+                        "{kind:?} f32 dimension {d} point {k}: {g} vs {w}"
+                    );
+                }
+            }
+        }
+    }
+    // Bad input: a length that is not whole points, dimensions out of range, dimensions
+    // of a pseudo-random kind.
+    dev.rng_generator(RngKind::Sobol32, 0).await.unwrap();
+    dev.rng_dimensions(3).await.unwrap();
+    let g = dev.alloc::<f32>(10).await.unwrap();
+    for e in [
+        dev.fill_uniform(&g).await.unwrap_err(),
+        dev.fill_uniform_range(&g, 0.0, 1.0).await.unwrap_err(),
+        dev.rng_dimensions(0).await.unwrap_err(),
+        dev.rng_dimensions(20_001).await.unwrap_err(),
+    ] {
+        assert!(matches!(e, GpuError::InvalidArgument(_)), "{e:?}");
+    }
+    dev.fill_uniform(&g.view(..9).unwrap()).await.unwrap();
+    dev.rng_generator(RngKind::Philox, 0).await.unwrap();
+    let e = dev.rng_dimensions(2).await.unwrap_err();
+    assert!(matches!(e, GpuError::InvalidArgument(_)), "{e:?}");
+    dev.fill_uniform(&g).await.unwrap();
+    cpu.stop().await;
 }
 
 /// Uniform fills over `[lo, hi)` from every kind: every number in its bounds, moments of

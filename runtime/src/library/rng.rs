@@ -24,6 +24,10 @@ use crate::library::shell::{Core, Library};
 use crate::observability::{cpu_op, gpu_timed};
 use crate::sys::{CurandGen, Draw};
 
+pub mod sobol;
+
+use sobol::{check_dimensions, check_length, SobolSeq};
+
 /// The seed a device's generator starts from.
 pub const DEFAULT_SEED: u64 = 0x5EED_A70A;
 
@@ -32,11 +36,14 @@ pub const DEFAULT_SEED: u64 = 0x5EED_A70A;
 /// The pseudo-random kinds are cuRAND's on a GPU; the CPU device draws every one of them
 /// from ChaCha12, seeded with the seed and the kind (the same seed and kind give the same
 /// numbers again on each backend; the backends' sequences differ, their distributions
-/// agree). `Sobol32` is the 1-dimensional Sobol sequence (Joe–Kuo direction numbers, as
-/// cuRAND's `CURAND_RNG_QUASI_SOBOL32`): the same points on both backends, uniform
-/// fills only.
+/// agree). The Sobol kinds are quasi-random sequences (Joe–Kuo direction numbers, as
+/// cuRAND's `CURAND_RNG_QUASI_SOBOL32`/`64` and their scrambled forms), in one
+/// dimension or as many as [`Device::rng_dimensions`] sets: the plain ones give the same
+/// points on both backends, the scrambled ones a scramble of each backend's own
+/// ([`sobol`](self::sobol)); uniform fills only.
 ///
 /// [`Device::rng_generator`]: crate::Device::rng_generator
+/// [`Device::rng_dimensions`]: crate::Device::rng_dimensions
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum RngKind {
     /// cuRAND's default XORWOW.
@@ -51,19 +58,43 @@ pub enum RngKind {
     /// fall one into each interval `(j / 2^k, (j + 1) / 2^k]`. No seed (a reseed
     /// restarts it).
     Sobol32,
+    /// The Sobol sequence with 64-bit coordinates (`CURAND_RNG_QUASI_SOBOL64`): points as
+    /// `(x >> 11) / 2⁵³ + 2⁻⁵⁴`, and 2⁶⁴ of them before it ends (`Sobol32`'s end after
+    /// 2³² per dimension).
+    Sobol64,
+    /// `Sobol32` scrambled (`CURAND_RNG_QUASI_SCRAMBLED_SOBOL32` on a GPU, the CPU
+    /// device's own affine scramble): no point at 0, still one of the first 2^k points
+    /// in each interval of width 2^-k. A fixed scramble: the seed is ignored.
+    ScrambledSobol32,
+    /// `Sobol64` scrambled, as `ScrambledSobol32`.
+    ScrambledSobol64,
 }
 
 crate::wire::wire_enum!(RngKind {
     RngKind::Xorwow,
     RngKind::Philox,
     RngKind::Mrg32k3a,
-    RngKind::Sobol32
+    RngKind::Sobol32,
+    RngKind::Sobol64,
+    RngKind::ScrambledSobol32,
+    RngKind::ScrambledSobol64
 });
 
 impl RngKind {
     /// A quasi-random sequence (no seed, uniform fills only).
     pub fn is_quasi(self) -> bool {
-        self == RngKind::Sobol32
+        self.sobol().is_some()
+    }
+
+    /// A Sobol kind's width (32 or 64) and whether it is scrambled.
+    fn sobol(self) -> Option<(u32, bool)> {
+        match self {
+            RngKind::Xorwow | RngKind::Philox | RngKind::Mrg32k3a => None,
+            RngKind::Sobol32 => Some((32, false)),
+            RngKind::Sobol64 => Some((64, false)),
+            RngKind::ScrambledSobol32 => Some((32, true)),
+            RngKind::ScrambledSobol64 => Some((64, true)),
+        }
     }
 
     /// cuRAND's generator type.
@@ -74,35 +105,17 @@ impl RngKind {
             RngKind::Philox => T::CURAND_RNG_PSEUDO_PHILOX4_32_10,
             RngKind::Mrg32k3a => T::CURAND_RNG_PSEUDO_MRG32K3A,
             RngKind::Sobol32 => T::CURAND_RNG_QUASI_SOBOL32,
+            RngKind::Sobol64 => T::CURAND_RNG_QUASI_SOBOL64,
+            RngKind::ScrambledSobol32 => T::CURAND_RNG_QUASI_SCRAMBLED_SOBOL32,
+            RngKind::ScrambledSobol64 => T::CURAND_RNG_QUASI_SCRAMBLED_SOBOL64,
         }
-    }
-}
-
-/// The CPU device's 1-dimensional Sobol sequence, point by point in Gray-code order.
-#[derive(Default)]
-struct Sobol1 {
-    next: u32,
-    x: u32,
-}
-
-impl Sobol1 {
-    /// The next point as cuRAND converts it to a double: `(x + 1) / 2³²`, in (0, 1].
-    fn next(&mut self) -> f64 {
-        if self.next > 0 {
-            // Dimension 1's direction numbers are 2^(31 - c): flip the bit of the
-            // rightmost zero of the previous index.
-            let c = (self.next - 1).trailing_ones();
-            self.x ^= 1u32 << (31 - c);
-        }
-        self.next = self.next.wrapping_add(1);
-        (self.x as f64 + 1.0) / 4_294_967_296.0
     }
 }
 
 enum RngEngine {
     Cpu {
         rng: Box<ChaCha12Rng>,
-        sobol: Option<Sobol1>,
+        sobol: Option<SobolSeq>,
     },
     Cuda {
         gen: CurandGen,
@@ -116,17 +129,32 @@ pub(crate) struct RngCore {
     shared: Arc<DeviceShared>,
     generation: u64,
     kind: RngKind,
+    /// The dimensions of a quasi-random kind (1 for the others).
+    dims: u32,
     engine: RngEngine,
 }
 
-/// The CPU device's generator of `kind` from `seed`.
-fn cpu_engine(kind: RngKind, seed: u64) -> RngEngine {
+/// The CPU device's generator of `kind` from `seed` (a Sobol kind in `dims` dimensions).
+fn cpu_engine(kind: RngKind, seed: u64, dims: u32) -> Result<RngEngine, GpuError> {
     // The kind mixed into the seed: two kinds of one seed are two sequences, as on a GPU.
     let mixed = seed ^ (kind as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    RngEngine::Cpu {
+    Ok(RngEngine::Cpu {
         rng: Box::new(ChaCha12Rng::seed_from_u64(mixed)),
-        sobol: kind.is_quasi().then(Sobol1::default),
+        sobol: match kind.sobol() {
+            Some((bits, scrambled)) => Some(SobolSeq::new(dims, bits, scrambled)?),
+            None => None,
+        },
+    })
+}
+
+/// cuRAND's generator of `kind` on `stream` from `seed` (a Sobol kind in `dims`
+/// dimensions).
+fn cuda_gen(stream: &Arc<CudaStream>, kind: RngKind, seed: u64, dims: u32) -> Result<CurandGen, GpuError> {
+    let gen = CurandGen::new(stream.clone(), kind.curand(), kind.is_quasi(), seed)?;
+    if dims > 1 {
+        gen.set_dimensions(dims)?;
     }
+    Ok(gen)
 }
 
 impl Core for RngCore {
@@ -137,9 +165,9 @@ impl Core for RngCore {
         let first = seed.rng_seed.unwrap_or(DEFAULT_SEED);
         let kind = RngKind::default();
         let engine = match seed.cuda_stream()? {
-            None => cpu_engine(kind, first),
+            None => cpu_engine(kind, first, 1)?,
             Some((stream, completer)) => RngEngine::Cuda {
-                gen: CurandGen::new(stream.clone(), kind.curand(), kind.is_quasi(), first)?,
+                gen: cuda_gen(&stream, kind, first, 1)?,
                 stream,
                 completer,
             },
@@ -148,6 +176,7 @@ impl Core for RngCore {
             shared: seed.shared.clone(),
             generation: seed.generation,
             kind,
+            dims: 1,
             engine,
         })
     }
@@ -222,23 +251,42 @@ impl RngCore {
 
     fn reseed(&mut self, seed: u64) -> Result<(), GpuError> {
         match &mut self.engine {
-            RngEngine::Cpu { .. } => self.engine = cpu_engine(self.kind, seed),
+            RngEngine::Cpu { sobol: Some(s), .. } => s.restart(),
+            RngEngine::Cpu { .. } => self.engine = cpu_engine(self.kind, seed, self.dims)?,
             RngEngine::Cuda { gen, .. } => gen.reseed(seed).map_err(|e| self.shared.observe(e))?,
         }
         Ok(())
     }
 
-    /// Replaces the generator by one of `kind`, seeded.
-    fn switch(&mut self, kind: RngKind, seed: u64) -> Result<(), GpuError> {
+    /// Replaces the generator by one of `kind`, seeded, in `dims` dimensions (a quasi-
+    /// random kind; 1 for the others).
+    fn switch(&mut self, kind: RngKind, seed: u64, dims: u32) -> Result<(), GpuError> {
         match &mut self.engine {
-            RngEngine::Cpu { .. } => self.engine = cpu_engine(kind, seed),
+            RngEngine::Cpu { .. } => self.engine = cpu_engine(kind, seed, dims)?,
             RngEngine::Cuda { gen, stream, .. } => {
-                *gen = CurandGen::new(stream.clone(), kind.curand(), kind.is_quasi(), seed)
-                    .map_err(|e| self.shared.observe(e))?;
+                *gen = cuda_gen(stream, kind, seed, dims).map_err(|e| self.shared.observe(e))?;
             }
         }
         self.kind = kind;
+        self.dims = dims;
         Ok(())
+    }
+
+    /// A new generator of the current quasi-random kind in `dims` dimensions, at its
+    /// first point.
+    fn dimensions(&mut self, dims: u32) -> Result<(), GpuError> {
+        if !self.kind.is_quasi() {
+            return Err(GpuError::InvalidArgument(
+                crate::error::Invalid::new(format!(
+                    "the {:?} generator is pseudo-random: only a quasi-random (Sobol) kind has dimensions — \
+                     pick one with rng_generator first",
+                    self.kind
+                ))
+                .arg("dims"),
+            ));
+        }
+        check_dimensions(dims)?;
+        self.switch(self.kind, 0, dims)
     }
 
     /// `Unsupported` for a draw other than uniform from a quasi-random sequence.
@@ -269,6 +317,9 @@ impl RngCore {
     /// Fills `dst` with `draw` — on the CPU device now, on a GPU enqueued.
     fn enqueue_fill<T: RngFloat>(&mut self, dst: &GpuRef<T>, draw: Draw<T>) -> Result<(), GpuError> {
         self.check(dst)?;
+        if self.kind.is_quasi() {
+            check_length(dst.len(), self.dims)?;
+        }
         if let Draw::Normal { mean, std } | Draw::LogNormal { mean, std } = draw {
             check_params(mean.to_f64(), std.to_f64())?;
         }
@@ -288,7 +339,7 @@ impl RngCore {
                 match draw {
                     Draw::Uniform if sobol.is_some() => {
                         let s = sobol.as_mut().expect("a Sobol sequence");
-                        v.iter_mut().for_each(|x| *x = to(s.next()));
+                        s.fill(v.len(), |i, x| v[i] = to(x))?;
                     }
                     // (0, 1], like cuRAND.
                     Draw::Uniform => v.iter_mut().for_each(|x| {
@@ -408,7 +459,18 @@ impl RngActor {
     /// the default kind and its configured seed, as after `seed_rng`.
     #[handler(device(name = rng_generator))]
     fn generator(&mut self, kind: RngKind, seed: u64) -> Result<(), GpuError> {
-        self.0.core()?.switch(kind, seed)
+        self.0.core()?.switch(kind, seed, 1)
+    }
+
+    /// Makes the device's quasi-random generator one of `dims` dimensions (1 to
+    /// 20 000), restarted at its first point: a fill then takes whole points (a length
+    /// that is a multiple of `dims`), ordered by dimension — the fill's first
+    /// `len / dims` numbers are dimension 1's coordinates of those points, the next
+    /// dimension 2's, and so on (cuRAND's order). `InvalidArgument` on a pseudo-random
+    /// kind; `rng_generator` goes back to one dimension.
+    #[handler(device(name = rng_dimensions))]
+    fn dimensions(&mut self, dims: u32) -> Result<(), GpuError> {
+        self.0.core()?.dimensions(dims)
     }
 
     /// Fills `dst` with uniform numbers in (0, 1] (cuRAND's convention; `fill_uniform_range`

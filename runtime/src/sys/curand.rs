@@ -103,6 +103,18 @@ impl CurandGen {
         unsafe { cr::set_offset(self.gen, 0) }.map_err(curand_error)
     }
 
+    /// Makes a quasi-random generator one of `dims` dimensions (its output then ordered
+    /// by dimension, cuRAND's default quasi-random ordering).
+    pub(crate) fn set_dimensions(&self, dims: u32) -> Result<(), GpuError> {
+        // SAFETY: FFI edge: the generator is live and owned by `self`; cuRAND checks
+        // the generator's kind and `dims` itself (an error status, never UB).
+        let status = unsafe { cudarc::curand::sys::curandSetQuasiRandomGeneratorDimensions(self.gen, dims) };
+        match status {
+            cudarc::curand::sys::curandStatus_t::CURAND_STATUS_SUCCESS => Ok(()),
+            e => Err(curand_error(cudarc::curand::result::CurandError(e))),
+        }
+    }
+
     /// Fills `dst` (f32 or f64; an even number of elements for Normal/LogNormal).
     pub(crate) fn fill<T>(&self, dst: &mut impl cudarc::driver::DevicePtrMut<T>, draw: Draw<T>) -> Result<(), GpuError>
     where
