@@ -2,7 +2,7 @@
 //! (its inner tier in a worker process), interleaved, in one run: the tiny round trip
 //! (a 1×1×1 SGEMM: ask → worker → cuBLAS → completion → reply), SGEMM 4096 and 256 MiB
 //! uploads/downloads. Prints `RESULT |` lines. On the GPU when one is found, else on
-//! the CPU device (smaller sizes). Its own `main` (`#[gpu_main]`): the worker re-enters
+//! the CPU device (smaller sizes). Pageable copies are timed once; pinned ones best of four. Its own `main` (`#[gpu_main]`): the worker re-enters
 //! this executable.
 
 use std::time::Instant;
@@ -60,6 +60,27 @@ async fn copies(dev: &Device, bytes: usize) -> (f64, f64) {
     (up, down)
 }
 
+/// GB/s of a pinned upload (`write_pinned`) and a pinned download (`download_pinned`) of
+/// `bytes`, best of three each: on an isolated device the pinned buffer is a range of
+/// the shared arena the worker page-locked, so both should be one DMA like in-process.
+async fn pinned_copies(dev: &Device, bytes: usize) -> (f64, f64) {
+    let n = bytes / 4;
+    let mut host = dev.pinned::<f32>(n).await.unwrap();
+    host.as_mut_slice().unwrap().fill(1.25);
+    let g = dev.alloc::<f32>(n).await.unwrap();
+    let (mut up, mut down) = (0f64, 0f64);
+    for _ in 0..4 {
+        let t = Instant::now();
+        host = dev.write_pinned(&g, host).await.unwrap();
+        up = up.max(bytes as f64 / t.elapsed().as_secs_f64() / 1e9);
+        let t = Instant::now();
+        host = dev.download_pinned(&g, host).await.unwrap();
+        down = down.max(bytes as f64 / t.elapsed().as_secs_f64() / 1e9);
+    }
+    assert!(host.as_slice().unwrap().iter().all(|v| *v == 1.25));
+    (up, down)
+}
+
 #[gpu_main]
 #[tokio::main(flavor = "multi_thread", worker_threads = 4)]
 async fn main() {
@@ -93,6 +114,12 @@ async fn main() {
         );
         let (lt, it) = (sgemm(&local, n, gemm_iters).await, sgemm(&iso, n, gemm_iters).await);
         let ((lu, ld), (iu, id)) = (copies(&local, bytes).await, copies(&iso, bytes).await);
+        let ((pu, pd), (qu, qd)) = (pinned_copies(&local, bytes).await, pinned_copies(&iso, bytes).await);
+        println!(
+            "RESULT | round {round} | pinned upload {pu:.2} / {qu:.2} GB/s ({:.2}x) | pinned download {pd:.2} / {qd:.2} GB/s ({:.2}x)",
+            qu / pu,
+            qd / pd
+        );
         println!(
             "RESULT | round {round} | tiny p50 {l50:.1} / {i50:.1} us (+{:.1}) | tiny p99 {l99:.1} / {i99:.1} us | \
              sgemm {n} {lt:.2} / {it:.2} TFLOP/s ({:.3}x) | upload {lu:.2} / {iu:.2} GB/s ({:.2}x) | download {ld:.2} / {id:.2} GB/s ({:.2}x)",

@@ -716,14 +716,16 @@ fn ten_sticky_faults_recover(config: DeviceConfig) -> Pin<Box<dyn Future<Output 
             let trap = cycle % 2 == 0;
             let code = if trap { 719 } else { 700 };
             let t = crash_and_recover(&dev, async move {
-                let (mut rx, g0, t0) = (d.watch_state(), d.state().generation, Instant::now());
+                let (mut rx, g0) = (d.watch_state(), d.state().generation);
+                // The buffer first, so that the time below is the faulting launch's alone
+                // (the kernel's module load in the worker, the launch, the fault surfacing).
+                let mut y = d.alloc::<f32>(256).await?;
+                let t0 = Instant::now();
                 let r = if !on_gpu {
                     Err(d.inject_fault(code).await)
                 } else if trap {
-                    let mut y = d.alloc::<f32>(256).await?;
                     fault_trap::launch(&d, LaunchConfig::for_elements(32, 32), &mut y).await
                 } else {
-                    let mut y = d.alloc::<f32>(256).await?;
                     fault_oob::launch(&d, LaunchConfig::for_elements(32, 32), &mut y, 1 << 40).await
                 };
                 match &r {
