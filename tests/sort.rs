@@ -1,6 +1,7 @@
 //! `Device::sort_by_key`: keys sorted ascending in place, stable (equal keys keep their
 //! order), NaNs last, values permuted alike — checked on fresh random data with many
-//! ties against a stable sort on the host, for float and integer keys and values of
+//! ties against a stable sort on the host, for float and integer keys (64-bit ones beyond
+//! 2^53 compared exactly) and values of
 //! other types, odd lengths and views. On the CPU device and on the GPU.
 
 #[macro_use]
@@ -56,6 +57,41 @@ async fn check<K: SortKey + SortValue>(d: &Device, keys: Vec<K>) {
     }
 }
 
+/// As [`check`], for integer keys compared exactly (64-bit keys beyond 2^53 included).
+async fn check_int<K: SortKey + SortValue + Ord>(d: &Device, keys: Vec<K>) {
+    let n = keys.len();
+    let gk = d.upload(keys.clone()).await.unwrap();
+    let gv = d.upload((0..n as i64).collect::<Vec<_>>()).await.unwrap();
+    d.sort_by_key(&gk, &gv).await.unwrap();
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&i| keys[i]);
+    let got_v = d.download(&gv).await.unwrap();
+    if let Some(i) = (0..n).find(|&i| got_v[i] != order[i] as i64) {
+        panic!(
+            "{} sort of {n}: position {i} holds index {}, want {}",
+            K::NAME,
+            got_v[i],
+            order[i]
+        );
+    }
+    let got_k = d.download(&gk).await.unwrap();
+    assert!(
+        order.iter().enumerate().all(|(i, &j)| got_k[i] == keys[j]),
+        "{} keys out of order",
+        K::NAME
+    );
+}
+
+/// `n` 64-bit keys far beyond 2^53 that differ in their last bits (a float could not
+/// tell them apart), with many ties: `grid · 2^55 + (0..4)`, around `center`.
+fn keys_wide(n: usize) -> Vec<i64> {
+    rand_vec(n)
+        .iter()
+        .zip(rand_vec(n))
+        .map(|(x, y)| ((x * 9.0).floor() as i64) * (1 << 55) + ((y + 1.0) * 2.0).floor() as i64)
+        .collect()
+}
+
 /// `n` keys in [-range, range) on a grid of `steps` values: many ties.
 fn keys_f64(n: usize, steps: f64) -> Vec<f64> {
     rand_vec(n).iter().map(|x| (x * steps).floor()).collect()
@@ -71,12 +107,30 @@ async fn sorts(config: DeviceConfig) {
             f[n - 2] = f32::NAN;
             f[5] = f32::INFINITY;
             f[6] = f32::NEG_INFINITY;
+            // -0 and +0 are equal keys: they keep their order.
+            f[7] = -0.0;
+            f[8] = 0.0;
         }
         check::<f32>(&d, f).await;
         check::<f64>(&d, keys_f64(n, 1e6)).await;
         check::<half::f16>(&d, keys_f64(n, 30.0).iter().map(|&x| half::f16::from_f64(x)).collect()).await;
-        check::<i32>(&d, keys_f64(n, 2e9).iter().map(|&x| x as i32).collect()).await;
-        check::<u32>(&d, keys_f64(n, 9.0).iter().map(|&x| (x + 9.0) as u32).collect()).await;
+        check_int::<i32>(&d, keys_f64(n, 2e9).iter().map(|&x| x as i32).collect()).await;
+        check_int::<u32>(&d, keys_f64(n, 9.0).iter().map(|&x| (x + 9.0) as u32).collect()).await;
+        check_int::<u32>(
+            &d,
+            keys_f64(n, 9.0)
+                .iter()
+                .map(|&x| (x as i64 + (1 << 31)) as u32)
+                .collect(),
+        )
+        .await;
+        check_int::<i64>(&d, keys_wide(n)).await;
+        // u64 keys on both sides of 2^63.
+        check_int::<u64>(
+            &d,
+            keys_wide(n).iter().map(|&k| (k as u64).wrapping_add(1 << 63)).collect(),
+        )
+        .await;
     }
     // f32 keys with f64 values, and a view: only its window moves.
     let keys: Vec<f32> = (0..100).map(|i| ((i * 37) % 11) as f32).collect();

@@ -30,6 +30,7 @@ fn calls(x: &[f32], y: &mut [f32]) {
     let f = x[0].to_i64();
     let g = j.wrapping_add(1);
     let h = f32::from_i64(3);
+    let b = x[0].to_bits();
 }
 
 fn main() {}

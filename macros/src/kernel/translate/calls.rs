@@ -316,6 +316,14 @@ impl Tr<'_> {
                 &m.method,
                 "`wrapping_add` adds two `i64`s (widen with `to_i64()` first)",
             ),
+            ("to_bits", 0) if rt == Ty::Prim(Prim::F64) => (
+                format!("((unsigned long long)__double_as_longlong({r}))"),
+                Ty::Prim(Prim::U64),
+            ),
+            ("to_bits", 0) => self.err(
+                &m.method,
+                "`to_bits` reads an `f64`'s bits as a `u64` (widen with `to_f64()` first)",
+            ),
             ("to_f32", 0) => (format!("k_to_f32({r})"), Ty::Prim(Prim::F32)),
             _ => self.err(
                 &m.method,
