@@ -40,7 +40,7 @@ pub const DEFAULT_SEED: u64 = 0x5EED_A70A;
 /// cuRAND's `CURAND_RNG_QUASI_SOBOL32`/`64` and their scrambled forms), in one
 /// dimension or as many as [`Device::rng_dimensions`] sets: the plain ones give the same
 /// points on both backends, the scrambled ones a scramble of each backend's own
-/// ([`sobol`](self::sobol)); uniform fills only.
+/// ([`sobol`]); uniform fills only.
 ///
 /// [`Device::rng_generator`]: crate::Device::rng_generator
 /// [`Device::rng_dimensions`]: crate::Device::rng_dimensions
