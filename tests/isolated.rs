@@ -881,6 +881,18 @@ async fn check_pinned(dev: &Device, n: usize) {
     let e = dev.write_pinned(&g2, short).await.unwrap_err();
     assert!(matches!(e, GpuError::InvalidArgument(_)), "{e:?}");
     drop((p, pw));
+    // Owned vectors of several staging chunks (8 MiB) and a partial one: `upload`,
+    // `write` and `download` go through the shared pinned buffers, exact.
+    let big = 3 * (2 << 20) + 77;
+    let data: Vec<f32> = rand_vec(big).iter().map(|&v| v as f32).collect();
+    let g = dev.upload(data.clone()).await.unwrap();
+    assert!(dev.download(&g).await.unwrap() == data, "a staged upload + download");
+    let again: Vec<f32> = data.iter().map(|v| v * 0.5 - 1.0).collect();
+    dev.write(&g, &again[..]).await.unwrap();
+    assert!(
+        dev.download(&g.view(5..).unwrap()).await.unwrap() == again[5..],
+        "a staged write + view download"
+    );
 }
 
 /// A sparse matrix crosses as its buffers: made, multiplied and converted in the

@@ -167,12 +167,13 @@ pub(crate) fn device_methods(def: &ActorDef, krate: &syn::Path) -> TokenStream {
         let p = h.payload();
         let MethodArgs { decls, clones, fields } = method_args(h);
         let span = name.span();
+        let vis = if h.internal { quote!(pub(crate)) } else { quote!(pub) };
         Some(match &h.generic {
             None => {
                 let v = h.variant(None);
                 quote_spanned! {span=>
                     #(#docs)*
-                    pub async fn #name(&self, #(#decls),*) -> ::core::result::Result<#p, #krate::GpuError> {
+                    #vis async fn #name(&self, #(#decls),*) -> ::core::result::Result<#p, #krate::GpuError> {
                         #(#clones)*
                         self.call(|reply| $($m)::+::#msg::#v { #(#fields,)* reply }).await
                     }
@@ -185,7 +186,7 @@ pub(crate) fn device_methods(def: &ActorDef, krate: &syn::Path) -> TokenStream {
                 // written as in the handler (the parameter keeps its name).
                 quote_spanned! {span=>
                     #(#docs)*
-                    pub async fn #name<#param: $#set>(&self, #(#decls),*) -> ::core::result::Result<#p, #krate::GpuError> {
+                    #vis async fn #name<#param: $#set>(&self, #(#decls),*) -> ::core::result::Result<#p, #krate::GpuError> {
                         #(#clones)*
                         self.call(|reply| <#param as $($m)::+::#tr>::__into_msg(#(#fields,)* reply)).await
                     }

@@ -51,6 +51,10 @@ pub(crate) struct Handler {
     /// `device(into(data))`: parameters the `Device` method takes as `impl Into<T>` of
     /// the handler's type `T` and converts (an upload takes a `Vec` or a slice).
     pub(crate) into: Vec<Ident>,
+    /// `device(internal)`: the `Device` method is `pub(crate)` — the runtime's own
+    /// building block behind a hand-written public method (a copy that stages large
+    /// transfers through pinned buffers and sends small ones as one message).
+    pub(crate) internal: bool,
     /// Where to point errors about the handler as a whole.
     pub(crate) span: Span,
 }
@@ -279,6 +283,7 @@ struct HandlerAttr {
     device: Option<(Ident, Span)>,
     borrow: Vec<Ident>,
     into: Vec<Ident>,
+    internal: bool,
 }
 
 fn parse_handler_attr(attr: &Attribute, method: &Ident, krate: &syn::Path, errors: &mut Errors) -> HandlerAttr {
@@ -295,6 +300,7 @@ fn parse_handler_attr(attr: &Attribute, method: &Ident, krate: &syn::Path, error
         device,
         borrow,
         into,
+        internal,
     } = &mut a;
     let mut seen: Vec<String> = vec![];
     let r = attr.parse_nested_meta(|meta| {
@@ -321,10 +327,12 @@ fn parse_handler_attr(attr: &Attribute, method: &Ident, krate: &syn::Path, error
                         let content;
                         syn::parenthesized!(content in sub.input);
                         into.extend(content.parse_terminated(Ident::parse, syn::Token![,])?);
+                    } else if sub.path.is_ident("internal") {
+                        *internal = true;
                     } else {
                         errors.at(
                             &sub.path,
-                            "unknown `device` key; expected `name = method_name`, `borrow(param, …)` or `into(param, …)`",
+                            "unknown `device` key; expected `name = method_name`, `borrow(param, …)`, `into(param, …)` or `internal`",
                         );
                         if sub.input.peek(syn::Token![=]) {
                             let _: syn::Expr = sub.value()?.parse()?;
@@ -390,6 +398,7 @@ fn parse_handler(f: &ImplItemFn, attr: &Attribute, krate: &syn::Path, errors: &m
         device,
         borrow,
         into,
+        internal,
     } = parse_handler_attr(attr, &f.sig.ident, krate, errors);
     let sig = &f.sig;
     let mut ok = true;
@@ -534,6 +543,7 @@ fn parse_handler(f: &ImplItemFn, attr: &Attribute, krate: &syn::Path, errors: &m
         device,
         borrow,
         into,
+        internal,
         span: sig.ident.span(),
     })
 }

@@ -258,20 +258,22 @@ impl ContextActor {
         self.core()?.advise(&buffer, advice)
     }
 
-    /// Allocates a buffer holding `data`.
-    #[handler(dtypes(any), device(into(data)))]
+    /// Allocates a buffer holding `data`, as one message (`Device::upload` stages large
+    /// ones through pinned buffers instead).
+    #[handler(dtypes(any), device(name = upload_message, into(data), internal))]
     fn upload<T: DTypeBase>(&mut self, data: HostData<T>) -> Result<Deferred<GpuRef<T>>, GpuError> {
         self.core()?.upload(&data)
     }
 
-    /// Overwrites `dst` with `data`.
-    #[handler(dtypes(any), device(into(data)))]
+    /// Overwrites `dst` with `data`, as one message (`Device::write` stages large writes).
+    #[handler(dtypes(any), device(name = write_message, into(data), internal))]
     fn write<T: DTypeBase>(&mut self, dst: GpuRef<T>, data: HostData<T>) -> Result<Deferred<()>, GpuError> {
         self.core()?.write(&dst, &data)
     }
 
-    /// Copies a buffer to the host (device → host).
-    #[handler(dtypes(any), device)]
+    /// Copies a buffer to the host (device → host), as one message (`Device::download`
+    /// stages large ones).
+    #[handler(dtypes(any), device(name = download_message, internal))]
     fn download<T: DTypeBase>(&mut self, src: GpuRef<T>) -> Result<Deferred<Vec<T>>, GpuError> {
         self.core()?.download(&src)
     }

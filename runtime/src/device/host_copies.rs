@@ -20,6 +20,7 @@ use crate::device::{DType, Device};
 use crate::error::{GpuError, Invalid};
 use crate::gpu_ref::GpuRef;
 use crate::host::{copy_wide, PinnedBuf};
+use crate::wire::HostData;
 
 /// Bytes per staging chunk: large enough that a transfer's fixed cost (~10 µs) is small
 /// against its 0.15 ms at 55 GB/s, small enough that the first transfer starts early.
@@ -57,7 +58,7 @@ impl Device {
         same_len(src.len(), dst.len(), "src")?;
         let chunk = chunk_len::<T>();
         if !self.stages::<T>(src.len()) {
-            return self.write(dst, src).await;
+            return self.write_message(dst, src).await;
         }
         let mut free: Vec<PinnedBuf<T>> = Vec::with_capacity(DEPTH);
         let mut inflight: VecDeque<Sent<'_, T>> = VecDeque::with_capacity(DEPTH);
@@ -84,7 +85,7 @@ impl Device {
     /// Uploads `src` into a new buffer, staged like [`Device::write_slice`].
     pub async fn upload_slice<T: DType>(&self, src: &[T]) -> Result<GpuRef<T>, GpuError> {
         if !self.stages::<T>(src.len()) {
-            return self.upload(src).await;
+            return self.upload_message(src).await;
         }
         let dst = self.alloc::<T>(src.len()).await?;
         self.write_slice(&dst, src).await?;
@@ -96,7 +97,7 @@ impl Device {
     pub async fn download_into<T: DType>(&self, src: &GpuRef<T>, dst: &mut [T]) -> Result<(), GpuError> {
         same_len(dst.len(), src.len(), "dst")?;
         if !self.stages::<T>(dst.len()) {
-            let v = self.download(src).await?;
+            let v = self.download_message(src).await?;
             dst.copy_from_slice(&v);
             return Ok(());
         }
@@ -123,6 +124,41 @@ impl Device {
             }
         }
         Ok(())
+    }
+
+    /// Allocates a buffer holding `data` (a `Vec`, a slice, an array). A large upload
+    /// (a chunk or more) is staged like [`Device::upload_slice`] — the host copy into
+    /// pinned buffers overlapping the transfers, at about twice the speed of a copy from
+    /// pageable memory and the same on an isolated device (whose pinned buffers its
+    /// worker DMAs from); a small one goes as one message.
+    pub async fn upload<T: DType>(&self, data: impl Into<HostData<T>>) -> Result<GpuRef<T>, GpuError> {
+        let data = data.into();
+        if self.stages::<T>(data.len()) {
+            return self.upload_slice(&data).await;
+        }
+        self.upload_message(data).await
+    }
+
+    /// Overwrites `dst` with `data` (same length): a large write staged like
+    /// [`Device::write_slice`], a small one as one message.
+    pub async fn write<T: DType>(&self, dst: &GpuRef<T>, data: impl Into<HostData<T>>) -> Result<(), GpuError> {
+        let data = data.into();
+        if self.stages::<T>(data.len()) {
+            return self.write_slice(dst, &data).await;
+        }
+        self.write_message(dst, data).await
+    }
+
+    /// Copies a buffer (or view) to the host: a large one downloaded in chunks through
+    /// pinned buffers like [`Device::download_into`] — into a new vector, the host copy
+    /// of each chunk overlapping the transfer of the next —, a small one as one message.
+    pub async fn download<T: DType>(&self, src: &GpuRef<T>) -> Result<Vec<T>, GpuError> {
+        if self.stages::<T>(src.len()) {
+            let mut out = vec![T::default(); src.len()];
+            self.download_into(src, &mut out).await?;
+            return Ok(out);
+        }
+        self.download_message(src).await
     }
 
     /// Whether a copy of `len` elements is staged: at least a chunk, on a device whose
