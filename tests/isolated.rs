@@ -919,6 +919,20 @@ async fn check_sparse(dev: &Device) {
         dev.download_csr(&again).await.unwrap(),
         dev.download_csr(&a).await.unwrap()
     );
+    // The COO form crosses too: made in the worker, multiplied there, read back.
+    let coo = dev.csr_to_coo(&a).await.unwrap();
+    assert_eq!(
+        dev.download_coo(&coo).await.unwrap(),
+        (vec![0, 0, 1, 2], vec![0, 2, 2, 0], vec![1.5, -2.0, 0.25, 4.0])
+    );
+    let y = dev.upload(vec![1.0f64; 3]).await.unwrap();
+    dev.spmv(&coo, &x, &y, SparseOp::new().alpha(2.0).beta(-1.0))
+        .await
+        .unwrap();
+    assert_eq!(
+        dev.download(&y).await.unwrap(),
+        vec![2.0 * -4.5 - 1.0, 2.0 * 0.75 - 1.0, 7.0]
+    );
 }
 
 /// A raw CUDA C++ module through the worker: loaded from source and as a prebuilt CUBIN,

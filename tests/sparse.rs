@@ -1,11 +1,11 @@
-//! Sparse matrices (CSR): SpMV and SpMM in both orientations, dense ↔ CSR, coordinates
-//! with duplicates, against float64 references on fresh random matrices; bad input as
+//! Sparse matrices (CSR and COO): SpMV and SpMM in both orientations, dense ↔ CSR, CSR ↔ COO,
+//! coordinates with duplicates, against float64 references on fresh random matrices; bad input as
 //! typed errors. The CPU device runs in CI (sprs); the GPU cases (cuSPARSE) on the H200.
 
 mod common;
 
 use atomr_accel_cuda::actor::ActorSystem;
-use atomr_accel_cuda::prelude::{SparseOp, SparseScalar};
+use atomr_accel_cuda::prelude::{SparseMatrix, SparseOp, SparseScalar};
 use atomr_accel_cuda::{Device, DeviceConfig, GpuError};
 use common::{gemm_ref, rand_vec, rel_err};
 
@@ -70,49 +70,40 @@ async fn check_products<T: SparseScalar>(dev: &Device, tol: f64) {
     let dense_t = dense_of((rows, cols), &ri, &ci, &vt);
     let stored = dense_t.iter().filter(|&&x| x != 0.0).count();
     assert_eq!(a.nnz(), stored);
-    for transpose in [false, true] {
-        let (inner, outer) = if transpose { (rows, cols) } else { (cols, rows) };
-        let (x, y0) = (rand_vec(inner), rand_vec(outer));
-        let (alpha, beta) = (1.25, -0.5);
-        let (gx, gy) = (
-            dev.upload(cast::<T>(&x)).await.unwrap(),
-            dev.upload(cast::<T>(&y0)).await.unwrap(),
-        );
-        let how = SparseOp {
-            alpha: T::from_f64(alpha),
-            beta: T::from_f64(beta),
-            transpose,
-        };
-        dev.spmv(&a, &gx, &gy, how).await.unwrap();
-        let (x_t, y_t) = (wide(&cast::<T>(&x)), wide(&cast::<T>(&y0)));
-        let mut want = y_t.clone();
-        gemm_ref(
-            transpose, false, outer, 1, inner, alpha, &dense_t, rows, &x_t, inner, beta, &mut want, outer,
-        );
-        let got = wide(&dev.download(&gy).await.unwrap());
-        let e = rel_err(&got, &want);
-        assert!(e < tol, "spmv (transpose {transpose}) {}: rel err {e}", T::NAME);
-        // SpMM over 5 columns.
-        let n = 5;
-        let (b, c0) = (rand_vec(inner * n), rand_vec(outer * n));
-        let (gb, gc) = (
-            dev.upload(cast::<T>(&b)).await.unwrap(),
-            dev.upload(cast::<T>(&c0)).await.unwrap(),
-        );
-        dev.spmm(&a, &gb, &gc, n, how).await.unwrap();
-        let (b_t, mut want) = (wide(&cast::<T>(&b)), wide(&cast::<T>(&c0)));
-        gemm_ref(
-            transpose, false, outer, n, inner, alpha, &dense_t, rows, &b_t, inner, beta, &mut want, outer,
-        );
-        let got = wide(&dev.download(&gc).await.unwrap());
-        let e = rel_err(&got, &want);
-        assert!(e < tol, "spmm (transpose {transpose}) {}: rel err {e}", T::NAME);
+    // The COO form: one row index per element, in the CSR's order; back to CSR exactly.
+    let coo = dev.csr_to_coo(&a).await.unwrap();
+    assert_eq!((coo.rows(), coo.cols(), coo.nnz()), (rows, cols, stored));
+    let host = dev.download_csr(&a).await.unwrap();
+    let (cr, cc, cv) = dev.download_coo(&coo).await.unwrap();
+    let want_rows: Vec<i32> = (0..rows)
+        .flat_map(|r| std::iter::repeat_n(r as i32, (host.offsets[r + 1] - host.offsets[r]) as usize))
+        .collect();
+    assert_eq!(cr, want_rows, "csr_to_coo's row indices");
+    assert_eq!(
+        (cc, cv),
+        (host.indices.clone(), host.values.clone()),
+        "csr_to_coo's columns and values"
+    );
+    let round = dev.coo_to_csr(&coo).await.unwrap();
+    assert_eq!(
+        dev.download_csr(&round).await.unwrap(),
+        host,
+        "coo_to_csr of csr_to_coo"
+    );
+    for (form, m) in [("CSR", SparseMatrix::from(&a)), ("COO", SparseMatrix::from(&coo))] {
+        check_forms(dev, (rows, cols), &m, &dense_t, tol, form).await;
     }
     // To dense and back: exact.
     let gd = dev.alloc::<T>(rows * cols).await.unwrap();
     dev.csr_to_dense(&a, &gd).await.unwrap();
     let back = dev.download(&gd).await.unwrap();
     assert_eq!(first_difference(&wide(&back), &dense_t), None, "csr_to_dense");
+    dev.csr_to_dense(&coo, &gd).await.unwrap();
+    assert_eq!(
+        first_difference(&wide(&dev.download(&gd).await.unwrap()), &dense_t),
+        None,
+        "COO to dense"
+    );
     let again = dev.dense_to_csr(&gd, rows, cols).await.unwrap();
     let (got, want) = (
         dev.download_csr(&again).await.unwrap(),
@@ -129,20 +120,73 @@ async fn check_products<T: SparseScalar>(dev: &Device, tol: f64) {
         &got.values[..got.values.len().min(4)],
         &want.values[..want.values.len().min(4)]
     );
-    // An all-zero matrix has no stored elements: y = beta·y.
+    // An all-zero matrix has no stored elements: y = beta·y, in either form.
     let zeros = dev.alloc::<T>(6 * 4).await.unwrap();
     let z = dev.dense_to_csr(&zeros, 6, 4).await.unwrap();
     assert_eq!(z.nnz(), 0);
-    let (gx, gy) = (
-        dev.upload(cast::<T>(&[1.0; 4])).await.unwrap(),
-        dev.upload(cast::<T>(&[2.0; 6])).await.unwrap(),
-    );
-    dev.spmv(&z, &gx, &gy, SparseOp::new().beta(T::from_f64(0.5)))
-        .await
-        .unwrap();
-    assert_eq!(wide(&dev.download(&gy).await.unwrap()), vec![1.0; 6]);
+    let zc = dev.csr_to_coo(&z).await.unwrap();
+    assert_eq!(zc.nnz(), 0);
+    assert_eq!(dev.coo_to_csr(&zc).await.unwrap().nnz(), 0);
+    for m in [SparseMatrix::from(&z), SparseMatrix::from(&zc)] {
+        let (gx, gy) = (
+            dev.upload(cast::<T>(&[1.0; 4])).await.unwrap(),
+            dev.upload(cast::<T>(&[2.0; 6])).await.unwrap(),
+        );
+        dev.spmv(m, &gx, &gy, SparseOp::new().beta(T::from_f64(0.5)))
+            .await
+            .unwrap();
+        assert_eq!(wide(&dev.download(&gy).await.unwrap()), vec![1.0; 6]);
+    }
 }
 
+/// SpMV and SpMM of one form of the matrix, both ways, against float64.
+async fn check_forms<T: SparseScalar>(
+    dev: &Device,
+    (rows, cols): (usize, usize),
+    a: &SparseMatrix<T>,
+    dense_t: &[f64],
+    tol: f64,
+    form: &str,
+) {
+    for transpose in [false, true] {
+        let (inner, outer) = if transpose { (rows, cols) } else { (cols, rows) };
+        let (x, y0) = (rand_vec(inner), rand_vec(outer));
+        let (alpha, beta) = (1.25, -0.5);
+        let (gx, gy) = (
+            dev.upload(cast::<T>(&x)).await.unwrap(),
+            dev.upload(cast::<T>(&y0)).await.unwrap(),
+        );
+        let how = SparseOp {
+            alpha: T::from_f64(alpha),
+            beta: T::from_f64(beta),
+            transpose,
+        };
+        dev.spmv(a.clone(), &gx, &gy, how).await.unwrap();
+        let (x_t, y_t) = (wide(&cast::<T>(&x)), wide(&cast::<T>(&y0)));
+        let mut want = y_t.clone();
+        gemm_ref(
+            transpose, false, outer, 1, inner, alpha, dense_t, rows, &x_t, inner, beta, &mut want, outer,
+        );
+        let got = wide(&dev.download(&gy).await.unwrap());
+        let e = rel_err(&got, &want);
+        assert!(e < tol, "{form} spmv (transpose {transpose}) {}: rel err {e}", T::NAME);
+        // SpMM over 5 columns.
+        let n = 5;
+        let (b, c0) = (rand_vec(inner * n), rand_vec(outer * n));
+        let (gb, gc) = (
+            dev.upload(cast::<T>(&b)).await.unwrap(),
+            dev.upload(cast::<T>(&c0)).await.unwrap(),
+        );
+        dev.spmm(a.clone(), &gb, &gc, n, how).await.unwrap();
+        let (b_t, mut want) = (wide(&cast::<T>(&b)), wide(&cast::<T>(&c0)));
+        gemm_ref(
+            transpose, false, outer, n, inner, alpha, dense_t, rows, &b_t, inner, beta, &mut want, outer,
+        );
+        let got = wide(&dev.download(&gc).await.unwrap());
+        let e = rel_err(&got, &want);
+        assert!(e < tol, "{form} spmm (transpose {transpose}) {}: rel err {e}", T::NAME);
+    }
+}
 /// Each fault a typed error naming it; the device keeps serving.
 async fn check_bad_input(dev: &Device) {
     let bad = |e: GpuError, arg: &str| match e {
@@ -193,6 +237,12 @@ async fn check_bad_input(dev: &Device) {
     bad(e, "n");
     let e = dev.dense_to_csr(&x, 2, 2).await.unwrap_err();
     bad(e, "dense");
+    // The COO form is checked alike: a short x, y one of its buffers.
+    let coo = dev.csr_to_coo(&a).await.unwrap();
+    let e = dev.spmv(&coo, &y, &x, SparseOp::new()).await.unwrap_err();
+    bad(e, "x");
+    let e = dev.spmv(&coo, &x, coo.values(), SparseOp::new()).await.unwrap_err();
+    bad(e, "y");
     // Still serving.
     dev.spmv(&a, &x, &y, SparseOp::new()).await.unwrap();
     assert_eq!(dev.download(&y).await.unwrap(), vec![3.0, 3.0]);

@@ -23,7 +23,7 @@ pub use crate::library::blas::{Batch, Gemm, Gemv, Strided};
 pub use crate::library::fft::FftShape;
 pub use crate::library::rng::RngKind;
 pub use crate::library::solver::{Eigh, Triangle};
-pub use crate::library::sparse::{CsrMatrix, HostCsr, SparseOp};
+pub use crate::library::sparse::{CooMatrix, CsrMatrix, HostCsr, SparseMatrix, SparseOp};
 pub use crate::memory::{Advice, Location};
 pub use crate::pipeline::Pipeline;
 pub use crate::placement::{DeviceLoad, Placement, PlacementActor, PlacementActorRef, PlacementPolicy};

@@ -38,7 +38,7 @@ use crate::library::seed::LibrarySeed;
 use crate::library::shell::Library;
 use crate::library::solver::Eigh;
 use crate::library::solver::SolverActor;
-use crate::library::sparse::{CsrMatrix, SparseActor, SparseOp};
+use crate::library::sparse::{SparseActor, SparseMatrix, SparseOp};
 
 use super::bounds::{Blas1Scalar, BlasScalar, FftScalar, RandomScalar, SolverScalar, SparseScalar};
 use crate::dtype::Complex;

@@ -1,17 +1,53 @@
 //! The sparse part of the `Device` client that is more than one request: making a
 //! `CsrMatrix` from host data (checked here: cuSPARSE trusts a structure), reading one
-//! back, and converting a dense matrix (count, allocate, fill). Products and the
-//! conversion to dense are single requests, generated from the `SparseActor`'s
-//! handlers.
+//! back, converting a dense matrix (count, allocate, fill), and moving between the CSR
+//! and COO forms (`#[kernel]`s: a row's offsets spread into its elements' row indices,
+//! and back by a binary search per row). Products and the conversion to dense are
+//! single requests, generated from the `SparseActor`'s handlers.
 
 use super::bounds::SparseScalar;
 use super::Device;
 use crate::error::GpuError;
 use crate::gpu_ref::GpuRef;
+use crate::launch::LaunchConfig;
 use crate::library::sparse::{
-    check_structure, coo_to_csr, dense_to_host_csr, CsrMatrix, HostCsr, SparseActorCsrCountDType,
+    check_structure, coo_to_csr, dense_to_host_csr, CooMatrix, CsrMatrix, HostCsr, SparseActorCsrCountDType,
     SparseActorCsrFillDType, MAX_DIM,
 };
+
+/// Row `r`'s elements get row index `r`: `row_indices[offsets[r]..offsets[r + 1]] = r`.
+#[atomr_accel_cuda_macros::kernel(crate = crate)]
+fn rows_of_offsets(offsets: &[i32], row_indices: &mut [i32]) {
+    let r = global_index();
+    if r + 1 < offsets.len() {
+        let mut k = offsets[r] as usize;
+        let end = offsets[r + 1] as usize;
+        while k < end {
+            row_indices[k] = r as i32;
+            k += 1;
+        }
+    }
+}
+
+/// `offsets[r]` = the first of the `nnz` sorted row indices that is `r` or more (a
+/// binary search per row; `offsets[rows] = nnz`).
+#[atomr_accel_cuda_macros::kernel(crate = crate)]
+fn offsets_of_rows(row_indices: &[i32], nnz: u32, offsets: &mut [i32]) {
+    let r = global_index();
+    if r < offsets.len() {
+        let mut lo: usize = 0;
+        let mut hi = nnz as usize;
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if (row_indices[mid] as usize) < r {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        offsets[r] = lo as i32;
+    }
+}
 
 impl Device {
     /// A `rows × cols` CSR matrix on the device from its host arrays: `row_offsets`
@@ -147,5 +183,72 @@ impl Device {
         self.call(|reply| <T as SparseActorCsrFillDType>::__into_msg(d, m, reply))
             .await?;
         Ok(a)
+    }
+
+    /// The same matrix in COO form: its row offsets spread into one row index per
+    /// stored element (a `#[kernel]`), its column indices and values copied — the two
+    /// matrices share no buffer. The COO form keeps the CSR's order (by row, then
+    /// column), as cuSPARSE's COO routines expect.
+    pub async fn csr_to_coo<T: SparseScalar>(&self, a: &CsrMatrix<T>) -> Result<CooMatrix<T>, GpuError> {
+        let len = a.nnz.max(1);
+        let (mut row_indices, col_indices, values) = (
+            self.alloc::<i32>(len).await?,
+            self.alloc::<i32>(len).await?,
+            self.alloc::<T>(len).await?,
+        );
+        if a.nnz > 0 {
+            let cfg = LaunchConfig::for_elements(a.rows, 128);
+            rows_of_offsets::launch(self, cfg, &a.offsets, &mut row_indices).await?;
+        }
+        self.copy(&a.indices.view(0..len)?, &col_indices).await?;
+        self.copy(&a.values.view(0..len)?, &values).await?;
+        Ok(CooMatrix {
+            rows: a.rows,
+            cols: a.cols,
+            nnz: a.nnz,
+            row_indices,
+            col_indices,
+            values,
+        })
+    }
+
+    /// The same matrix in CSR form: row offsets found from the sorted row indices (a
+    /// `#[kernel]`: one binary search per row), column indices and values copied.
+    pub async fn coo_to_csr<T: SparseScalar>(&self, a: &CooMatrix<T>) -> Result<CsrMatrix<T>, GpuError> {
+        let len = a.nnz.max(1);
+        let (mut offsets, indices, values) = (
+            self.alloc::<i32>(a.rows + 1).await?,
+            self.alloc::<i32>(len).await?,
+            self.alloc::<T>(len).await?,
+        );
+        let cfg = LaunchConfig::for_elements(a.rows + 1, 256);
+        offsets_of_rows::launch(self, cfg, &a.row_indices, a.nnz as u32, &mut offsets).await?;
+        self.copy(&a.col_indices.view(0..len)?, &indices).await?;
+        self.copy(&a.values.view(0..len)?, &values).await?;
+        Ok(CsrMatrix {
+            rows: a.rows,
+            cols: a.cols,
+            nnz: a.nnz,
+            offsets,
+            indices,
+            values,
+        })
+    }
+
+    /// A COO matrix read back to the host as `(row_indices, col_indices, values)` of its
+    /// stored elements, in its order.
+    pub async fn download_coo<T: SparseScalar>(
+        &self,
+        a: &CooMatrix<T>,
+    ) -> Result<(Vec<i32>, Vec<i32>, Vec<T>), GpuError> {
+        let (mut r, mut c, mut v) = futures::try_join!(
+            self.download(&a.row_indices),
+            self.download(&a.col_indices),
+            self.download(&a.values)
+        )?;
+        r.truncate(a.nnz);
+        c.truncate(a.nnz);
+        v.truncate(a.nnz);
+        Ok((r, c, v))
     }
 }

@@ -17,7 +17,7 @@ use crate::library::blas::{Batch, Gemm, Gemv, Strided};
 use crate::library::fft::FftShape;
 use crate::library::rng::RngKind;
 use crate::library::solver::Eigh;
-use crate::library::sparse::{CsrMatrix, SparseOp};
+use crate::library::sparse::{SparseMatrix, SparseOp};
 use crate::memory::{Advice, Location};
 use crate::wire::HostData;
 

@@ -1,4 +1,4 @@
-//! cuSPARSE's generic API (CSR matrices, dense vectors and matrices) as safe calls on
+//! cuSPARSE's generic API (CSR and COO matrices, dense vectors and matrices) as safe calls on
 //! stream-ordered device addresses.
 //!
 //! cudarc's safe layer stops at the handle's creation; descriptors and routines are raw
@@ -56,14 +56,15 @@ pub(crate) fn operation(transpose: bool) -> cusparseOperation_t {
     }
 }
 
-/// The device addresses of a CSR matrix (row offsets, column indices, values: 32-bit
-/// indices, zero-based) and its shape.
+/// The device addresses of a sparse matrix (its row structure — CSR row offsets or COO
+/// row indices —, column indices and values: 32-bit indices, zero-based) and its shape.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct CsrPtrs {
+pub(crate) struct SparsePtrs {
     pub(crate) rows: usize,
     pub(crate) cols: usize,
     pub(crate) nnz: usize,
-    pub(crate) offsets: u64,
+    /// `rows + 1` CSR row offsets, or `nnz` COO row indices.
+    pub(crate) row_structure: u64,
     pub(crate) indices: u64,
     pub(crate) values: u64,
 }
@@ -73,7 +74,7 @@ pub(crate) struct SpMat(cusparseSpMatDescr_t);
 
 impl SpMat {
     /// Describes the CSR matrix at `m` with elements of `T`.
-    pub(crate) fn csr<T: CusparseFloat>(m: CsrPtrs) -> Result<Self, GpuError> {
+    pub(crate) fn csr<T: CusparseFloat>(m: SparsePtrs) -> Result<Self, GpuError> {
         let mut d = std::ptr::null_mut();
         // SAFETY: FFI edge: the descriptor only records the addresses and sizes (the
         // caller's buffers hold `rows + 1` offsets and `nnz` indices and values).
@@ -83,10 +84,33 @@ impl SpMat {
                 i64_of(m.rows),
                 i64_of(m.cols),
                 i64_of(m.nnz),
-                m.offsets as *mut c_void,
+                m.row_structure as *mut c_void,
                 m.indices as *mut c_void,
                 m.values as *mut c_void,
                 cusparseIndexType_t::CUSPARSE_INDEX_32I,
+                cusparseIndexType_t::CUSPARSE_INDEX_32I,
+                cusparseIndexBase_t::CUSPARSE_INDEX_BASE_ZERO,
+                T::DATA_TYPE,
+            )
+        })?;
+        Ok(SpMat(d))
+    }
+
+    /// Describes the COO matrix at `m` (row indices sorted, then column indices) with
+    /// elements of `T`.
+    pub(crate) fn coo<T: CusparseFloat>(m: SparsePtrs) -> Result<Self, GpuError> {
+        let mut d = std::ptr::null_mut();
+        // SAFETY: FFI edge: the descriptor only records the addresses and sizes (the
+        // caller's buffers hold `nnz` row indices, column indices and values).
+        check(unsafe {
+            sys::cusparseCreateCoo(
+                &mut d,
+                i64_of(m.rows),
+                i64_of(m.cols),
+                i64_of(m.nnz),
+                m.row_structure as *mut c_void,
+                m.indices as *mut c_void,
+                m.values as *mut c_void,
                 cusparseIndexType_t::CUSPARSE_INDEX_32I,
                 cusparseIndexBase_t::CUSPARSE_INDEX_BASE_ZERO,
                 T::DATA_TYPE,
@@ -98,7 +122,7 @@ impl SpMat {
 
 impl Drop for SpMat {
     fn drop(&mut self) {
-        // SAFETY: made by `cusparseCreateCsr`, destroyed once, here.
+        // SAFETY: made by `cusparseCreateCsr` or `cusparseCreateCoo`, destroyed once, here.
         let _ = unsafe { sys::cusparseDestroySpMat(self.0) };
     }
 }

@@ -6,14 +6,14 @@ use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
 
-use super::matrix::CsrMatrix;
+use super::coo::SparseMatrix;
 use super::SparseFloat;
 use crate::actor::Deferred;
 use crate::backend::state::DeviceShared;
 use crate::completion::Completer;
 use crate::error::GpuError;
 use crate::gpu_ref::{lock4, lock5, GpuRef};
-use crate::sys::cusparse::{CsrPtrs, DnMat, DnVec, SpMat, Sparse};
+use crate::sys::cusparse::{DnMat, DnVec, SpMat, Sparse, SparsePtrs};
 
 /// The cuSPARSE handle of one generation and how its work is waited for.
 pub(super) struct CudaSparse {
@@ -42,18 +42,22 @@ impl CudaSparse {
     pub(super) fn spmv<T: SparseFloat>(
         &mut self,
         shared: &Arc<DeviceShared>,
-        (a, x, y): (&CsrMatrix<T>, &GpuRef<T>, &GpuRef<T>),
+        (a, x, y): (&SparseMatrix<T>, &GpuRef<T>, &GpuRef<T>),
         (transpose, scale): (bool, (T, T)),
     ) -> Result<Deferred<()>, GpuError> {
         let stream = self.sparse.stream().clone();
-        let (mut so, mut si, mut sv, mut sx, mut sy) = lock5(&a.offsets, &a.indices, &a.values, x, y);
+        let (mut so, mut si, mut sv, mut sx, mut sy) = {
+            let (r, c, v) = a.buffers();
+            lock5(r, c, v, x, y)
+        };
         let (offsets, _o) = so.address(&stream, false)?;
         let (indices, _i) = si.address(&stream, false)?;
         let (values, _v) = sv.address(&stream, false)?;
         let (xp, _x) = sx.address(&stream, false)?;
         let (yp, _y) = sy.address(&stream, true)?;
-        let m = SpMat::csr::<T>(ptrs(a, offsets, indices, values))?;
-        let (in_len, out_len) = if transpose { (a.rows, a.cols) } else { (a.cols, a.rows) };
+        let m = descriptor(a, offsets, indices, values)?;
+        let (rows, cols, _) = a.shape();
+        let (in_len, out_len) = if transpose { (rows, cols) } else { (cols, rows) };
         let (vx, vy) = (DnVec::new::<T>(xp, in_len)?, DnVec::new::<T>(yp, out_len)?);
         self.sparse.spmv(transpose, scale, &m, &vx, &vy)?;
         Ok(self.done(shared))
@@ -62,19 +66,23 @@ impl CudaSparse {
     pub(super) fn spmm<T: SparseFloat>(
         &mut self,
         shared: &Arc<DeviceShared>,
-        (a, b, c): (&CsrMatrix<T>, &GpuRef<T>, &GpuRef<T>),
+        (a, b, c): (&SparseMatrix<T>, &GpuRef<T>, &GpuRef<T>),
         (transpose, n): (bool, usize),
         scale: (T, T),
     ) -> Result<Deferred<()>, GpuError> {
         let stream = self.sparse.stream().clone();
-        let (mut so, mut si, mut sv, mut sb, mut sc) = lock5(&a.offsets, &a.indices, &a.values, b, c);
+        let (mut so, mut si, mut sv, mut sb, mut sc) = {
+            let (r, i, v) = a.buffers();
+            lock5(r, i, v, b, c)
+        };
         let (offsets, _o) = so.address(&stream, false)?;
         let (indices, _i) = si.address(&stream, false)?;
         let (values, _v) = sv.address(&stream, false)?;
         let (bp, _b) = sb.address(&stream, false)?;
         let (cp, _c) = sc.address(&stream, true)?;
-        let m = SpMat::csr::<T>(ptrs(a, offsets, indices, values))?;
-        let (inner, outer) = if transpose { (a.rows, a.cols) } else { (a.cols, a.rows) };
+        let m = descriptor(a, offsets, indices, values)?;
+        let (rows, cols, _) = a.shape();
+        let (inner, outer) = if transpose { (rows, cols) } else { (cols, rows) };
         let (mb, mc) = (
             DnMat::col_major::<T>(bp, inner, n)?,
             DnMat::col_major::<T>(cp, outer, n)?,
@@ -86,29 +94,43 @@ impl CudaSparse {
     pub(super) fn densify<T: SparseFloat>(
         &mut self,
         shared: &Arc<DeviceShared>,
-        a: &CsrMatrix<T>,
+        a: &SparseMatrix<T>,
         dense: &GpuRef<T>,
     ) -> Result<Deferred<()>, GpuError> {
         let stream = self.sparse.stream().clone();
-        let (mut so, mut si, mut sv, mut sd) = lock4(&a.offsets, &a.indices, &a.values, dense);
+        let (mut so, mut si, mut sv, mut sd) = {
+            let (r, i, v) = a.buffers();
+            lock4(r, i, v, dense)
+        };
         let (offsets, _o) = so.address(&stream, false)?;
         let (indices, _i) = si.address(&stream, false)?;
         let (values, _v) = sv.address(&stream, false)?;
         let (dp, _d) = sd.address(&stream, true)?;
-        let m = SpMat::csr::<T>(ptrs(a, offsets, indices, values))?;
-        self.sparse.densify(&m, &DnMat::col_major::<T>(dp, a.rows, a.cols)?)?;
+        let m = descriptor(a, offsets, indices, values)?;
+        let (rows, cols, _) = a.shape();
+        self.sparse.densify(&m, &DnMat::col_major::<T>(dp, rows, cols)?)?;
         Ok(self.done(shared))
     }
 }
 
-/// `a`'s shape with its buffers' addresses.
-fn ptrs<T: SparseFloat>(a: &CsrMatrix<T>, offsets: u64, indices: u64, values: u64) -> CsrPtrs {
-    CsrPtrs {
-        rows: a.rows,
-        cols: a.cols,
-        nnz: a.nnz,
-        offsets,
+/// `a`'s descriptor — CSR or COO — from its shape and its buffers' addresses.
+fn descriptor<T: SparseFloat>(
+    a: &SparseMatrix<T>,
+    row_structure: u64,
+    indices: u64,
+    values: u64,
+) -> Result<SpMat, GpuError> {
+    let (rows, cols, nnz) = a.shape();
+    let p = SparsePtrs {
+        rows,
+        cols,
+        nnz,
+        row_structure,
         indices,
         values,
+    };
+    match a {
+        SparseMatrix::Csr(_) => SpMat::csr::<T>(p),
+        SparseMatrix::Coo(_) => SpMat::coo::<T>(p),
     }
 }

@@ -1,20 +1,23 @@
-//! `SparseActor`: sparse matrices in CSR form — products with dense vectors (SpMV) and
-//! matrices (SpMM), and conversions between dense and CSR — cuSPARSE's generic API on
-//! the GPU, `sprs` on the CPU device.
+//! `SparseActor`: sparse matrices in CSR or COO form — products with dense vectors (SpMV)
+//! and matrices (SpMM), and conversions between dense and CSR — cuSPARSE's generic API
+//! on the GPU, `sprs` on the CPU device.
 //!
 //! Conventions are cuSPARSE's: 32-bit zero-based indices, dense matrices column-major
 //! with tight leading dimensions, `op(A)` = A or Aᵀ. A [`CsrMatrix`] is valid by
 //! construction (`matrix.rs`), so the routines trust its structure; every other
 //! argument is checked here first, each fault a typed error naming the argument.
 
+mod coo;
 mod cpu;
 mod cuda;
 mod matrix;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use atomr_accel_cuda_macros::gpu_actor;
 
+pub use self::coo::{CooMatrix, SparseMatrix};
 pub(crate) use self::cpu::{coo_to_csr, dense_to_host_csr};
 pub(crate) use self::matrix::check_structure;
 pub use self::matrix::{CsrMatrix, HostCsr, SparseOp, MAX_DIM};
@@ -118,11 +121,19 @@ fn csr_count(nnz: usize) -> Result<usize, GpuError> {
 }
 
 /// A matrix's buffers, for [`apart`].
-fn parts<T: DTypeBase>(a: &CsrMatrix<T>) -> [(u64, &'static str); 3] {
+fn parts<T: DTypeBase>(a: &SparseMatrix<T>) -> [(u64, &'static str); 3] {
+    let (rows, cols, values) = a.buffers();
     [
-        (a.offsets.id(), "the matrix's row offsets"),
-        (a.indices.id(), "the matrix's column indices"),
-        (a.values.id(), "the matrix's values"),
+        (
+            rows.id(),
+            if a.is_coo() {
+                "the matrix's row indices"
+            } else {
+                "the matrix's row offsets"
+            },
+        ),
+        (cols.id(), "the matrix's column indices"),
+        (values.id(), "the matrix's values"),
     ]
 }
 
@@ -131,10 +142,11 @@ impl SparseCore {
         r.validate(self.shared.config.device_id, self.generation)
     }
 
-    fn check_matrix<T: DTypeBase>(&self, a: &CsrMatrix<T>) -> Result<(), GpuError> {
-        self.check(&a.offsets)?;
-        self.check(&a.indices)?;
-        self.check(&a.values)
+    fn check_matrix<T: DTypeBase>(&self, a: &SparseMatrix<T>) -> Result<(), GpuError> {
+        let (rows, cols, values) = a.buffers();
+        self.check(rows)?;
+        self.check(cols)?;
+        self.check(values)
     }
 
     /// Runs `what` — `cpu` on the CPU device, `gpu` on a GPU (its failures classified:
@@ -160,7 +172,7 @@ impl SparseCore {
 
     fn spmv<T: SparseFloat>(
         &mut self,
-        (a, x, y): (&CsrMatrix<T>, &GpuRef<T>, &GpuRef<T>),
+        (a, x, y): (&SparseMatrix<T>, &GpuRef<T>, &GpuRef<T>),
         how: SparseOp<T>,
     ) -> Result<Deferred<()>, GpuError> {
         let (transpose, scale) = (how.transpose, (how.alpha, how.beta));
@@ -168,7 +180,8 @@ impl SparseCore {
         self.check_matrix(a)?;
         self.check(x)?;
         self.check(y)?;
-        let (in_len, out_len) = if transpose { (a.rows, a.cols) } else { (a.cols, a.rows) };
+        let (rows, cols, _) = a.shape();
+        let (in_len, out_len) = if transpose { (rows, cols) } else { (cols, rows) };
         holds(x, in_len, "x", op)?;
         holds(y, out_len, "y", op)?;
         let mut inputs = parts(a).to_vec();
@@ -179,8 +192,10 @@ impl SparseCore {
         self.run(
             op,
             || {
-                let (so, si, sv, sx, mut sy) = lock5(&a.offsets, &a.indices, &a.values, x, y);
-                let m = host_matrix(a, (&so, &si, &sv))?;
+                let (ar, ac, av) = a.buffers();
+                let (so, si, sv, sx, mut sy) = lock5(ar, ac, av, x, y);
+                let rows_of = row_offsets(a, &so)?;
+                let m = host_matrix(a, (&rows_of, &si, &sv))?;
                 cpu::spmv(
                     &m,
                     transpose,
@@ -196,7 +211,7 @@ impl SparseCore {
 
     fn spmm<T: SparseFloat>(
         &mut self,
-        (a, b, c): (&CsrMatrix<T>, &GpuRef<T>, &GpuRef<T>),
+        (a, b, c): (&SparseMatrix<T>, &GpuRef<T>, &GpuRef<T>),
         n: usize,
         how: SparseOp<T>,
     ) -> Result<Deferred<()>, GpuError> {
@@ -212,7 +227,8 @@ impl SparseCore {
                     .mismatch("≥ 1", 0),
             ));
         }
-        let (inner, outer) = if transpose { (a.rows, a.cols) } else { (a.cols, a.rows) };
+        let (rows, cols, _) = a.shape();
+        let (inner, outer) = if transpose { (rows, cols) } else { (cols, rows) };
         let size = |rows: usize, what: &str| {
             rows.checked_mul(n)
                 .ok_or_else(|| GpuError::invalid(format!("spmm: {what} of {rows}×{n} overflows")))
@@ -227,8 +243,10 @@ impl SparseCore {
         self.run(
             op,
             || {
-                let (so, si, sv, sb, mut sc) = lock5(&a.offsets, &a.indices, &a.values, b, c);
-                let m = host_matrix(a, (&so, &si, &sv))?;
+                let (ar, ac, av) = a.buffers();
+                let (so, si, sv, sb, mut sc) = lock5(ar, ac, av, b, c);
+                let rows_of = row_offsets(a, &so)?;
+                let m = host_matrix(a, (&rows_of, &si, &sv))?;
                 cpu::spmm(&m, transpose, scale, (sb.host()?, sc.host_mut()?), n)?;
                 Ok(Deferred::Now(()))
             },
@@ -236,18 +254,21 @@ impl SparseCore {
         )
     }
 
-    fn densify<T: SparseFloat>(&mut self, a: &CsrMatrix<T>, dense: &GpuRef<T>) -> Result<Deferred<()>, GpuError> {
+    fn densify<T: SparseFloat>(&mut self, a: &SparseMatrix<T>, dense: &GpuRef<T>) -> Result<Deferred<()>, GpuError> {
         let op = "csr_to_dense";
         self.check_matrix(a)?;
         self.check(dense)?;
-        holds(dense, a.rows * a.cols, "dense", op)?;
+        let (rows, cols, _) = a.shape();
+        holds(dense, rows * cols, "dense", op)?;
         apart(dense.id(), "dense", &parts(a), op)?;
         let shared = self.shared.clone();
         self.run(
             op,
             || {
-                let (so, si, sv, mut sd) = lock4(&a.offsets, &a.indices, &a.values, dense);
-                let m = host_matrix(a, (&so, &si, &sv))?;
+                let (ar, ac, av) = a.buffers();
+                let (so, si, sv, mut sd) = lock4(ar, ac, av, dense);
+                let rows_of = row_offsets(a, &so)?;
+                let m = host_matrix(a, (&rows_of, &si, &sv))?;
                 cpu::densify(&m, sd.host_mut()?);
                 Ok(Deferred::Now(()))
             },
@@ -301,11 +322,11 @@ impl SparseCore {
     fn fill<T: SparseFloat>(&mut self, dense: &GpuRef<T>, a: &CsrMatrix<T>) -> Result<Deferred<()>, GpuError> {
         let op = "dense_to_csr";
         self.check_dense(dense, (a.rows, a.cols), op)?;
-        self.check_matrix(a)?;
+        self.check_matrix(&a.into())?;
         holds(&a.offsets, a.rows + 1, "offsets", op)?;
         holds(&a.indices, a.nnz, "indices", op)?;
         holds(&a.values, a.nnz, "values", op)?;
-        for (out, name) in parts(a) {
+        for (out, name) in parts(&SparseMatrix::from(a)) {
             apart(out, name, &[(dense.id(), "dense")], op)?;
         }
         self.run(
@@ -325,15 +346,26 @@ impl SparseCore {
     }
 }
 
-/// A locked matrix's host slices.
+/// A locked matrix's row offsets on the host: a CSR matrix's own, or those of a COO
+/// matrix's (sorted) row indices.
+fn row_offsets<'a, T: DTypeBase>(a: &SparseMatrix<T>, so: &'a Locked<'_, i32>) -> Result<Cow<'a, [i32]>, GpuError> {
+    let (rows, _, nnz) = a.shape();
+    Ok(match a {
+        SparseMatrix::Csr(_) => Cow::Borrowed(so.host()?),
+        SparseMatrix::Coo(_) => Cow::Owned(coo::offsets_of_rows(&so.host()?[..nnz], rows)),
+    })
+}
+
+/// A locked matrix's host slices, with its row offsets.
 fn host_matrix<'a, T: DTypeBase>(
-    a: &CsrMatrix<T>,
-    (so, si, sv): (&'a Locked<'_, i32>, &'a Locked<'_, i32>, &'a Locked<'_, T>),
+    a: &SparseMatrix<T>,
+    (offsets, si, sv): (&'a [i32], &'a Locked<'_, i32>, &'a Locked<'_, T>),
 ) -> Result<CsrHost<'a, T>, GpuError> {
+    let (rows, cols, _) = a.shape();
     Ok(CsrHost {
-        rows: a.rows,
-        cols: a.cols,
-        offsets: so.host()?,
+        rows,
+        cols,
+        offsets,
         indices: si.host()?,
         values: sv.host()?,
     })
@@ -351,13 +383,13 @@ impl SparseActor {
         self.0.start()
     }
 
-    /// `y = alpha·op(A)·x + beta·y` for the sparse `a`, as `how` says
-    /// (`SparseOp::new().alpha(2.0).transposed()`): `x` holds op(A)'s columns, `y` its
-    /// rows. `y` must be a buffer other than `x` and the matrix's.
-    #[handler(dtypes(blas1), device(borrow(a)))]
+    /// `y = alpha·op(A)·x + beta·y` for the sparse `a` (CSR or COO: `&csr`, `&coo`), as
+    /// `how` says (`SparseOp::new().alpha(2.0).transposed()`): `x` holds op(A)'s
+    /// columns, `y` its rows. `y` must be a buffer other than `x` and the matrix's.
+    #[handler(dtypes(blas1), device(into(a)))]
     fn spmv<T: SparseFloat>(
         &mut self,
-        a: CsrMatrix<T>,
+        a: SparseMatrix<T>,
         x: GpuRef<T>,
         y: GpuRef<T>,
         how: SparseOp<T>,
@@ -366,11 +398,12 @@ impl SparseActor {
     }
 
     /// `C = alpha·op(A)·B + beta·C` for the sparse `a` and dense column-major `b`
-    /// (op(A)'s columns × `n`) and `c` (op(A)'s rows × `n`), as `how` says.
-    #[handler(dtypes(blas1), device(borrow(a)))]
+    /// (op(A)'s columns × `n`) and `c` (op(A)'s rows × `n`), as `how` says; `a` CSR or
+    /// COO.
+    #[handler(dtypes(blas1), device(into(a)))]
     fn spmm<T: SparseFloat>(
         &mut self,
-        a: CsrMatrix<T>,
+        a: SparseMatrix<T>,
         b: GpuRef<T>,
         c: GpuRef<T>,
         n: usize,
@@ -379,9 +412,9 @@ impl SparseActor {
         self.0.core()?.spmm((&a, &b, &c), n, how)
     }
 
-    /// Writes `a` as a dense column-major `rows × cols` matrix into `dense`.
-    #[handler(dtypes(blas1), device(borrow(a)))]
-    fn csr_to_dense<T: SparseFloat>(&mut self, a: CsrMatrix<T>, dense: GpuRef<T>) -> Result<Deferred<()>, GpuError> {
+    /// Writes `a` (CSR or COO) as a dense column-major `rows × cols` matrix into `dense`.
+    #[handler(dtypes(blas1), device(into(a)))]
+    fn csr_to_dense<T: SparseFloat>(&mut self, a: SparseMatrix<T>, dense: GpuRef<T>) -> Result<Deferred<()>, GpuError> {
         self.0.core()?.densify(&a, &dense)
     }
 
