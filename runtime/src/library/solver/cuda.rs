@@ -179,13 +179,30 @@ impl CudaSolver {
                     &mut info,
                 )?;
             }
-            None => self.dense.gesvdj_batched(
+            // Values only of square matrices: no U, V (null, as cuSOLVER allows).
+            None if m == n => self.dense.gesvdj_batched(
                 (m, n, count),
                 &mut scratch,
                 &mut cuda(&mut ss)?,
                 None::<(&mut CudaViewMut<'_, T>, &mut CudaViewMut<'_, T>)>,
                 &mut info,
             )?,
+            // Values only of non-square ones: gesvdjBatched touches U and V even when
+            // asked for no vectors — with null pointers it faults (700: the H200,
+            // 2026-12-05; `benches/gesvdj_probe.py`: 20×7, 7×20 and 32×5 fault with
+            // nulls, and are right with buffers, vectors asked for or not) —, so the
+            // vectors go to scratch buffers.
+            None => {
+                let mut su = self.stream.alloc_zeros::<T>(m * m * count)?;
+                let mut sv = self.stream.alloc_zeros::<T>(n * n * count)?;
+                self.dense.gesvdj_batched(
+                    (m, n, count),
+                    &mut scratch,
+                    &mut cuda(&mut ss)?,
+                    Some((&mut su, &mut sv)),
+                    &mut info,
+                )?;
+            }
         }
         Ok(self.finish_batched(shared, Op::SvdBatched, info, scratch))
     }

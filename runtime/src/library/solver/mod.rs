@@ -477,18 +477,7 @@ impl SolverCore {
                 };
                 first_failure(op, &infos).map(Deferred::Now)
             },
-            |c| {
-                if m != n {
-                    // gesvdjBatched over 20×7 matrices faulted (700) in the first GPU run
-                    // (2026-12-05): the non-square batch stays on the CPU device until
-                    // that is understood.
-                    return Err(GpuError::Unsupported(format!(
-                        "svd_values_batched of {m}×{n} (non-square) matrices on a GPU (README: missing); take \
-                         svd_values per matrix"
-                    )));
-                }
-                c.svd_batched(&self.shared, (a, s, vectors), (m, n, count))
-            },
+            |c| c.svd_batched(&self.shared, (a, s, vectors), (m, n, count)),
         )
     }
 
