@@ -20,6 +20,7 @@ on_both! {
     eigh_reads_either_triangle_and_values_only_and_svd_values => options;
     batched_factorizations_factor_every_matrix_and_name_a_failure => batched;
     batched_solves_solve_every_system => batched_solves;
+    pivots_made_on_one_thread_solve_on_another => pivots_across_threads;
     numerical_failures_are_typed_errors => numerical;
     calls_in_flight_report_their_own_info => info_in_flight;
     bad_input_is_a_typed_error => bad_input;
@@ -543,6 +544,41 @@ async fn batched_solves_typed<T: SolverScalar>(d: &Device) {
             d.lu_solve_batched(&fresh_lu, &fresh, &b, n, nrhs, count).await,
             "pivots of no LU",
         );
+        // Views of part of the batch carry its pivots: matrices 10..20 solve, and match
+        // what the whole batch's solve gave.
+        let part = |r: &GpuRef<T>, per: usize| r.view(10 * per..20 * per).unwrap();
+        let bp = d.upload(to::<T>(&rhs[10 * n * nrhs..20 * n * nrhs])).await.unwrap();
+        d.lu_solve_batched(&part(&lu, n * n), &piv.view(10 * n..20 * n).unwrap(), &bp, n, nrhs, 10)
+            .await
+            .unwrap();
+        let xp = back(d, &bp).await;
+        assert_eq!(xp, x[10 * n * nrhs..20 * n * nrhs], "a view of the batch solves alike");
+        // A view not on a matrix's boundary names no factorization's pivots.
+        inv(
+            d.lu_solve_batched(
+                &part(&lu, n * n),
+                &piv.view(10 * n + 1..20 * n + 1).unwrap(),
+                &bp,
+                n,
+                nrhs,
+                10,
+            )
+            .await,
+            "pivots off a matrix boundary",
+        );
+        // Matrix 3's pivots overwritten by an order-5 LU: the batch no longer solves as a
+        // whole, the matrices after the overwrite still do.
+        let small = d.upload(to::<T>(&spd(5))).await.unwrap();
+        d.lu_factor_into(&small, &piv.view(3 * n..3 * n + 5).unwrap(), 5)
+            .await
+            .unwrap();
+        inv(
+            d.lu_solve_batched(&lu, &piv, &b, n, nrhs, count).await,
+            "pivots partly overwritten",
+        );
+        d.lu_solve_batched(&part(&lu, n * n), &piv.view(10 * n..20 * n).unwrap(), &bp, n, nrhs, 10)
+            .await
+            .unwrap();
     }
     let zero = d.alloc::<i32>(n * count).await.unwrap();
     let bad_piv = d.lu_solve_batched(&fresh_lu, &zero, &b, n, nrhs, count).await;
@@ -561,6 +597,71 @@ async fn batched_solves(config: DeviceConfig) {
     let d = Device::open(&sys, config).await.unwrap();
     batched_solves_typed::<f32>(&d).await;
     batched_solves_typed::<f64>(&d).await;
+    sys.shutdown().await;
+}
+
+/// A factorization and the solve of its pivots from two different threads (on a GPU,
+/// each thread's calls run in place on a slot of its own, each with its own solver): the
+/// pivots are known to every solver of the device, single and batched alike.
+async fn pivots_across_threads(config: DeviceConfig) {
+    let sys = ActorSystem::new("solver-pivots-threads");
+    let d = Device::open(&sys, config).await.unwrap();
+    let (n, count) = (12, 40);
+    let mats: Vec<f64> = random(n * n, count)
+        .iter()
+        .enumerate()
+        .map(|(i, v)| if (i % (n * n)) % (n + 1) == 0 { v + n as f64 } else { *v })
+        .collect();
+    let rhs = random(n, count);
+    let on_thread = |work: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>>| {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap()
+                    .block_on(work)
+            })
+            .join()
+            .unwrap()
+        })
+    };
+    let lu = d.upload(to::<f64>(&mats)).await.unwrap();
+    let piv = d.alloc::<i32>(n * count).await.unwrap();
+    let b = d.upload(rhs.clone()).await.unwrap();
+    let one = d.upload(mats[..n * n].to_vec()).await.unwrap();
+    let one_b = d.upload(rhs[..n].to_vec()).await.unwrap();
+    let (dd, lu2, piv2, one2) = (d.clone(), lu.clone(), piv.clone(), one.clone());
+    let one_piv = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let keep = one_piv.clone();
+    on_thread(Box::pin(async move {
+        dd.lu_factor_batched(&lu2, &piv2, n, count).await.unwrap();
+        *keep.lock().unwrap() = Some(dd.lu_factor(&one2, n).await.unwrap());
+    }));
+    let (dd, lu2, piv2, b2, one2, ob2) = (
+        d.clone(),
+        lu.clone(),
+        piv.clone(),
+        b.clone(),
+        one.clone(),
+        one_b.clone(),
+    );
+    let op = one_piv.lock().unwrap().take().unwrap();
+    on_thread(Box::pin(async move {
+        dd.lu_solve_batched(&lu2, &piv2, &b2, n, 1, count).await.unwrap();
+        dd.lu_solve(&one2, &op, &ob2, n, 1).await.unwrap();
+    }));
+    let (x, x1) = (back(&d, &b).await, back(&d, &one_b).await);
+    for k in 0..count {
+        let ak = &mats[k * n * n..(k + 1) * n * n];
+        let e = rel_err(
+            &mul(ak, &x[k * n..(k + 1) * n], n, n, 1, false),
+            &rhs[k * n..(k + 1) * n],
+        );
+        assert!(e < 1e-10, "system {k} solved on another thread: {e:e}");
+    }
+    let e = rel_err(&mul(&mats[..n * n], &x1, n, n, 1, false), &rhs[..n]);
+    assert!(e < 1e-10, "the single solve on another thread: {e:e}");
     sys.shutdown().await;
 }
 

@@ -26,6 +26,11 @@ pub(crate) struct CudaSeed {
     /// The `#[kernel]` instantiations loaded in this generation's context, shared by
     /// every kernel actor and `ActorGpu` of it (one compile each, off their threads).
     pub(crate) kernels: Arc<KernelCache>,
+    /// Where this generation's LU factorizations wrote pivots, shared by every solver of
+    /// it — the device's solver actor and each in-place one — since a factorization and
+    /// the solve that uses its pivots may run on different ones (a task that moved
+    /// between threads, a busy slot).
+    pub(crate) pivots: Arc<std::sync::Mutex<crate::library::solver::PivotLedger>>,
     /// The stream every core built from this seed enqueues on (an `ActorGpu`: its
     /// BLAS, FFT, RNG, solver and kernel work in one stream order); `None`: each core
     /// takes its own from `streams`.
@@ -59,6 +64,7 @@ impl LibrarySeed {
                     c.arch.clone(),
                     shared.config.kernel_cache_dir.clone(),
                 )),
+                pivots: Arc::default(),
                 stream: None,
             }),
         };

@@ -51,47 +51,53 @@ macro_rules! cublas_gemm {
 cublas_gemm!(f16, bf16, f32, f64);
 
 /// cuBLAS's batched LU (`getrfBatched`) of one dtype (f32, f64): the solver's batched
-/// factorization of many small matrices.
+/// factorization of many small matrices. The pointer arrays the routines read come from
+/// the solver's [`MatrixPointers`](crate::sys::matrix_pointers::MatrixPointers), kept per
+/// batch layout.
 #[doc(hidden)]
 pub trait CublasBatchedLu: cudarc::driver::DeviceRepr + Sized {
     /// LU with partial pivoting of `count` n×n matrices one after another in `a`, in
-    /// place: `pivots` (count·n, 1-based, per matrix) and `info` (count). Returns the
-    /// device array of matrix pointers the routine reads, to keep until the stream has
-    /// run it.
+    /// place: `pivots` (count·n, 1-based, per matrix) and `info` (mapped, at least count
+    /// values: matrix i's at i).
+    #[allow(private_interfaces)]
     fn getrf_batched(
         blas: &cudarc::cublas::CudaBlas,
+        pointers: &crate::sys::matrix_pointers::MatrixPointers,
         stream: &std::sync::Arc<CudaStream>,
         n_count: (usize, usize),
         a: &mut impl cudarc::driver::DevicePtrMut<Self>,
         pivots: &mut impl cudarc::driver::DevicePtrMut<i32>,
-        info: &mut impl cudarc::driver::DevicePtrMut<i32>,
-    ) -> Result<cudarc::driver::CudaSlice<u64>, GpuError>;
+        info: &mut crate::sys::mapped::MappedCell<i32>,
+    ) -> Result<(), GpuError>;
 
     /// Solves `A_i·X_i = B_i` for `count` LU factorizations (n×n, one after another in
     /// `lu`, with `getrf_batched`'s pivots) and right-hand sides (n×nrhs each, one after
-    /// another in `b`, replaced by the solutions). Returns the device arrays of matrix
-    /// pointers the routine reads, to keep until the stream has run it.
+    /// another in `b`, replaced by the solutions).
+    #[allow(private_interfaces)]
     fn getrs_batched(
         blas: &cudarc::cublas::CudaBlas,
+        pointers: &crate::sys::matrix_pointers::MatrixPointers,
         stream: &std::sync::Arc<CudaStream>,
         n_nrhs_count: (usize, usize, usize),
         lu: &impl cudarc::driver::DevicePtr<Self>,
         pivots: &impl cudarc::driver::DevicePtr<i32>,
         b: &mut impl cudarc::driver::DevicePtrMut<Self>,
-    ) -> Result<(cudarc::driver::CudaSlice<u64>, cudarc::driver::CudaSlice<u64>), GpuError>;
+    ) -> Result<(), GpuError>;
 }
 
 macro_rules! cublas_batched_lu {
     ($($t:ty => $f:ident $rs:ident),*) => {$(
         impl CublasBatchedLu for $t {
+            #[allow(private_interfaces)]
             fn getrf_batched(
                 blas: &cudarc::cublas::CudaBlas,
+                pointers: &crate::sys::matrix_pointers::MatrixPointers,
                 stream: &std::sync::Arc<CudaStream>,
                 (n, count): (usize, usize),
                 a: &mut impl cudarc::driver::DevicePtrMut<$t>,
                 pivots: &mut impl cudarc::driver::DevicePtrMut<i32>,
-                info: &mut impl cudarc::driver::DevicePtrMut<i32>,
-            ) -> Result<cudarc::driver::CudaSlice<u64>, GpuError> {
+                info: &mut crate::sys::mapped::MappedCell<i32>,
+            ) -> Result<(), GpuError> {
                 assert!(
                     a.len() >= n * n * count && pivots.len() >= n * count && info.len() >= count,
                     "batched LU lengths are checked by the caller"
@@ -100,30 +106,30 @@ macro_rules! cublas_batched_lu {
                 let (ni, ci) = (int(n)?, int(count)?);
                 let (pa, _ga) = a.device_ptr_mut(stream);
                 let (pp, _gp) = pivots.device_ptr_mut(stream);
-                let (pi, _gi) = info.device_ptr_mut(stream);
-                let ptrs = super::cusolver::matrix_pointers(stream, pa, (n * n * std::mem::size_of::<$t>()) as u64, count)?;
-                {
-                    let (pm, _gm) = ptrs.device_ptr(stream);
-                    // SAFETY: `ptrs` holds `count` device pointers to the n×n matrices of
-                    // A (asserted to hold them all), lda = n; pivots count·n and info
-                    // count ints; the handle enqueues on `stream`, which every pointer was
-                    // ordered for by its guard.
-                    unsafe {
-                        cudarc::cublas::sys::$f(*blas.handle(), ni, pm as *const *mut $t, ni, pp as *mut i32, pi as *mut i32, ci)
-                    }
-                    .result()?;
+                let pm = pointers.get(pa, (n * n * std::mem::size_of::<$t>()) as u64, count)?;
+                let pi = info.device_ptr();
+                // SAFETY: `pm` holds `count` device pointers to the n×n matrices of A
+                // (asserted to hold them all), kept past this routine (freed
+                // stream-ordered); lda = n; pivots count·n and info count (mapped) ints;
+                // the handle enqueues on `stream`, which A and the pivots were ordered for
+                // by their guards.
+                unsafe {
+                    cudarc::cublas::sys::$f(*blas.handle(), ni, pm as *const *mut $t, ni, pp as *mut i32, pi as *mut i32, ci)
                 }
-                Ok(ptrs)
+                .result()?;
+                Ok(())
             }
 
+            #[allow(private_interfaces)]
             fn getrs_batched(
                 blas: &cudarc::cublas::CudaBlas,
+                pointers: &crate::sys::matrix_pointers::MatrixPointers,
                 stream: &std::sync::Arc<CudaStream>,
                 (n, nrhs, count): (usize, usize, usize),
                 lu: &impl cudarc::driver::DevicePtr<$t>,
                 pivots: &impl cudarc::driver::DevicePtr<i32>,
                 b: &mut impl cudarc::driver::DevicePtrMut<$t>,
-            ) -> Result<(cudarc::driver::CudaSlice<u64>, cudarc::driver::CudaSlice<u64>), GpuError> {
+            ) -> Result<(), GpuError> {
                 assert!(
                     lu.len() >= n * n * count && pivots.len() >= n * count && b.len() >= n * nrhs * count,
                     "batched solve lengths are checked by the caller"
@@ -134,37 +140,34 @@ macro_rules! cublas_batched_lu {
                 let (pa, _ga) = lu.device_ptr(stream);
                 let (pp, _gp) = pivots.device_ptr(stream);
                 let (pb, _gb) = b.device_ptr_mut(stream);
-                let las = super::cusolver::matrix_pointers(stream, pa, n as u64 * n as u64 * size, count)?;
-                let bs = super::cusolver::matrix_pointers(stream, pb, n as u64 * nrhs as u64 * size, count)?;
+                let pl = pointers.get(pa, n as u64 * n as u64 * size, count)?;
+                let pbs = pointers.get(pb, n as u64 * nrhs as u64 * size, count)?;
                 let mut info: i32 = 0;
-                {
-                    let ((pl, _g1), (pbs, _g2)) = (las.device_ptr(stream), bs.device_ptr(stream));
-                    // SAFETY: `las` holds `count` pointers to the n×n factors inside LU,
-                    // `bs` count pointers to the n×nrhs blocks inside B (asserted to hold
-                    // them all); lda = ldb = n; the pivots count·n ints (`getrf_batched`'s,
-                    // 1-based, in range: the caller checks they are); `info` a host int;
-                    // all on `stream`, ordered by the guards.
-                    unsafe {
-                        cudarc::cublas::sys::$rs(
-                            *blas.handle(),
-                            cudarc::cublas::sys::cublasOperation_t::CUBLAS_OP_N,
-                            ni,
-                            ri,
-                            pl as *const *const $t,
-                            ni,
-                            pp as *const i32,
-                            pbs as *const *mut $t,
-                            ni,
-                            &mut info,
-                            ci,
-                        )
-                    }
-                    .result()?;
+                // SAFETY: `pl` holds `count` pointers to the n×n factors inside LU, `pbs`
+                // count pointers to the n×nrhs blocks inside B (asserted to hold them
+                // all), both kept past this routine; lda = ldb = n; the pivots count·n
+                // ints (`getrf_batched`'s, 1-based, in range: the caller checks they are);
+                // `info` a host int; all on `stream`, ordered by the guards.
+                unsafe {
+                    cudarc::cublas::sys::$rs(
+                        *blas.handle(),
+                        cudarc::cublas::sys::cublasOperation_t::CUBLAS_OP_N,
+                        ni,
+                        ri,
+                        pl as *const *const $t,
+                        ni,
+                        pp as *const i32,
+                        pbs as *const *mut $t,
+                        ni,
+                        &mut info,
+                        ci,
+                    )
                 }
+                .result()?;
                 if info != 0 {
                     return Err(GpuError::Internal(format!("getrsBatched refused parameter {}", -info)));
                 }
-                Ok((las, bs))
+                Ok(())
             }
         }
     )*};

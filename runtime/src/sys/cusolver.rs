@@ -27,6 +27,7 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr,
 
 use crate::error::{GpuError, Lib};
 use crate::sys::mapped::MappedCell;
+use crate::sys::matrix_pointers::MatrixPointers;
 
 /// The entry points of one precision (`S…` for f32, `D…` for f64). The pointers are
 /// cudarc's dynamically loaded wrappers.
@@ -162,18 +163,6 @@ fn ptr<G>((p, g): (CUdeviceptr, G)) -> (CUdeviceptr, Option<G>) {
     (p, Some(g))
 }
 
-/// The device addresses of `count` matrices `bytes` apart from `first`, as a device array
-/// (what the batched routines read), copied on `stream`.
-pub(crate) fn matrix_pointers(
-    stream: &Arc<CudaStream>,
-    first: CUdeviceptr,
-    bytes: u64,
-    count: usize,
-) -> Result<CudaSlice<u64>, GpuError> {
-    let host: Vec<u64> = (0..count as u64).map(|i| first + i * bytes).collect();
-    Ok(stream.clone_htod(&host)?)
-}
-
 fn check(s: Status) -> Result<(), GpuError> {
     s.result().map_err(|e| GpuError::Library {
         lib: Lib::Cusolver,
@@ -211,6 +200,8 @@ pub(crate) struct Dense {
     /// The Jacobi SVD's parameters (cuSOLVER's defaults: tolerance, sweeps, sorted
     /// values), made on first use and kept (the routine reads them when enqueued).
     gesvdj: RefCell<Option<GesvdjParams>>,
+    /// The batched routines' pointer arrays, kept per batch layout.
+    pointers: MatrixPointers,
 }
 
 /// A `gesvdjInfo_t`, destroyed once.
@@ -253,11 +244,18 @@ impl Dense {
         })?;
         Ok(Dense {
             handle,
-            stream,
             work: RefCell::new(None),
             lworks: RefCell::new(HashMap::new()),
             gesvdj: RefCell::new(None),
+            pointers: MatrixPointers::new(stream.clone()),
+            stream,
         })
+    }
+
+    /// The pointer arrays of batched routines on this handle's stream — cuBLAS's batched
+    /// LU, run by the same solver on the same stream, shares them.
+    pub(crate) fn pointers(&self) -> &MatrixPointers {
+        &self.pointers
     }
 
     /// The address of the shared workspace, at least `lwork` elements of `T` (and one
@@ -416,87 +414,85 @@ impl Dense {
     }
 
     /// Cholesky of `count` n×n matrices stored one after another in `a`, each from its
-    /// lower triangle, in place (`potrfBatched`); `info[i]` is matrix i's `info`.
-    /// Returns the device array of matrix pointers the routine reads, to keep until the
-    /// stream has run it.
+    /// lower triangle, in place (`potrfBatched`); `info` (mapped, at least `count`
+    /// values) gets matrix i's `info` at i.
     pub(crate) fn potrf_batched<T: CusolverFloat>(
         &self,
         (n, count): (usize, usize),
         a: &mut impl DevicePtrMut<T>,
-        info: &mut impl DevicePtrMut<i32>,
-    ) -> Result<CudaSlice<u64>, GpuError> {
+        info: &mut MappedCell<i32>,
+    ) -> Result<(), GpuError> {
         fits(a, n * n * count, "A")?;
-        fits(info, count, "info")?;
+        if info.len() < count {
+            return Err(GpuError::Internal(format!(
+                "{} infos for a batch of {count}",
+                info.len()
+            )));
+        }
         let (ni, ci) = (int(n, "n")?, int(count, "count")?);
         let s = &self.stream;
         let (pa, _ga) = a.device_ptr_mut(s);
-        let (pi, _gi) = info.device_ptr_mut(s);
-        let ptrs = matrix_pointers(s, pa, (n * n * std::mem::size_of::<T>()) as u64, count)?;
-        {
-            let (pp, _gp) = ptrs.device_ptr(s);
-            // SAFETY: `ptrs` holds `count` device pointers, matrix i at `pa + i·n·n`
-            // elements, each inside A (checked: A holds count·n·n); lda = n; `info` holds
-            // count ints; all on this handle's stream, ordered by the guards.
-            check(unsafe {
-                (T::FNS.potrf_batched)(
-                    self.handle.cu(),
-                    Fill::CUBLAS_FILL_MODE_LOWER,
-                    ni,
-                    pp as *mut *mut T,
-                    ni,
-                    pi as *mut c_int,
-                    ci,
-                )
-            })?;
-        }
-        Ok(ptrs)
+        let pp = self
+            .pointers
+            .get(pa, (n * n * std::mem::size_of::<T>()) as u64, count)?;
+        let pi = info.device_ptr();
+        // SAFETY: `pp` holds `count` device pointers, matrix i at `pa + i·n·n` elements,
+        // each inside A (checked: A holds count·n·n), kept until a later routine of this
+        // stream (freed stream-ordered); lda = n; `info` holds at least count mapped ints
+        // (checked); all on this handle's stream, A ordered by its guard.
+        check(unsafe {
+            (T::FNS.potrf_batched)(
+                self.handle.cu(),
+                Fill::CUBLAS_FILL_MODE_LOWER,
+                ni,
+                pp as *mut *mut T,
+                ni,
+                pi as *mut c_int,
+                ci,
+            )
+        })
     }
 
     /// Solves `A_i·x_i = b_i` for `count` Cholesky factors L (n×n, lower, one after
     /// another in `l`) and right-hand sides (n each, one after another in `b`, replaced
-    /// by the solutions) — `potrsBatched`, which takes one right-hand side per matrix.
-    /// Returns the two device arrays of pointers the routine reads, to keep until the
-    /// stream has run it; `info` (one int) reports a bad parameter only.
+    /// by the solutions) — `potrsBatched`, which takes one right-hand side per matrix;
+    /// `info` (one mapped int) reports a bad parameter only.
     pub(crate) fn potrs_batched<T: CusolverFloat>(
         &self,
         (n, count): (usize, usize),
         l: &impl DevicePtr<T>,
         b: &mut impl DevicePtrMut<T>,
-        info: &mut impl DevicePtrMut<i32>,
-    ) -> Result<(CudaSlice<u64>, CudaSlice<u64>), GpuError> {
+        info: &mut MappedCell<i32>,
+    ) -> Result<(), GpuError> {
         fits(l, n * n * count, "L")?;
         fits(b, n * count, "B")?;
-        fits(info, 1, "info")?;
         let (ni, ci) = (int(n, "n")?, int(count, "count")?);
         let s = &self.stream;
         let (pl, _gl) = l.device_ptr(s);
         let (pb, _gb) = b.device_ptr_mut(s);
-        let (pi, _gi) = info.device_ptr_mut(s);
         let size = std::mem::size_of::<T>() as u64;
-        let ls = matrix_pointers(s, pl, n as u64 * n as u64 * size, count)?;
-        let bs = matrix_pointers(s, pb, n as u64 * size, count)?;
-        {
-            let ((pls, _g1), (pbs, _g2)) = (ls.device_ptr(s), bs.device_ptr(s));
-            // SAFETY: `ls` holds `count` pointers to the n×n factors inside L, `bs` count
-            // pointers to the n-vectors inside B (both checked to hold them all); lda =
-            // ldb = n, one right-hand side; `info` one int; all on this handle's stream,
-            // ordered by the guards. The routine reads L and writes B.
-            check(unsafe {
-                (T::FNS.potrs_batched)(
-                    self.handle.cu(),
-                    Fill::CUBLAS_FILL_MODE_LOWER,
-                    ni,
-                    1,
-                    pls as *mut *mut T,
-                    ni,
-                    pbs as *mut *mut T,
-                    ni,
-                    pi as *mut c_int,
-                    ci,
-                )
-            })?;
-        }
-        Ok((ls, bs))
+        let pls = self.pointers.get(pl, n as u64 * n as u64 * size, count)?;
+        let pbs = self.pointers.get(pb, n as u64 * size, count)?;
+        let pi = info.device_ptr();
+        // SAFETY: `pls` holds `count` pointers to the n×n factors inside L, `pbs` count
+        // pointers to the n-vectors inside B (both checked to hold them all), both kept
+        // past this routine (freed stream-ordered); lda = ldb = n, one right-hand side;
+        // `info` one mapped int; all on this handle's stream, ordered by the guards. The
+        // routine reads L and writes B.
+        check(unsafe {
+            (T::FNS.potrs_batched)(
+                self.handle.cu(),
+                Fill::CUBLAS_FILL_MODE_LOWER,
+                ni,
+                1,
+                pls as *mut *mut T,
+                ni,
+                pbs as *mut *mut T,
+                ni,
+                pi as *mut c_int,
+                ci,
+            )
+        })
     }
 
     /// The SVD of `count` m×n matrices one after another in `a` (destroyed), m, n ≤ 32,
@@ -509,11 +505,16 @@ impl Dense {
         a: &mut impl DevicePtrMut<T>,
         s_out: &mut impl DevicePtrMut<T>,
         vectors: Option<(&mut U, &mut V)>,
-        info: &mut impl DevicePtrMut<i32>,
+        info: &mut MappedCell<i32>,
     ) -> Result<(), GpuError> {
         fits(a, m * n * count, "A")?;
         fits(s_out, m.min(n) * count, "S")?;
-        fits(info, count, "info")?;
+        if info.len() < count {
+            return Err(GpuError::Internal(format!(
+                "{} infos for a batch of {count}",
+                info.len()
+            )));
+        }
         if let Some((u, v)) = &vectors {
             fits(*u, m * m * count, "U")?;
             fits(*v, n * n * count, "V")?;
@@ -540,7 +541,6 @@ impl Dense {
         };
         let (pa, _ga) = a.device_ptr_mut(st);
         let (ps, _gs) = s_out.device_ptr_mut(st);
-        let (pi, _gi) = info.device_ptr_mut(st);
         let ((pu, _gu), (pv, _gv)) = match vectors {
             Some((u, v)) => (ptr(u.device_ptr_mut(st)), ptr(v.device_ptr_mut(st))),
             None => ((0, None), (0, None)),
@@ -573,8 +573,10 @@ impl Dense {
             }
         })?;
         let pw = self.workspace::<T>(lwork)?;
+        let pi = info.device_ptr();
         // SAFETY: A count·m·n (lda = m), S count·min(m, n), U count·m·m (ldu = m) and V
-        // count·n·n (ldv = n) or untouched (null, NOVECTOR), workspace lwork, info count;
+        // count·n·n (ldv = n) or untouched (null, NOVECTOR), workspace lwork, info count
+        // mapped ints;
         // all on the handle's stream, ordered by the guards; the parameters live while
         // the handle does.
         check(unsafe {

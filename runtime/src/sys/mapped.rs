@@ -1,4 +1,5 @@
-//! `MappedCell<T>`: one value in page-locked host memory that GPU work writes directly.
+//! `MappedCell<T>`: values (one, or a batch's) in page-locked host memory that GPU work
+//! writes directly.
 //!
 //! A library routine that reports a verdict through a device pointer (cuSOLVER's `info`)
 //! would otherwise write device memory that then has to be copied back: a driver call and
@@ -26,9 +27,12 @@ use cudarc::driver::{result as dresult, CudaStream, DeviceRepr, ValidAsZeroBits}
 use crate::error::GpuError;
 use crate::sys::pinned::alloc_host_zeroed;
 
-/// One `T` in mapped page-locked memory, written by work on one stream.
+/// `len` values of `T` in mapped page-locked memory, written by work on one stream: one
+/// for a routine's `info`, a batch's worth for a batched routine's.
 pub(crate) struct MappedCell<T> {
     host: NonNull<T>,
+    /// How many values the cell holds (at least one).
+    len: usize,
     /// The same memory as the device addresses it.
     device: CUdeviceptr,
     /// The stream whose work writes the cell.
@@ -42,12 +46,18 @@ pub(crate) struct MappedCell<T> {
 unsafe impl<T: Send> Send for MappedCell<T> {}
 
 impl<T: DeviceRepr + ValidAsZeroBits + Copy> MappedCell<T> {
-    /// A zeroed cell for work on `stream`.
+    /// A zeroed cell of one value for work on `stream`.
     pub(crate) fn zeroed(stream: &Arc<CudaStream>) -> Result<Self, GpuError> {
+        Self::zeroed_many(stream, 1)
+    }
+
+    /// A zeroed cell of `len` values (at least one) for work on `stream`.
+    pub(crate) fn zeroed_many(stream: &Arc<CudaStream>, len: usize) -> Result<Self, GpuError> {
+        let len = len.max(1);
         // Allocation and mapping need the stream's context bound to this thread.
         stream.context().bind_to_thread()?;
         // Mapped into the device's address space (DEVICEMAP), cached (the host reads it).
-        let host = alloc_host_zeroed::<T>(1, CU_MEMHOSTALLOC_DEVICEMAP)?;
+        let host = alloc_host_zeroed::<T>(len, CU_MEMHOSTALLOC_DEVICEMAP)?;
         let mut device: CUdeviceptr = 0;
         // SAFETY: `host` is a live DEVICEMAP allocation of this context; the driver writes
         // the device address into `device` (flags must be 0).
@@ -59,6 +69,7 @@ impl<T: DeviceRepr + ValidAsZeroBits + Copy> MappedCell<T> {
         }
         Ok(MappedCell {
             host,
+            len,
             device,
             stream: stream.clone(),
             pending: false,
@@ -80,14 +91,37 @@ impl<T: DeviceRepr + ValidAsZeroBits + Copy> MappedCell<T> {
         std::mem::forget(self);
     }
 
-    /// The value, for a caller that has awaited the completion of everything enqueued on
-    /// the cell's stream since the last [`MappedCell::device_ptr`]: the GPU's write is
-    /// visible to the host once that work is complete.
+    /// How many values the cell holds.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The first value, for a caller that has awaited the completion of everything
+    /// enqueued on the cell's stream since the last [`MappedCell::device_ptr`]: the GPU's
+    /// write is visible to the host once that work is complete.
     pub(crate) fn read_completed(&mut self) -> T {
+        self.completed()[0]
+    }
+
+    /// Every value, on the same terms as [`MappedCell::read_completed`].
+    pub(crate) fn completed(&mut self) -> &[T] {
         self.pending = false;
-        // SAFETY: `host` is a live, aligned, initialised `T` owned by the cell; the GPU
-        // wrote it behind the compiler's back, hence the volatile read.
-        unsafe { std::ptr::read_volatile(self.host.as_ptr()) }
+        // The GPU wrote the values behind the compiler's back; the completion the caller
+        // awaited ordered those writes before this point.
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+        // SAFETY: `host` holds `len` live, aligned, initialised `T`s owned by the cell,
+        // which nothing writes while the caller holds `&mut self` (no work pending).
+        unsafe { std::slice::from_raw_parts(self.host.as_ptr(), self.len) }
+    }
+
+    /// Sets every value to zero again, for reuse by the next routine — which may write
+    /// only some of them (a batch smaller than the cell). Only between uses: no work that
+    /// writes the cell may be pending.
+    pub(crate) fn clear(&mut self) {
+        debug_assert!(!self.pending, "a mapped cell cleared while GPU work may write it");
+        // SAFETY: `len` values owned by the cell, no GPU work pending on them; all-zero
+        // bits are a valid `T` (`ValidAsZeroBits`).
+        unsafe { std::ptr::write_bytes(self.host.as_ptr(), 0, self.len) }
     }
 }
 
@@ -110,6 +144,6 @@ impl<T> Drop for MappedCell<T> {
 
 impl<T> std::fmt::Debug for MappedCell<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "MappedCell(pending {})", self.pending)
+        write!(f, "MappedCell({} values, pending {})", self.len, self.pending)
     }
 }

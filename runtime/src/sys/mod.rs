@@ -18,6 +18,7 @@ pub(crate) mod graph;
 pub(crate) mod hopper;
 pub(crate) mod managed;
 pub(crate) mod mapped;
+pub(crate) mod matrix_pointers;
 pub(crate) mod nccl;
 mod nvrtc;
 pub(crate) mod peer;

@@ -6,12 +6,11 @@
 //! reads `info` there — no extra synchronisation, so later work on the stream never
 //! delays the reply.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaSlice, CudaStream, CudaViewMut};
 
+use super::pivots::PivotLedger;
 use super::SolverFloat;
 use super::{first_failure, numerical, Op};
 use crate::actor::Deferred;
@@ -44,16 +43,22 @@ fn upper_triangle<T: Float>(a: &[T], lda: usize, r: &mut [T], n: usize) {
 /// Cells of finished calls' `info`, reused (mapping memory costs driver calls).
 type InfoPool = Arc<Mutex<Vec<MappedCell<i32>>>>;
 
+/// How many batch-sized `info` cells are kept for reuse: one per batch in flight.
+const BATCH_INFOS_KEPT: usize = 4;
+
 /// The cuSOLVER handle of one generation and how its work is waited for.
 pub(super) struct CudaSolver {
     dense: Dense,
     stream: Arc<CudaStream>,
     completer: Completer,
     slots: InfoPool,
-    /// Pivot windows (buffer id, offset) `lu_factor` wrote, with their order: `getrs` trusts its pivots
+    /// Batched routines' `info` cells (a batch's worth each), reused likewise.
+    batch_infos: InfoPool,
+    /// Where `lu_factor` and `lu_factor_batched` wrote pivots: `getrs` trusts its pivots
     /// (out-of-range ones would make it read and write outside B, a sticky fault), and
     /// checking their values would mean a synchronous read on the actor's thread.
-    factored: RefCell<HashMap<(u64, usize), usize>>,
+    /// Shared by every solver of the generation (the seed's).
+    factored: Arc<Mutex<PivotLedger>>,
     /// The cuBLAS handle of the batched LU (`getrfBatched` is cuBLAS's), made on first
     /// use on the solver's stream.
     blas: std::cell::OnceCell<cudarc::cublas::CudaBlas>,
@@ -68,15 +73,25 @@ fn cuda<'a, T>(s: &'a mut Locked<'_, T>) -> Result<CudaViewMut<'a, T>, GpuError>
 }
 
 impl CudaSolver {
-    pub(super) fn new(stream: Arc<CudaStream>, completer: Completer) -> Result<Self, GpuError> {
+    pub(super) fn new(
+        stream: Arc<CudaStream>,
+        completer: Completer,
+        factored: Arc<Mutex<PivotLedger>>,
+    ) -> Result<Self, GpuError> {
         Ok(CudaSolver {
             dense: Dense::new(stream.clone())?,
             stream,
             completer,
             slots: Arc::new(Mutex::new(Vec::new())),
-            factored: RefCell::new(HashMap::new()),
+            batch_infos: Arc::new(Mutex::new(Vec::new())),
+            factored,
             blas: std::cell::OnceCell::new(),
         })
+    }
+
+    /// The generation's pivot ledger.
+    fn ledger(&self) -> std::sync::MutexGuard<'_, PivotLedger> {
+        self.factored.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The stream its routines run on.
@@ -90,6 +105,21 @@ impl CudaSolver {
             return Ok(s);
         }
         MappedCell::zeroed(&self.stream)
+    }
+
+    /// A zeroed `info` cell of at least `count` values for a batched routine: the
+    /// smallest kept one that is large enough, else a new one (rounded up, so that batches of nearby sizes
+    /// share it).
+    fn batch_info(&self, count: usize) -> Result<MappedCell<i32>, GpuError> {
+        let mut kept = self.batch_infos.lock().unwrap_or_else(|p| p.into_inner());
+        let fitting = kept.iter().enumerate().filter(|(_, c)| c.len() >= count);
+        if let Some(i) = fitting.min_by_key(|(_, c)| c.len()).map(|(i, _)| i) {
+            let mut cell = kept.swap_remove(i);
+            cell.clear();
+            return Ok(cell);
+        }
+        drop(kept);
+        MappedCell::zeroed_many(&self.stream, count.next_power_of_two())
     }
 
     /// The future that awaits the stream and classifies `info` for `op`.
@@ -120,7 +150,7 @@ impl CudaSolver {
         let (mut sa, mut sp) = lock2(a, pivots);
         self.dense
             .getrf(n, &mut cuda(&mut sa)?, &mut cuda(&mut sp)?, &mut slot)?;
-        self.factored.borrow_mut().insert((pivots.id(), pivots.offset()), n);
+        self.ledger().record(pivots.id(), pivots.offset(), n, 1);
         Ok(self.finish(shared, Op::LuFactor, slot))
     }
 
@@ -140,21 +170,19 @@ impl CudaSolver {
                 self.blas.get_or_init(|| b)
             }
         };
-        let mut info = self.stream.alloc_zeros::<i32>(count)?;
+        let mut info = self.batch_info(count)?;
         let (mut sa, mut sp) = lock2(a, pivots);
-        let ptrs = T::getrf_batched(
+        T::getrf_batched(
             blas,
+            self.dense.pointers(),
             &self.stream,
             (n, count),
             &mut cuda(&mut sa)?,
             &mut cuda(&mut sp)?,
             &mut info,
         )?;
-        let mut factored = self.factored.borrow_mut();
-        for i in 0..count {
-            factored.insert((pivots.id(), pivots.offset() + i * n), n);
-        }
-        Ok(self.finish_batched(shared, Op::LuFactorBatched, info, ptrs))
+        self.ledger().record(pivots.id(), pivots.offset(), n, count);
+        Ok(self.finish_batched(shared, Op::LuFactorBatched, (info, count), ()))
     }
 
     /// `count` SVDs of m×n matrices at once (`gesvdjBatched`, on a scratch copy: it
@@ -166,7 +194,7 @@ impl CudaSolver {
         (m, n, count): (usize, usize, usize),
     ) -> Result<Deferred<()>, GpuError> {
         let mut scratch = self.scratch_copy(a, m * n * count)?;
-        let mut info = self.stream.alloc_zeros::<i32>(count)?;
+        let mut info = self.batch_info(count)?;
         let mut ss = s.lock();
         match vectors {
             Some((u, v)) => {
@@ -204,7 +232,7 @@ impl CudaSolver {
                 )?;
             }
         }
-        Ok(self.finish_batched(shared, Op::SvdBatched, info, scratch))
+        Ok(self.finish_batched(shared, Op::SvdBatched, (info, count), scratch))
     }
 
     /// `count` Choleskys at once (`potrfBatched`).
@@ -214,30 +242,38 @@ impl CudaSolver {
         a: &GpuRef<T>,
         (n, count): (usize, usize),
     ) -> Result<Deferred<()>, GpuError> {
-        let mut info = self.stream.alloc_zeros::<i32>(count)?;
-        let ptrs = self
-            .dense
+        let mut info = self.batch_info(count)?;
+        self.dense
             .potrf_batched((n, count), &mut cuda(&mut a.lock())?, &mut info)?;
-        Ok(self.finish_batched(shared, Op::CholeskyBatched, info, ptrs))
+        Ok(self.finish_batched(shared, Op::CholeskyBatched, (info, count), ()))
     }
 
-    /// The future that awaits the stream, then reads the batch's `info`s (one copy) and
-    /// reports the first matrix that failed; `keep` (what the routine reads: its pointer
-    /// array, its scratch input) lives until then.
+    /// The future that awaits the stream, then reads the batch's `info`s (the first
+    /// `count` of the mapped cell: no copy) and reports the first matrix that failed;
+    /// `keep` (what the routine reads beyond its operands: a scratch input) lives until
+    /// then, and the cell goes back to the pool.
     fn finish_batched<K: Send + 'static>(
         &self,
         shared: &Arc<DeviceShared>,
         op: Op,
-        info: CudaSlice<i32>,
+        (mut info, count): (MappedCell<i32>, usize),
         keep: K,
     ) -> Deferred<()> {
         let done = self.completer.done(&self.stream);
-        let (shared, stream) = (shared.clone(), self.stream.clone());
+        let (shared, pool) = (shared.clone(), self.batch_infos.clone());
         Deferred::later(async move {
-            done.await.map_err(|e| shared.observe(e))?;
+            if let Err(e) = done.await {
+                // The GPU may still write the cell (a timeout): never wait for it here.
+                info.leak();
+                return Err(shared.observe(e));
+            }
             drop(keep);
-            let infos = stream.clone_dtoh(&info).map_err(|e| shared.observe(e.into()))?;
-            first_failure(op, &infos)
+            let verdict = first_failure(op, &info.completed()[..count]);
+            let mut kept = pool.lock().unwrap_or_else(|p| p.into_inner());
+            if kept.len() < BATCH_INFOS_KEPT {
+                kept.push(info);
+            }
+            verdict
         })
     }
 
@@ -249,7 +285,7 @@ impl CudaSolver {
         b: &GpuRef<T>,
         (n, nrhs): (usize, usize),
     ) -> Result<Deferred<()>, GpuError> {
-        if self.factored.borrow().get(&(pivots.id(), pivots.offset())) != Some(&n) {
+        if self.ledger().check(pivots.id(), pivots.offset(), n, 1).is_err() {
             return Err(GpuError::invalid(format!(
                 "lu_solve: buffer #{} holds no pivots of an order-{n} lu_factor on this device; pass lu_factor's pivots",
                 pivots.id()
@@ -277,15 +313,13 @@ impl CudaSolver {
         (lu, pivots, b): (&GpuRef<T>, &GpuRef<i32>, &GpuRef<T>),
         (n, nrhs, count): (usize, usize, usize),
     ) -> Result<Deferred<()>, GpuError> {
-        let factored = self.factored.borrow();
-        if let Some(k) = (0..count).find(|k| factored.get(&(pivots.id(), pivots.offset() + k * n)) != Some(&n)) {
+        if let Err(k) = self.ledger().check(pivots.id(), pivots.offset(), n, count) {
             return Err(GpuError::invalid(format!(
                 "lu_solve_batched: the pivots of matrix {k} (buffer #{}) are no order-{n} lu_factor's on this device; \
                  pass lu_factor_batched's pivots",
                 pivots.id()
             )));
         }
-        drop(factored);
         let blas = match self.blas.get() {
             Some(b) => b,
             None => {
@@ -293,17 +327,20 @@ impl CudaSolver {
                 self.blas.get_or_init(|| b)
             }
         };
-        let info = self.stream.alloc_zeros::<i32>(1)?;
+        let info = self.batch_info(1)?;
         let (mut sl, mut sp, mut sb) = lock3(lu, pivots, b);
-        let keep = T::getrs_batched(
+        T::getrs_batched(
             blas,
+            self.dense.pointers(),
             &self.stream,
             (n, nrhs, count),
             &cuda(&mut sl)?,
             &cuda(&mut sp)?,
             &mut cuda(&mut sb)?,
         )?;
-        Ok(self.finish_batched(shared, Op::LuSolveBatched, info, keep))
+        // getrsBatched reports bad parameters on the host (checked above): nothing
+        // writes the cell, which reads back zero.
+        Ok(self.finish_batched(shared, Op::LuSolveBatched, (info, 1), ()))
     }
 
     /// Solves `count` systems from `cholesky_batched`'s factors at once, one right-hand
@@ -314,12 +351,11 @@ impl CudaSolver {
         (l, b): (&GpuRef<T>, &GpuRef<T>),
         (n, count): (usize, usize),
     ) -> Result<Deferred<()>, GpuError> {
-        let mut info = self.stream.alloc_zeros::<i32>(1)?;
+        let mut info = self.batch_info(1)?;
         let (mut sl, mut sb) = lock2(l, b);
-        let keep = self
-            .dense
+        self.dense
             .potrs_batched((n, count), &cuda(&mut sl)?, &mut cuda(&mut sb)?, &mut info)?;
-        Ok(self.finish_batched(shared, Op::CholeskySolveBatched, info, keep))
+        Ok(self.finish_batched(shared, Op::CholeskySolveBatched, (info, 1), ()))
     }
 
     pub(super) fn cholesky<T: SolverFloat>(

@@ -17,6 +17,9 @@
 
 mod cpu;
 mod cuda;
+mod pivots;
+
+pub(crate) use pivots::PivotLedger;
 
 use std::sync::Arc;
 
@@ -269,9 +272,11 @@ impl Core for SolverCore {
     fn build(seed: &LibrarySeed) -> Result<Self, GpuError> {
         // Factorizations run for milliseconds: wait off the actor's thread, so it keeps
         // enqueuing the next requests meanwhile.
-        let engine = match seed.cuda_stream_off_thread()? {
-            None => SolverEngine::Cpu,
-            Some((stream, completer)) => SolverEngine::Cuda(Box::new(cuda::CudaSolver::new(stream, completer)?)),
+        let engine = match (seed.cuda_stream_off_thread()?, &seed.cuda) {
+            (Some((stream, completer)), Some(c)) => {
+                SolverEngine::Cuda(Box::new(cuda::CudaSolver::new(stream, completer, c.pivots.clone())?))
+            }
+            _ => SolverEngine::Cpu,
         };
         Ok(SolverCore {
             shared: seed.shared.clone(),
