@@ -4,7 +4,9 @@
 //! (`support/alternate.rs`), on the same random data — for f32 (exact), TF32, bf16, f16,
 //! FP8 E4M3 (TN, into bf16) and bf16 with a fused bias + GELU. Prints `RESULT |` lines
 //! with TFLOP/s of each path and their ratio. `benches/matmul_torch.py` measures
-//! `torch.matmul` on the same shapes. Sizes: BENCH_SIZES (default "4096").
+//! `torch.matmul` on the same shapes. Sizes: BENCH_SIZES (default "4096"); MATMUL_ONLY
+//! picks cases (comma-separated names), MATMUL_RAW_WAIT how the raw side waits (`sync`,
+//! `tight`, `paced`: a probe of the completion's cost).
 //! Skips with a message without a GPU.
 
 use std::ffi::c_void;
@@ -159,9 +161,55 @@ impl Raw {
                 stream.cu_stream() as _,
             )
         });
-        stream.synchronize().unwrap();
+        match raw_wait() {
+            RawWait::Sync => stream.synchronize().unwrap(),
+            how => {
+                // A probe of the completion's cost: the raw call awaited the way our
+                // spin waits query (an event, back to back or paced as
+                // `completion::query_pause` paces them: none for 50 µs, then a 64th of
+                // the time waited, 1–20 µs).
+                let done = stream.record_event(None).unwrap();
+                let since = Instant::now();
+                while !done.is_complete() {
+                    let waited = since.elapsed();
+                    if how == RawWait::Paced && waited >= std::time::Duration::from_micros(50) {
+                        let pause = (waited / 64).clamp(
+                            std::time::Duration::from_micros(1),
+                            std::time::Duration::from_micros(20),
+                        );
+                        let until = Instant::now() + pause;
+                        while Instant::now() < until {
+                            std::hint::spin_loop();
+                        }
+                    }
+                }
+            }
+        }
         t.elapsed().as_secs_f64()
     }
+}
+
+/// How the raw side waits for its matmul (`MATMUL_RAW_WAIT`): `sync` (the default,
+/// `cuStreamSynchronize`), `tight` (an event queried back to back) or `paced` (an event
+/// queried as our spin waits query theirs) — a probe of what the wait itself costs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RawWait {
+    Sync,
+    Tight,
+    Paced,
+}
+
+fn raw_wait() -> RawWait {
+    match std::env::var("MATMUL_RAW_WAIT").as_deref() {
+        Ok("tight") => RawWait::Tight,
+        Ok("paced") => RawWait::Paced,
+        _ => RawWait::Sync,
+    }
+}
+
+/// Whether the case `name` runs (`MATMUL_ONLY`: a comma-separated list; all by default).
+fn selected(name: &str) -> bool {
+    std::env::var("MATMUL_ONLY").map_or(true, |only| only.split(',').any(|n| n == name))
 }
 
 fn address<T>(s: &CudaSlice<T>, stream: &Arc<CudaStream>) -> u64 {
@@ -177,6 +225,9 @@ async fn run<I: LtElem, O: LtElem>(dev: &Device, ctx: &Arc<CudaContext>, c: Case
 where
     MatmulBuffer: From<GpuRef<I>> + From<GpuRef<O>>,
 {
+    if !selected(c.name) {
+        return;
+    }
     let n = c.n;
     let typed = |seed| -> Vec<I> {
         random::random_f32(n * n, seed)
@@ -235,8 +286,9 @@ where
         }
         let (r, o) = samples.medians();
         println!(
-            "RESULT | matmul.{} {n} ({order:?}, median of {iters}) | ours {:.1} TFLOP/s, raw cuBLASLt {:.1} TFLOP/s, ratio {:.3}",
+            "RESULT | matmul.{} {n} ({order:?}, median of {iters}, raw waits {:?}) | ours {:.1} TFLOP/s, raw cuBLASLt {:.1} TFLOP/s, ratio {:.3}",
             c.name,
+            raw_wait(),
             tflops(n, o),
             tflops(n, r),
             r / o
