@@ -51,9 +51,11 @@ pub(crate) fn shims(def: &ActorDef, krate: &syn::Path) -> TokenStream {
             Ret::Deferred { fallible: true, .. } => quote!(#invoke),
             Ret::Deferred { fallible: false, .. } => quote!(::core::result::Result::Ok(#invoke)),
         };
+        let allows = &h.allows;
         quote! {
             #[doc(hidden)]
             #[allow(dead_code)]
+            #(#allows)*
             pub(crate) fn #shim #generics(&mut self, #(#args),*)
                 -> ::core::result::Result<#krate::actor::Deferred<#p>, #krate::GpuError> {
                 #body
@@ -138,7 +140,7 @@ pub(crate) fn surface(def: &ActorDef, krate: &syn::Path) -> TokenStream {
     let sets = device_sets(def);
     let methods = def.handlers.iter().filter(|h| direct(h)).filter_map(|h| {
         let (name, _) = h.device.as_ref()?;
-        let docs = &h.docs;
+        let (docs, allows) = (&h.docs, &h.allows);
         let p = h.payload();
         let shim = shim_name(h);
         let MethodArgs { decls, clones, fields } = method_args(h);
@@ -154,6 +156,7 @@ pub(crate) fn surface(def: &ActorDef, krate: &syn::Path) -> TokenStream {
             #(#docs)*
             ///
             /// On this actor's own stream, with its own library handle (see [`ActorGpu`]).
+            #(#allows)*
             pub async fn #name #generics(&self, #(#decls),*) -> ::core::result::Result<#p, #krate::GpuError> {
                 // The guard of the in-place actors lives in this block only: held while
                 // the call enqueues, never across the wait. Not in place: the `Device`

@@ -163,7 +163,7 @@ pub(crate) fn device_methods(def: &ActorDef, krate: &syn::Path) -> TokenStream {
     let sets = device_sets(def);
     let methods = def.handlers.iter().filter_map(|h| {
         let (name, _) = h.device.as_ref()?;
-        let docs = &h.docs;
+        let (docs, allows) = (&h.docs, &h.allows);
         let p = h.payload();
         let MethodArgs { decls, clones, fields } = method_args(h);
         let span = name.span();
@@ -173,6 +173,7 @@ pub(crate) fn device_methods(def: &ActorDef, krate: &syn::Path) -> TokenStream {
                 let v = h.variant(None);
                 quote_spanned! {span=>
                     #(#docs)*
+                    #(#allows)*
                     #vis async fn #name(&self, #(#decls),*) -> ::core::result::Result<#p, #krate::GpuError> {
                         #(#clones)*
                         self.call(|reply| $($m)::+::#msg::#v { #(#fields,)* reply }).await
@@ -186,6 +187,7 @@ pub(crate) fn device_methods(def: &ActorDef, krate: &syn::Path) -> TokenStream {
                 // written as in the handler (the parameter keeps its name).
                 quote_spanned! {span=>
                     #(#docs)*
+                    #(#allows)*
                     #vis async fn #name<#param: $#set>(&self, #(#decls),*) -> ::core::result::Result<#p, #krate::GpuError> {
                         #(#clones)*
                         self.call(|reply| <#param as $($m)::+::#tr>::__into_msg(#(#fields,)* reply)).await

@@ -281,6 +281,8 @@ fn dtype_trait(def: &ActorDef, h: &Handler, krate: &syn::Path) -> TokenStream {
         // reported there.
         quote_spanned! {d.span()=>
             impl #tr for #d {
+                // The handler's arguments and its reply: one more than the handler has.
+                #[allow(clippy::too_many_arguments)]
                 fn __into_msg(#(#decls,)* #reply_decl) -> #msg {
                     #msg::#v { #(#fields,)* #reply_field }
                 }
@@ -314,6 +316,7 @@ fn dtype_trait(def: &ActorDef, h: &Handler, krate: &syn::Path) -> TokenStream {
         #[diagnostic::on_unimplemented(message = #on_unimpl, label = #label)]
         pub trait #tr: #(#bounds +)* ::core::marker::Sized + ::core::marker::Send + 'static {
             #[doc(hidden)]
+            #[allow(clippy::too_many_arguments)]
             fn __into_msg(#(#arg_decls,)* #reply_decl) -> #msg;
         }
         #(#impls)*
@@ -336,7 +339,7 @@ fn client(def: &ActorDef, krate: &syn::Path) -> TokenStream {
         .unwrap_or(30_000);
     let methods = def.handlers.iter().map(|h| {
         let m = &h.method;
-        let docs = &h.docs;
+        let (docs, allows) = (&h.docs, &h.allows);
         let fields: Vec<&Ident> = h.args.iter().map(|(n, _)| n).collect();
         let decls = h.args.iter().map(|(n, t)| quote!(#n: #t));
         let p = payload(h);
@@ -345,6 +348,7 @@ fn client(def: &ActorDef, krate: &syn::Path) -> TokenStream {
                 let v = h.variant(None);
                 quote! {
                     #(#docs)*
+                    #(#allows)*
                     pub async fn #m(&self, #(#decls),*) -> ::core::result::Result<#p, #krate::GpuError> {
                         self.actor.ask_try(|reply| #msg::#v { #(#fields,)* reply }, self.timeout).await
                     }
@@ -354,6 +358,7 @@ fn client(def: &ActorDef, krate: &syn::Path) -> TokenStream {
                 let v = h.variant(None);
                 quote! {
                     #(#docs)*
+                    #(#allows)*
                     pub fn #m(&self, #(#decls),*) -> ::core::result::Result<(), #krate::GpuError> {
                         self.actor.tell(#msg::#v { #(#fields,)* })
                     }
@@ -364,6 +369,7 @@ fn client(def: &ActorDef, krate: &syn::Path) -> TokenStream {
                 if tell {
                     quote! {
                         #(#docs)*
+                        #(#allows)*
                         pub fn #m<#param: #tr>(&self, #(#decls),*) -> ::core::result::Result<(), #krate::GpuError> {
                             self.actor.tell(<#param as #tr>::__into_msg(#(#fields),*))
                         }
@@ -371,6 +377,7 @@ fn client(def: &ActorDef, krate: &syn::Path) -> TokenStream {
                 } else {
                     quote! {
                         #(#docs)*
+                        #(#allows)*
                         pub async fn #m<#param: #tr>(&self, #(#decls),*) -> ::core::result::Result<#p, #krate::GpuError> {
                             self.actor.ask_try(|reply| <#param as #tr>::__into_msg(#(#fields,)* reply), self.timeout).await
                         }

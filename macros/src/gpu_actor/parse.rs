@@ -27,6 +27,11 @@ pub(crate) enum Ret {
 pub(crate) struct Handler {
     pub(crate) method: Ident,
     pub(crate) docs: Vec<Attribute>,
+    /// The handler's `#[allow(..)]` attributes, repeated on the methods generated from
+    /// it: a `Device` or `ActorGpu` method takes the handler's arguments, so what a
+    /// handler allows (too many arguments) its twins need too. Only `allow`: an
+    /// `expect` could go unfulfilled on a generated method.
+    pub(crate) allows: Vec<Attribute>,
     pub(crate) is_async: bool,
     pub(crate) takes_ctx: bool,
     pub(crate) args: Vec<(Ident, Type)>,
@@ -528,9 +533,11 @@ fn parse_handler(f: &ImplItemFn, attr: &Attribute, krate: &syn::Path, errors: &m
         }
     }
     let docs = f.attrs.iter().filter(|a| a.path().is_ident("doc")).cloned().collect();
+    let allows = f.attrs.iter().filter(|a| a.path().is_ident("allow")).cloned().collect();
     ok.then(|| Handler {
         method: sig.ident.clone(),
         docs,
+        allows,
         is_async: sig.asyncness.is_some(),
         takes_ctx,
         args,
