@@ -391,48 +391,17 @@ async fn batched_typed<T: SolverScalar>(d: &Device) {
     let short = d.alloc::<i32>(n * count - 1).await.unwrap();
     inv(d.lu_factor_batched(&ad, &short, n, count).await, "too few pivots");
 
-    // Batched SVD: U·diag(S)·Vᵀ rebuilds each matrix, U and V orthonormal, values
-    // descending and equal to the values-only call's; A left intact.
+    // Batched SVD, square, tall and wide: U·S·Vᵀ rebuilds each matrix, U (m×m) and V
+    // (n×n) orthonormal, values descending and equal to the values-only call's; A left
+    // intact.
+    for (m, nn) in [(8usize, 8usize), (20, 7), (5, 12), (32, 1)] {
+        svd_batched_checked::<T>(d, m, nn, 30).await;
+    }
     let (k, count) = (8, 30);
-    let mats: Vec<f64> = random(k * k, count);
-    let a = d.upload(to::<T>(&mats)).await.unwrap();
-    let (s, u, v) = (
+    let a = d.upload(to::<T>(&random(k * k, count))).await.unwrap();
+    let (s, u) = (
         d.alloc::<T>(k * count).await.unwrap(),
         d.alloc::<T>(k * k * count).await.unwrap(),
-        d.alloc::<T>(k * k * count).await.unwrap(),
-    );
-    d.svd_batched(&a, &s, &u, &v, k, count).await.unwrap();
-    let (sv, uv, vv) = (back(d, &s).await, back(d, &u).await, back(d, &v).await);
-    for m in [0, 13, count - 1] {
-        let (um, vm, sm) = (
-            &uv[m * k * k..(m + 1) * k * k],
-            &vv[m * k * k..(m + 1) * k * k],
-            &sv[m * k..(m + 1) * k],
-        );
-        assert!(sm.windows(2).all(|w| w[0] >= w[1]), "descending: {sm:?}");
-        let us: Vec<f64> = (0..k * k).map(|i| um[i] * sm[i / k]).collect();
-        let vt: Vec<f64> = (0..k * k).map(|i| vm[(i % k) * k + i / k]).collect();
-        let want: Vec<f64> = to::<T>(&mats[m * k * k..(m + 1) * k * k])
-            .iter()
-            .map(|x| x.to_f64())
-            .collect();
-        let e = rel_err(&mul(&us, &vt, k, k, k, false), &want);
-        assert!(
-            e < tol::<T>() * 5.0,
-            "{} batched SVD matrix {m}: U·S·Vᵀ vs A {e:e}",
-            T::NAME
-        );
-        assert!(orthonormality(um, k, k) < tol::<T>() * 5.0, "UᵀU");
-        assert!(orthonormality(vm, k, k) < tol::<T>() * 5.0, "VᵀV");
-    }
-    let s2 = d.alloc::<T>(k * count).await.unwrap();
-    d.svd_values_batched(&a, &s2, k, k, count).await.unwrap();
-    let e = rel_err(&back(d, &s2).await, &sv);
-    assert!(e < tol::<T>(), "{} values only vs with vectors: {e:e}", T::NAME);
-    assert_eq!(
-        back(d, &a).await,
-        to::<T>(&mats).iter().map(|x| x.to_f64()).collect::<Vec<_>>(),
-        "A intact"
     );
     let big = d.alloc::<T>(33 * 33).await.unwrap();
     let sb = d.alloc::<T>(33).await.unwrap();
@@ -467,7 +436,67 @@ async fn batched_typed<T: SolverScalar>(d: &Device) {
             );
         }
     }
-    inv(d.svd_batched(&a, &s, &u, &u, k, count).await, "U and V the same buffer");
+    inv(
+        d.svd_batched(&a, &s, &u, &u, k, k, count).await,
+        "U and V the same buffer",
+    );
+    let (tall_u, v) = (
+        d.alloc::<T>(20 * 20 * 3 - 1).await.unwrap(),
+        d.alloc::<T>(7 * 7 * 3).await.unwrap(),
+    );
+    let (ta, ts) = (
+        d.alloc::<T>(20 * 7 * 3).await.unwrap(),
+        d.alloc::<T>(7 * 3).await.unwrap(),
+    );
+    inv(
+        d.svd_batched(&ta, &ts, &tall_u, &v, 20, 7, 3).await,
+        "U shorter than m·m per matrix",
+    );
+}
+
+/// `svd_batched` of `count` random m×n matrices, each checked in float64.
+async fn svd_batched_checked<T: SolverScalar>(d: &Device, m: usize, n: usize, count: usize) {
+    let k = m.min(n);
+    let mats: Vec<f64> = random(m * n, count);
+    let a = d.upload(to::<T>(&mats)).await.unwrap();
+    let (s, u, v) = (
+        d.alloc::<T>(k * count).await.unwrap(),
+        d.alloc::<T>(m * m * count).await.unwrap(),
+        d.alloc::<T>(n * n * count).await.unwrap(),
+    );
+    d.svd_batched(&a, &s, &u, &v, m, n, count).await.unwrap();
+    let (sv, uv, vv) = (back(d, &s).await, back(d, &u).await, back(d, &v).await);
+    let what = format!("{} {m}×{n} batched SVD", T::NAME);
+    for c in [0, count / 2, count - 1] {
+        let (um, vm, sm) = (
+            &uv[c * m * m..(c + 1) * m * m],
+            &vv[c * n * n..(c + 1) * n * n],
+            &sv[c * k..(c + 1) * k],
+        );
+        assert!(sm.windows(2).all(|w| w[0] >= w[1]), "{what}: descending {sm:?}");
+        // U·S (m×n: U's first k columns scaled, the rest zero) · Vᵀ.
+        let us: Vec<f64> = (0..m * n)
+            .map(|i| if i / m < k { um[i] * sm[i / m] } else { 0.0 })
+            .collect();
+        let vt: Vec<f64> = (0..n * n).map(|i| vm[(i % n) * n + i / n]).collect();
+        let want: Vec<f64> = to::<T>(&mats[c * m * n..(c + 1) * m * n])
+            .iter()
+            .map(|x| x.to_f64())
+            .collect();
+        let e = rel_err(&mul(&us, &vt, m, n, n, false), &want);
+        assert!(e < tol::<T>() * 5.0, "{what}, matrix {c}: U·S·Vᵀ vs A {e:e}");
+        assert!(orthonormality(um, m, m) < tol::<T>() * 5.0, "{what}: UᵀU");
+        assert!(orthonormality(vm, n, n) < tol::<T>() * 5.0, "{what}: VᵀV");
+    }
+    let s2 = d.alloc::<T>(k * count).await.unwrap();
+    d.svd_values_batched(&a, &s2, m, n, count).await.unwrap();
+    let e = rel_err(&back(d, &s2).await, &sv);
+    assert!(e < tol::<T>(), "{what}: values only vs with vectors {e:e}");
+    assert_eq!(
+        back(d, &a).await,
+        to::<T>(&mats).iter().map(|x| x.to_f64()).collect::<Vec<_>>(),
+        "{what}: A intact"
+    );
 }
 
 async fn batched(config: DeviceConfig) {

@@ -131,6 +131,53 @@ pub(super) fn svd<T: DTypeBase>(a: &[T], u: &mut [T], s: &mut [T], vt: &mut [T],
     }
 }
 
+/// The full SVD of the m×n `a` (any shape), as `gesvdjBatched` gives it: the min(m, n)
+/// singular values descending into `s`, U (m×m) into `u` and V (n×n, V itself, not Vᵀ)
+/// into `v`, both orthonormal and column-major. nalgebra gives the thin factors (min(m, n)
+/// columns); the remaining columns — any orthonormal basis of the complement, as
+/// LAPACK's are — are completed by [`complete_basis`].
+pub(super) fn svd_full<T: DTypeBase>(a: &[T], s: &mut [T], u: &mut [T], v: &mut [T], m: usize, n: usize) -> i32 {
+    let Some(d) = SVD::try_new(load(a, m, n), true, true, f64::EPSILON, 0) else {
+        return m.min(n) as i32;
+    };
+    let thin_u = d.u.as_ref().expect("requested");
+    let thin_v = d.v_t.as_ref().expect("requested").transpose();
+    store(&complete_basis(thin_u), u, |_, _| true);
+    store(&complete_basis(&thin_v), v, |_, _| true);
+    for (o, x) in s.iter_mut().zip(d.singular_values.iter()) {
+        *o = T::from_f64(*x);
+    }
+    0
+}
+
+/// The r×r orthonormal matrix whose first columns are `q`'s (r×k, orthonormal columns)
+/// and whose others complete them to a basis: each unit vector in turn, orthogonalised
+/// against the columns so far (twice — classical Gram–Schmidt repeated, which is
+/// orthogonal to working precision), kept when enough of it is left.
+fn complete_basis(q: &DMatrix<f64>) -> DMatrix<f64> {
+    let r = q.nrows();
+    let mut cols: Vec<nalgebra::DVector<f64>> = q.column_iter().map(|c| c.into_owned()).collect();
+    let mut e = 0;
+    while cols.len() < r && e < r {
+        let mut x = nalgebra::DVector::<f64>::zeros(r);
+        x[e] = 1.0;
+        e += 1;
+        for _ in 0..2 {
+            for c in &cols {
+                let proj = c.dot(&x);
+                x.axpy(-proj, c, 1.0);
+            }
+        }
+        // Of r unit vectors, at least r − k keep more than 1/√r of their length
+        // outside a k-dimensional span; a smaller remainder is rounding.
+        let norm = x.norm();
+        if norm > 0.5 / (r as f64).sqrt() {
+            cols.push(x / norm);
+        }
+    }
+    DMatrix::from_columns(&cols)
+}
+
 /// The singular values of the m×n `a` (m ≥ n), descending, into `s`.
 pub(super) fn svd_values<T: DTypeBase>(a: &[T], s: &mut [T], m: usize, n: usize) -> i32 {
     match SVD::try_new(load(a, m, n), false, false, f64::EPSILON, 0) {
@@ -172,7 +219,25 @@ pub(super) fn eigh<T: DTypeBase>(a: &mut [T], w: &mut [T], n: usize, how: super:
 
 #[cfg(test)]
 mod tests {
-    use super::swaps_of;
+    use super::{complete_basis, swaps_of};
+    use nalgebra::DMatrix;
+
+    /// A thin orthonormal basis completed to a square one: orthonormal, its first
+    /// columns kept.
+    #[test]
+    fn a_basis_is_completed_orthonormally() {
+        for (r, k) in [(5, 2), (7, 7), (32, 5), (3, 1)] {
+            let a = DMatrix::from_fn(r, k, |i, j| {
+                ((i * 7 + j * 13) % 11) as f64 - 5.0 + (i == j) as u8 as f64 * 9.0
+            });
+            let q = a.qr().q();
+            let full = complete_basis(&q);
+            assert_eq!(full.shape(), (r, r));
+            let gram = full.transpose() * &full;
+            assert!((gram - DMatrix::<f64>::identity(r, r)).amax() < 1e-12, "{r}×{k}");
+            assert_eq!(full.columns(0, k), q.columns(0, k));
+        }
+    }
 
     /// Applying the swaps in order to 0..n gives back the permutation.
     #[test]

@@ -395,9 +395,8 @@ impl SolverCore {
         )
     }
 
-    /// `count` m×n matrices' SVDs (m, n ≤ 32); U and V when `vectors` holds them (the
-    /// handler asks for them of square matrices only: the CPU device's U would need
-    /// completing to m×m).
+    /// `count` m×n matrices' SVDs (m, n ≤ 32); U (m×m) and V (n×n) when `vectors` holds
+    /// them.
     fn svd_batched<T: SolverFloat>(
         &self,
         (a, s, vectors): SvdOperands<'_, T>,
@@ -429,7 +428,7 @@ impl SolverCore {
         holds(s, m.min(n), count, "S", op)?;
         let mut named = vec![(a, "A"), (s, "S")];
         if let Some((u, v)) = vectors {
-            holds(u, n * n, count, "U", op)?;
+            holds(u, m * m, count, "U", op)?;
             holds(v, n * n, count, "V", op)?;
             named.extend([(u, "U"), (v, "V")]);
         }
@@ -443,23 +442,17 @@ impl SolverCore {
                     Some((u, v)) => {
                         let (mut su, mut sv) = lock2(u, v);
                         let (hu, hv) = (su.host_mut()?, sv.host_mut()?);
+                        let k_min = m.min(n);
                         (0..count)
                             .map(|k| {
-                                let win = k * n * n..(k + 1) * n * n;
-                                let mut vt = vec![T::from_f64(0.0); n * n];
-                                let info = cpu::svd(
-                                    &ha[win.clone()],
-                                    &mut hu[win.clone()],
-                                    &mut hs[k * n..(k + 1) * n],
-                                    &mut vt,
+                                cpu::svd_full(
+                                    &ha[k * m * n..(k + 1) * m * n],
+                                    &mut hs[k * k_min..(k + 1) * k_min],
+                                    &mut hu[k * m * m..(k + 1) * m * m],
+                                    &mut hv[k * n * n..(k + 1) * n * n],
+                                    m,
                                     n,
-                                    n,
-                                );
-                                // V = (Vᵀ)ᵀ, as gesvdjBatched writes it.
-                                for (i, out) in hv[win].iter_mut().enumerate() {
-                                    *out = vt[(i % n) * n + i / n];
-                                }
-                                info
+                                )
                             })
                             .collect()
                     }
@@ -812,10 +805,13 @@ impl SolverActor {
         self.0.core()?.lu_factor_batched(&a, &pivots, (n, count))
     }
 
-    /// SVDs of `count` n×n matrices (n ≤ 32) stored one after another in `a` (left
-    /// intact), by Jacobi rotations (`gesvdjBatched`): `s` gets each matrix's singular
-    /// values (n, descending), `u` and `v` its U and V (n·n each, column-major — V, not Vᵀ
-    /// as `svd` gives). No convergence is `Numerical` naming the matrix.
+    /// Full SVDs `A = U·S·Vᵀ` of `count` m×n matrices (m, n ≤ 32; tall, wide or square;
+    /// column-major, m·n elements each) stored one after another in `a` (left intact), by
+    /// Jacobi rotations (`gesvdjBatched`): `s` gets each matrix's singular values
+    /// (min(m, n), descending), `u` its U (m·m: all m columns, orthonormal) and `v` its V
+    /// (n·n — V, not Vᵀ as `svd` gives). Columns past min(m, n) complete the basis (any
+    /// orthonormal completion, as LAPACK's). No convergence is `Numerical` naming the
+    /// matrix.
     #[handler(dtypes(blas1), device)]
     #[allow(clippy::too_many_arguments)]
     fn svd_batched<T: SolverFloat>(
@@ -824,10 +820,11 @@ impl SolverActor {
         s: GpuRef<T>,
         u: GpuRef<T>,
         v: GpuRef<T>,
+        m: usize,
         n: usize,
         count: usize,
     ) -> Result<Deferred<()>, GpuError> {
-        self.0.core()?.svd_batched((&a, &s, Some((&u, &v))), (n, n, count))
+        self.0.core()?.svd_batched((&a, &s, Some((&u, &v))), (m, n, count))
     }
 
     /// The singular values only (descending, min(m, n) per matrix into `s`) of `count`
