@@ -19,6 +19,7 @@ on_both! {
     bad_lengths_and_stale_buffers_are_typed_errors => bad_input;
     owned_vecs_round_trip_exactly_staged_or_not => owned;
     a_pinned_cap_under_a_chunk_copies_unstaged => small_pinned_cap;
+    initial_staging_buffers_serve_copies_of_every_dtype => initial_buffers;
 }
 
 /// Elements of `T` in one staging chunk (8 MiB).
@@ -129,4 +130,34 @@ async fn small_pinned_cap(mut config: DeviceConfig) {
     let mut out = vec![0.0f32; data.len()];
     d.download_into(&up, &mut out).await.unwrap();
     assert!(out == data, "upload_slice + download_into");
+}
+
+/// `DeviceConfig::pinned_initial_buffers`: the staging buffers are in the pool when the
+/// device opens, and copies of several element types stage through them (the pool keeps
+/// built-in types' buffers by size): after an f32 and an f64 copy of several chunks and
+/// a download into a caller's slice, the pool holds the same bytes — nothing more was
+/// pinned. A count the pool's budget cannot hold is refused when the device starts.
+async fn initial_buffers(mut config: DeviceConfig) {
+    config.pinned_initial_buffers = 3;
+    let (sys, d) = open(config.clone()).await;
+    let staged = 3 * (8u64 << 20);
+    assert_eq!(d.pinned_pool_bytes(), staged, "three staging buffers at open");
+    let f: Vec<f32> = rand_vec(4 * chunk::<f32>() + 9).iter().map(|&v| v as f32).collect();
+    let g = d.upload_slice(&f).await.unwrap();
+    let wide = rand_vec(2 * chunk::<f64>() + 3);
+    let gw = d.upload_slice(&wide).await.unwrap();
+    let mut back = vec![0.0f64; wide.len()];
+    d.download_into(&gw, &mut back).await.unwrap();
+    assert!(back == wide, "f64 through the initial buffers");
+    assert!(d.download(&g).await.unwrap() == f, "f32 through the initial buffers");
+    assert_eq!(d.pinned_pool_bytes(), staged, "the same buffers, back in the pool");
+    d.stop().await;
+    drop(sys);
+
+    config.pinned_pool_bytes = 2 * (8 << 20);
+    let sys = ActorSystem::new("host-copies-refused");
+    match Device::start(&sys, config) {
+        Err(GpuError::InvalidArgument(e)) => assert!(e.to_string().contains("pinned_initial_buffers"), "{e}"),
+        other => panic!("three staging buffers in a pool of two: {:?}", other.map(|_| ())),
+    }
 }

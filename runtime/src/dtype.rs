@@ -28,6 +28,12 @@ pub trait DTypeBase:
     const NAME: &'static str;
     /// Float, signed or unsigned.
     const KIND: DTypeKind;
+    /// Every bit pattern of `size_of::<Self>()` bytes is a value of the type (true of the
+    /// built-in numeric types; the default, false, for any other): the pinned pool may
+    /// then hand a free buffer left by one such type to another of the same byte size
+    /// (a staging buffer freed by an `f32` copy serves the next `f64` one). A type with
+    /// padding, or with invalid bit patterns (a `bool`, an enum), must leave it false.
+    const EVERY_BIT_PATTERN: bool = false;
     /// Widens to `f64` (exact for every type but `u64`/`i64` beyond 2^53), for reference
     /// checks and statistics.
     fn to_f64(self) -> f64;
@@ -56,6 +62,7 @@ macro_rules! primitive_dtype {
         impl DTypeBase for $t {
             const NAME: &'static str = stringify!($t);
             const KIND: DTypeKind = DTypeKind::$kind;
+            const EVERY_BIT_PATTERN: bool = true;
             fn to_f64(self) -> f64 { self as f64 }
             fn from_f64(v: f64) -> Self { v as $t }
             fn write_le(self, out: &mut Vec<u8>) { out.extend_from_slice(&self.to_le_bytes()) }
@@ -78,6 +85,7 @@ macro_rules! half_dtype {
         impl DTypeBase for $t {
             const NAME: &'static str = stringify!($t);
             const KIND: DTypeKind = DTypeKind::Float;
+            const EVERY_BIT_PATTERN: bool = true;
             fn to_f64(self) -> f64 { self.to_f64() }
             fn from_f64(v: f64) -> Self { $t::from_f64(v) }
             fn write_le(self, out: &mut Vec<u8>) { out.extend_from_slice(&self.to_bits().to_le_bytes()) }
@@ -106,6 +114,7 @@ macro_rules! fp8_dtype {
         impl DTypeBase for $t {
             const NAME: &'static str = $name;
             const KIND: DTypeKind = DTypeKind::Float;
+            const EVERY_BIT_PATTERN: bool = true;
             fn to_f64(self) -> f64 { $t::to_f64(&self) }
             fn from_f64(v: f64) -> Self { $t::from_f64(v) }
             fn write_le(self, out: &mut Vec<u8>) { out.push(self.to_bits()) }
@@ -165,6 +174,8 @@ impl ComplexPart for f64 {
 impl<T: ComplexPart> DTypeBase for Complex<T> {
     const NAME: &'static str = T::COMPLEX_NAME;
     const KIND: DTypeKind = DTypeKind::Complex;
+    // Two f32s or two f64s, `repr(C)` with no padding.
+    const EVERY_BIT_PATTERN: bool = true;
     fn to_f64(self) -> f64 {
         self.re.to_f64()
     }

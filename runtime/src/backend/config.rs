@@ -78,6 +78,16 @@ pub struct DeviceConfig {
     pub cpu_memory_limit: u64,
     /// Bytes of free pinned host buffers the device keeps for reuse.
     pub pinned_pool_bytes: u64,
+    /// Staging buffers (8 MiB each: what `write_slice`, `download_into` and owned-`Vec`
+    /// copies stage through, three in flight per copy) pinned when the device starts and
+    /// again at each restart, so that not even the first large copy from ordinary memory
+    /// pays for pinning (milliseconds per buffer). They count against
+    /// `pinned_pool_bytes`; more than it holds is an `InvalidArgument` from
+    /// `Device::start`. Default 0: pinned on first use. An isolated device's copies
+    /// stage through its shared arena instead (`IsolationConfig::pinned_arena_bytes`):
+    /// its worker pins none.
+    #[serde(default)]
+    pub pinned_initial_buffers: usize,
     /// The largest pinned host buffer one request may take, in bytes: page-locked memory
     /// is taken from the whole machine (the OS cannot swap it), so a runaway length is
     /// an `InvalidArgument` naming this setting instead of a host brought to its knees.
@@ -154,6 +164,7 @@ impl Default for DeviceConfig {
             libraries: Libraries::default(),
             cpu_memory_limit: 8 << 30,
             pinned_pool_bytes: 1 << 30,
+            pinned_initial_buffers: 0,
             pinned_buffer_max_bytes: 16 << 30,
             start_delay: None,
             kernel_cache_dir: None,
@@ -169,6 +180,31 @@ impl Default for DeviceConfig {
 }
 
 impl DeviceConfig {
+    /// Checks the pinned-memory settings together: the initial staging buffers must fit
+    /// the pool that keeps them and the per-buffer cap.
+    pub(crate) fn check_pinned(&self) -> Result<(), crate::error::GpuError> {
+        use crate::error::{GpuError, Invalid};
+        let staging = crate::host::STAGING_BYTES as u64;
+        let wanted = (self.pinned_initial_buffers as u64).saturating_mul(staging);
+        if self.pinned_initial_buffers > 0
+            && (wanted > self.pinned_pool_bytes || staging > self.pinned_buffer_max_bytes)
+        {
+            return Err(GpuError::InvalidArgument(
+                Invalid::new(format!(
+                    "DeviceConfig::pinned_initial_buffers = {} staging buffers of {staging} bytes do not fit \
+                     pinned_pool_bytes ({}) or pinned_buffer_max_bytes ({}): raise those or ask for fewer",
+                    self.pinned_initial_buffers, self.pinned_pool_bytes, self.pinned_buffer_max_bytes
+                ))
+                .arg("pinned_initial_buffers")
+                .mismatch(
+                    format_args!("≤ {}", self.pinned_pool_bytes / staging),
+                    self.pinned_initial_buffers,
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// The GPU when present, else the CPU device.
     pub fn auto() -> Self {
         DeviceConfig::default()

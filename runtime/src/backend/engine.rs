@@ -15,7 +15,7 @@ use crate::dtype::DTypeBase;
 use crate::error::{GpuError, Invalid};
 use crate::gpu_ref::{with_operands, GpuRef, Region, RegionMut, Storage};
 use crate::host::SharedHost;
-use crate::host::{HostMem, PinnedBuf, Uploaded};
+use crate::host::{HostMem, PinnedBuf, PlainMem, Uploaded, STAGING_BYTES};
 use crate::launch::LaunchLimits;
 use crate::memory::{Advice, Location};
 use crate::observability::{cpu_op, gpu_timed};
@@ -95,6 +95,13 @@ impl ContextCore {
             };
             (Engine::Cpu, info)
         };
+        // Staging buffers pinned ahead of the first copy that needs them
+        // (`DeviceConfig::pinned_initial_buffers`; topped up at each restart).
+        let made = shared.pinned.prefill(config.pinned_initial_buffers, || match &engine {
+            Engine::Cpu => Ok(HostMem::Plain(PlainMem::zeroed(STAGING_BYTES))),
+            Engine::Cuda(c) => Ok(HostMem::Pinned(PinnedMem::zeroed(&c.ctx, STAGING_BYTES)?)),
+        });
+        made?;
         let generation = shared.next_generation();
         Ok(ContextCore {
             shared,
@@ -365,7 +372,7 @@ impl ContextCore {
         check_pinned_len::<T>(len, self.shared.config.pinned_buffer_max_bytes)?;
         let pool = self.shared.pinned.clone();
         let made = pool.buffer(len, zeroed, || match &self.engine {
-            Engine::Cpu => Ok(HostMem::Plain(vec![T::default(); len])),
+            Engine::Cpu => Ok(HostMem::Plain(PlainMem::zeroed(len))),
             Engine::Cuda(c) => Ok(HostMem::Pinned(PinnedMem::zeroed(&c.ctx, len)?)),
         });
         made.map_err(|e| self.observe(e))

@@ -19,12 +19,12 @@ use crate::device::context_actor::{ContextActorDownloadPinnedAtDType, ContextAct
 use crate::device::{DType, Device};
 use crate::error::{GpuError, Invalid};
 use crate::gpu_ref::GpuRef;
-use crate::host::{copy_wide, PinnedBuf};
+use crate::host::{copy_wide, PinnedBuf, STAGING_BYTES};
 use crate::wire::HostData;
 
-/// Bytes per staging chunk: large enough that a transfer's fixed cost (~10 µs) is small
-/// against its 0.15 ms at 55 GB/s, small enough that the first transfer starts early.
-const CHUNK_BYTES: usize = 8 << 20;
+/// Bytes per staging chunk (the pool's staging size, which
+/// `DeviceConfig::pinned_initial_buffers` pins ahead).
+const CHUNK_BYTES: usize = STAGING_BYTES;
 
 /// Chunks in flight: one being filled (or drained) by the host, the others transferring.
 const DEPTH: usize = 3;

@@ -102,6 +102,7 @@ impl Device {
     /// Starts a device under `system` (as the top-level actor `device-<id>`) and returns
     /// at once; requests made before the inner tier is ready are queued.
     pub fn start(system: &ActorSystem, config: DeviceConfig) -> Result<Device, GpuError> {
+        config.check_pinned()?;
         let name = format!("device-{}", config.device_id);
         let shared = DeviceShared::new(config);
         let s2 = shared.clone();

@@ -6,17 +6,19 @@
 //! and return to it when dropped. An isolated device's buffers are ranges of shared
 //! memory that its worker page-locks (`shared.rs`).
 
-use std::any::{Any, TypeId};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::dtype::DTypeBase;
 use crate::error::GpuError;
 use crate::sys::pinned::PinnedMem;
 use crate::wire::{Reader, SharedRange, Side, Wire, Writer};
 
+mod plain;
+mod pool;
 mod shared;
 
+pub(crate) use self::plain::PlainMem;
+pub(crate) use self::pool::{PinnedPool, STAGING_BYTES};
 pub(crate) use self::shared::SharedHost;
 
 /// The memory behind a [`PinnedBuf`].
@@ -24,13 +26,13 @@ pub(crate) enum HostMem<T> {
     /// Page-locked memory of a CUDA context.
     Pinned(PinnedMem<T>),
     /// The CPU device's stand-in: ordinary memory.
-    Plain(Vec<T>),
+    Plain(PlainMem<T>),
     /// An isolated device's: a range of shared memory its worker page-locks.
     Shared(SharedHost<T>),
 }
 
 impl<T: DTypeBase> HostMem<T> {
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         match self {
             HostMem::Pinned(p) => p.len(),
             HostMem::Plain(v) => v.len(),
@@ -38,78 +40,25 @@ impl<T: DTypeBase> HostMem<T> {
         }
     }
 
+    /// The same memory as elements of `U`, if its bytes are a whole number of them (the
+    /// pool's reuse across element types; an isolated device's shared range is never
+    /// pooled, and stays as it is).
+    pub(crate) fn recast<U: DTypeBase>(self) -> Result<HostMem<U>, Self> {
+        match self {
+            HostMem::Pinned(p) => p.recast().map(HostMem::Pinned).map_err(HostMem::Pinned),
+            HostMem::Plain(p) => p.recast().map(HostMem::Plain).map_err(HostMem::Plain),
+            HostMem::Shared(s) => Err(HostMem::Shared(s)),
+        }
+    }
+
     /// Sets every element to zero (after any copy still writing it).
-    fn fill_default(&mut self) -> Result<(), GpuError> {
+    pub(crate) fn fill_default(&mut self) -> Result<(), GpuError> {
         match self {
             HostMem::Pinned(p) => p.as_mut_slice()?.fill(T::default()),
             HostMem::Plain(v) => v.fill(T::default()),
             HostMem::Shared(s) => s.as_mut_slice().fill(T::default()),
         }
         Ok(())
-    }
-}
-
-/// Free buffers by (element type, length), and the bytes they hold.
-type FreeLists = (HashMap<(TypeId, usize), Vec<Box<dyn Any + Send>>>, u64);
-
-/// Free buffers, by element type and length, up to a byte budget.
-pub(crate) struct PinnedPool {
-    free: Mutex<FreeLists>,
-    max_cached_bytes: u64,
-}
-
-impl PinnedPool {
-    pub(crate) fn new(max_cached_bytes: u64) -> Arc<Self> {
-        Arc::new(PinnedPool {
-            free: Mutex::new((HashMap::new(), 0)),
-            max_cached_bytes,
-        })
-    }
-
-    /// A buffer of `len` elements of `T`: a free one of the pool (its contents zeroed
-    /// when `zeroed`, else what its last user left — valid values all the same: every
-    /// dtype is plain old data), or a new one from `make` (zeroed when asked).
-    pub(crate) fn buffer<T: DTypeBase>(
-        self: &Arc<Self>,
-        len: usize,
-        zeroed: bool,
-        make: impl FnOnce() -> Result<HostMem<T>, GpuError>,
-    ) -> Result<PinnedBuf<T>, GpuError> {
-        let mem = match self.take::<T>(len) {
-            Some(mut mem) => {
-                if zeroed {
-                    mem.fill_default()?;
-                }
-                mem
-            }
-            None => make()?,
-        };
-        Ok(PinnedBuf::new(mem, self.clone()))
-    }
-
-    /// A cached buffer of exactly `len` elements of `T`, if one is free.
-    pub(crate) fn take<T: DTypeBase>(&self, len: usize) -> Option<HostMem<T>> {
-        let mut g = self.free.lock().unwrap_or_else(|p| p.into_inner());
-        let boxed = g.0.get_mut(&(TypeId::of::<T>(), len))?.pop()?;
-        g.1 -= (len * std::mem::size_of::<T>()) as u64;
-        boxed.downcast::<HostMem<T>>().ok().map(|b| *b)
-    }
-
-    fn give_back<T: DTypeBase>(&self, mem: HostMem<T>) {
-        let bytes = (mem.len() * std::mem::size_of::<T>()) as u64;
-        let mut g = self.free.lock().unwrap_or_else(|p| p.into_inner());
-        if g.1 + bytes > self.max_cached_bytes {
-            return; // over budget: freed (unpinned) here instead.
-        }
-        g.1 += bytes;
-        g.0.entry((TypeId::of::<T>(), mem.len()))
-            .or_default()
-            .push(Box::new(mem));
-    }
-
-    /// Bytes held by free buffers.
-    pub(crate) fn cached_bytes(&self) -> u64 {
-        self.free.lock().unwrap_or_else(|p| p.into_inner()).1
     }
 }
 

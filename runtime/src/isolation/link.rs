@@ -79,6 +79,8 @@ impl LinkShared {
         worker_config.isolation = None;
         // The user process reports the device's metrics; the worker has no recorder.
         worker_config.metrics = false;
+        // Copies stage through the shared arena, not through the worker's own pool.
+        worker_config.pinned_initial_buffers = 0;
         let spec = serde_json::to_string(&worker_config)
             .map_err(|e| GpuError::Internal(format!("encoding the worker's configuration: {e}")))?;
         let child = spawn_child(

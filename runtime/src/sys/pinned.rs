@@ -66,6 +66,28 @@ impl<T: DeviceRepr + ValidAsZeroBits> PinnedMem<T> {
         self.len
     }
 
+    /// The same page-locked memory as elements of `U`, if its bytes are a whole number
+    /// of them (`cuMemHostAlloc` memory is page-aligned: every element type's alignment).
+    /// The memory and its last copy's event carry over; the pool calls this only for
+    /// types of which every bit pattern is a value.
+    pub(crate) fn recast<U: DeviceRepr + ValidAsZeroBits>(self) -> Result<PinnedMem<U>, Self> {
+        let bytes = self.len * std::mem::size_of::<T>();
+        let size = std::mem::size_of::<U>();
+        if size == 0 || bytes % size != 0 || std::mem::align_of::<U>() > 4096 {
+            return Err(self);
+        }
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `this` is never dropped, so the event is moved out exactly once and the
+        // allocation changes owner without being freed.
+        let last_copy = unsafe { std::ptr::read(&this.last_copy) };
+        Ok(PinnedMem {
+            ptr: this.ptr.cast::<U>(),
+            len: bytes / size,
+            last_copy,
+            copying: AtomicBool::new(this.copying.load(Ordering::Acquire)),
+        })
+    }
+
     /// Waits for the last copy enqueued with the buffer, if no wait has seen it finish
     /// yet (a spin on its event; at once when the stream is known past it).
     fn settle(&self) -> Result<(), GpuError> {
