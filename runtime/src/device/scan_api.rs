@@ -11,10 +11,10 @@
 //!
 //! Integers (i32, i64, u32, u64) scan into 64-bit outputs (`i64`, `u64` for the unsigned
 //! types: what [`Reduce::Sum`](crate::device::Reduce) names), exact while they fit and
-//! wrapping beyond: each thread of one pass totals a contiguous chunk, the totals are
-//! scanned on the host (in order, exactly), and a second pass rescans each chunk from
-//! its offset. (Simpler than the float tiles — one chunk per thread reads uncoalesced;
-//! a tiled integer scan is the faster next step.)
+//! wrapping beyond, tile by tile too — reduce, then scan: one pass totals each tile (no
+//! scratch as long as `x`: integer sums need no rounding, so the second pass recomputes
+//! rather than stores), the totals become offsets on the host (in order, exactly), and a
+//! second pass scans each tile again from its offset straight into the output.
 
 use std::future::Future;
 
@@ -109,42 +109,101 @@ fn scan_offsets<T: Float>(local: &[f64], offsets: &[f64], out: &mut [T]) {
     }
 }
 
-/// Pass 1 of an integer scan: thread `t` totals its chunk `x[t·chunk .. (t+1)·chunk]`
-/// (wrapping 64-bit) into `totals[t]`.
+/// Pass 1 of an integer scan: block `b` totals its tile of `x` (wrapping 64-bit) into
+/// `totals[b]` — four elements per thread, then the threads' sums across the block.
 #[atomr_accel_cuda_macros::kernel(crate = crate)]
-fn int_chunk_totals<T: Int>(x: &[T], chunk: usize, totals: &mut [i64]) {
-    let t = global_index();
-    if t < totals.len() {
-        let mut s: i64 = 0;
-        let mut i = t * chunk;
-        let end = i + chunk;
-        while i < end && i < x.len() {
-            s = s.wrapping_add(x[i].to_i64());
-            i += 1;
+fn int_tile_totals<T: Int>(x: &[T], totals: &mut [i64]) {
+    let mut part = shared_array::<i64, 256>();
+    let t = thread_idx_x();
+    let base = block_idx_x() * 1024 + t * 4;
+    let mut s: i64 = 0;
+    let mut k: usize = 0;
+    while k < 4 {
+        if base + k < x.len() {
+            s = s.wrapping_add(x[base + k].to_i64());
         }
-        totals[t] = s;
+        k += 1;
+    }
+    part[t] = s;
+    sync_threads();
+    let mut half: usize = 128;
+    while half > 0 {
+        if t < half {
+            part[t] = part[t].wrapping_add(part[t + half]);
+        }
+        sync_threads();
+        half /= 2;
+    }
+    if t == 0 {
+        totals[block_idx_x()] = part[0];
     }
 }
 
-/// Pass 2: thread `t` rescans its chunk from `offsets[t]` into `out` (inclusive, or
-/// exclusive when `exclusive` is 1), each 64-bit sum's bits as `O`.
+/// Pass 2: block `b` scans its tile of `x` (wrapping 64-bit; exclusive when `exclusive`
+/// is 1) from the tile's offset `offsets[b]` into `out`, each sum's bits as `O`.
 #[atomr_accel_cuda_macros::kernel(crate = crate)]
-fn int_chunk_scan<T: Int, O: Int>(x: &[T], chunk: usize, offsets: &[i64], exclusive: u32, out: &mut [O]) {
-    let t = global_index();
-    if t < offsets.len() {
-        let mut s = offsets[t];
-        let mut i = t * chunk;
-        let end = i + chunk;
-        while i < end && i < x.len() {
-            let next = s.wrapping_add(x[i].to_i64());
-            if exclusive == 1 {
-                out[i] = O::from_i64(s);
-            } else {
-                out[i] = O::from_i64(next);
-            }
-            s = next;
-            i += 1;
+fn int_tile_scan<T: Int, O: Int>(x: &[T], offsets: &[i64], exclusive: u32, out: &mut [O]) {
+    let mut part = shared_array::<i64, 256>();
+    let t = thread_idx_x();
+    let base = block_idx_x() * 1024 + t * 4;
+    let mut a0: i64 = 0;
+    let mut a1: i64 = 0;
+    let mut a2: i64 = 0;
+    let mut a3: i64 = 0;
+    if base < x.len() {
+        a0 = x[base].to_i64();
+    }
+    if base + 1 < x.len() {
+        a1 = x[base + 1].to_i64();
+    }
+    if base + 2 < x.len() {
+        a2 = x[base + 2].to_i64();
+    }
+    if base + 3 < x.len() {
+        a3 = x[base + 3].to_i64();
+    }
+    let s1 = a0.wrapping_add(a1);
+    let s2 = s1.wrapping_add(a2);
+    let s3 = s2.wrapping_add(a3);
+    part[t] = s3;
+    sync_threads();
+    // The threads' sums, scanned across the block (Hillis–Steele, inclusive).
+    let mut off: usize = 1;
+    while off < 256 {
+        let mut add: i64 = 0;
+        if t >= off {
+            add = part[t - off];
         }
+        sync_threads();
+        part[t] = part[t].wrapping_add(add);
+        sync_threads();
+        off *= 2;
+    }
+    let mut before = offsets[block_idx_x()];
+    if t > 0 {
+        before = before.wrapping_add(part[t - 1]);
+    }
+    let mut e0 = before.wrapping_add(a0);
+    let mut e1 = before.wrapping_add(s1);
+    let mut e2 = before.wrapping_add(s2);
+    let mut e3 = before.wrapping_add(s3);
+    if exclusive == 1 {
+        e0 = before;
+        e1 = before.wrapping_add(a0);
+        e2 = before.wrapping_add(s1);
+        e3 = before.wrapping_add(s2);
+    }
+    if base < out.len() {
+        out[base] = O::from_i64(e0);
+    }
+    if base + 1 < out.len() {
+        out[base + 1] = O::from_i64(e1);
+    }
+    if base + 2 < out.len() {
+        out[base + 2] = O::from_i64(e2);
+    }
+    if base + 3 < out.len() {
+        out[base + 3] = O::from_i64(e3);
     }
 }
 
@@ -181,12 +240,6 @@ macro_rules! scan_int {
 }
 
 scan_int!(i32 => i64, i64 => i64, u32 => u64, u64 => u64);
-
-/// Elements per thread of an integer scan of `n`: enough that the chunk totals (read
-/// back and scanned on the host) stay a few thousand at most.
-fn chunk_of(n: usize) -> usize {
-    n.div_ceil(16 * 1024).max(16)
-}
 
 /// Refuses an output of another length than the input.
 fn same_len(n: usize, out: usize) -> Result<(), GpuError> {
@@ -233,22 +286,38 @@ impl Device {
         } else {
             x
         };
-        let chunk = chunk_of(n);
-        let threads = n.div_ceil(chunk);
-        let mut totals = self.alloc::<i64>(threads).await?;
-        let cfg = LaunchConfig::for_elements(threads, 256);
-        int_chunk_totals::launch::<T>(self, cfg, x, chunk, &mut totals).await?;
-        // The chunks' offsets, in order, on the host (wrapping as the device does).
-        let mut offsets = self.download(&totals).await?;
-        let mut run = 0i64;
+        let tiles = n.div_ceil(TILE);
+        let shape = LaunchConfig {
+            grid: (tiles as u32, 1, 1),
+            block: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut totals = self.alloc::<i64>(tiles).await?;
+        int_tile_totals::launch::<T>(self, shape, x, &mut totals).await?;
+        // The tiles' offsets, in order, on the host (wrapping as the device does).
+        let offsets = self
+            .tile_offsets(&totals, 0i64, |run, total| run.wrapping_add(total))
+            .await?;
+        let mut out = out.clone();
+        int_tile_scan::launch::<T, O>(self, shape, x, &offsets, exclusive as u32, &mut out).await
+    }
+
+    /// The exclusive running `add` of the tiles' totals, from `zero`, computed on the host
+    /// in tile order (one read back of n / 1024 values) and uploaded.
+    async fn tile_offsets<A: DType>(
+        &self,
+        totals: &GpuRef<A>,
+        zero: A,
+        add: impl Fn(A, A) -> A,
+    ) -> Result<GpuRef<A>, GpuError> {
+        let mut offsets = self.download(totals).await?;
+        let mut run = zero;
         for o in offsets.iter_mut() {
             let total = *o;
             *o = run;
-            run = run.wrapping_add(total);
+            run = add(run, total);
         }
-        let offsets = self.upload(offsets).await?;
-        let mut out = out.clone();
-        int_chunk_scan::launch::<T, O>(self, cfg, x, chunk, &offsets, exclusive as u32, &mut out).await
+        self.upload(offsets).await
     }
 
     async fn scan<T: Float + DType>(&self, x: &GpuRef<T>, out: &GpuRef<T>, exclusive: bool) -> Result<(), GpuError> {
@@ -263,15 +332,7 @@ impl Device {
             shared_mem_bytes: 0,
         };
         scan_tiles::launch::<T>(self, shape, x, &mut local, &mut totals, exclusive as u32).await?;
-        // The tiles' offsets, in order, on the host (one read back of n / 1024 values).
-        let mut offsets = self.download(&totals).await?;
-        let mut run = 0.0f64;
-        for o in offsets.iter_mut() {
-            let total = *o;
-            *o = run;
-            run += total;
-        }
-        let offsets = self.upload(offsets).await?;
+        let offsets = self.tile_offsets(&totals, 0.0f64, |run, total| run + total).await?;
         let mut out = out.clone();
         scan_offsets::launch::<T>(self, LaunchConfig::for_elements(n, 256), &local, &offsets, &mut out).await
     }
