@@ -132,6 +132,25 @@ async fn sorts(config: DeviceConfig) {
         )
         .await;
     }
+    // Many blocks: on a GPU millions of keys (radix passes over thousands of tiles),
+    // on the CPU device's emulated grid tens of thousands.
+    let big = if d.config().backend == atomr_accel_cuda::device::BackendChoice::Cuda {
+        5_000_003
+    } else {
+        30_011
+    };
+    let mut f: Vec<f32> = keys_f64(big, 1e5).iter().map(|&x| x as f32 / 3.0).collect();
+    f[big / 2] = f32::NAN;
+    check::<f32>(&d, f).await;
+    check_int::<u64>(
+        &d,
+        keys_wide(big)
+            .iter()
+            .map(|&k| (k as u64).wrapping_add(1 << 63))
+            .collect(),
+    )
+    .await;
+    check_int::<i32>(&d, keys_f64(big, 300.0).iter().map(|&x| x as i32).collect()).await;
     // f32 keys with f64 values, and a view: only its window moves.
     let keys: Vec<f32> = (0..100).map(|i| ((i * 37) % 11) as f32).collect();
     let gk = d.upload(keys.clone()).await.unwrap();

@@ -2,16 +2,21 @@
 //! ascending and stable (equal keys keep their order; NaNs last), and permutes a buffer
 //! of values alike.
 //!
-//! Written as `#[kernel]`s (no CUDA library cudarc reaches sorts): each key becomes a
-//! triple (class, a 64-bit integer whose unsigned order is the keys' order — a float's
-//! bits with the sign folded, a signed integer's with its top bit flipped —, original
-//! index), the triples padded to a power of two (padding of a class of its own, after
-//! everything) are sorted by a bitonic network — one launch per stage, each thread
-//! ordering one pair —, and keys and values are gathered back through the sorted
-//! indices. The original index in every comparison makes the order total: stable, and
-//! the same result on every run and backend. Work is O(n log² n) in log² n / 2
-//! launches: a correct first sort, not yet a fast one (a radix sort is the way to CUB's
-//! speed).
+//! Written as `#[kernel]`s (no CUDA library cudarc reaches sorts): a least-significant-
+//! digit radix sort. Each key becomes a 64-bit integer whose unsigned order is the keys'
+//! order — a float's bits (widened to f64, -0 as +0) with the sign folded, every NaN the
+//! largest value; a signed integer's with its top bit flipped — paired with its original
+//! index. The pairs are sorted by 4-bit digits from the lowest: per digit, one pass counts
+//! each block's digits (1024 keys a block), an exclusive scan of those counts (digit-major:
+//! `Device::exclusive_scan`) gives every block's start for every digit, and a second pass
+//! moves each key to its place — keys of one digit in their order within the block
+//! (each thread's four keys, in order, after the earlier threads' keys of that digit:
+//! per-thread counts of the 16 digits packed four to a 64-bit word and scanned across
+//! the block), so every pass is stable and so is the sort. Digits that no key changes
+//! (an OR and an AND of all keys find them: f32 keys widened to f64 leave 29 low bits
+//! zero, small integers their high ones) take no pass. Keys and values are then
+//! gathered back through the sorted indices. The same result on every run and backend;
+//! O(n) work per pass, at most 16 passes of three launches (the scan's two among them).
 
 use std::future::Future;
 
@@ -25,36 +30,21 @@ use crate::launch::LaunchConfig;
 /// The top bit of a 64-bit key.
 const TOP: u64 = 0x8000_0000_0000_0000;
 
-/// Writes triple `i`: key `key` (from element `i` of the keys when `present`, else the
-/// padding: class 2), class 0 for a number and 1 for a NaN (whose key is then 0), index
-/// `i`. The one classification both key families go through.
-#[atomr_accel_cuda_macros::device(crate = crate)]
-fn put_triple(i: usize, key: u64, nan: bool, present: bool, keys: &mut [u64], class: &mut [u32], index: &mut [u32]) {
-    index[i] = i as u32;
-    keys[i] = 0;
-    class[i] = 2;
-    if present {
-        if nan {
-            class[i] = 1;
-        } else {
-            keys[i] = key;
-            class[i] = 0;
-        }
-    }
-}
+/// Keys a block counts or moves in one pass: 256 threads × 4.
+const TILE: usize = 1024;
 
-/// The triples of a float key buffer, padded to `keys.len()`: each key widened to f64
-/// (exact), -0 taken as +0 (equal keys keep their order), its bits made unsigned-ordered
-/// (a negative number's bits all flipped, a positive one's sign bit set).
+/// The radix: 4-bit digits, 16 of them in a 64-bit key.
+const DIGITS: usize = 16;
+
+/// The sort key of a float (widened to f64, exact): -0 taken as +0 (equal keys keep
+/// their order), the bits made unsigned-ordered (a negative number's bits all flipped, a
+/// positive one's sign bit set), a NaN the largest key (after +∞, whose key is
+/// 0xFFF0…).
 #[atomr_accel_cuda_macros::kernel(crate = crate)]
-fn float_sort_keys<T: Float>(x: &[T], keys: &mut [u64], class: &mut [u32], index: &mut [u32]) {
+fn float_sort_keys<T: Float>(x: &[T], keys: &mut [u64], index: &mut [u32]) {
     let i = global_index();
     if i < keys.len() {
-        let present = i < x.len();
-        let mut v: f64 = 0.0;
-        if present {
-            v = x[i].to_f64();
-        }
+        let mut v = x[i].to_f64();
         if v == 0.0 {
             v = 0.0;
         }
@@ -63,48 +53,182 @@ fn float_sort_keys<T: Float>(x: &[T], keys: &mut [u64], class: &mut [u32], index
         if bits >= 0x8000_0000_0000_0000u64 {
             key = bits ^ 0xFFFF_FFFF_FFFF_FFFFu64;
         }
-        put_triple(i, key, v != v, present, keys, class, index);
+        if v != v {
+            key = 0xFFFF_FFFF_FFFF_FFFFu64;
+        }
+        keys[i] = key;
+        index[i] = i as u32;
     }
 }
 
-/// The triples of an integer key buffer, padded alike: each key widened to i64 and its
-/// bits XORed with `flip` (the top bit for signed keys and u32, nothing for u64).
+/// The sort key of an integer: widened to i64, its bits XORed with `flip` (the top bit
+/// for signed keys and u32, nothing for u64).
 #[atomr_accel_cuda_macros::kernel(crate = crate)]
-fn int_sort_keys<T: Int>(x: &[T], flip: u64, keys: &mut [u64], class: &mut [u32], index: &mut [u32]) {
+fn int_sort_keys<T: Int>(x: &[T], flip: u64, keys: &mut [u64], index: &mut [u32]) {
     let i = global_index();
     if i < keys.len() {
-        let present = i < x.len();
-        let mut key: u64 = 0;
-        if present {
-            key = (x[i].to_i64() as u64) ^ flip;
-        }
-        put_triple(i, key, false, present, keys, class, index);
+        keys[i] = (x[i].to_i64() as u64) ^ flip;
+        index[i] = i as u32;
     }
 }
 
-/// One stage of the bitonic network over the triples: the pair (i, i ^ j) ordered
-/// ascending where `i & k` is 0, descending elsewhere, by (class, key, index).
+/// Block `b` writes the AND and the OR of its tile of keys to `ands[b]`, `ors[b]`: the
+/// digits on which AND and OR agree are the same in every key.
 #[atomr_accel_cuda_macros::kernel(crate = crate)]
-fn bitonic_step(keys: &mut [u64], class: &mut [u32], index: &mut [u32], j: u32, k: u32) {
-    let i = global_index();
-    let l = i ^ (j as usize);
-    if l > i && l < keys.len() {
-        let ascending = (i & (k as usize)) == 0;
-        let ki = keys[i];
-        let kl = keys[l];
-        let ci = class[i];
-        let cl = class[l];
-        let ii = index[i];
-        let il = index[l];
-        let later = ci > cl || (ci == cl && (ki > kl || (ki == kl && ii > il)));
-        if later == ascending {
-            keys[i] = kl;
-            keys[l] = ki;
-            class[i] = cl;
-            class[l] = ci;
-            index[i] = il;
-            index[l] = ii;
+fn key_bits(keys: &[u64], ands: &mut [u64], ors: &mut [u64]) {
+    let mut a = shared_array::<u64, 256>();
+    let mut o = shared_array::<u64, 256>();
+    let t = thread_idx_x();
+    let base = block_idx_x() * 1024 + t * 4;
+    let mut all: u64 = 0xFFFF_FFFF_FFFF_FFFFu64;
+    let mut any: u64 = 0;
+    let mut k: usize = 0;
+    while k < 4 {
+        if base + k < keys.len() {
+            all = all & keys[base + k];
+            any = any | keys[base + k];
         }
+        k += 1;
+    }
+    a[t] = all;
+    o[t] = any;
+    sync_threads();
+    let mut half: usize = 128;
+    while half > 0 {
+        if t < half {
+            a[t] = a[t] & a[t + half];
+            o[t] = o[t] | o[t + half];
+        }
+        sync_threads();
+        half /= 2;
+    }
+    if t == 0 {
+        ands[block_idx_x()] = a[0];
+        ors[block_idx_x()] = o[0];
+    }
+}
+
+/// Digit `d`'s one in packed word `q`: the 16 per-digit counts of a thread (at most
+/// 1024 each, so a 16-bit field never carries into the next) four to a word.
+#[atomr_accel_cuda_macros::device(crate = crate)]
+fn one_in(d: usize, q: usize) -> u64 {
+    if d / 4 == q {
+        1u64 << (16 * (d % 4))
+    } else {
+        0
+    }
+}
+
+/// The digit of `key` at `shift`.
+#[atomr_accel_cuda_macros::device(crate = crate)]
+fn digit(key: u64, shift: u32) -> usize {
+    ((key >> shift) & 15u64) as usize
+}
+
+/// Thread `t`'s packed digit counts of its four keys (`keys[base..base + 4]`, those
+/// present), word `q` of the four.
+#[atomr_accel_cuda_macros::device(crate = crate)]
+fn thread_counts(keys: &[u64], base: usize, shift: u32, q: usize) -> u64 {
+    let mut w: u64 = 0;
+    let mut k: usize = 0;
+    while k < 4 {
+        if base + k < keys.len() {
+            w += one_in(digit(keys[base + k], shift), q);
+        }
+        k += 1;
+    }
+    w
+}
+
+/// Radix pass 1: block `b` counts the digits (at `shift`) of its tile of keys into
+/// `counts[d · blocks + b]` — digit-major, so that an exclusive scan of `counts` is
+/// where each block's keys of each digit go.
+#[atomr_accel_cuda_macros::kernel(crate = crate)]
+fn radix_counts(keys: &[u64], shift: u32, counts: &mut [u32]) {
+    let mut part = shared_array::<u64, 1024>();
+    let t = thread_idx_x();
+    let base = block_idx_x() * 1024 + t * 4;
+    let mut q: usize = 0;
+    while q < 4 {
+        part[q * 256 + t] = thread_counts(keys, base, shift, q);
+        q += 1;
+    }
+    sync_threads();
+    let mut half: usize = 128;
+    while half > 0 {
+        if t < half {
+            q = 0;
+            while q < 4 {
+                part[q * 256 + t] += part[q * 256 + t + half];
+                q += 1;
+            }
+        }
+        sync_threads();
+        half /= 2;
+    }
+    if t < 16 {
+        let w = part[(t / 4) * 256];
+        counts[t * grid_dim_x() + block_idx_x()] = ((w >> (16 * (t % 4))) & 0xFFFFu64) as u32;
+    }
+}
+
+/// Radix pass 2: block `b` moves its tile of keys (and their indices) to their places
+/// for the digit at `shift`: `starts[d · blocks + b]` (pass 1's counts, scanned) plus
+/// the number of keys of digit d before it in the tile — the threads' packed counts
+/// scanned across the block, then each thread's own keys in order.
+#[atomr_accel_cuda_macros::kernel(crate = crate)]
+fn radix_scatter(keys: &[u64], index: &[u32], shift: u32, starts: &[u64], keys_out: &mut [u64], index_out: &mut [u32]) {
+    let mut part = shared_array::<u64, 1024>();
+    let t = thread_idx_x();
+    let b = block_idx_x();
+    let base = b * 1024 + t * 4;
+    let mut q: usize = 0;
+    while q < 4 {
+        part[q * 256 + t] = thread_counts(keys, base, shift, q);
+        q += 1;
+    }
+    sync_threads();
+    // The packed counts, scanned across the block (Hillis–Steele, inclusive).
+    let mut off: usize = 1;
+    while off < 256 {
+        let mut a0: u64 = 0;
+        let mut a1: u64 = 0;
+        let mut a2: u64 = 0;
+        let mut a3: u64 = 0;
+        if t >= off {
+            a0 = part[t - off];
+            a1 = part[256 + t - off];
+            a2 = part[512 + t - off];
+            a3 = part[768 + t - off];
+        }
+        sync_threads();
+        part[t] += a0;
+        part[256 + t] += a1;
+        part[512 + t] += a2;
+        part[768 + t] += a3;
+        sync_threads();
+        off *= 2;
+    }
+    // The keys of each digit before this thread's, then its own, one by one.
+    let mut k: usize = 0;
+    while k < 4 {
+        if base + k < keys.len() {
+            let key = keys[base + k];
+            let d = digit(key, shift);
+            let q = d / 4;
+            let packed = part[q * 256 + t] - thread_counts(keys, base, shift, q);
+            let mut own: u64 = 0;
+            let mut j: usize = 0;
+            while j < k {
+                own += one_in(digit(keys[base + j], shift), q);
+                j += 1;
+            }
+            let before = ((packed + own) >> (16 * (d % 4))) & 0xFFFFu64;
+            let at = (starts[d * grid_dim_x() + b] + before) as usize;
+            keys_out[at] = key;
+            index_out[at] = index[base + k];
+        }
+        k += 1;
     }
 }
 
@@ -126,17 +250,17 @@ fn gather_int<T: Int>(src: &[T], index: &[u32], out: &mut [T]) {
     }
 }
 
-/// The triples of a sort's keys, padded to `keys.len()` (a power of two).
-type Triples<'a> = (&'a mut GpuRef<u64>, &'a mut GpuRef<u32>, &'a mut GpuRef<u32>);
+/// A sort's 64-bit keys and the original index of each.
+type Pairs<'a> = (&'a mut GpuRef<u64>, &'a mut GpuRef<u32>);
 
 /// Key types of [`Device::sort_by_key`]: f16, bf16, f32, f64 (NaNs last), i32, i64, u32, u64.
 pub trait SortKey: DType {
-    /// Writes the sort triples of `x` on `dev`.
+    /// Writes the sort keys of `x`, and their indices, on `dev`.
     #[doc(hidden)]
-    fn triples_on<'a>(
+    fn pairs_on<'a>(
         dev: &'a Device,
         x: &'a GpuRef<Self>,
-        out: Triples<'a>,
+        out: Pairs<'a>,
     ) -> impl Future<Output = Result<(), GpuError>> + Send + 'a;
 }
 
@@ -154,12 +278,12 @@ pub trait SortValue: DType {
 }
 
 macro_rules! sort_keys {
-    ($triples:ident: $($k:ty $(= $flip:expr)?),*) => {
+    ($pairs:ident: $($k:ty $(= $flip:expr)?),*) => {
         $(impl SortKey for $k {
-            fn triples_on<'a>(dev: &'a Device, x: &'a GpuRef<Self>, (keys, class, index): Triples<'a>)
+            fn pairs_on<'a>(dev: &'a Device, x: &'a GpuRef<Self>, (keys, index): Pairs<'a>)
                 -> impl Future<Output = Result<(), GpuError>> + Send + 'a {
                 let cfg = LaunchConfig::for_elements(keys.len(), 256);
-                $triples::launch::<$k>(dev, cfg, x, $($flip,)? keys, class, index)
+                $pairs::launch::<$k>(dev, cfg, x, $($flip,)? keys, index)
             }
         })*
     };
@@ -217,29 +341,59 @@ impl Device {
                 "sort_by_key of {n} elements: sorts take fewer than 2^31 (32-bit indices)"
             )));
         }
-        let padded = n.next_power_of_two();
-        let (mut sk, mut class, mut index) = (
-            self.alloc::<u64>(padded).await?,
-            self.alloc::<u32>(padded).await?,
-            self.alloc::<u32>(padded).await?,
-        );
-        K::triples_on(self, keys, (&mut sk, &mut class, &mut index)).await?;
-        let cfg = LaunchConfig::for_elements(padded, 256);
-        let mut k = 2;
-        while k <= padded {
-            let mut j = k / 2;
-            while j > 0 {
-                bitonic_step::launch(self, cfg, &mut sk, &mut class, &mut index, j as u32, k as u32).await?;
-                j /= 2;
-            }
-            k *= 2;
+        if n == 0 {
+            return Ok(()); // (an empty view): nothing to order
         }
-        // The padding sorted last: the first n indices are the keys' order.
-        let order = index.view(0..n)?;
+        let (mut keys_a, mut index_a) = (self.alloc::<u64>(n).await?, self.alloc::<u32>(n).await?);
+        K::pairs_on(self, keys, (&mut keys_a, &mut index_a)).await?;
+        let (mut keys_b, mut index_b) = (self.alloc::<u64>(n).await?, self.alloc::<u32>(n).await?);
+        let blocks = n.div_ceil(TILE);
+        let shape = LaunchConfig {
+            grid: (blocks as u32, 1, 1),
+            block: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let varying = self.varying_bits(&keys_a, shape).await?;
+        let mut counts = self.alloc::<u32>(DIGITS * blocks).await?;
+        let starts = self.alloc::<u64>(DIGITS * blocks).await?;
+        for pass in 0..DIGITS as u32 {
+            let shift = 4 * pass;
+            if (varying >> shift) & 15 == 0 {
+                continue; // every key has the same digit here: the order stands
+            }
+            radix_counts::launch(self, shape, &keys_a, shift, &mut counts).await?;
+            self.exclusive_scan(&counts, &starts).await?;
+            radix_scatter::launch(
+                self,
+                shape,
+                &keys_a,
+                &index_a,
+                shift,
+                &starts,
+                &mut keys_b,
+                &mut index_b,
+            )
+            .await?;
+            std::mem::swap(&mut keys_a, &mut keys_b);
+            std::mem::swap(&mut index_a, &mut index_b);
+        }
+        let order = index_a;
         let (kc, vc) = (self.alloc::<K>(n).await?, self.alloc::<V>(n).await?);
         self.copy(keys, &kc).await?;
         self.copy(values, &vc).await?;
         K::gather_on(self, &kc, &order, keys).await?;
         V::gather_on(self, &vc, &order, values).await
+    }
+
+    /// The bits that differ between some two of `keys` (the OR of all keys XOR their
+    /// AND): per block on the device, the blocks combined here.
+    async fn varying_bits(&self, keys: &GpuRef<u64>, shape: LaunchConfig) -> Result<u64, GpuError> {
+        let blocks = shape.grid.0 as usize;
+        let (mut ands, mut ors) = (self.alloc::<u64>(blocks).await?, self.alloc::<u64>(blocks).await?);
+        key_bits::launch(self, shape, keys, &mut ands, &mut ors).await?;
+        let (ands, ors) = (self.download(&ands).await?, self.download(&ors).await?);
+        let all = ands.iter().fold(u64::MAX, |a, k| a & k);
+        let any = ors.iter().fold(0, |a, k| a | k);
+        Ok(all ^ any)
     }
 }
