@@ -111,6 +111,7 @@ fn round_trip(config: DeviceConfig) -> Pin<Box<dyn Future<Output = ()> + Send>> 
         check_sgemm(&dev, 96, 80, 64).await;
         check_kernel(&dev, 10_000).await;
         check_sparse(&dev).await;
+        check_library_kernels(&dev).await;
         // Every element type crosses exactly: small (inline) and large (shared memory).
         for n in [3usize, 1 << 20] {
             let v: Vec<u8> = (0..n).map(|i| (i * 31 % 251) as u8).collect();
@@ -1124,6 +1125,115 @@ async fn check_graphs(dev: &Device) {
     assert!(e < 1e-5, "isolated graph matmul: rel err {e}");
 }
 
+/// The runtime's own `#[kernel]` library calls (sent by name to the worker) and the
+/// batched solver through the worker, each against a host reference: a stable sort by
+/// key (radix passes over several tiles), integer and float prefix sums, an argmax, a
+/// batched LU solve and a non-square batched SVD.
+async fn check_library_kernels(dev: &Device) {
+    let n = 5_000;
+    let keys: Vec<i32> = rand_vec(n).iter().map(|&x| (x * 40.0) as i32).collect();
+    let gk = dev.upload(keys.clone()).await.unwrap();
+    let gv = dev.upload((0..n as u32).collect::<Vec<_>>()).await.unwrap();
+    dev.sort_by_key(&gk, &gv).await.unwrap();
+    let mut order: Vec<u32> = (0..n as u32).collect();
+    order.sort_by_key(|&i| keys[i as usize]);
+    assert_eq!(dev.download(&gv).await.unwrap(), order, "isolated sort_by_key");
+    let scanned = dev.alloc::<i64>(n).await.unwrap();
+    let gx = dev.upload(keys.clone()).await.unwrap();
+    dev.inclusive_scan(&gx, &scanned).await.unwrap();
+    let want: Vec<i64> = keys
+        .iter()
+        .scan(0i64, |run, &k| {
+            *run += k as i64;
+            Some(*run)
+        })
+        .collect();
+    assert_eq!(dev.download(&scanned).await.unwrap(), want, "isolated integer scan");
+    let f: Vec<f64> = rand_vec(n);
+    let gf = dev.upload(f.clone()).await.unwrap();
+    let fs = dev.alloc::<f64>(n).await.unwrap();
+    dev.exclusive_scan(&gf, &fs).await.unwrap();
+    let got = dev.download(&fs).await.unwrap();
+    let total: f64 = f[..n - 1].iter().sum();
+    assert!(
+        (got[n - 1] - total).abs() < 1e-9 * total.abs().max(1.0),
+        "isolated float scan"
+    );
+    let best = (0..n).max_by(|&a, &b| f[a].total_cmp(&f[b]).then(b.cmp(&a))).unwrap();
+    assert_eq!(dev.argmax(&gf).await.unwrap(), Some(best), "isolated argmax");
+    // 40 systems of order 6 (diagonally dominant), factored and solved in batches.
+    let (m, count) = (6usize, 40usize);
+    let mats: Vec<f64> = rand_vec(m * m * count)
+        .iter()
+        .enumerate()
+        .map(|(i, v)| if (i % (m * m)) % (m + 1) == 0 { v + m as f64 } else { *v })
+        .collect();
+    let rhs = rand_vec(m * count);
+    let (lu, piv) = (
+        dev.upload(mats.clone()).await.unwrap(),
+        dev.alloc::<i32>(m * count).await.unwrap(),
+    );
+    dev.lu_factor_batched(&lu, &piv, m, count).await.unwrap();
+    let b = dev.upload(rhs.clone()).await.unwrap();
+    dev.lu_solve_batched(&lu, &piv, &b, m, 1, count).await.unwrap();
+    let x = dev.download(&b).await.unwrap();
+    for k in 0..count {
+        let mut ax = vec![0.0; m];
+        gemm_ref(
+            false,
+            false,
+            m,
+            1,
+            m,
+            1.0,
+            &mats[k * m * m..(k + 1) * m * m],
+            m,
+            &x[k * m..(k + 1) * m],
+            m,
+            0.0,
+            &mut ax,
+            m,
+        );
+        assert!(
+            rel_err(&ax, &rhs[k * m..(k + 1) * m]) < 1e-10,
+            "isolated batched solve {k}"
+        );
+    }
+    // A wide batch's SVD with vectors: U·S·Vᵀ rebuilds each matrix.
+    let (r, c, cnt) = (3usize, 5usize, 4usize);
+    let a: Vec<f64> = rand_vec(r * c * cnt);
+    let ga = dev.upload(a.clone()).await.unwrap();
+    let (sv, u, v) = (
+        dev.alloc::<f64>(r * cnt).await.unwrap(),
+        dev.alloc::<f64>(r * r * cnt).await.unwrap(),
+        dev.alloc::<f64>(c * c * cnt).await.unwrap(),
+    );
+    dev.svd_batched(&ga, &sv, &u, &v, r, c, cnt).await.unwrap();
+    let (sv, u, v) = (
+        dev.download(&sv).await.unwrap(),
+        dev.download(&u).await.unwrap(),
+        dev.download(&v).await.unwrap(),
+    );
+    for k in 0..cnt {
+        let (uk, vk, sk) = (
+            &u[k * r * r..(k + 1) * r * r],
+            &v[k * c * c..(k + 1) * c * c],
+            &sv[k * r..(k + 1) * r],
+        );
+        // (U·S) is r×c with S's values on the first r columns; times Vᵀ.
+        let us: Vec<f64> = (0..r * c)
+            .map(|i| if i / r < r { uk[i] * sk[i / r] } else { 0.0 })
+            .collect();
+        let vt: Vec<f64> = (0..c * c).map(|i| vk[(i % c) * c + i / c]).collect();
+        let mut back = vec![0.0; r * c];
+        gemm_ref(false, false, r, c, c, 1.0, &us, r, &vt, c, 0.0, &mut back, r);
+        assert!(
+            rel_err(&back, &a[k * r * c..(k + 1) * r * c]) < 1e-10,
+            "isolated batched SVD {k}"
+        );
+    }
+}
+
 /// A cuBLASLt matmul through the worker — buffers of three element types in one message:
 /// bf16 inputs, an f32 C, an f32 bias and ReLU, against float64.
 async fn check_matmul(dev: &Device) {
@@ -1210,6 +1320,7 @@ fn gpu_round_trip(config: DeviceConfig) -> Pin<Box<dyn Future<Output = ()> + Sen
         check_graphs(&dev).await;
         check_modules(&dev).await;
         check_pinned(&dev, 64 << 20).await;
+        check_library_kernels(&dev).await;
         let v: Vec<f32> = rand_vec(64 << 20).iter().map(|&x| x as f32).collect();
         let g: GpuRef<f32> = dev.upload(v.clone()).await.unwrap();
         assert_eq!(dev.download(&g).await.unwrap(), v);
