@@ -7,6 +7,7 @@ pub mod blas;
 pub mod fft;
 pub mod kernels;
 pub mod modules;
+pub(crate) mod pivots;
 pub mod rng;
 pub(crate) mod seed;
 pub(crate) mod shell;

@@ -30,7 +30,7 @@ pub(crate) struct CudaSeed {
     /// it — the device's solver actor and each in-place one — since a factorization and
     /// the solve that uses its pivots may run on different ones (a task that moved
     /// between threads, a busy slot).
-    pub(crate) pivots: Arc<std::sync::Mutex<crate::library::solver::PivotLedger>>,
+    pub(crate) pivots: Arc<std::sync::Mutex<crate::library::pivots::PivotLedger>>,
     /// The stream every core built from this seed enqueues on (an `ActorGpu`: its
     /// BLAS, FFT, RNG, solver and kernel work in one stream order); `None`: each core
     /// takes its own from `streams`.

@@ -10,7 +10,6 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaSlice, CudaStream, CudaViewMut};
 
-use super::pivots::PivotLedger;
 use super::SolverFloat;
 use super::{first_failure, numerical, Op};
 use crate::actor::Deferred;
@@ -20,6 +19,7 @@ use crate::error::GpuError;
 use crate::gpu_ref::{lock2, lock3, GpuRef, Locked, RegionMut};
 use crate::kernel::dsl::prelude::*;
 use crate::launch::LaunchConfig;
+use crate::library::pivots::PivotLedger;
 use crate::sys::cusolver::Dense;
 use crate::sys::mapped::MappedCell;
 

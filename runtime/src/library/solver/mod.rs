@@ -17,9 +17,6 @@
 
 mod cpu;
 mod cuda;
-mod pivots;
-
-pub(crate) use pivots::PivotLedger;
 
 use std::sync::Arc;
 

@@ -1,5 +1,7 @@
-//! `PivotLedger`: where LU factorizations on a GPU wrote their pivots, so that a solve
-//! takes only pivots a factorization made.
+//! `PivotLedger`: where a generation's LU factorizations on a GPU wrote their pivots, so
+//! that a solve takes only pivots a factorization made. One per generation, in its
+//! library seed, shared by every solver of it (the device's solver actor and the
+//! in-place ones of its slots).
 //!
 //! `getrs` (and cuBLAS's `getrsBatched`) trust their pivots: an out-of-range one makes
 //! the routine read and write outside B, a sticky fault that poisons the context. Checking
@@ -37,7 +39,7 @@ impl PivotLedger {
     /// Records that `count` order-`n` factorizations wrote their pivots into `buffer` from
     /// element `start` on. Whatever this overwrote no longer counts: a span it overlaps
     /// keeps only the whole windows outside it.
-    pub(super) fn record(&mut self, buffer: u64, start: usize, n: usize, count: usize) {
+    pub(crate) fn record(&mut self, buffer: u64, start: usize, n: usize, count: usize) {
         if n == 0 || count == 0 {
             return;
         }
@@ -71,7 +73,7 @@ impl PivotLedger {
     /// Checks that `count` order-`n` pivot windows of `buffer` from element `start` on
     /// were each written by a factorization of order `n`; the first matrix that was not,
     /// as the error.
-    pub(super) fn check(&self, buffer: u64, start: usize, n: usize, count: usize) -> Result<(), usize> {
+    pub(crate) fn check(&self, buffer: u64, start: usize, n: usize, count: usize) -> Result<(), usize> {
         if n == 0 {
             return if count == 0 { Ok(()) } else { Err(0) };
         }
