@@ -17,7 +17,7 @@ use atomr_accel_cuda::device::Status;
 use atomr_accel_cuda::dtype::Complex;
 use atomr_accel_cuda::kernel::dsl::prelude::*;
 use atomr_accel_cuda::module::LaunchConfig;
-use atomr_accel_cuda::prelude::{Compute, Epilogue, Matmul};
+use atomr_accel_cuda::prelude::{Compute, Epilogue, Matmul, SparseOp};
 use atomr_accel_cuda::testing::TestHooks;
 use atomr_accel_cuda::{kernel, Device, DeviceConfig, FftShape, Gemm, Gemv, GpuError};
 use common::{check_sgemm, rand_vec};
@@ -349,6 +349,87 @@ async fn bad_requests(config: DeviceConfig) {
         (
             "elapsed_ms of unrecorded events",
             Box::pin(async { dev.elapsed_ms(&unrecorded, &unrecorded).await.map(|_| ()) }),
+            inv,
+        ),
+        // Issue 25's library calls: reductions, scans, sorts, batched solvers, sparse.
+        (
+            "sum of a foreign buffer",
+            Box::pin(async { dev.sum(&foreign).await.map(|_| ()) }),
+            inv,
+        ),
+        (
+            "inclusive_scan into a shorter output",
+            Box::pin(dev.inclusive_scan(&a, &small)),
+            inv,
+        ),
+        (
+            "exclusive_scan of integers into a shorter output",
+            Box::pin(async {
+                let x = dev.upload(vec![1i32; 64]).await?;
+                let out = dev.alloc::<i64>(63).await?;
+                dev.exclusive_scan(&x, &out).await
+            }),
+            inv,
+        ),
+        ("sort_by_key lengths differ", Box::pin(dev.sort_by_key(&a, &small)), inv),
+        (
+            "sort_by_key keys as values",
+            Box::pin(dev.sort_by_key(&a_lo, &a_mid)),
+            inv,
+        ),
+        (
+            "cholesky_batched zero count",
+            Box::pin(dev.cholesky_batched(&a64, 4, 0)),
+            inv,
+        ),
+        (
+            "lu_factor_batched too few pivots",
+            Box::pin(dev.lu_factor_batched(&a64, &piv, 4, 4)),
+            inv,
+        ),
+        (
+            "lu_solve_batched with pivots out of range",
+            Box::pin(async {
+                let zero = dev.alloc::<i32>(16).await?;
+                let rhs = dev.alloc::<f64>(16).await?;
+                dev.lu_solve_batched(&a64, &zero, &rhs, 4, 1, 4).await
+            }),
+            inv,
+        ),
+        (
+            "svd_values_batched of order 33",
+            Box::pin(async {
+                let big = dev.alloc::<f64>(33 * 33).await?;
+                let s = dev.alloc::<f64>(33).await?;
+                dev.svd_values_batched(&big, &s, 33, 33, 1).await
+            }),
+            inv,
+        ),
+        (
+            "svd_batched U shorter than m·m per matrix",
+            Box::pin(async {
+                let s = dev.alloc::<f64>(8).await?;
+                let (u, v) = (dev.alloc::<f64>(8 * 8 - 1).await?, dev.alloc::<f64>(16).await?);
+                dev.svd_batched(&a64, &s, &u, &v, 8, 4, 2).await
+            }),
+            inv,
+        ),
+        (
+            "upload_csr with a column index out of range",
+            Box::pin(async {
+                dev.upload_csr::<f32>(2, 2, &[0, 1, 2], &[0, 2], &[1.0, 2.0])
+                    .await
+                    .map(|_| ())
+            }),
+            inv,
+        ),
+        (
+            "spmv x shorter than the matrix's columns",
+            Box::pin(async {
+                let m = dev.upload_csr::<f32>(2, 3, &[0, 1, 2], &[0, 2], &[1.0, 2.0]).await?;
+                let (x2, y2) = (dev.alloc::<f32>(2).await?, dev.alloc::<f32>(2).await?);
+                dev.spmv(&m, &x2, &y2, SparseOp::new()).await
+            }),
             inv,
         ),
     ];
