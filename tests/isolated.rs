@@ -1125,6 +1125,92 @@ async fn check_graphs(dev: &Device) {
     assert!(e < 1e-5, "isolated graph matmul: rel err {e}");
 }
 
+/// An isolated device with the others of the process: `copy_to` both ways between it
+/// and an in-process device (and a second isolated one), through this process's memory a
+/// window at a time — views, several windows, a third device's buffer refused — and a
+/// world of the three whose collectives run through the host (an isolated device's
+/// context is out of NCCL's reach): all-reduce, broadcast and all-gather against host
+/// references.
+fn copies_and_worlds_cross_isolation(config: DeviceConfig) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    Box::pin(async move {
+        use atomr_accel_cuda::multi_device::{ReduceOp, World};
+        let (_sys, a) = open(config.clone()).await;
+        let sys = ActorSystem::new("isolated-neighbours");
+        let in_process = DeviceConfig {
+            isolation: None,
+            device_id: config.device_id + if config.backend == BackendChoice::Cuda { 0 } else { 1 },
+            ..config.clone()
+        };
+        let b = Device::open(&sys, in_process).await.unwrap();
+        let mut second = config.clone();
+        if config.backend != BackendChoice::Cuda {
+            second.device_id = config.device_id + 2;
+        }
+        let c = Device::open(&sys, second).await.unwrap();
+        // Three 8 MiB windows and a partial one.
+        let n = 3 * (2 << 20) + 12_345;
+        let x: Vec<f32> = rand_vec(n).iter().map(|&v| v as f32).collect();
+        let ga = a.upload(x.clone()).await.unwrap();
+        let gb = b.alloc::<f32>(n).await.unwrap();
+        a.copy_to(&ga, &b, &gb).await.unwrap();
+        assert!(b.download(&gb).await.unwrap() == x, "isolated → in-process");
+        let gc = c.alloc::<f32>(n).await.unwrap();
+        b.copy_to(&gb, &c, &gc).await.unwrap();
+        assert!(c.download(&gc).await.unwrap() == x, "in-process → isolated");
+        let back = a.alloc::<f32>(1000).await.unwrap();
+        c.copy_to(&gc.view(500..1500).unwrap(), &a, &back).await.unwrap();
+        assert!(
+            a.download(&back).await.unwrap() == x[500..1500],
+            "isolated → isolated, a view"
+        );
+        let e = a
+            .copy_to(&ga.view(..10).unwrap(), &b, &gc.view(..10).unwrap())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(e, GpuError::InvalidArgument(_)),
+            "a third device's buffer: {e:?}"
+        );
+
+        let devices = [a.clone(), b.clone(), c.clone()];
+        let world = World::new(&devices).await.unwrap();
+        assert!(
+            !world.rank(0).on_nccl(),
+            "an isolated member: collectives through the host"
+        );
+        let m = 10_001;
+        let inputs: Vec<Vec<f64>> = (0..3).map(|_| rand_vec(m)).collect();
+        let mut tasks = vec![];
+        for (r, d) in devices.iter().enumerate() {
+            let (rank, d, input) = (world.rank(r), d.clone(), inputs[r].clone());
+            tasks.push(tokio::spawn(async move {
+                let send = d.upload(input.clone()).await.unwrap();
+                let sum = d.alloc::<f64>(m).await.unwrap();
+                rank.all_reduce(&send, &sum, ReduceOp::Sum).await.unwrap();
+                let root = d.alloc::<f64>(m).await.unwrap();
+                rank.broadcast(&send, &root, 2).await.unwrap();
+                let all = d.alloc::<f64>(3 * m).await.unwrap();
+                rank.all_gather(&send, &all).await.unwrap();
+                (
+                    d.download(&sum).await.unwrap(),
+                    d.download(&root).await.unwrap(),
+                    d.download(&all).await.unwrap(),
+                )
+            }));
+        }
+        let want_sum: Vec<f64> = (0..m).map(|i| inputs.iter().map(|v| v[i]).sum()).collect();
+        for (r, t) in tasks.into_iter().enumerate() {
+            let (sum, root, all) = t.await.unwrap();
+            assert!(rel_err(&sum, &want_sum) < 1e-15, "rank {r}: all-reduce");
+            assert_eq!(root, inputs[2], "rank {r}: broadcast from rank 2");
+            assert_eq!(all, inputs.concat(), "rank {r}: all-gather");
+        }
+        for d in devices {
+            d.stop().await;
+        }
+    })
+}
+
 /// The runtime's own `#[kernel]` library calls (sent by name to the worker) and the
 /// batched solver through the worker, each against a host reference: a stable sort by
 /// key (radix passes over several tiles), integer and float prefix sums, an argmax, a
@@ -1392,6 +1478,18 @@ fn actor_gpus_have_streams_of_their_own_in_the_worker(
 fn main() {
     let cases: Vec<Entry> = vec![
         ("cpu::round_trip", round_trip, cpu, false),
+        (
+            "cpu::copies_and_worlds_cross_isolation",
+            copies_and_worlds_cross_isolation,
+            cpu,
+            false,
+        ),
+        (
+            "gpu::copies_and_worlds_cross_isolation",
+            copies_and_worlds_cross_isolation,
+            gpu,
+            true,
+        ),
         (
             "cpu::larger_than_the_arena_goes_inline",
             larger_than_the_arena_goes_inline,

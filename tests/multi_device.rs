@@ -410,7 +410,7 @@ async fn a_world_of_gpus_runs_every_collective_on_nccl() {
 
 /// On NCCL: a collective is ordered after the work still writing its input and before
 /// what reads its output; in place works; a rebuilt member fails the old buffers and the
-/// world re-forms; GPUs shared or mixed with CPU devices are refused with a reason.
+/// world re-forms; two ranks on one GPU are refused with a reason; a GPU mixed with a CPU device runs through the host.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a CUDA GPU"]
 async fn a_world_of_gpus_orders_its_work_and_re_forms_after_a_rebuild() {
@@ -453,7 +453,21 @@ async fn a_world_of_gpus_orders_its_work_and_re_forms_after_a_rebuild() {
     let twin = Device::open(&sys, DeviceConfig::cuda(0)).await.unwrap();
     let e = World::new(&[devices[0].clone(), twin]).await.err().unwrap();
     assert!(matches!(e, GpuError::InvalidArgument(_)), "two ranks on one GPU: {e:?}");
+    // A GPU and a CPU device: NCCL cannot hold the CPU device, so the world's
+    // collectives run through the host.
     let (_c, cpu) = cpu_devices(1, Duration::from_secs(60)).await;
-    let e = World::new(&[devices[0].clone(), cpu[0].clone()]).await.err().unwrap();
-    assert!(matches!(e, GpuError::Unsupported(_)), "a mixed world: {e:?}");
+    let mixed = World::new(&[devices[0].clone(), cpu[0].clone()]).await.unwrap();
+    assert!(!mixed.rank(0).on_nccl(), "a mixed world runs through the host");
+    let (gx, cx) = (
+        devices[0].upload(vec![1.0f32, 2.0]).await.unwrap(),
+        cpu[0].upload(vec![10.0f32, 20.0]).await.unwrap(),
+    );
+    let (r0, r1) = (mixed.rank(0), mixed.rank(1));
+    let (g2, c2) = (gx.clone(), cx.clone());
+    let t0 = tokio::spawn(async move { r0.all_reduce(&g2, &g2, ReduceOp::Sum).await });
+    let t1 = tokio::spawn(async move { r1.all_reduce(&c2, &c2, ReduceOp::Sum).await });
+    t0.await.unwrap().unwrap();
+    t1.await.unwrap().unwrap();
+    assert_eq!(devices[0].download(&gx).await.unwrap(), vec![11.0, 22.0]);
+    assert_eq!(cpu[0].download(&cx).await.unwrap(), vec![11.0, 22.0]);
 }

@@ -11,9 +11,11 @@
 //! rank, else `InvalidArgument` on all), and fail on every rank — never hang — when a
 //! member's device is lost, a rank's buffer is stale, or the deadline passes.
 //!
-//! Where the data moves (`rank.rs`'s `Plane`): a world of CPU devices combines host
-//! buffers (`host.rs`: the semantics the API and its tests run on in CI); a world of GPUs
-//! runs on NCCL (`nccl.rs`; DESIGN.md: multi-GPU on NCCL, never a home-made transport) —
+//! Where the data moves (`rank.rs`'s `Plane`): a world of CPU devices — or of isolated
+//! devices, whose contexts live in worker processes out of NCCL's reach, or a mix —
+//! combines host buffers (`host.rs`: each rank's data downloaded and written back through
+//! its own device; the semantics the API and its tests run on in CI); a world of
+//! in-process GPUs runs on NCCL (`nccl.rs`; DESIGN.md: multi-GPU on NCCL, never a home-made transport) —
 //! one communicator per GPU, every rank's call of a collective enqueued in one NCCL group
 //! once the meeting checked them. Ranks may also be processes, on one host or many
 //! (`World::join`, [`Rendezvous`]): rank 0's process holds the meetings and serves the

@@ -100,57 +100,51 @@ struct Counters {
 }
 
 impl World {
-    /// A world over `devices` (one or more), rank `i` on `devices[i]`: all CPU devices
-    /// (collectives computed on the host) or all GPUs, each a different one (NCCL
-    /// communicators, formed here). Each collective waits at most the first device's
-    /// `request_timeout` for the other ranks.
+    /// A world over `devices` (one or more), rank `i` on `devices[i]`, each a different
+    /// device. When every rank is a GPU of this process (an in-process device, each on
+    /// a GPU of its own) the collectives run on NCCL communicators, formed here.
+    /// Otherwise — CPU devices, isolated devices (whose contexts live in worker
+    /// processes, out of NCCL's reach), or a mix — they run through the host: each
+    /// rank's send buffer is downloaded, the last arrival combines them, and each rank
+    /// writes its part back (correct, at the speed of host copies; [`Rank::on_nccl`]
+    /// says which). Each collective waits at most the first device's `request_timeout`
+    /// for the other ranks.
     pub async fn new(devices: &[Device]) -> Result<World, GpuError> {
         if devices.is_empty() {
             return Err(GpuError::invalid("a world needs at least one device"));
         }
-        let mut gpus = 0;
+        let mut in_process_gpus = 0;
         for (i, d) in devices.iter().enumerate() {
             if devices[..i].iter().any(|o| o.same_device(d)) {
                 return Err(GpuError::invalid(format!(
                     "rank {i} is the device of an earlier rank: one rank per device"
                 )));
             }
-            if d.ready().await?.backend == BackendKind::Cuda {
-                gpus += 1;
-                if let Some(j) = devices[..i]
-                    .iter()
-                    .position(|o| o.config().device_id == d.config().device_id)
-                {
-                    return Err(GpuError::invalid(format!(
-                        "ranks {j} and {i} are both on GPU {}: NCCL runs one rank per GPU",
-                        d.config().device_id
-                    )));
-                }
-                if d.config().isolation.is_some() {
-                    return Err(GpuError::Unsupported(format!(
-                        "rank {i} ({d:?}) is isolated: its context lives in a worker process, out of this world's NCCL communicators' reach"
-                    )));
-                }
+            if d.ready().await?.backend == BackendKind::Cuda && d.config().isolation.is_none() {
+                in_process_gpus += 1;
             }
         }
-        let plane = match gpus {
-            0 => Plane::Host,
-            n if n == devices.len() => {
-                if !crate::sys::nccl::nccl_present() {
-                    return Err(GpuError::Unsupported(
-                        "a world of GPUs needs NCCL (libnccl.so.2, e.g. the nvidia-nccl-cu13 wheel's lib/) on the library path"
-                            .into(),
-                    ));
-                }
-                let nccl = NcclWorld::new(devices.to_vec());
-                nccl.formed().await?;
-                Plane::Nccl(nccl)
+        let plane = if in_process_gpus == devices.len() {
+            if let Some((j, i)) = (0..devices.len())
+                .flat_map(|i| (0..i).map(move |j| (j, i)))
+                .find(|&(j, i)| devices[j].config().device_id == devices[i].config().device_id)
+            {
+                return Err(GpuError::invalid(format!(
+                    "ranks {j} and {i} are both on GPU {}: NCCL runs one rank per GPU",
+                    devices[i].config().device_id
+                )));
             }
-            _ => {
+            if !crate::sys::nccl::nccl_present() {
                 return Err(GpuError::Unsupported(
-                    "a world mixing GPUs and CPU devices: make one world of each".into(),
-                ))
+                    "a world of GPUs needs NCCL (libnccl.so.2, e.g. the nvidia-nccl-cu13 wheel's lib/) on the library path"
+                        .into(),
+                ));
             }
+            let nccl = NcclWorld::new(devices.to_vec());
+            nccl.formed().await?;
+            Plane::Nccl(nccl)
+        } else {
+            Plane::Host
         };
         let shared = Arc::new(Shared {
             size: devices.len(),
@@ -172,24 +166,19 @@ impl World {
     /// This process's rank of a world spread over processes (and hosts), on `device`:
     /// every process calls `join` with the same [`Rendezvous`] address and size and its
     /// own rank. Rank 0's process holds the meetings; a world of GPUs moves its data on
-    /// NCCL between the processes (one GPU each), a world of CPU devices through rank 0.
+    /// NCCL between the processes (one GPU each), a world of CPU (or isolated) devices through rank 0.
     /// Resolves once every rank has joined (and, for GPUs, the NCCL clique is up), or
     /// fails after the device's `request_timeout`. A world spread over processes does not
     /// re-form after its device is rebuilt: join a new one.
     pub async fn join(device: &Device, rendezvous: &Rendezvous) -> Result<Rank, GpuError> {
-        let gpu = device.ready().await?.backend == BackendKind::Cuda;
-        if gpu {
-            if device.config().isolation.is_some() {
-                return Err(GpuError::Unsupported(format!(
-                    "{device:?} is isolated: its context lives in a worker process, out of NCCL's reach"
-                )));
-            }
-            if !crate::sys::nccl::nccl_present() {
-                return Err(GpuError::Unsupported(
-                    "a world of GPUs needs NCCL (libnccl.so.2, e.g. the nvidia-nccl-cu13 wheel's lib/) on the library path"
-                        .into(),
-                ));
-            }
+        // An isolated device's context lives in a worker process, out of NCCL's reach:
+        // it joins a world whose collectives run through the host.
+        let gpu = device.ready().await?.backend == BackendKind::Cuda && device.config().isolation.is_none();
+        if gpu && !crate::sys::nccl::nccl_present() {
+            return Err(GpuError::Unsupported(
+                "a world of GPUs needs NCCL (libnccl.so.2, e.g. the nvidia-nccl-cu13 wheel's lib/) on the library path"
+                    .into(),
+            ));
         }
         let deadline = device.config().request_timeout;
         let make_id = || crate::sys::nccl::UniqueId::new().map(|id| id.to_bytes());
@@ -262,8 +251,8 @@ impl Rank {
         self.shared.devices[self.index].as_ref().expect("a rank's own device")
     }
 
-    /// True if the world's collectives run on NCCL (a world of GPUs), false if on the
-    /// host (a world of CPU devices).
+    /// True if the world's collectives run on NCCL (a world of in-process GPUs), false if
+    /// through the host (CPU devices, isolated devices, or a mix).
     pub fn on_nccl(&self) -> bool {
         !matches!(self.shared.plane, Plane::Host)
     }

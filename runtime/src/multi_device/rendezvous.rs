@@ -167,9 +167,16 @@ impl Rendezvous {
             } else if admitted[rank].is_some() {
                 Some(format!("two processes claim rank {rank}"))
             } else if theirs != nccl {
-                let kind = |g: bool| if g { "a GPU" } else { "a CPU device" };
+                let kind = |g: bool| {
+                    if g {
+                        "an in-process GPU (NCCL)"
+                    } else {
+                        "a CPU or isolated device (collectives through the host)"
+                    }
+                };
                 Some(format!(
-                    "rank {rank} is on {}, rank 0 on {}: a world is all GPUs or all CPU devices",
+                    "rank {rank} is on {}, rank 0 on {}: a world spread over processes is all in-process \
+                     GPUs or all CPU and isolated devices",
                     kind(theirs),
                     kind(nccl)
                 ))

@@ -5,6 +5,7 @@ use crate::device::context_actor::ContextActorCopyFromPeerDType;
 use crate::device::{DType, Device};
 use crate::error::{GpuError, Invalid};
 use crate::gpu_ref::GpuRef;
+use crate::host::STAGING_BYTES;
 
 impl Device {
     /// Copies `src`, a buffer of this device, into `dst`, a buffer of `to` of the same
@@ -16,8 +17,9 @@ impl Device {
     /// copy on `to`'s stream — one DMA where the pair has peer access (see
     /// [`Topology`](crate::p2p::Topology)), staged by the driver otherwise; two `Device`s
     /// on one GPU copy within it; within one device it is [`Device::copy`]; with the CPU
-    /// device on either side it is a download from this device and a write into `to`.
-    /// `Unsupported` when either device is isolated (README: what is missing).
+    /// device or an isolated device (whose memory lives in its worker process) on either
+    /// side it goes through this process's memory: downloaded from this device and
+    /// written into `to` a window at a time.
     pub async fn copy_to<T: DType>(&self, src: &GpuRef<T>, to: &Device, dst: &GpuRef<T>) -> Result<(), GpuError> {
         if src.len() != dst.len() {
             return Err(GpuError::InvalidArgument(Invalid::length(
@@ -31,18 +33,12 @@ impl Device {
                 dst.len(),
             )));
         }
-        for d in [self, to] {
-            if d.config().isolation.is_some() {
-                return Err(GpuError::Unsupported(format!(
-                    "a copy between devices where {d:?} is isolated: download from one and upload to the other"
-                )));
-            }
-        }
         if self.same_device(to) {
             return self.copy(src, dst).await;
         }
         let (from_info, to_info) = (self.ready().await?, to.ready().await?);
-        if from_info.backend == BackendKind::Cuda && to_info.backend == BackendKind::Cuda {
+        let in_process = self.config().isolation.is_none() && to.config().isolation.is_none();
+        if in_process && from_info.backend == BackendKind::Cuda && to_info.backend == BackendKind::Cuda {
             // Served by `to`'s context: `dst` is checked there as any of its buffers,
             // `src` against this device's generation as of now.
             let (device, generation) = (self.id(), self.state().generation);
@@ -51,7 +47,24 @@ impl Device {
                 .call(|reply| <T as ContextActorCopyFromPeerDType>::__into_msg(src, device, generation, dst, reply))
                 .await;
         }
-        let staged = self.download(src).await?;
-        to.write(dst, staged).await
+        self.copy_staged(src, to, dst).await
+    }
+
+    /// `src` into `dst` of `to` through this process's memory, a window of
+    /// [`STAGING_BYTES`] at a time: downloaded into a host buffer, written from it (each
+    /// copy staged through the pinned pool, or an isolated device's shared arena), so the
+    /// host holds one window, not the whole buffer.
+    async fn copy_staged<T: DType>(&self, src: &GpuRef<T>, to: &Device, dst: &GpuRef<T>) -> Result<(), GpuError> {
+        let window = (STAGING_BYTES / std::mem::size_of::<T>().max(1)).max(1);
+        let mut host = vec![T::default(); window.min(src.len())];
+        let mut start = 0;
+        while start < src.len() {
+            let end = (start + window).min(src.len());
+            let part = &mut host[..end - start];
+            self.download_into(&src.view(start..end)?, part).await?;
+            to.write_slice(&dst.view(start..end)?, part).await?;
+            start = end;
+        }
+        Ok(())
     }
 }
