@@ -28,7 +28,8 @@ pub async fn open_gpu(bench: &str, config: DeviceConfig) -> Option<(ActorSystem,
 
 /// `config` with the overrides a bench run may set in its environment:
 /// `BENCH_IDLE_SPIN_US` and `BENCH_REPLY_SPIN_US` (`DeviceConfig::idle_spin` and
-/// `reply_spin`, in µs), `BENCH_FFT_GRAPHS=0` (`DeviceConfig::fft_graphs` off).
+/// `reply_spin`, in µs), `BENCH_FFT_GRAPHS=0` (`DeviceConfig::fft_graphs` off),
+/// `BENCH_COMPLETION` (`spin`, `blocking`, `polled` or `hostfn`: `DeviceConfig::completion`).
 pub fn with_env_overrides(mut config: DeviceConfig) -> DeviceConfig {
     let us = |var: &str| {
         std::env::var(var)
@@ -44,6 +45,14 @@ pub fn with_env_overrides(mut config: DeviceConfig) -> DeviceConfig {
     }
     if std::env::var("BENCH_FFT_GRAPHS").is_ok_and(|v| v == "0") {
         config.fft_graphs = false;
+    }
+    use atomr_accel_cuda::completion::CompletionStrategy as C;
+    match std::env::var("BENCH_COMPLETION").as_deref() {
+        Ok("spin") => config.completion = C::Spin,
+        Ok("blocking") => config.completion = C::Blocking,
+        Ok("polled") => config.completion = C::Polled,
+        Ok("hostfn") => config.completion = C::HostFn,
+        _ => {}
     }
     config
 }
