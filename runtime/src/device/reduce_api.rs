@@ -362,8 +362,9 @@ impl Device {
     async fn reduce_int<T: Bounds>(&self, x: &GpuRef<T>) -> Result<(i64, T, T), GpuError> {
         check_len(x, "a reduction")?;
         let b = blocks(x.len());
-        let mut sums = self.alloc::<i64>(b).await?;
-        let (mut mins, mut maxs) = (self.alloc::<T>(b).await?, self.alloc::<T>(b).await?);
+        // Independent asks, in flight together: one round trip's wait, not three.
+        let (mut sums, mut mins, mut maxs) =
+            futures::try_join!(self.alloc::<i64>(b), self.alloc::<T>(b), self.alloc::<T>(b))?;
         reduce_int_pass::launch::<T>(self, shape(b), x, T::LO, T::HI, &mut sums, &mut mins, &mut maxs).await?;
         let (sums, mins, maxs) = futures::try_join!(self.download(&sums), self.download(&mins), self.download(&maxs))?;
         // The blocks' partials combined here, in block order.
@@ -412,9 +413,9 @@ impl Device {
     async fn arg<T: Float + DType>(&self, x: &GpuRef<T>, max: bool) -> Result<Option<usize>, GpuError> {
         let none = check_len(x, "an argmin/argmax")?;
         let b = blocks(x.len());
-        let (mut v, mut at) = (self.alloc::<T>(b).await?, self.alloc::<u32>(b).await?);
+        let (mut v, mut at) = futures::try_join!(self.alloc::<T>(b), self.alloc::<u32>(b))?;
         arg_pass::launch::<T>(self, shape(b), x, none, max as u32, &mut v, &mut at).await?;
-        let (v, at) = (self.download(&v).await?, self.download(&at).await?);
+        let (v, at) = futures::try_join!(self.download(&v), self.download(&at))?;
         // The blocks' bests combined here as the kernel combines threads' (`beats`).
         let mut best: Option<(T, u32)> = None;
         for (c, j) in v.into_iter().zip(at) {

@@ -324,8 +324,7 @@ impl Device {
         same_len(x.len(), out.len())?;
         let n = x.len();
         let tiles = n.div_ceil(TILE);
-        let mut local = self.alloc::<f64>(n).await?;
-        let mut totals = self.alloc::<f64>(tiles).await?;
+        let (mut local, mut totals) = futures::try_join!(self.alloc::<f64>(n), self.alloc::<f64>(tiles))?;
         let shape = LaunchConfig {
             grid: (tiles as u32, 1, 1),
             block: (256, 1, 1),

@@ -344,18 +344,26 @@ impl Device {
         if n == 0 {
             return Ok(()); // (an empty view): nothing to order
         }
-        let (mut keys_a, mut index_a) = (self.alloc::<u64>(n).await?, self.alloc::<u32>(n).await?);
-        K::pairs_on(self, keys, (&mut keys_a, &mut index_a)).await?;
-        let (mut keys_b, mut index_b) = (self.alloc::<u64>(n).await?, self.alloc::<u32>(n).await?);
         let blocks = n.div_ceil(TILE);
+        // Every buffer of the sort, asked for together (independent asks in flight at
+        // once: one round trip's wait, not eight).
+        let (mut keys_a, mut index_a, mut keys_b, mut index_b, mut counts, starts, kc, vc) = futures::try_join!(
+            self.alloc::<u64>(n),
+            self.alloc::<u32>(n),
+            self.alloc::<u64>(n),
+            self.alloc::<u32>(n),
+            self.alloc::<u32>(DIGITS * blocks),
+            self.alloc::<u64>(DIGITS * blocks),
+            self.alloc::<K>(n),
+            self.alloc::<V>(n),
+        )?;
+        K::pairs_on(self, keys, (&mut keys_a, &mut index_a)).await?;
         let shape = LaunchConfig {
             grid: (blocks as u32, 1, 1),
             block: (256, 1, 1),
             shared_mem_bytes: 0,
         };
         let varying = self.varying_bits(&keys_a, shape).await?;
-        let mut counts = self.alloc::<u32>(DIGITS * blocks).await?;
-        let starts = self.alloc::<u64>(DIGITS * blocks).await?;
         for pass in 0..DIGITS as u32 {
             let shift = 4 * pass;
             if (varying >> shift) & 15 == 0 {
@@ -378,20 +386,21 @@ impl Device {
             std::mem::swap(&mut index_a, &mut index_b);
         }
         let order = index_a;
-        let (kc, vc) = (self.alloc::<K>(n).await?, self.alloc::<V>(n).await?);
-        self.copy(keys, &kc).await?;
-        self.copy(values, &vc).await?;
-        K::gather_on(self, &kc, &order, keys).await?;
-        V::gather_on(self, &vc, &order, values).await
+        futures::try_join!(self.copy(keys, &kc), self.copy(values, &vc))?;
+        futures::try_join!(
+            K::gather_on(self, &kc, &order, keys),
+            V::gather_on(self, &vc, &order, values)
+        )?;
+        Ok(())
     }
 
     /// The bits that differ between some two of `keys` (the OR of all keys XOR their
     /// AND): per block on the device, the blocks combined here.
     async fn varying_bits(&self, keys: &GpuRef<u64>, shape: LaunchConfig) -> Result<u64, GpuError> {
         let blocks = shape.grid.0 as usize;
-        let (mut ands, mut ors) = (self.alloc::<u64>(blocks).await?, self.alloc::<u64>(blocks).await?);
+        let (mut ands, mut ors) = futures::try_join!(self.alloc::<u64>(blocks), self.alloc::<u64>(blocks))?;
         key_bits::launch(self, shape, keys, &mut ands, &mut ors).await?;
-        let (ands, ors) = (self.download(&ands).await?, self.download(&ors).await?);
+        let (ands, ors) = futures::try_join!(self.download(&ands), self.download(&ors))?;
         let all = ands.iter().fold(u64::MAX, |a, k| a & k);
         let any = ors.iter().fold(0, |a, k| a | k);
         Ok(all ^ any)
