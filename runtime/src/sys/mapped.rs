@@ -114,14 +114,14 @@ impl<T: DeviceRepr + ValidAsZeroBits + Copy> MappedCell<T> {
         unsafe { std::slice::from_raw_parts(self.host.as_ptr(), self.len) }
     }
 
-    /// Sets every value to zero again, for reuse by the next routine — which may write
-    /// only some of them (a batch smaller than the cell). Only between uses: no work that
-    /// writes the cell may be pending.
-    pub(crate) fn clear(&mut self) {
+    /// Sets the first `n` values (at most all) to zero again, for reuse by a routine that
+    /// reports through them. Only between uses: no work that writes the cell may be
+    /// pending.
+    pub(crate) fn clear(&mut self, n: usize) {
         debug_assert!(!self.pending, "a mapped cell cleared while GPU work may write it");
-        // SAFETY: `len` values owned by the cell, no GPU work pending on them; all-zero
-        // bits are a valid `T` (`ValidAsZeroBits`).
-        unsafe { std::ptr::write_bytes(self.host.as_ptr(), 0, self.len) }
+        // SAFETY: at most `len` values owned by the cell, no GPU work pending on them;
+        // all-zero bits are a valid `T` (`ValidAsZeroBits`).
+        unsafe { std::ptr::write_bytes(self.host.as_ptr(), 0, n.min(self.len)) }
     }
 }
 

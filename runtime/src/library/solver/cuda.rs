@@ -107,15 +107,15 @@ impl CudaSolver {
         MappedCell::zeroed(&self.stream)
     }
 
-    /// A zeroed `info` cell of at least `count` values for a batched routine: the
-    /// smallest kept one that is large enough, else a new one (rounded up, so that batches of nearby sizes
-    /// share it).
+    /// An `info` cell of at least `count` values, the first `count` zeroed, for a batched
+    /// routine: the smallest kept one that is large enough, else a new one (rounded up,
+    /// so that batches of nearby sizes share it).
     fn batch_info(&self, count: usize) -> Result<MappedCell<i32>, GpuError> {
         let mut kept = self.batch_infos.lock().unwrap_or_else(|p| p.into_inner());
         let fitting = kept.iter().enumerate().filter(|(_, c)| c.len() >= count);
         if let Some(i) = fitting.min_by_key(|(_, c)| c.len()).map(|(i, _)| i) {
             let mut cell = kept.swap_remove(i);
-            cell.clear();
+            cell.clear(count);
             return Ok(cell);
         }
         drop(kept);
