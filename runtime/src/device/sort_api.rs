@@ -7,16 +7,16 @@
 //! order — a float's bits (widened to f64, -0 as +0) with the sign folded, every NaN the
 //! largest value; a signed integer's with its top bit flipped — paired with its original
 //! index. The pairs are sorted by 4-bit digits from the lowest: per digit, one pass counts
-//! each block's digits (1024 keys a block), an exclusive scan of those counts (digit-major:
-//! `Device::exclusive_scan`) gives every block's start for every digit, and a second pass
-//! moves each key to its place — keys of one digit in their order within the block
+//! each block's digits (1024 keys a block), an exclusive scan of those counts (digit-major,
+//! in one block on the device) gives every block's start for every digit, and a second
+//! pass moves each key to its place — keys of one digit in their order within the block
 //! (each thread's four keys, in order, after the earlier threads' keys of that digit:
 //! per-thread counts of the 16 digits packed four to a 64-bit word and scanned across
 //! the block), so every pass is stable and so is the sort. Digits that no key changes
 //! (an OR and an AND of all keys find them: f32 keys widened to f64 leave 29 low bits
 //! zero, small integers their high ones) take no pass. Keys and values are then
 //! gathered back through the sorted indices. The same result on every run and backend;
-//! O(n) work per pass, at most 16 passes of three launches (the scan's two among them).
+//! O(n) work per pass, at most 16 passes of three launches.
 
 use std::future::Future;
 
@@ -169,6 +169,45 @@ fn radix_counts(keys: &[u64], shift: u32, counts: &mut [u32]) {
     if t < 16 {
         let w = part[(t / 4) * 256];
         counts[t * grid_dim_x() + block_idx_x()] = ((w >> (16 * (t % 4))) & 0xFFFFu64) as u32;
+    }
+}
+
+/// Between the radix passes: `starts` = the exclusive prefix sums of `counts` (digit-
+/// major, so each block's start for each digit), in one block of 1024 threads — each
+/// totals a contiguous chunk, the chunk totals are scanned across the block, each chunk
+/// is rescanned from its offset. A few hundred counts per thread even for tens of
+/// millions of keys, and no trip to the host between the passes.
+#[atomr_accel_cuda_macros::kernel(crate = crate)]
+fn radix_starts(counts: &[u32], starts: &mut [u64]) {
+    let mut part = shared_array::<u64, 1024>();
+    let t = thread_idx_x();
+    let chunk = (counts.len() + 1023) / 1024;
+    let first = t * chunk;
+    let mut sum: u64 = 0;
+    let mut i = first;
+    while i < first + chunk && i < counts.len() {
+        sum += counts[i] as u64;
+        i += 1;
+    }
+    part[t] = sum;
+    sync_threads();
+    let mut off: usize = 1;
+    while off < 1024 {
+        let mut add: u64 = 0;
+        if t >= off {
+            add = part[t - off];
+        }
+        sync_threads();
+        part[t] += add;
+        sync_threads();
+        off *= 2;
+    }
+    let mut run: u64 = part[t] - sum;
+    i = first;
+    while i < first + chunk && i < counts.len() {
+        starts[i] = run;
+        run += counts[i] as u64;
+        i += 1;
     }
 }
 
@@ -347,7 +386,7 @@ impl Device {
         let blocks = n.div_ceil(TILE);
         // Every buffer of the sort, asked for together (independent asks in flight at
         // once: one round trip's wait, not eight).
-        let (mut keys_a, mut index_a, mut keys_b, mut index_b, mut counts, starts, kc, vc) = futures::try_join!(
+        let (mut keys_a, mut index_a, mut keys_b, mut index_b, mut counts, mut starts, kc, vc) = futures::try_join!(
             self.alloc::<u64>(n),
             self.alloc::<u32>(n),
             self.alloc::<u64>(n),
@@ -363,6 +402,11 @@ impl Device {
             block: (256, 1, 1),
             shared_mem_bytes: 0,
         };
+        let one_block = LaunchConfig {
+            grid: (1, 1, 1),
+            block: (1024, 1, 1),
+            shared_mem_bytes: 0,
+        };
         let varying = self.varying_bits(&keys_a, shape).await?;
         for pass in 0..DIGITS as u32 {
             let shift = 4 * pass;
@@ -370,7 +414,7 @@ impl Device {
                 continue; // every key has the same digit here: the order stands
             }
             radix_counts::launch(self, shape, &keys_a, shift, &mut counts).await?;
-            self.exclusive_scan(&counts, &starts).await?;
+            radix_starts::launch(self, one_block, &counts, &mut starts).await?;
             radix_scatter::launch(
                 self,
                 shape,
