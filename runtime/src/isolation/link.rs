@@ -29,6 +29,12 @@ pub(crate) type OnDeath = Box<dyn FnOnce(GpuError) + Send>;
 /// A request waiting for its reply, with what must live until then.
 struct Pending {
     slot: ReplySlot,
+    lent: Lent,
+}
+
+/// What a request lends the worker: its data's leases of the request arena and what the
+/// request keeps alive (pinned ranges the worker copies into or from, handles).
+struct Lent {
     _leases: Vec<Lease>,
     _keep: Vec<Box<dyn Any + Send>>,
 }
@@ -54,6 +60,11 @@ pub(crate) struct LinkShared {
     on_death: Mutex<Option<OnDeath>>,
     /// Askers of the worker's timeline, by number, waiting for its `TimelineEvents`.
     timeline_askers: Mutex<HashMap<u64, std::sync::mpsc::Sender<Vec<TimelineEvent>>>>,
+    /// What failed requests lent a worker that may still be running their copies — one
+    /// that answered with a sticky fault, or requests failed while it is shut down —,
+    /// held until the worker process is reaped: released at once, a pinned range could
+    /// be leased again and then written by a copy the dying worker still had in flight.
+    quarantine: Mutex<Vec<Lent>>,
 }
 
 impl LinkShared {
@@ -109,6 +120,7 @@ impl LinkShared {
             pid,
             on_death: Mutex::new(Some(on_death)),
             timeline_askers: Mutex::new(HashMap::new()),
+            quarantine: Mutex::new(Vec::new()),
         });
         // The worker times its operations whenever this process does.
         let remote: std::sync::Weak<dyn RemoteTimeline> = Arc::downgrade(&link) as _;
@@ -200,8 +212,10 @@ impl LinkShared {
                 id,
                 Pending {
                     slot,
-                    _leases: leases,
-                    _keep: keep,
+                    lent: Lent {
+                        _leases: leases,
+                        _keep: keep,
+                    },
                 },
             );
         }
@@ -287,6 +301,8 @@ impl LinkShared {
             let _ = tx.send(Err(cause.clone()));
         }
         self.die(cause);
+        // The worker process is gone: nothing of it can copy any more.
+        self.quarantine.lock().unwrap_or_else(|p| p.into_inner()).clear();
     }
 
     fn answer(&self, id: u64, payload: &[u8]) {
@@ -296,18 +312,24 @@ impl LinkShared {
         let mut r = Reader::new(payload, Side::Client(&self.ctx));
         // A sticky error means the worker is done for: stop sending it requests before
         // its asker (who may ask again at once) hears of it.
+        let sticky = std::cell::Cell::new(false);
         p.slot.answer(Ok(&mut r), &|e| {
             if e.is_sticky() {
+                sticky.set(true);
                 self.retire(e.clone());
             }
         });
+        if sticky.get() {
+            // Its copies may still be in flight in the faulted worker.
+            self.quarantine.lock().unwrap_or_else(|p| p.into_inner()).push(p.lent);
+        }
         for (offset, len) in std::mem::take(&mut r.released) {
             let mut b = Vec::with_capacity(16);
             b.extend_from_slice(&(offset as u64).to_le_bytes());
             b.extend_from_slice(&(len as u64).to_le_bytes());
             let _ = self.send_frame(Kind::Release, 0, &b);
         }
-        // `p`'s leases (request data) are released here, after the reply.
+        // Otherwise `p`'s leases (request data) are released here, after the reply.
     }
 
     /// Waits (briefly) for the worker to exit and describes how it did.
@@ -360,9 +382,16 @@ impl LinkShared {
         if on_death {
             self.retire(cause.clone());
         }
+        let mut quarantine = Vec::with_capacity(pending.len());
         for (_, p) in pending {
             p.slot.answer(Err(cause.clone()), &|_| {});
+            // The worker may not be gone yet (a shutdown, a retired worker).
+            quarantine.push(p.lent);
         }
+        self.quarantine
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(quarantine);
     }
 
     /// Ends the worker: pending requests fail with `why`, the channel closes (the worker
