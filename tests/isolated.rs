@@ -355,7 +355,10 @@ fn bad_input_is_a_typed_error_and_the_worker_keeps_serving(
         local.copy_to(&lb, &dev, &c).await.unwrap();
         assert_eq!(dev.download(&c).await.unwrap(), vec![1.0f32; 16]);
         let e = dev.copy_to(&a, &local, &c).await.unwrap_err();
-        assert!(matches!(e, GpuError::InvalidArgument(_)), "dst of the source device: {e:?}");
+        assert!(
+            matches!(e, GpuError::InvalidArgument(_)),
+            "dst of the source device: {e:?}"
+        );
         // Still serving.
         check_sgemm(&dev, 32, 32, 32).await;
         other.stop().await;

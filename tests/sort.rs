@@ -55,6 +55,32 @@ async fn check<K: SortKey + SortValue>(d: &Device, keys: Vec<K>) {
         let (g, w) = (got_k[i], wide[j]);
         assert!(g == w || (g.is_nan() && w.is_nan()), "{} key {i}: {g} vs {w}", K::NAME);
     }
+    // `argsort` gives the same order and leaves the keys; `sort` sorts them alike.
+    let again = d.upload(keys.clone()).await.unwrap();
+    let idx = d.argsort(&again).await.unwrap();
+    let want_idx: Vec<u32> = order.iter().map(|&i| i as u32).collect();
+    assert!(
+        d.download(&idx).await.unwrap() == want_idx,
+        "{} argsort of {n}",
+        K::NAME
+    );
+    let left: Vec<f64> = d.download(&again).await.unwrap().iter().map(|k| k.to_f64()).collect();
+    assert!(
+        left.iter()
+            .zip(&wide)
+            .all(|(a, b)| a == b || (a.is_nan() && b.is_nan())),
+        "argsort leaves the keys"
+    );
+    d.sort(&again).await.unwrap();
+    let sorted: Vec<f64> = d.download(&again).await.unwrap().iter().map(|k| k.to_f64()).collect();
+    assert!(
+        sorted
+            .iter()
+            .zip(&got_k)
+            .all(|(a, b)| a == b || (a.is_nan() && b.is_nan())),
+        "{} sort of {n} as sort_by_key's keys",
+        K::NAME
+    );
 }
 
 /// As [`check`], for integer keys compared exactly (64-bit keys beyond 2^53 included).

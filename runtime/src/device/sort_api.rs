@@ -375,26 +375,65 @@ impl Device {
                     .mismatch("a buffer other than the keys'", "the keys' buffer"),
             ));
         }
+        let Some(order) = self.sorted_order(keys, "sort_by_key").await? else {
+            return Ok(());
+        };
+        let (kc, vc) = futures::try_join!(self.alloc::<K>(n), self.alloc::<V>(n))?;
+        futures::try_join!(self.copy(keys, &kc), self.copy(values, &vc))?;
+        futures::try_join!(
+            K::gather_on(self, &kc, &order, keys),
+            V::gather_on(self, &vc, &order, values)
+        )?;
+        Ok(())
+    }
+
+    /// Sorts `keys` in place, ascending and stable (NaNs last), as
+    /// [`Device::sort_by_key`] without values.
+    pub async fn sort<K: SortKey + SortValue>(&self, keys: &GpuRef<K>) -> Result<(), GpuError> {
+        let Some(order) = self.sorted_order(keys, "sort").await? else {
+            return Ok(());
+        };
+        let kc = self.alloc::<K>(keys.len()).await?;
+        self.copy(keys, &kc).await?;
+        K::gather_on(self, &kc, &order, keys).await
+    }
+
+    /// The stable ascending order of `keys` (left as they are): a new buffer whose
+    /// element i is the index (in `keys`) of the i-th smallest key, equal keys in their
+    /// order, NaNs last — `torch.argsort(stable=True)`. `InvalidArgument` for an empty
+    /// view (there is no buffer of no elements).
+    pub async fn argsort<K: SortKey>(&self, keys: &GpuRef<K>) -> Result<GpuRef<u32>, GpuError> {
+        self.sorted_order(keys, "argsort").await?.ok_or_else(|| {
+            GpuError::InvalidArgument(
+                Invalid::new("argsort of no keys: the order would be an empty buffer")
+                    .arg("keys")
+                    .mismatch("at least one key", 0),
+            )
+        })
+    }
+
+    /// The radix sort itself: the stable ascending order of `keys` as indices (`None`
+    /// for no keys). `what` names the call in errors.
+    async fn sorted_order<K: SortKey>(&self, keys: &GpuRef<K>, what: &str) -> Result<Option<GpuRef<u32>>, GpuError> {
+        let n = keys.len();
         if n >= (u32::MAX / 2) as usize {
             return Err(GpuError::Unsupported(format!(
-                "sort_by_key of {n} elements: sorts take fewer than 2^31 (32-bit indices)"
+                "{what} of {n} elements: sorts take fewer than 2^31 (32-bit indices)"
             )));
         }
         if n == 0 {
-            return Ok(()); // (an empty view): nothing to order
+            return Ok(None); // (an empty view): nothing to order
         }
         let blocks = n.div_ceil(TILE);
         // Every buffer of the sort, asked for together (independent asks in flight at
-        // once: one round trip's wait, not eight).
-        let (mut keys_a, mut index_a, mut keys_b, mut index_b, mut counts, mut starts, kc, vc) = futures::try_join!(
+        // once: one round trip's wait, not six).
+        let (mut keys_a, mut index_a, mut keys_b, mut index_b, mut counts, mut starts) = futures::try_join!(
             self.alloc::<u64>(n),
             self.alloc::<u32>(n),
             self.alloc::<u64>(n),
             self.alloc::<u32>(n),
             self.alloc::<u32>(DIGITS * blocks),
             self.alloc::<u64>(DIGITS * blocks),
-            self.alloc::<K>(n),
-            self.alloc::<V>(n),
         )?;
         K::pairs_on(self, keys, (&mut keys_a, &mut index_a)).await?;
         let shape = LaunchConfig {
@@ -429,13 +468,7 @@ impl Device {
             std::mem::swap(&mut keys_a, &mut keys_b);
             std::mem::swap(&mut index_a, &mut index_b);
         }
-        let order = index_a;
-        futures::try_join!(self.copy(keys, &kc), self.copy(values, &vc))?;
-        futures::try_join!(
-            K::gather_on(self, &kc, &order, keys),
-            V::gather_on(self, &vc, &order, values)
-        )?;
-        Ok(())
+        Ok(Some(index_a))
     }
 
     /// The bits that differ between some two of `keys` (the OR of all keys XOR their
