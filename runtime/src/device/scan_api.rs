@@ -2,19 +2,18 @@
 //! buffer (or view) of f16, bf16, f32 or f64 into another (or into itself).
 //!
 //! Written as `#[kernel]`s, like the reductions (no CUDA library cudarc reaches scans):
-//! one pass scans each tile of [`TILE`] elements in f64 — four elements per thread, then
-//! the threads' totals across the block — into a scratch buffer and writes each tile's
-//! total; the tile totals (one per 1024 elements) are read back and turned into offsets
-//! on the host, in order; a second pass adds each tile's offset and rounds once to the
-//! element type. Every sum is carried in f64, so f16/bf16 scans keep their small terms,
-//! and the order of additions is fixed by the tile shape: the same bits on every run.
+//! reduce, then scan — one pass totals each tile of [`TILE`] elements in f64; the tile
+//! totals (one per 1024 elements) are read back and turned into offsets on the host, in
+//! order; a second pass scans each tile in f64 again — four elements per thread, then the
+//! threads' sums across the block — from its offset, rounding once to the element type
+//! straight into the output. No scratch as long as the input (the first version kept
+//! each tile's f64 scan between the passes: 8 bytes per element, twice the traffic).
+//! Every sum is carried in f64, so f16/bf16 scans keep their small terms, and the order
+//! of additions is fixed by the tile shape: the same bits on every run.
 //!
 //! Integers (i32, i64, u32, u64) scan into 64-bit outputs (`i64`, `u64` for the unsigned
 //! types: what [`Reduce::Sum`](crate::device::Reduce) names), exact while they fit and
-//! wrapping beyond, tile by tile too — reduce, then scan: one pass totals each tile (no
-//! scratch as long as `x`: integer sums need no rounding, so the second pass recomputes
-//! rather than stores), the totals become offsets on the host (in order, exactly), and a
-//! second pass scans each tile again from its offset straight into the output.
+//! wrapping beyond, the same way (in wrapping 64-bit integers, exactly).
 
 use std::future::Future;
 
@@ -28,10 +27,40 @@ use crate::launch::LaunchConfig;
 /// Elements a block scans: 256 threads × 4.
 const TILE: usize = 1024;
 
-/// Pass 1: block `b` scans its tile of `x` in f64 — exclusive when `exclusive` is 1 —
-/// into `local` (as long as `x`), and writes the tile's total to `totals[b]`.
+/// Pass 1: block `b` totals its tile of `x` in f64 into `totals[b]` — four elements per
+/// thread, then the threads' sums across the block.
 #[atomr_accel_cuda_macros::kernel(crate = crate)]
-fn scan_tiles<T: Float>(x: &[T], local: &mut [f64], totals: &mut [f64], exclusive: u32) {
+fn scan_totals<T: Float>(x: &[T], totals: &mut [f64]) {
+    let mut part = shared_array::<f64, 256>();
+    let t = thread_idx_x();
+    let base = block_idx_x() * 1024 + t * 4;
+    let mut s: f64 = 0.0;
+    let mut k: usize = 0;
+    while k < 4 {
+        if base + k < x.len() {
+            s += x[base + k].to_f64();
+        }
+        k += 1;
+    }
+    part[t] = s;
+    sync_threads();
+    let mut half: usize = 128;
+    while half > 0 {
+        if t < half {
+            part[t] = part[t] + part[t + half];
+        }
+        sync_threads();
+        half /= 2;
+    }
+    if t == 0 {
+        totals[block_idx_x()] = part[0];
+    }
+}
+
+/// Pass 2: block `b` scans its tile of `x` in f64 (exclusive when `exclusive` is 1) from
+/// the tile's offset `offsets[b]` into `out`, each element rounded once to `T`.
+#[atomr_accel_cuda_macros::kernel(crate = crate)]
+fn scan_tiles<T: Float>(x: &[T], offsets: &[f64], exclusive: u32, out: &mut [T]) {
     let mut part = shared_array::<f64, 256>();
     let t = thread_idx_x();
     let base = block_idx_x() * 1024 + t * 4;
@@ -51,13 +80,12 @@ fn scan_tiles<T: Float>(x: &[T], local: &mut [f64], totals: &mut [f64], exclusiv
     if base + 3 < x.len() {
         a3 = x[base + 3].to_f64();
     }
-    let s0 = a0;
-    let s1 = s0 + a1;
+    let s1 = a0 + a1;
     let s2 = s1 + a2;
     let s3 = s2 + a3;
     part[t] = s3;
     sync_threads();
-    // The threads' totals, scanned across the block (Hillis–Steele, inclusive).
+    // The threads' sums, scanned across the block (Hillis–Steele, inclusive).
     let mut off: usize = 1;
     while off < 256 {
         let mut add: f64 = 0.0;
@@ -69,43 +97,31 @@ fn scan_tiles<T: Float>(x: &[T], local: &mut [f64], totals: &mut [f64], exclusiv
         sync_threads();
         off *= 2;
     }
-    let mut before: f64 = 0.0;
+    let mut before = offsets[block_idx_x()];
     if t > 0 {
-        before = part[t - 1];
+        before = before + part[t - 1];
     }
-    let mut e0 = before + s0;
+    let mut e0 = before + a0;
     let mut e1 = before + s1;
     let mut e2 = before + s2;
     let mut e3 = before + s3;
     if exclusive == 1 {
         e0 = before;
-        e1 = before + s0;
+        e1 = before + a0;
         e2 = before + s1;
         e3 = before + s2;
     }
-    if base < x.len() {
-        local[base] = e0;
+    if base < out.len() {
+        out[base] = T::from_f64(e0);
     }
-    if base + 1 < x.len() {
-        local[base + 1] = e1;
+    if base + 1 < out.len() {
+        out[base + 1] = T::from_f64(e1);
     }
-    if base + 2 < x.len() {
-        local[base + 2] = e2;
+    if base + 2 < out.len() {
+        out[base + 2] = T::from_f64(e2);
     }
-    if base + 3 < x.len() {
-        local[base + 3] = e3;
-    }
-    if t == 255 {
-        totals[block_idx_x()] = part[255];
-    }
-}
-
-/// Pass 2: each element's tile offset added to its in-tile scan, rounded once to `T`.
-#[atomr_accel_cuda_macros::kernel(crate = crate)]
-fn scan_offsets<T: Float>(local: &[f64], offsets: &[f64], out: &mut [T]) {
-    let i = global_index();
-    if i < out.len() {
-        out[i] = T::from_f64(local[i] + offsets[i / 1024]);
+    if base + 3 < out.len() {
+        out[base + 3] = T::from_f64(e3);
     }
 }
 
@@ -276,16 +292,7 @@ impl Device {
     ) -> Result<(), GpuError> {
         let n = x.len();
         same_len(n, out.len())?;
-        // In place (x is out): the second pass reads the input while writing the output,
-        // and one launch takes a buffer once — it reads a copy.
-        let copied;
-        let x = if x.id() == out.id() {
-            copied = self.alloc::<T>(n).await?;
-            self.copy(x, &copied).await?;
-            &copied
-        } else {
-            x
-        };
+        let x = &self.scan_input(x, out.id()).await?;
         let tiles = n.div_ceil(TILE);
         let shape = LaunchConfig {
             grid: (tiles as u32, 1, 1),
@@ -300,6 +307,17 @@ impl Device {
             .await?;
         let mut out = out.clone();
         int_tile_scan::launch::<T, O>(self, shape, x, &offsets, exclusive as u32, &mut out).await
+    }
+
+    /// `x` itself, or — an in-place scan, `x` in `out`'s buffer — a copy of it: the second
+    /// pass reads the input while writing the output, and one launch takes a buffer once.
+    async fn scan_input<T: DType>(&self, x: &GpuRef<T>, out: u64) -> Result<GpuRef<T>, GpuError> {
+        if x.id() != out {
+            return Ok(x.clone());
+        }
+        let copied = self.alloc::<T>(x.len()).await?;
+        self.copy(x, &copied).await?;
+        Ok(copied)
     }
 
     /// The exclusive running `add` of the tiles' totals, from `zero`, computed on the host
@@ -321,18 +339,19 @@ impl Device {
     }
 
     async fn scan<T: Float + DType>(&self, x: &GpuRef<T>, out: &GpuRef<T>, exclusive: bool) -> Result<(), GpuError> {
-        same_len(x.len(), out.len())?;
         let n = x.len();
+        same_len(n, out.len())?;
+        let x = &self.scan_input(x, out.id()).await?;
         let tiles = n.div_ceil(TILE);
-        let (mut local, mut totals) = futures::try_join!(self.alloc::<f64>(n), self.alloc::<f64>(tiles))?;
         let shape = LaunchConfig {
             grid: (tiles as u32, 1, 1),
             block: (256, 1, 1),
             shared_mem_bytes: 0,
         };
-        scan_tiles::launch::<T>(self, shape, x, &mut local, &mut totals, exclusive as u32).await?;
+        let mut totals = self.alloc::<f64>(tiles).await?;
+        scan_totals::launch::<T>(self, shape, x, &mut totals).await?;
         let offsets = self.tile_offsets(&totals, 0.0f64, |run, total| run + total).await?;
         let mut out = out.clone();
-        scan_offsets::launch::<T>(self, LaunchConfig::for_elements(n, 256), &local, &offsets, &mut out).await
+        scan_tiles::launch::<T>(self, shape, x, &offsets, exclusive as u32, &mut out).await
     }
 }
