@@ -69,6 +69,11 @@ async fn integers(config: DeviceConfig) {
         check_int!(&d, i64, i64, n, |x| (x * 9.2e18) as i64);
         check_int!(&d, u32, u64, n, |x| ((x + 1.0) * 2.1e9) as u32);
         check_int!(&d, u64, u64, n, |x| ((x + 1.0) * 9.2e18) as u64);
+        // The small integer types widen into the same 64-bit sums.
+        check_int!(&d, i8, i64, n, |x| (x * 127.0) as i8);
+        check_int!(&d, u8, u64, n, |x| ((x + 1.0) * 127.0) as u8);
+        check_int!(&d, i16, i64, n, |x| (x * 32_000.0) as i16);
+        check_int!(&d, u16, u64, n, |x| ((x + 1.0) * 32_000.0) as u16);
     }
     // Prefix sums into 64-bit outputs, inclusive and exclusive, against exact
     // (wrapping) references.
@@ -103,6 +108,17 @@ async fn integers(config: DeviceConfig) {
             want,
             "u64 exclusive scan of {n} in place"
         );
+        let z: Vec<u8> = rand_vec(n).iter().map(|&v| ((v + 1.0) * 120.0) as u8).collect();
+        let (gz, zs) = (d.upload(z.clone()).await.unwrap(), d.alloc::<u64>(n).await.unwrap());
+        d.inclusive_scan(&gz, &zs).await.unwrap();
+        let want: Vec<u64> = z
+            .iter()
+            .scan(0u64, |run, &v| {
+                *run += v as u64;
+                Some(*run)
+            })
+            .collect();
+        assert_eq!(d.download(&zs).await.unwrap(), want, "u8 inclusive scan of {n}");
     }
     let short = d.alloc::<i64>(3).await.unwrap();
     let four = d.upload(vec![1i32, 2, 3, 4]).await.unwrap();

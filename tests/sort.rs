@@ -151,6 +151,8 @@ async fn sorts(config: DeviceConfig) {
         )
         .await;
         check_int::<i64>(&d, keys_wide(n)).await;
+        check_int::<u8>(&d, keys_f64(n, 100.0).iter().map(|&x| (x + 100.0) as u8).collect()).await;
+        check_int::<i16>(&d, keys_f64(n, 3e4).iter().map(|&x| x as i16).collect()).await;
         // u64 keys on both sides of 2^63.
         check_int::<u64>(
             &d,

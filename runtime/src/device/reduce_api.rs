@@ -1,7 +1,7 @@
 //! Reductions as library calls: `Device::sum`, `min`, `max`, `argmin`, `argmax` over a
 //! buffer (or a view) of f16, bf16, f32 or f64 (sums, minima and maxima carried in f64,
-//! rounded once to the element type) or of i32, i64, u32, u64 (minima and maxima in the
-//! type itself, sums carried in 64 bits: see [`Reduce`]).
+//! rounded once to the element type) or of the integers of 8 to 64 bits (minima and
+//! maxima in the type itself, sums carried in 64 bits: see [`Reduce`]).
 //!
 //! Why `#[kernel]`s: no CUDA library cudarc reaches (cuBLAS has no plain sum, min or max)
 //! reduces a vector, so the runtime writes them in its own kernel language — compiled per
@@ -221,9 +221,10 @@ fn first_index_pass<T: Int>(x: &[T], target: T, none: u32, out: &mut [u32]) {
 /// The element types the reductions take, and how each reduces: the floats f16, bf16,
 /// f32, f64 (sums, minima and maxima carried in f64 — every one widens exactly — and
 /// rounded once to the type; NaNs skipped by min, max and the arg*, propagated by a
-/// sum) and the integers i32, i64, u32, u64 (minima, maxima and arg* exact in the type;
-/// sums carried in 64 bits, exact while they fit — an `i64` for the signed types, a
-/// `u64` for the unsigned — and wrapping beyond, as an int64 accumulator does).
+/// sum) and the integers i8, i16, i32, i64, u8, u16, u32, u64 (minima, maxima and arg*
+/// exact in the type; sums carried in 64 bits, exact while they fit — an `i64` for the
+/// signed types, a `u64` for the unsigned — and wrapping beyond, as an int64
+/// accumulator does).
 pub trait Reduce: DType {
     /// What a sum gives: the type itself for a float, `i64` or `u64` for an integer.
     type Sum;
@@ -287,7 +288,7 @@ macro_rules! reduce_int {
     )*};
 }
 
-reduce_int!(i32 => i64, i64 => i64, u32 => u64, u64 => u64);
+reduce_int!(i8 => i64, i16 => i64, i32 => i64, i64 => i64, u8 => u64, u16 => u64, u32 => u64, u64 => u64);
 
 /// The least and greatest values of an integer type (the identities of max and min).
 trait Bounds: Int + DType {
@@ -302,7 +303,7 @@ macro_rules! bounds {
     })*};
 }
 
-bounds!(i32, i64, u32, u64);
+bounds!(i8, i16, i32, i64, u8, u16, u32, u64);
 
 /// Blocks of a pass over `n` elements: one per block's worth, at most
 /// [`MAX_BLOCKS`].

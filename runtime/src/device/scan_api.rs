@@ -11,9 +11,10 @@
 //! Every sum is carried in f64, so f16/bf16 scans keep their small terms, and the order
 //! of additions is fixed by the tile shape: the same bits on every run.
 //!
-//! Integers (i32, i64, u32, u64) scan into 64-bit outputs (`i64`, `u64` for the unsigned
-//! types: what [`Reduce::Sum`](crate::device::Reduce) names), exact while they fit and
-//! wrapping beyond, the same way (in wrapping 64-bit integers, exactly).
+//! Integers (i8, i16, i32, i64 and their unsigned twins) scan into 64-bit outputs
+//! (`i64`, `u64` for the unsigned types: what [`Reduce::Sum`](crate::device::Reduce)
+//! names), exact while they fit and wrapping beyond, the same way (in wrapping 64-bit
+//! integers, exactly).
 
 use std::future::Future;
 
@@ -255,7 +256,7 @@ macro_rules! scan_int {
     })*};
 }
 
-scan_int!(i32 => i64, i64 => i64, u32 => u64, u64 => u64);
+scan_int!(i8 => i64, i16 => i64, i32 => i64, i64 => i64, u8 => u64, u16 => u64, u32 => u64, u64 => u64);
 
 /// Refuses an output of another length than the input.
 fn same_len(n: usize, out: usize) -> Result<(), GpuError> {

@@ -292,7 +292,7 @@ fn gather_int<T: Int>(src: &[T], index: &[u32], out: &mut [T]) {
 /// A sort's 64-bit keys and the original index of each.
 type Pairs<'a> = (&'a mut GpuRef<u64>, &'a mut GpuRef<u32>);
 
-/// Key types of [`Device::sort_by_key`]: f16, bf16, f32, f64 (NaNs last), i32, i64, u32, u64.
+/// Key types of [`Device::sort_by_key`]: f16, bf16, f32, f64 (NaNs last), i8, i16, i32, i64, u8, u16, u32, u64.
 pub trait SortKey: DType {
     /// Writes the sort keys of `x`, and their indices, on `dev`.
     #[doc(hidden)]
@@ -304,7 +304,7 @@ pub trait SortKey: DType {
 }
 
 /// Value types of [`Device::sort_by_key`] (and key types, for gathering them back):
-/// f16, bf16, f32, f64, i32, i64, u32, u64.
+/// f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64.
 pub trait SortValue: DType {
     /// `out[i] = src[index[i]]` on `dev`.
     #[doc(hidden)]
@@ -346,14 +346,14 @@ macro_rules! sort_values {
 sort_keys!(float_sort_keys: half::f16, half::bf16, f32, f64);
 // Widened to i64, a u32 is never negative: flipping the top bit keeps its order too; a
 // u64's bits are its order already.
-sort_keys!(int_sort_keys: i32 = TOP, i64 = TOP, u32 = TOP, u64 = 0);
+sort_keys!(int_sort_keys: i8 = TOP, i16 = TOP, i32 = TOP, i64 = TOP, u8 = TOP, u16 = TOP, u32 = TOP, u64 = 0);
 sort_values!(gather_float: half::f16, half::bf16, f32, f64);
-sort_values!(gather_int: i32, i64, u32, u64);
+sort_values!(gather_int: i8, i16, i32, i64, u8, u16, u32, u64);
 
 impl Device {
     /// Sorts `keys` in place, ascending and stable (equal keys keep their order; NaNs
     /// last), and puts `values` (as many elements, another buffer) in the same order.
-    /// Keys and values: f16, bf16, f32, f64, i32, i64, u32, u64. Buffers or views.
+    /// Keys and values: f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64. Buffers or views.
     pub async fn sort_by_key<K: SortKey + SortValue, V: SortValue>(
         &self,
         keys: &GpuRef<K>,
