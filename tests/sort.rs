@@ -13,6 +13,7 @@ use common::rand_vec;
 
 on_both! {
     sorts_match_a_stable_host_sort => sorts;
+    radix_tiles_and_digits_at_their_edges => radix_edges;
     bad_input_is_a_typed_error => bad_input;
 }
 
@@ -216,5 +217,35 @@ async fn bad_input(config: DeviceConfig) {
     );
     // Still serving; the keys untouched by the refused calls.
     assert_eq!(d.download(&k).await.unwrap(), vec![3.0, 1.0, 2.0]);
+    sys.shutdown().await;
+}
+
+/// The radix sort at its seams: lengths around its 1024-key tiles (a lone key in the last
+/// tile, exactly full tiles), keys all equal (every digit skipped), already sorted and
+/// reversed, keys that differ in one 4-bit digit only (one pass), in the top digit only
+/// (u64 across 2^63), and negative and positive zeros and infinities among floats.
+async fn radix_edges(config: DeviceConfig) {
+    let sys = ActorSystem::new("sort-edges");
+    let d = Device::open(&sys, config).await.unwrap();
+    for n in [1023usize, 1024, 1025, 2048, 3073] {
+        check_int::<u32>(&d, vec![7; n]).await;
+        check_int::<i32>(&d, (0..n as i32).collect()).await;
+        check_int::<i32>(&d, (0..n as i32).rev().collect()).await;
+        // One digit varies (bits 8..12): a single pass.
+        check_int::<u32>(&d, (0..n as u32).map(|i| 0xABCD_0000 | ((i * 7 % 16) << 8)).collect()).await;
+        // Only the top digit varies.
+        check_int::<u64>(&d, (0..n as u64).map(|i| (i * 5 % 16) << 60).collect()).await;
+        let f: Vec<f64> = (0..n)
+            .map(|i| match i % 6 {
+                0 => -0.0,
+                1 => 0.0,
+                2 => f64::INFINITY,
+                3 => f64::NEG_INFINITY,
+                4 => -(i as f64),
+                _ => i as f64 * 1e-300,
+            })
+            .collect();
+        check::<f64>(&d, f).await;
+    }
     sys.shutdown().await;
 }
