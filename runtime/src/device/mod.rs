@@ -19,6 +19,7 @@ mod precompile;
 mod reduce_api;
 pub(crate) mod route;
 mod scan_api;
+mod scratch;
 mod solver_api;
 mod sort_api;
 mod sparse_api;
@@ -90,6 +91,8 @@ pub struct Device {
     /// In-place library actors for calls from outside any actor, `library_pool` of them
     /// (`Device::serve_in_place`), shared by every clone of this handle.
     in_place: Arc<[actor_gpu::GpuSlot]>,
+    /// Small buffers the runtime's library calls lend themselves, shared by every clone.
+    scratch: Arc<scratch::ScratchPool>,
 }
 
 impl std::fmt::Debug for Device {
@@ -119,6 +122,7 @@ impl Device {
             shared,
             system: system.clone(),
             in_place,
+            scratch: Arc::default(),
         })
     }
 
@@ -516,6 +520,11 @@ impl Device {
     /// Where a `Recorder` attaches its journal.
     pub(crate) fn journal_slot(&self) -> &crate::wire::journal::JournalSlot {
         &self.shared.journal
+    }
+
+    /// The pool of [`Device::scratch`] buffers.
+    fn scratch_pool(&self) -> Arc<scratch::ScratchPool> {
+        self.scratch.clone()
     }
 
     /// Stops the device; queued and later requests fail with `DeviceLost`.

@@ -365,7 +365,7 @@ impl Device {
         let b = blocks(x.len());
         // Independent asks, in flight together: one round trip's wait, not three.
         let (mut sums, mut mins, mut maxs) =
-            futures::try_join!(self.alloc::<i64>(b), self.alloc::<T>(b), self.alloc::<T>(b))?;
+            futures::try_join!(self.scratch::<i64>(b), self.scratch::<T>(b), self.scratch::<T>(b))?;
         reduce_int_pass::launch::<T>(self, shape(b), x, T::LO, T::HI, &mut sums, &mut mins, &mut maxs).await?;
         let (sums, mins, maxs) = futures::try_join!(self.download(&sums), self.download(&mins), self.download(&maxs))?;
         // The blocks' partials combined here, in block order.
@@ -381,7 +381,7 @@ impl Device {
         let none = check_len(x, "an argmin/argmax")?;
         let (_, lo, hi) = self.reduce_int(x).await?;
         let b = blocks(x.len());
-        let mut at = self.alloc::<u32>(b).await?;
+        let mut at = self.scratch::<u32>(b).await?;
         let target = if max { hi } else { lo };
         first_index_pass::launch::<T>(self, shape(b), x, target, none, &mut at).await?;
         let first = self.download(&at).await?.into_iter().min().filter(|&i| i != none);
@@ -401,7 +401,7 @@ impl Device {
             &copied
         };
         let b = blocks(x.len());
-        let mut partial = self.alloc::<f64>(b).await?;
+        let mut partial = self.scratch::<f64>(b).await?;
         reduce_pass::launch::<T>(self, shape(b), x, &mut partial, op as u32).await?;
         // The partials (at most `MAX_BLOCKS`) combined here, in block order: one read
         // back instead of a second launch and a read back; then one rounding to T.
@@ -414,7 +414,7 @@ impl Device {
     async fn arg<T: Float + DType>(&self, x: &GpuRef<T>, max: bool) -> Result<Option<usize>, GpuError> {
         let none = check_len(x, "an argmin/argmax")?;
         let b = blocks(x.len());
-        let (mut v, mut at) = futures::try_join!(self.alloc::<T>(b), self.alloc::<u32>(b))?;
+        let (mut v, mut at) = futures::try_join!(self.scratch::<T>(b), self.scratch::<u32>(b))?;
         arg_pass::launch::<T>(self, shape(b), x, none, max as u32, &mut v, &mut at).await?;
         let (v, at) = futures::try_join!(self.download(&v), self.download(&at))?;
         // The blocks' bests combined here as the kernel combines threads' (`beats`).

@@ -300,7 +300,7 @@ impl Device {
             block: (256, 1, 1),
             shared_mem_bytes: 0,
         };
-        let mut totals = self.alloc::<i64>(tiles).await?;
+        let mut totals = self.scratch::<i64>(tiles).await?;
         int_tile_totals::launch::<T>(self, shape, x, &mut totals).await?;
         // The tiles' offsets, in order, on the host (wrapping as the device does).
         let offsets = self
@@ -349,7 +349,7 @@ impl Device {
             block: (256, 1, 1),
             shared_mem_bytes: 0,
         };
-        let mut totals = self.alloc::<f64>(tiles).await?;
+        let mut totals = self.scratch::<f64>(tiles).await?;
         scan_totals::launch::<T>(self, shape, x, &mut totals).await?;
         let offsets = self.tile_offsets(&totals, 0.0f64, |run, total| run + total).await?;
         let mut out = out.clone();

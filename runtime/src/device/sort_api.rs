@@ -475,7 +475,7 @@ impl Device {
     /// AND): per block on the device, the blocks combined here.
     async fn varying_bits(&self, keys: &GpuRef<u64>, shape: LaunchConfig) -> Result<u64, GpuError> {
         let blocks = shape.grid.0 as usize;
-        let (mut ands, mut ors) = futures::try_join!(self.alloc::<u64>(blocks), self.alloc::<u64>(blocks))?;
+        let (mut ands, mut ors) = futures::try_join!(self.scratch::<u64>(blocks), self.scratch::<u64>(blocks))?;
         key_bits::launch(self, shape, keys, &mut ands, &mut ors).await?;
         let (ands, ors) = futures::try_join!(self.download(&ands), self.download(&ors))?;
         let all = ands.iter().fold(u64::MAX, |a, k| a & k);

@@ -1,0 +1,132 @@
+//! Small device buffers the runtime's own library calls use for a moment — a reduction's
+//! per-block partials, a sort's key-bit summaries, a scan's tile totals — kept per
+//! `Device` for the next call.
+//!
+//! Why: each such call is a few awaited steps (allocate, launch, read back), and the
+//! allocation is a round trip to the device's context actor (~10–20 µs on the H200) for
+//! a buffer of a few kilobytes that the previous call just let go. A buffer handed back
+//! here is taken by the next call of the same element type and length instead. Reuse is
+//! safe without waiting: every use of a buffer is ordered after the previous ones by its
+//! stream tracking, so a launch on a reused buffer runs after whatever the last user
+//! enqueued on it, even if that user's future was dropped half-way. A buffer of an older
+//! generation (the context was rebuilt) is dropped instead of handed out.
+
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use crate::device::{DType, Device};
+use crate::error::GpuError;
+use crate::gpu_ref::GpuRef;
+
+/// Buffers above this many bytes are not kept (they are rare, and memory is better
+/// returned to the device's pool).
+const MAX_BYTES: usize = 64 << 10;
+
+/// Free buffers kept per element type and length: as many as calls in flight at once.
+const PER_SIZE: usize = 4;
+
+/// Kept buffers (each a `GpuRef<T>`, boxed) by element type and length.
+type Kept = HashMap<(TypeId, usize), Vec<Box<dyn Any + Send>>>;
+
+/// Free scratch buffers by element type and length.
+#[derive(Default)]
+pub(crate) struct ScratchPool {
+    free: Mutex<Kept>,
+}
+
+impl ScratchPool {
+    fn take<T: DType>(&self, len: usize) -> Option<GpuRef<T>> {
+        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        let boxed = free.get_mut(&(TypeId::of::<T>(), len))?.pop()?;
+        boxed.downcast::<GpuRef<T>>().ok().map(|b| *b)
+    }
+
+    fn give_back<T: DType>(&self, buf: GpuRef<T>) {
+        if buf.is_view() || buf.num_bytes() > MAX_BYTES {
+            return;
+        }
+        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        let list = free.entry((TypeId::of::<T>(), buf.len())).or_default();
+        if list.len() < PER_SIZE {
+            list.push(Box::new(buf));
+        }
+    }
+}
+
+/// A scratch buffer, back to its device's [`ScratchPool`] when dropped.
+pub(crate) struct Scratch<T: DType> {
+    buf: Option<GpuRef<T>>,
+    pool: Arc<ScratchPool>,
+}
+
+impl<T: DType> std::ops::Deref for Scratch<T> {
+    type Target = GpuRef<T>;
+    fn deref(&self) -> &GpuRef<T> {
+        self.buf.as_ref().expect("present until dropped")
+    }
+}
+
+impl<T: DType> std::ops::DerefMut for Scratch<T> {
+    fn deref_mut(&mut self) -> &mut GpuRef<T> {
+        self.buf.as_mut().expect("present until dropped")
+    }
+}
+
+impl<T: DType> Drop for Scratch<T> {
+    fn drop(&mut self) {
+        if let Some(buf) = self.buf.take() {
+            self.pool.give_back(buf);
+        }
+    }
+}
+
+impl Device {
+    /// A scratch buffer of `len` elements (contents unspecified): a kept one of this
+    /// generation, else a new allocation.
+    pub(crate) async fn scratch<T: DType>(&self, len: usize) -> Result<Scratch<T>, GpuError> {
+        let pool = self.scratch_pool();
+        let generation = self.state().generation;
+        let buf = match pool.take::<T>(len).filter(|b| b.generation() == generation) {
+            Some(b) => b,
+            None => self.alloc::<T>(len).await?,
+        };
+        Ok(Scratch { buf: Some(buf), pool })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::actor::ActorSystem;
+    use crate::device::test_hooks::TestHooks;
+    use crate::device::{Device, DeviceConfig};
+
+    #[tokio::test]
+    async fn a_buffer_comes_back_for_the_next_call_of_its_type_and_length() {
+        let sys = ActorSystem::new("scratch");
+        let d = Device::open(&sys, DeviceConfig::cpu()).await.unwrap();
+        let id = {
+            let s = d.scratch::<f64>(100).await.unwrap();
+            s.id()
+        };
+        assert_eq!(d.scratch::<f64>(100).await.unwrap().id(), id, "reused");
+        assert_ne!(d.scratch::<f32>(100).await.unwrap().id(), id, "another type");
+        assert_ne!(d.scratch::<f64>(101).await.unwrap().id(), id, "another length");
+        // Held at once, two calls get two buffers.
+        let (a, b) = (
+            d.scratch::<f64>(100).await.unwrap(),
+            d.scratch::<f64>(100).await.unwrap(),
+        );
+        assert_ne!(a.id(), b.id());
+        drop((a, b));
+        // After a rebuild the kept buffers are stale: new ones are made.
+        d.rebuild().await.unwrap();
+        let fresh = d.scratch::<f64>(100).await.unwrap();
+        assert_ne!(fresh.id(), id);
+        assert_eq!(fresh.generation(), d.state().generation);
+        // Large buffers are not kept.
+        let big = d.scratch::<f64>(100_000).await.unwrap().id();
+        assert_ne!(d.scratch::<f64>(100_000).await.unwrap().id(), big);
+        sys.shutdown().await;
+    }
+}
