@@ -13,13 +13,12 @@ use crate::error::GpuError;
 use crate::sys::pinned::PinnedMem;
 use crate::wire::{Reader, SharedRange, Side, Wire, Writer};
 
-mod plain;
 mod pool;
 mod shared;
 
-pub(crate) use self::plain::PlainMem;
 pub(crate) use self::pool::{PinnedPool, STAGING_BYTES};
 pub(crate) use self::shared::SharedHost;
+pub(crate) use crate::sys::plain::PlainMem;
 
 /// The memory behind a [`PinnedBuf`].
 pub(crate) enum HostMem<T> {

@@ -23,6 +23,7 @@ pub(crate) mod nccl;
 mod nvrtc;
 pub(crate) mod peer;
 pub(crate) mod pinned;
+pub(crate) mod plain;
 
 pub use cublas::{CublasBatchedLu, CublasGemm, CublasLevel1, Vector, VectorMut};
 pub use cufft::CufftFloat;

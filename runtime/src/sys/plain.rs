@@ -1,5 +1,7 @@
 //! `PlainMem<T>`: the CPU device's stand-in for page-locked memory — ordinary memory,
-//! allocated so that the pinned pool can hand one buffer to another element type.
+//! allocated so that the pinned pool can hand one buffer to another element type. In
+//! `sys/` beside `PinnedMem`, its page-locked twin, because viewing memory as another
+//! type is `unsafe`, and `unsafe` lives here.
 //!
 //! The pool keeps free buffers by size in bytes for the element types whose every bit
 //! pattern is a value (`DTypeBase::EVERY_BIT_PATTERN`): a staging buffer freed by an
