@@ -12,6 +12,8 @@
 
 use std::marker::PhantomData;
 
+use cudarc::driver::ValidAsZeroBits;
+
 /// The alignment every element type of the pool fits in (a cache line).
 #[repr(C, align(64))]
 #[derive(Clone, Copy)]
@@ -24,7 +26,7 @@ pub(crate) struct PlainMem<T> {
     _elements: PhantomData<T>,
 }
 
-impl<T: crate::dtype::DTypeBase> PlainMem<T> {
+impl<T: ValidAsZeroBits> PlainMem<T> {
     /// `len` elements, zeroed.
     pub(crate) fn zeroed(len: usize) -> Self {
         assert!(
@@ -49,7 +51,7 @@ impl<T: crate::dtype::DTypeBase> PlainMem<T> {
     /// The same memory as elements of `U`, if its bytes are a whole number of them; the
     /// memory unchanged (the pool calls this only for types of which every bit pattern
     /// is a value, so whatever the last user left reads as valid `U`s).
-    pub(crate) fn recast<U: crate::dtype::DTypeBase>(self) -> Result<PlainMem<U>, Self> {
+    pub(crate) fn recast<U: ValidAsZeroBits>(self) -> Result<PlainMem<U>, Self> {
         let bytes = self.len * std::mem::size_of::<T>();
         let size = std::mem::size_of::<U>();
         if size == 0 || bytes % size != 0 || std::mem::align_of::<U>() > std::mem::align_of::<Line>() {
