@@ -522,11 +522,6 @@ impl Device {
         &self.shared.journal
     }
 
-    /// The pool of [`Device::scratch`] buffers.
-    fn scratch_pool(&self) -> Arc<scratch::ScratchPool> {
-        self.scratch.clone()
-    }
-
     /// Stops the device; queued and later requests fail with `DeviceLost`.
     pub async fn stop(&self) {
         self.outer.stop();

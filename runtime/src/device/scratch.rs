@@ -85,7 +85,7 @@ impl Device {
     /// A scratch buffer of `len` elements (contents unspecified): a kept one of this
     /// generation, else a new allocation.
     pub(crate) async fn scratch<T: DType>(&self, len: usize) -> Result<Scratch<T>, GpuError> {
-        let pool = self.scratch_pool();
+        let pool = self.scratch.clone();
         let generation = self.state().generation;
         let buf = match pool.take::<T>(len).filter(|b| b.generation() == generation) {
             Some(b) => b,
