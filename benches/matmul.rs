@@ -64,6 +64,8 @@ struct Raw {
     workspace: CudaSlice<u8>,
     /// The workspace's address, taken once (used only on the bench's stream).
     workspace_address: u64,
+    /// How a call waits (`MATMUL_RAW_WAIT`, read once: not inside the timed call).
+    wait: RawWait,
 }
 
 fn check(r: Result<(), lt::CublasError>) {
@@ -131,6 +133,7 @@ impl Raw {
             algo: h.algo,
             workspace,
             workspace_address,
+            wait: raw_wait(),
         }
     }
 
@@ -161,7 +164,7 @@ impl Raw {
                 stream.cu_stream() as _,
             )
         });
-        match raw_wait() {
+        match self.wait {
             RawWait::Sync => stream.synchronize().unwrap(),
             how => {
                 // A probe of the completion's cost: the raw call awaited the way our
