@@ -214,6 +214,24 @@ fn round_trip(config: DeviceConfig) -> Pin<Box<dyn Future<Output = ()> + Send>> 
             got[..32].iter().all(|&v| v == 0.0) && got[32..].iter().all(|&v| v == 2.5),
             "{got:?}"
         );
+        // Two views of one buffer in one launch: each crosses as its window.
+        let zs: Vec<f32> = rand_vec(64).iter().map(|&v| v as f32).collect();
+        let gz = dev.upload(zs.clone()).await.unwrap();
+        let mut upper = gz.view(32..).unwrap();
+        affine::launch::<f32>(
+            &dev,
+            LaunchConfig::for_elements(32, 32),
+            p,
+            &gz.view(..32).unwrap(),
+            &mut upper,
+        )
+        .await
+        .unwrap();
+        let got = dev.download(&gz).await.unwrap();
+        assert_eq!(got[..32], zs[..32]);
+        for i in 0..32 {
+            assert_eq!(got[32 + i], zs[i] * 1.0 + 0.5, "two views of one buffer at {i}");
+        }
         dev.stop().await;
     })
 }

@@ -361,14 +361,14 @@ async fn bad_launches(config: DeviceConfig) {
     };
     let e = saxpy::launch::<f32>(&d, zero, 1.0, &x, &mut y).await.unwrap_err();
     assert!(matches!(e, GpuError::InvalidArgument(_)), "{e}");
-    // One buffer as both parameters (a clone of the handle is the same buffer): the
-    // error names the kernel's parameters.
+    // One buffer as both parameters, read and written (a clone of the handle is the same
+    // buffer): the error names the kernel's parameters.
     let mut alias = x.clone();
     let e = saxpy::launch::<f32>(&d, LaunchConfig::for_elements(64, 64), 1.0, &x, &mut alias)
         .await
         .unwrap_err();
     assert!(
-        matches!(&e, GpuError::InvalidArgument(s) if s.starts_with("`x` and `y` are the same buffer")),
+        matches!(&e, GpuError::InvalidArgument(s) if s.starts_with("`x` (elements 0..64) and `y` (elements 0..64) are overlapping windows of the same buffer, and the kernel writes `y`")),
         "{e}"
     );
     // A buffer of a rebuilt generation.

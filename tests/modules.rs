@@ -203,13 +203,13 @@ async fn bad_modules_and_launches_are_typed_errors() {
         unsafe { dev.launch(&m, "saxpy", zero, args()) }.await,
         Err(GpuError::InvalidArgument(_))
     ));
-    // SAFETY: rejected before launch (the same buffer twice).
+    // SAFETY: rejected before launch (the same buffer twice, written once).
     let twice = KernelArgs::new().scalar(1.0f32).buf(&g).buf_mut(&g).scalar(64u32);
     let e = unsafe { dev.launch(&m, "saxpy", LaunchConfig::for_elements(64, 64), twice) }
         .await
         .unwrap_err();
     assert!(
-        matches!(e, GpuError::InvalidArgument(ref s) if s.starts_with("argument 2 and argument 3 are the same buffer")),
+        matches!(e, GpuError::InvalidArgument(ref s) if s.starts_with("argument 2 (elements 0..64) and argument 3 (elements 0..64) are overlapping windows")),
         "{e:?}"
     );
     // SAFETY: rejected before launch (unknown kernel).

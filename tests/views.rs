@@ -3,8 +3,9 @@
 //! leading dimension), FFT on a batch slice, solvers, RNG fills, `#[kernel]` launches,
 //! graphs — touching only their elements (the rest of the buffer is checked unchanged),
 //! against float64 references on fresh random data. Disjoint views of one buffer may be
-//! an operation's output and input; an output overlapping an input, a bad range, a stale
-//! view are typed errors. On the CPU device and on the GPU.
+//! an operation's output and input (a `#[kernel]` launch's too, read views overlapping
+//! each other); an output overlapping an input, a bad range, a stale view are typed
+//! errors. On the CPU device and on the GPU.
 
 #[macro_use]
 mod common;
@@ -22,6 +23,7 @@ on_both! {
     fft_solvers_rng_and_kernels_take_views => others;
     overlapping_operands_and_bad_ranges_are_typed_errors => overlaps;
     graphs_capture_views => graphs;
+    kernels_take_several_views_of_one_buffer => kernels_on_one_buffer;
 }
 
 /// y = a·x + y over the view lengths.
@@ -30,6 +32,15 @@ pub fn view_axpy<T: Float>(a: T, x: &[T], y: &mut [T]) {
     let i = global_index();
     if i < y.len() {
         y[i] = a * x[i] + y[i];
+    }
+}
+
+/// z = x + y over z's length.
+#[kernel]
+pub fn view_add<T: Float>(x: &[T], y: &[T], z: &mut [T]) {
+    let i = global_index();
+    if i < z.len() {
+        z[i] = x[i] + y[i];
     }
 }
 
@@ -403,7 +414,7 @@ async fn overlaps(config: DeviceConfig) {
         "axpy y overlapping x",
         "overlaps",
     );
-    let mut y = buf.view(200..300).unwrap();
+    let mut y = buf.view(50..150).unwrap();
     invalid(
         view_axpy::launch(
             &d,
@@ -413,8 +424,9 @@ async fn overlaps(config: DeviceConfig) {
             &mut y,
         )
         .await,
-        "a kernel given two views of one buffer",
-        "same buffer",
+        "a kernel writing a view that overlaps its input",
+        "`x` (elements 0..100) and `y` (elements 50..150) are overlapping windows of the same buffer, and the \
+         kernel writes `y`",
     );
     // Vector access needs a view aligned for the vector: refused, not a misaligned load.
     let mut out = d.alloc::<f64>(200).await.unwrap();
@@ -483,4 +495,98 @@ async fn graphs(config: DeviceConfig) {
         "graph gemm on views"
     );
     assert_eq!(got[2 * n * n..3 * n * n], got[3 * n * n..]);
+}
+
+/// One `#[kernel]` launch over several views of one buffer: an output beside its input,
+/// inputs overlapping each other, the whole buffer written in halves — direct, in a
+/// graph, replayed — each against float64 on fresh data, the elements outside the
+/// windows unchanged.
+async fn kernels_on_one_buffer(config: DeviceConfig) {
+    let (_s, d) = open(config).await;
+    let all = rand_vec(1000);
+    let buf = d.upload(all.clone()).await.unwrap();
+    // y = 3·x + y with x and y two halves of one buffer's first 300 elements.
+    let mut y = buf.view(150..300).unwrap();
+    view_axpy::launch(
+        &d,
+        LaunchConfig::for_elements(150, 64),
+        3.0,
+        &buf.view(..150).unwrap(),
+        &mut y,
+    )
+    .await
+    .unwrap();
+    let mut want = all.clone();
+    for i in 0..150 {
+        want[150 + i] += 3.0 * want[i];
+    }
+    // (On a GPU a·x + y may be one fused multiply-add: equal within a rounding.)
+    let got = d.download(&buf).await.unwrap();
+    assert!(rel_err(&got, &want) < 1e-15, "axpy between views of one buffer");
+    assert_eq!(got[..150], want[..150]);
+    assert_eq!(got[300..], want[300..]);
+    want = got;
+    // z = x + y where x and y overlap (both read) and z lies after them.
+    let mut z = buf.view(500..700).unwrap();
+    view_add::launch(
+        &d,
+        LaunchConfig::for_elements(200, 64),
+        &buf.view(100..300).unwrap(),
+        &buf.view(200..400).unwrap(),
+        &mut z,
+    )
+    .await
+    .unwrap();
+    for i in 0..200 {
+        want[500 + i] = want[100 + i] + want[200 + i];
+    }
+    assert_eq!(d.download(&buf).await.unwrap(), want, "overlapping inputs, one output");
+    // One view as both inputs.
+    let x = buf.view(..100).unwrap();
+    let mut z = buf.view(900..).unwrap();
+    view_add::launch(&d, LaunchConfig::for_elements(100, 32), &x, &x, &mut z)
+        .await
+        .unwrap();
+    for i in 0..100 {
+        want[900 + i] = 2.0 * want[i];
+    }
+    assert_eq!(d.download(&buf).await.unwrap(), want, "one view passed twice to read");
+    // The same in a graph, replayed twice: the output reads back into the next replay.
+    let cfg = LaunchConfig::for_elements(100, 64);
+    let mut out = buf.view(700..800).unwrap();
+    let graph = d
+        .capture_graph(GraphBuilder::new().kernel(view_axpy::call::<f64>(
+            cfg,
+            0.5,
+            &buf.view(800..900).unwrap(),
+            &mut out,
+        )))
+        .await
+        .unwrap();
+    d.replay(&graph, 2).await.unwrap();
+    for _ in 0..2 {
+        for i in 0..100 {
+            want[700 + i] += 0.5 * want[800 + i];
+        }
+    }
+    let got = d.download(&buf).await.unwrap();
+    assert!(
+        rel_err(&got[700..800], &want[700..800]) < 1e-15,
+        "graph of a kernel on views of one buffer"
+    );
+    assert_eq!(got[..700], want[..700]);
+    assert_eq!(got[800..], want[800..]);
+    // A graph whose kernel writes over its own input: refused when captured.
+    let mut bad = buf.view(850..950).unwrap();
+    invalid(
+        d.capture_graph(GraphBuilder::new().kernel(view_axpy::call::<f64>(
+            cfg,
+            0.5,
+            &buf.view(800..900).unwrap(),
+            &mut bad,
+        )))
+        .await,
+        "a graph kernel writing over its input",
+        "overlapping windows",
+    );
 }

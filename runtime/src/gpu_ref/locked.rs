@@ -247,12 +247,18 @@ impl<T> Locked<'_, T> {
         })
     }
 
-    /// The window of a CPU-device buffer as a raw pointer and length (an emulated
-    /// launch hands kernels raw buffers).
-    pub(crate) fn host_raw(&mut self) -> Option<(*mut T, usize)> {
-        let w = self.window.clone();
+    /// Elements `w` of a CPU-device buffer (the window of one of its handles) as a raw
+    /// pointer and length: an emulated launch hands kernels raw buffers, several
+    /// windows of one buffer when it takes several views of it.
+    pub(crate) fn host_raw_at(&mut self, w: Range<usize>) -> Option<(*mut T, usize)> {
         match &mut self.held.storage {
-            Storage::Cpu(v) => Some((v[w.clone()].as_mut_ptr(), w.len())),
+            Storage::Cpu(v) => {
+                assert!(w.start <= w.end && w.end <= v.len(), "a window within the buffer");
+                // `Vec::as_mut_ptr` makes no reference to the elements, so the pointers of
+                // several windows of one buffer stay valid side by side (within the
+                // allocation, as checked: the offset never wraps).
+                Some((v.as_mut_ptr().wrapping_add(w.start), w.len()))
+            }
             Storage::Cuda(_) => None,
         }
     }

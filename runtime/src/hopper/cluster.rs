@@ -4,7 +4,7 @@
 use cudarc::driver::{CudaFunction, CudaStream};
 
 use crate::error::GpuError;
-use crate::launch::{lock_args, KernelArgs, LaunchConfig, LaunchLimits};
+use crate::launch::{lock_args, param_addresses, HeldArgs, KernelArgs, LaunchConfig, LaunchLimits, Slot};
 use crate::sys::hopper::{launch_cluster, ClusterDims};
 
 /// The most blocks per cluster every cluster-capable GPU accepts. Larger clusters need
@@ -79,24 +79,29 @@ pub(crate) unsafe fn enqueue_cluster(
     spec: &LaunchSpec,
     args: &KernelArgs,
 ) -> Result<(), GpuError> {
-    let mut held = lock_args(args);
-    let mut addresses = Vec::with_capacity(held.len());
-    let mut guards = Vec::with_capacity(held.len());
-    let mut order = Vec::with_capacity(held.len());
-    for slot in held.iter_mut() {
-        match slot {
-            Ok(h) => {
-                let param = h.is_param();
-                let (address, guard) = h.address(stream)?;
-                guards.push(guard);
-                if param {
-                    order.push(Param::Address(addresses.len()));
-                    addresses.push(address);
-                }
-            }
-            Err(s) => order.push(Param::Scalar(s.as_param())),
-        }
+    let HeldArgs { mut buffers, slots } = lock_args(args);
+    // Each buffer ordered once, however many views of it the launch takes.
+    let mut bases = Vec::with_capacity(buffers.len());
+    let mut guards = Vec::with_capacity(buffers.len());
+    for h in buffers.iter_mut() {
+        let writes = h.writes();
+        let (base, guard) = h.buffer_address(stream, writes)?;
+        bases.push(base);
+        guards.push(guard);
     }
+    let mut addresses = param_addresses(&slots, &bases);
+    let mut next = 0;
+    let order: Vec<Param> = slots
+        .iter()
+        .filter_map(|s| match s {
+            Slot::Buffer { item, .. } if item.is_param() => {
+                next += 1;
+                Some(Param::Address(next - 1))
+            }
+            Slot::Buffer { .. } => None,
+            Slot::Scalar(s) => Some(Param::Scalar(s.as_param())),
+        })
+        .collect();
     // `addresses` is complete and not moved again: pointers into it stay valid.
     let base = addresses.as_mut_ptr();
     let mut params: Vec<*mut std::ffi::c_void> = order

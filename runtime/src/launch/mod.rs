@@ -67,8 +67,8 @@ impl HostBufs {
     #[doc(hidden)]
     pub fn write<T: 'static>(&self, i: usize) -> Result<GlobalSliceMut<T>, GpuError> {
         let b = self.get::<T>(i, true)?;
-        // SAFETY: as in `read`; the launch passed each buffer once (KernelArgs rejects
-        // duplicates), so no other handle aliases it.
+        // SAFETY: as in `read`; no other window of the launch overlaps a written one
+        // (`KernelArgs::check_aliasing`), so nothing else aliases it.
         Ok(unsafe { GlobalSliceMut::from_raw(b.ptr as *mut T, b.len) })
     }
 }
@@ -206,23 +206,29 @@ pub(crate) unsafe fn enqueue(
     cfg: LaunchConfig,
     args: &KernelArgs,
 ) -> Result<(), GpuError> {
-    let mut held = lock_args(args);
-    let mut b = stream.launch_builder(f);
+    let HeldArgs { mut buffers, slots } = lock_args(args);
+    // Each buffer ordered once (after its last writer on another stream, unless its last
+    // launch was on this one: `gpu_ref::locked`), however many views of it the launch
+    // takes; the guards record this launch as its user when dropped after the enqueue.
     // Buffers reached other than through a parameter (a TMA descriptor's tensor) are
-    // ordered by guards held across the launch: taken now (after their last writer),
-    // dropped after the enqueue (recording this launch as their user).
+    // ordered the same way and not passed.
     let mut ordered = Vec::new();
-    for slot in held.iter_mut() {
+    let mut bases = Vec::with_capacity(buffers.len());
+    for h in buffers.iter_mut() {
+        let (base, recorded) = h.launch_base(stream)?;
+        bases.push(base);
+        ordered.extend(recorded);
+    }
+    let addresses = param_addresses(&slots, &bases);
+    let mut b = stream.launch_builder(f);
+    let mut next = addresses.iter();
+    for slot in &slots {
         match slot {
-            Ok(h) => {
-                if h.is_param() {
-                    h.push(&mut b, stream, &mut ordered)?
-                } else {
-                    let writes = h.writes();
-                    ordered.push(h.buffer_address(stream, writes)?.1)
-                }
+            Slot::Buffer { item, .. } if item.is_param() => {
+                b.arg(next.next().expect("one address per buffer parameter"));
             }
-            Err(s) => s.push(&mut b),
+            Slot::Buffer { .. } => {}
+            Slot::Scalar(s) => s.push(&mut b),
         }
     }
     let lc = cudarc::driver::LaunchConfig {
@@ -231,73 +237,86 @@ pub(crate) unsafe fn enqueue(
         shared_mem_bytes: cfg.shared_mem_bytes,
     };
     // SAFETY: the caller guarantees the arguments match the kernel's parameters, were
-    // validated (device, generation, no aliasing) and that `cfg` fits the device.
+    // validated (device, generation, no output overlapping another view) and that `cfg`
+    // fits the device.
     unsafe { b.launch(lc) }?;
     drop(ordered);
     Ok(())
 }
 
-/// Every argument in order: buffers locked (`Ok`), scalars as they are (`Err`). The
-/// buffers are locked in buffer-id order, as every operation locks its operands, so two
-/// launches over the same buffers in different parameter orders cannot deadlock.
-#[allow(clippy::type_complexity)]
-pub(crate) fn lock_args(args: &KernelArgs) -> Vec<Result<Box<dyn HeldArg + '_>, &dyn ScalarArg>> {
-    if buffers_in_id_order(args) {
-        // The common case (one buffer, or ids rising with the parameters): locking in
-        // parameter order is id order — no sorting, one allocation, on the launch path.
-        return args
-            .items
-            .iter()
-            .map(|a| match a {
-                Arg::Buffer(b) => Ok(b.lock()),
-                Arg::Scalar(s) => Err(&**s),
-            })
-            .collect();
-    }
-    let mut locked = lock_in_id_order(args);
-    args.items
+/// Each buffer parameter's device address, in parameter order: its buffer's address
+/// (`bases`, by held buffer) plus where its window starts.
+pub(crate) fn param_addresses(slots: &[Slot<'_>], bases: &[u64]) -> Vec<u64> {
+    slots
         .iter()
-        .enumerate()
-        .map(|(i, a)| match a {
-            Arg::Buffer(_) => Ok(locked[i].take().expect("every buffer was locked")),
-            Arg::Scalar(s) => Err(&**s),
+        .filter_map(|s| match s {
+            Slot::Buffer { held, item } if item.is_param() => Some(bases[*held] + item.byte_offset()),
+            _ => None,
         })
         .collect()
 }
 
-/// Whether the buffers of `args` already come in rising buffer-id order.
-fn buffers_in_id_order(args: &KernelArgs) -> bool {
-    let mut last = 0;
-    args.items.iter().all(|a| match a {
-        Arg::Buffer(b) => {
-            let rising = b.id() >= last;
-            last = b.id();
-            rising
-        }
-        Arg::Scalar(_) => true,
-    })
+/// A launch's arguments with their buffers locked: each distinct buffer once, however
+/// many views of it the launch takes.
+pub(crate) struct HeldArgs<'a> {
+    /// The distinct buffers, locked (in buffer-id order), each as read or written by
+    /// any of its views.
+    pub(crate) buffers: Vec<Box<dyn HeldArg + 'a>>,
+    /// Every argument in order.
+    pub(crate) slots: Vec<Slot<'a>>,
 }
 
-/// The buffers of `args` locked in buffer-id order, at their argument positions (`None`
-/// at scalars). A launch takes each buffer once (`KernelArgs::check_distinct`).
-fn lock_in_id_order(args: &KernelArgs) -> Vec<Option<Box<dyn HeldArg + '_>>> {
-    let mut order: Vec<(u64, usize)> = args
-        .items
-        .iter()
-        .enumerate()
-        .filter_map(|(i, a)| match a {
-            Arg::Buffer(b) => Some((b.id(), i)),
-            Arg::Scalar(_) => None,
-        })
-        .collect();
-    order.sort_unstable();
-    let mut locked: Vec<Option<Box<dyn HeldArg + '_>>> = (0..args.items.len()).map(|_| None).collect();
-    for (_, i) in order {
-        if let Arg::Buffer(b) = &args.items[i] {
-            locked[i] = Some(b.lock());
+/// One argument of a locked launch.
+pub(crate) enum Slot<'a> {
+    /// A buffer (or view): `held` indexes [`HeldArgs::buffers`].
+    Buffer { held: usize, item: &'a dyn BufferArg },
+    /// A scalar, as it is.
+    Scalar(&'a dyn ScalarArg),
+}
+
+/// Locks the buffers of `args`: each distinct buffer once — an argument list may hold
+/// several views of one buffer — in buffer-id order, as every operation locks its
+/// operands, so two launches over the same buffers in different parameter orders cannot
+/// deadlock.
+pub(crate) fn lock_args(args: &KernelArgs) -> HeldArgs<'_> {
+    // (buffer id, its first argument, whether any view of it is written)
+    let mut distinct: Vec<(u64, usize, bool)> = Vec::with_capacity(args.items.len());
+    let mut slots = Vec::with_capacity(args.items.len());
+    for (i, a) in args.items.iter().enumerate() {
+        match a {
+            Arg::Buffer(b) => {
+                let held = match distinct.iter().position(|d| d.0 == b.id()) {
+                    Some(k) => {
+                        distinct[k].2 |= b.writes();
+                        k
+                    }
+                    None => {
+                        distinct.push((b.id(), i, b.writes()));
+                        distinct.len() - 1
+                    }
+                };
+                slots.push(Slot::Buffer { held, item: &**b });
+            }
+            Arg::Scalar(s) => slots.push(Slot::Scalar(&**s)),
         }
     }
-    locked
+    let mut order: Vec<usize> = (0..distinct.len()).collect();
+    // Usually already in order (one buffer, or ids rising with the parameters).
+    order.sort_unstable_by_key(|&k| distinct[k].0);
+    let mut locked: Vec<Option<Box<dyn HeldArg + '_>>> = (0..distinct.len()).map(|_| None).collect();
+    for k in order {
+        let (_, first, writes) = distinct[k];
+        if let Arg::Buffer(b) = &args.items[first] {
+            locked[k] = Some(b.lock(writes));
+        }
+    }
+    HeldArgs {
+        buffers: locked
+            .into_iter()
+            .map(|h| h.expect("every buffer was locked"))
+            .collect(),
+        slots,
+    }
 }
 
 /// Orders every buffer of `args` at the current end of `stream`, one buffer at a time:
@@ -329,8 +348,9 @@ pub(crate) fn order_on(
         if addresses.contains_key(&b.id()) {
             continue;
         }
-        let mut held = b.lock();
-        let (address, _recorded_on_drop) = held.buffer_address(stream, writes[&b.id()])?;
+        let w = writes[&b.id()];
+        let mut held = b.lock(w);
+        let (address, _recorded_on_drop) = held.buffer_address(stream, w)?;
         addresses.insert(b.id(), address);
     }
     Ok(addresses)
@@ -340,20 +360,28 @@ pub(crate) fn order_on(
 pub(crate) fn wait_for_writes(stream: &cudarc::driver::CudaStream, args: &KernelArgs) -> Result<(), GpuError> {
     for a in &args.items {
         if let Arg::Buffer(b) = a {
-            b.lock().wait_on(stream)?;
+            b.lock(false).wait_on(stream)?;
         }
     }
     Ok(())
 }
 
-/// Locks the buffers of an emulated launch (in buffer-id order) and hands their host
-/// memory to `run`, in buffer-parameter order; the locks are held until `run` returns.
+/// Locks the buffers of an emulated launch (each once, in buffer-id order) and hands
+/// their host memory to `run`, one window per buffer parameter in parameter order (views
+/// of one buffer as windows of its one allocation); the locks are held until `run`
+/// returns.
 pub(crate) fn with_host_buffers<R>(
     args: &KernelArgs,
     run: impl FnOnce(HostBufs) -> Result<R, GpuError>,
 ) -> Result<R, GpuError> {
-    let mut held: Vec<Box<dyn HeldArg + '_>> = lock_in_id_order(args).into_iter().flatten().collect();
-    let bufs = held.iter_mut().map(|h| h.host()).collect::<Result<Vec<_>, _>>()?;
+    let HeldArgs { mut buffers, slots } = lock_args(args);
+    let bufs = slots
+        .iter()
+        .filter_map(|s| match s {
+            Slot::Buffer { held, item } if item.is_param() => Some(buffers[*held].host(item.window(), item.writes())),
+            _ => None,
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     run(HostBufs { bufs })
 }
 
@@ -363,11 +391,18 @@ pub(crate) trait BufferArg: Send {
     fn id(&self) -> u64;
     /// Whether the launch writes the buffer.
     fn writes(&self) -> bool;
+    /// False for a buffer the kernel reaches through something else (a TMA descriptor):
+    /// ordered and kept alive, but not a parameter.
+    fn is_param(&self) -> bool;
     /// Where the argument's window starts in its buffer, in bytes (0 unless a view).
     fn byte_offset(&self) -> u64;
+    /// The argument's elements in its buffer.
+    fn window(&self) -> std::ops::Range<usize>;
     /// Bytes per element.
     fn elem_size(&self) -> u64;
-    fn lock(&self) -> Box<dyn HeldArg + '_>;
+    /// Locks the argument's buffer for a launch that writes it (through this view or
+    /// another) or only reads it.
+    fn lock(&self, writes: bool) -> Box<dyn HeldArg + '_>;
     /// Writes the buffer for a launch on an isolated device's worker.
     fn put_wire(&self, w: &mut crate::wire::Writer<'_>) -> Result<(), GpuError>;
     /// The element type's name (`"f32"`): what a list of buffers of mixed types names
@@ -375,22 +410,15 @@ pub(crate) trait BufferArg: Send {
     fn dtype_name(&self) -> &'static str;
 }
 
-/// A locked argument, ready to push onto a launch.
+/// A buffer locked for a launch (once, whatever number of its views the launch takes).
 pub(crate) trait HeldArg {
-    fn push<'b>(
-        &'b mut self,
-        b: &mut LaunchArgs<'b>,
-        stream: &'b Arc<CudaStream>,
-        recorded_after: &mut Vec<SyncOnDrop<'b>>,
-    ) -> Result<(), GpuError>;
-    /// False for a buffer the kernel reaches through something else (a TMA descriptor):
-    /// ordered and kept alive, but not a parameter.
-    fn is_param(&self) -> bool;
-    /// Whether the launch writes the buffer.
+    /// The buffer's device address for a launch on `stream` (each view adds its offset):
+    /// on the stream of the buffer's last launch the use is only noted; elsewhere it is
+    /// ordered after the last writer (and, written, the readers) and the guard, dropped
+    /// after the enqueue, records it (`gpu_ref::locked`).
+    fn launch_base<'b>(&'b mut self, stream: &'b Arc<CudaStream>) -> Result<(u64, Option<SyncOnDrop<'b>>), GpuError>;
+    /// Whether the launch writes the buffer (through any of its views).
     fn writes(&self) -> bool;
-    /// The argument's device address (its window's) for a use on `stream`, ordered as
-    /// [`HeldArg::buffer_address`] orders it, as a read or write as the launch uses it.
-    fn address<'b>(&'b mut self, stream: &'b cudarc::driver::CudaStream) -> Result<(u64, SyncOnDrop<'b>), GpuError>;
     /// The whole buffer's device address (a view adds its offset) for a use on
     /// `stream` that `writes` it or reads it, ordered after the buffer's last writer
     /// (and, for a write, its readers); the guard records the use when dropped after
@@ -400,8 +428,9 @@ pub(crate) trait HeldArg {
         stream: &'b cudarc::driver::CudaStream,
         writes: bool,
     ) -> Result<(u64, SyncOnDrop<'b>), GpuError>;
-    /// The host memory behind a CPU-device buffer, for an emulated launch.
-    fn host(&mut self) -> Result<RawBuf, GpuError>;
+    /// Elements `window` of a CPU-device buffer in host memory, for an emulated launch
+    /// that reads them or also `writes` them.
+    fn host(&mut self, window: std::ops::Range<usize>, writes: bool) -> Result<RawBuf, GpuError>;
     /// Makes `stream` wait for the buffer's last write (a read access in cudarc's
     /// ordering).
     fn wait_on(&mut self, stream: &cudarc::driver::CudaStream) -> Result<(), GpuError>;
@@ -417,10 +446,6 @@ struct HeldBuf<'a, T> {
     /// Locked for a launch: the other accesses record its launch uses first.
     guard: Locked<'a, T>,
     writes: bool,
-    param: bool,
-    /// The address pushed as the launch's parameter (lives as long as the launch's
-    /// argument list).
-    address: u64,
 }
 
 impl<T: DTypeBase> BufferArg for BufItem<T> {
@@ -433,8 +458,14 @@ impl<T: DTypeBase> BufferArg for BufItem<T> {
     fn writes(&self) -> bool {
         self.writes
     }
+    fn is_param(&self) -> bool {
+        self.param
+    }
     fn byte_offset(&self) -> u64 {
         (self.r.offset() * std::mem::size_of::<T>()) as u64
+    }
+    fn window(&self) -> std::ops::Range<usize> {
+        self.r.window()
     }
     fn elem_size(&self) -> u64 {
         std::mem::size_of::<T>() as u64
@@ -450,45 +481,24 @@ impl<T: DTypeBase> BufferArg for BufItem<T> {
     fn dtype_name(&self) -> &'static str {
         T::NAME
     }
-    fn lock(&self) -> Box<dyn HeldArg + '_> {
+    fn lock(&self, writes: bool) -> Box<dyn HeldArg + '_> {
         Box::new(HeldBuf {
             guard: self.r.lock_for_launch(),
-            writes: self.writes,
-            param: self.param,
-            address: 0,
+            writes,
         })
     }
 }
 
 impl<T: DTypeBase> HeldArg for HeldBuf<'_, T> {
-    fn push<'b>(
-        &'b mut self,
-        b: &mut LaunchArgs<'b>,
-        stream: &'b Arc<CudaStream>,
-        recorded_after: &mut Vec<SyncOnDrop<'b>>,
-    ) -> Result<(), GpuError> {
-        // Ordered after the buffer's last writer (and readers) unless its last launch
-        // was on this stream (`gpu_ref::locked`); the guard records this launch's use.
-        let HeldBuf {
-            guard, writes, address, ..
-        } = self;
-        let (a, recorded) = guard.launch_address(stream, *writes)?;
-        *address = a;
-        b.arg(&*address);
-        recorded_after.extend(recorded);
-        Ok(())
-    }
-
-    fn is_param(&self) -> bool {
-        self.param
+    fn launch_base<'b>(&'b mut self, stream: &'b Arc<CudaStream>) -> Result<(u64, Option<SyncOnDrop<'b>>), GpuError> {
+        // Locked through one of its handles: its window's address less its offset.
+        let offset = self.guard.byte_offset();
+        let (address, recorded) = self.guard.launch_address(stream, self.writes)?;
+        Ok((address - offset, recorded))
     }
 
     fn writes(&self) -> bool {
         self.writes
-    }
-
-    fn address<'b>(&'b mut self, stream: &'b cudarc::driver::CudaStream) -> Result<(u64, SyncOnDrop<'b>), GpuError> {
-        self.guard.address(stream, self.writes)
     }
 
     fn buffer_address<'b>(
@@ -505,9 +515,9 @@ impl<T: DTypeBase> HeldArg for HeldBuf<'_, T> {
         self.guard.buffer_address(stream, false).map(drop)
     }
 
-    fn host(&mut self) -> Result<RawBuf, GpuError> {
+    fn host(&mut self, window: std::ops::Range<usize>, writes: bool) -> Result<RawBuf, GpuError> {
         self.guard.record();
-        let Some((ptr, len)) = self.guard.host_raw() else {
+        let Some((ptr, len)) = self.guard.host_raw_at(window) else {
             return Err(GpuError::invalid("a CUDA buffer in an emulated launch"));
         };
         Ok(RawBuf {
@@ -515,7 +525,7 @@ impl<T: DTypeBase> HeldArg for HeldBuf<'_, T> {
             len,
             type_id: std::any::TypeId::of::<T>(),
             type_name: T::NAME,
-            writes: self.writes,
+            writes,
         })
     }
 }
@@ -827,8 +837,8 @@ impl KernelArgs {
         self
     }
 
-    /// Checks every buffer against the device and rejects a buffer passed twice (one
-    /// launch locks each buffer once).
+    /// Checks every buffer against the device, and that no written window overlaps
+    /// another window of its buffer.
     pub(crate) fn validate(&self, device_id: usize, generation: u64) -> Result<(), GpuError> {
         for a in &self.items {
             if let Arg::Buffer(b) = a {
@@ -838,36 +848,42 @@ impl KernelArgs {
         self.check_buffers()
     }
 
-    /// The checks of a launch's buffers that need no device: each buffer once, and
-    /// views accessed as vectors aligned for it.
+    /// The checks of a launch's buffers that need no device: views of one buffer apart
+    /// where one is written, and views accessed as vectors aligned for it.
     pub(crate) fn check_buffers(&self) -> Result<(), GpuError> {
-        self.check_distinct()?;
+        self.check_aliasing()?;
         self.check_vector_alignment()
     }
 
-    /// Rejects a buffer passed twice (one launch locks each buffer once).
-    pub(crate) fn check_distinct(&self) -> Result<(), GpuError> {
+    /// Refuses two arguments that are overlapping windows of one buffer where the
+    /// kernel writes either: it would read and write the same elements through two
+    /// pointers (which CUDA compilers may assume apart). Views that are only read may
+    /// overlap; disjoint views of one buffer may be written.
+    pub(crate) fn check_aliasing(&self) -> Result<(), GpuError> {
         // Compared pairwise in place: a launch has a handful of buffers, and this runs on
         // every launch, so it allocates nothing.
-        let buffer = |a: &Arg| match a {
-            Arg::Buffer(b) => Some(b.id()),
-            Arg::Scalar(_) => None,
-        };
         for (i, a) in self.items.iter().enumerate() {
-            if let Arg::Buffer(b) = a {
-                let earlier = self.items[..i].iter().position(|e| buffer(e) == Some(b.id()));
-                if let Some(first) = earlier {
-                    let mut e = Invalid::new(format!(
-                        "{} and {} are the same buffer (views of one buffer count as it): one launch takes \
-                         each buffer once (a kernel must not read and write it through two pointers); pass it \
-                         once with offsets as scalars, or copy it first",
-                        self.describe(first),
+            let Arg::Buffer(b) = a else { continue };
+            for (k, e) in self.items[..i].iter().enumerate() {
+                let Arg::Buffer(e) = e else { continue };
+                if e.id() != b.id() || !(e.writes() || b.writes()) {
+                    continue;
+                }
+                let (x, y) = (e.window(), b.window());
+                if x.start < y.end && y.start < x.end {
+                    let written = if b.writes() { i } else { k };
+                    let mut err = Invalid::new(format!(
+                        "{} (elements {x:?}) and {} (elements {y:?}) are overlapping windows of the same buffer, \
+                         and the kernel writes {}: pass disjoint views, or copy the input first",
+                        self.describe(k),
                         self.describe(i),
-                    ));
-                    if let Some(name) = self.name_of(i) {
-                        e = e.arg(name);
+                        self.describe(written),
+                    ))
+                    .mismatch("views apart from a written one", "overlapping views of one buffer");
+                    if let Some(name) = self.name_of(written) {
+                        err = err.arg(name);
                     }
-                    return Err(GpuError::InvalidArgument(e));
+                    return Err(GpuError::InvalidArgument(err));
                 }
             }
         }
