@@ -268,6 +268,92 @@ async fn gpu_sparse_products_and_conversions_match_float64() {
     all(DeviceConfig::cuda(0)).await;
 }
 
+/// The CSR form of a dense column-major matrix, built on the host: row by row, columns
+/// in order, every element `!= 0` stored (a NaN is, −0 is not).
+fn host_csr<T: SparseScalar>(dense: &[T], rows: usize, cols: usize) -> (Vec<i32>, Vec<i32>, Vec<T>) {
+    let (mut offsets, mut indices, mut values) = (vec![0], vec![], vec![]);
+    for r in 0..rows {
+        for c in 0..cols {
+            let v = dense[c * rows + r];
+            if v.to_f64() != 0.0 {
+                indices.push(c as i32);
+                values.push(v);
+            }
+        }
+        offsets.push(indices.len() as i32);
+    }
+    (offsets, indices, values)
+}
+
+/// `dense_to_csr` of tall, wide, square and single-element matrices (a wide one is
+/// split into many runs of columns per row), with empty and full rows, NaN, ±0 and ±∞,
+/// from a view into a larger buffer: exactly the host's structure and values.
+async fn dense_to_csr_shapes<T: SparseScalar>(dev: &Device) {
+    for (rows, cols) in [
+        (1, 1),
+        (1, 5000),
+        (3, 1000),
+        (40, 700),
+        (173, 121),
+        (5000, 3),
+        (3, 200_000),
+    ] {
+        let n = rows * cols;
+        let pick = rand_vec(n);
+        let mut dense: Vec<T> = pick
+            .iter()
+            .map(|&x| T::from_f64(if x.abs() < 0.8 { 0.0 } else { x }))
+            .collect();
+        // Row 0 full, the last row empty (when there are two), and the odd values.
+        for c in 0..cols {
+            dense[c * rows] = T::from_f64(1.0 + c as f64);
+            if rows > 1 {
+                dense[c * rows + rows - 1] = T::from_f64(0.0);
+            }
+        }
+        if n > 8 {
+            dense[n / 2] = T::from_f64(f64::NAN);
+            dense[n / 3] = T::from_f64(-0.0);
+            dense[n / 5] = T::from_f64(f64::NEG_INFINITY);
+        }
+        let (offsets, indices, values) = host_csr(&dense, rows, cols);
+        // The matrix sits 7 elements into its buffer.
+        let mut padded = cast::<T>(&rand_vec(7));
+        padded.extend(&dense);
+        let g = dev.upload(padded).await.unwrap();
+        let a = dev.dense_to_csr(&g.view(7..7 + n).unwrap(), rows, cols).await.unwrap();
+        assert_eq!(
+            (a.rows(), a.cols(), a.nnz()),
+            (rows, cols, values.len()),
+            "{rows}×{cols}"
+        );
+        let got = dev.download_csr(&a).await.unwrap();
+        assert_eq!(got.offsets, offsets, "{rows}×{cols}: row offsets");
+        assert_eq!(got.indices, indices, "{rows}×{cols}: column indices");
+        let bits = |v: &[T]| v.iter().map(|x| x.to_f64().to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&got.values), bits(&values), "{rows}×{cols}: values");
+    }
+}
+
+async fn dense_conversions(config: DeviceConfig) {
+    let sys = ActorSystem::new("sparse-dense");
+    let dev = Device::open(&sys, config).await.unwrap();
+    dense_to_csr_shapes::<f64>(&dev).await;
+    dense_to_csr_shapes::<f32>(&dev).await;
+    sys.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cpu_dense_to_csr_of_every_shape() {
+    dense_conversions(DeviceConfig::cpu()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs a CUDA GPU"]
+async fn gpu_dense_to_csr_of_every_shape() {
+    dense_conversions(DeviceConfig::cuda(0)).await;
+}
+
 /// An actor's own GPU has the sparse calls too (its handle, on its stream).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_actor_gpu_multiplies_too() {

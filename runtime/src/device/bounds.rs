@@ -8,6 +8,7 @@
 use super::context_actor::ContextActorAny;
 use crate::dtype::{c32, c64, f8e4m3, f8e5m2};
 use crate::dtype::{Blas1Base, BlasBase, DTypeBase, FftFloat, RngFloat};
+use crate::kernel::dsl::Float;
 use crate::library::blas::{BlasActorBlas1, BlasActorFloat};
 use crate::library::fft::FftActorBlas1;
 use crate::library::rng::RngActorBlas1;
@@ -61,7 +62,7 @@ bound_alias!(
 bound_alias!(
     /// Float types of the sparse routines (SpMV, SpMM, dense ↔ CSR): f32, f64.
     SparseScalar("`{Self}` is not a sparse dtype: cuSPARSE's routines here take f32 or f64") for [f32, f64]:
-        DType, SparseFloat, SparseActorBlas1
+        DType, SparseFloat, SparseActorBlas1, Float
 );
 
 bound_alias!(

@@ -9,6 +9,7 @@
 mod actor_gpu;
 mod bounds;
 pub(crate) mod context_actor;
+mod dense_to_csr;
 pub(crate) mod device_actor;
 mod graph_api;
 mod host_copies;

@@ -1,19 +1,15 @@
 //! The sparse part of the `Device` client that is more than one request: making a
 //! `CsrMatrix` from host data (checked here: cuSPARSE trusts a structure), reading one
-//! back, converting a dense matrix (count, allocate, fill), and moving between the CSR
-//! and COO forms (`#[kernel]`s: a row's offsets spread into its elements' row indices,
-//! and back by a binary search per row). Products and the conversion to dense are
-//! single requests, generated from the `SparseActor`'s handlers.
+//! back, and moving between the CSR and COO forms (`#[kernel]`s: a row's offsets spread
+//! into its elements' row indices, and back by a binary search per row). Products and
+//! the conversion to dense are single requests, generated from the `SparseActor`'s
+//! handlers; the conversion from dense is `dense_to_csr.rs`.
 
 use super::bounds::SparseScalar;
 use super::Device;
 use crate::error::GpuError;
-use crate::gpu_ref::GpuRef;
 use crate::launch::LaunchConfig;
-use crate::library::sparse::{
-    check_structure, coo_to_csr, dense_to_host_csr, CooMatrix, CsrMatrix, HostCsr, SparseActorCsrCountDType,
-    SparseActorCsrFillDType, MAX_DIM,
-};
+use crate::library::sparse::{check_structure, coo_to_csr, CooMatrix, CsrMatrix, HostCsr, MAX_DIM};
 
 /// Row `r`'s elements get row index `r`: `row_indices[offsets[r]..offsets[r + 1]] = r`.
 #[atomr_accel_cuda_macros::kernel(crate = crate)]
@@ -129,60 +125,6 @@ impl Device {
             indices,
             values,
         })
-    }
-
-    /// The non-zeros of the dense column-major `rows × cols` matrix `dense` as a CSR
-    /// matrix: counted first, then its buffers allocated and filled by the sparse actor
-    /// — on a GPU, for now, through the host (read back, converted, uploaded):
-    /// cuSPARSE's own conversion gave another structure than the host's in its first GPU
-    /// run and is not used until that is understood.
-    pub async fn dense_to_csr<T: SparseScalar>(
-        &self,
-        dense: &GpuRef<T>,
-        rows: usize,
-        cols: usize,
-    ) -> Result<CsrMatrix<T>, GpuError> {
-        if self.ready().await?.backend == crate::backend::state::BackendKind::Cuda {
-            let need = rows
-                .checked_mul(cols)
-                .ok_or_else(|| GpuError::invalid(format!("dense_to_csr: {rows}×{cols} overflows")))?;
-            if dense.len() < need {
-                return Err(GpuError::InvalidArgument(
-                    crate::error::Invalid::new(format!(
-                        "dense_to_csr: dense must hold {rows}×{cols} = {need} elements, the buffer has {}",
-                        dense.len()
-                    ))
-                    .arg("dense")
-                    .mismatch(
-                        format_args!("≥ {need} elements"),
-                        format_args!("{} elements", dense.len()),
-                    ),
-                ));
-            }
-            check_structure(rows, cols, &vec![0; rows + 1], &[], 0)?;
-            let host = self.download(&dense.view(0..need)?).await?;
-            let csr = dense_to_host_csr(&host, (rows, cols));
-            return self
-                .upload_csr(rows, cols, &csr.offsets, &csr.indices, &csr.values)
-                .await;
-        }
-        let offsets = self.alloc::<i32>(rows.saturating_add(1)).await?;
-        let (d, o) = (dense.clone(), offsets.clone());
-        let nnz = self
-            .call(|reply| <T as SparseActorCsrCountDType>::__into_msg(d, rows, cols, o, reply))
-            .await?;
-        let a = CsrMatrix {
-            rows,
-            cols,
-            nnz,
-            offsets,
-            indices: self.alloc::<i32>(nnz.max(1)).await?,
-            values: self.alloc::<T>(nnz.max(1)).await?,
-        };
-        let (d, m) = (dense.clone(), a.clone());
-        self.call(|reply| <T as SparseActorCsrFillDType>::__into_msg(d, m, reply))
-            .await?;
-        Ok(a)
     }
 
     /// The same matrix in COO form: its row offsets spread into one row index per

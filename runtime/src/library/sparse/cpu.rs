@@ -94,41 +94,6 @@ pub(super) fn densify<T: DTypeBase>(a: &CsrHost<'_, T>, dense: &mut [T]) {
     }
 }
 
-/// The row offsets of the dense column-major `rows × cols` matrix's non-zeros (`rows +
-/// 1`), into `offsets`; returns their count.
-pub(super) fn count<T: DTypeBase>(dense: &[T], (rows, cols): (usize, usize), offsets: &mut [i32]) -> usize {
-    let zero = T::default();
-    offsets[0] = 0;
-    for r in 0..rows {
-        let in_row = (0..cols).filter(|&c| dense[c * rows + r] != zero).count();
-        offsets[r + 1] = offsets[r] + in_row as i32;
-    }
-    offsets[rows] as usize
-}
-
-/// The non-zeros of the dense column-major matrix, row by row, into `indices` and
-/// `values` (and their offsets, as [`count`]).
-pub(super) fn fill<T: DTypeBase>(
-    dense: &[T],
-    (rows, cols): (usize, usize),
-    offsets: &mut [i32],
-    (indices, values): (&mut [i32], &mut [T]),
-) {
-    count(dense, (rows, cols), offsets);
-    let zero = T::default();
-    let mut k = 0;
-    for r in 0..rows {
-        for c in 0..cols {
-            let v = dense[c * rows + r];
-            if v != zero {
-                indices[k] = c as i32;
-                values[k] = v;
-                k += 1;
-            }
-        }
-    }
-}
-
 /// Triplets (row, column, value) as a CSR matrix: sorted, duplicates summed (through
 /// `sprs`' triplet matrix). The indices must lie inside `rows × cols` (checked by the
 /// caller).
@@ -149,21 +114,5 @@ pub(crate) fn coo_to_csr<T: DTypeBase>(
         offsets: csr.indptr().raw_storage().to_vec(),
         indices: csr.indices().to_vec(),
         values: csr.data().iter().map(|&v| T::from_f64(v)).collect(),
-    }
-}
-
-/// The non-zeros of the dense column-major `rows × cols` matrix as a CSR matrix on the
-/// host (how `Device::dense_to_csr` converts on a GPU for now).
-pub(crate) fn dense_to_host_csr<T: DTypeBase>(dense: &[T], (rows, cols): (usize, usize)) -> HostCsr<T> {
-    let mut offsets = vec![0; rows + 1];
-    let nnz = count(dense, (rows, cols), &mut offsets);
-    let (mut indices, mut values) = (vec![0; nnz], vec![T::default(); nnz]);
-    fill(dense, (rows, cols), &mut offsets, (&mut indices, &mut values));
-    HostCsr {
-        rows,
-        cols,
-        offsets,
-        indices,
-        values,
     }
 }

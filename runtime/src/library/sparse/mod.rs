@@ -18,7 +18,7 @@ use std::sync::Arc;
 use atomr_accel_cuda_macros::gpu_actor;
 
 pub use self::coo::{CooMatrix, SparseMatrix};
-pub(crate) use self::cpu::{coo_to_csr, dense_to_host_csr};
+pub(crate) use self::cpu::coo_to_csr;
 pub(crate) use self::matrix::check_structure;
 pub use self::matrix::{CsrMatrix, HostCsr, SparseOp, MAX_DIM};
 
@@ -27,7 +27,7 @@ use crate::actor::{Context, Deferred};
 use crate::backend::state::DeviceShared;
 use crate::dtype::DTypeBase;
 use crate::error::{GpuError, Invalid};
-use crate::gpu_ref::{lock2, lock4, lock5, GpuRef, Locked};
+use crate::gpu_ref::{lock4, lock5, GpuRef, Locked};
 use crate::library::seed::LibrarySeed;
 use crate::library::shell::{Core, Library};
 use crate::observability::{cpu_op, gpu_timed};
@@ -97,27 +97,6 @@ fn apart(out: u64, out_name: &'static str, inputs: &[(u64, &str)], op: &str) -> 
         ));
     }
     Ok(())
-}
-
-/// Why the count and fill steps refuse a GPU: cuSPARSE's dense-to-sparse conversion gave
-/// another structure than the host's in its first run on the H200 (2026-12-05, cause not
-/// yet found), so `Device::dense_to_csr` converts through the host on a GPU for now.
-fn gpu_dense_to_csr() -> GpuError {
-    GpuError::Unsupported(
-        "dense_to_csr's steps on a GPU (cuSPARSE's conversion is not yet trusted: Device::dense_to_csr converts \
-         through the host there)"
-            .into(),
-    )
-}
-
-/// A dense matrix's count of non-zeros, if a CSR matrix's 32-bit indices can hold it.
-fn csr_count(nnz: usize) -> Result<usize, GpuError> {
-    if nnz > MAX_DIM {
-        return Err(GpuError::invalid(format!(
-            "dense_to_csr: {nnz} non-zeros exceed the 32-bit indices of a CSR matrix"
-        )));
-    }
-    Ok(nnz)
 }
 
 /// A matrix's buffers, for [`apart`].
@@ -275,75 +254,6 @@ impl SparseCore {
             |c| c.densify(&shared, a, dense),
         )
     }
-
-    /// Checks a dense matrix of `rows × cols` and the shape's 32-bit limits.
-    fn check_dense<T: SparseFloat>(
-        &self,
-        dense: &GpuRef<T>,
-        (rows, cols): (usize, usize),
-        op: &str,
-    ) -> Result<(), GpuError> {
-        self.check(dense)?;
-        for (v, what) in [(rows, "rows"), (cols, "cols")] {
-            if v == 0 || v > MAX_DIM {
-                return Err(GpuError::InvalidArgument(
-                    Invalid::new(format!("{op}: {what} = {v}; a sparse matrix has 1..={MAX_DIM} of them"))
-                        .arg(what)
-                        .mismatch(format_args!("1..={MAX_DIM}"), v),
-                ));
-            }
-        }
-        let need = rows
-            .checked_mul(cols)
-            .ok_or_else(|| GpuError::invalid(format!("{op}: {rows}×{cols} overflows")))?;
-        holds(dense, need, "dense", op)
-    }
-
-    fn count<T: SparseFloat>(
-        &mut self,
-        dense: &GpuRef<T>,
-        shape: (usize, usize),
-        offsets: &GpuRef<i32>,
-    ) -> Result<Deferred<usize>, GpuError> {
-        let op = "dense_to_csr";
-        self.check_dense(dense, shape, op)?;
-        self.check(offsets)?;
-        holds(offsets, shape.0 + 1, "offsets", op)?;
-        self.run(
-            op,
-            || {
-                let (sd, mut so) = lock2(dense, offsets);
-                csr_count(cpu::count(sd.host()?, shape, so.host_mut()?)).map(Deferred::Now)
-            },
-            |_| Err(gpu_dense_to_csr()),
-        )
-    }
-
-    fn fill<T: SparseFloat>(&mut self, dense: &GpuRef<T>, a: &CsrMatrix<T>) -> Result<Deferred<()>, GpuError> {
-        let op = "dense_to_csr";
-        self.check_dense(dense, (a.rows, a.cols), op)?;
-        self.check_matrix(&a.into())?;
-        holds(&a.offsets, a.rows + 1, "offsets", op)?;
-        holds(&a.indices, a.nnz, "indices", op)?;
-        holds(&a.values, a.nnz, "values", op)?;
-        for (out, name) in parts(&SparseMatrix::from(a)) {
-            apart(out, name, &[(dense.id(), "dense")], op)?;
-        }
-        self.run(
-            op,
-            || {
-                let (sd, mut so, mut si, mut sv) = lock4(dense, &a.offsets, &a.indices, &a.values);
-                cpu::fill(
-                    sd.host()?,
-                    (a.rows, a.cols),
-                    so.host_mut()?,
-                    (si.host_mut()?, sv.host_mut()?),
-                );
-                Ok(Deferred::Now(()))
-            },
-            |_| Err(gpu_dense_to_csr()),
-        )
-    }
 }
 
 /// A locked matrix's row offsets on the host: a CSR matrix's own, or those of a COO
@@ -416,25 +326,5 @@ impl SparseActor {
     #[handler(dtypes(blas1), device(into(a)))]
     fn csr_to_dense<T: SparseFloat>(&mut self, a: SparseMatrix<T>, dense: GpuRef<T>) -> Result<Deferred<()>, GpuError> {
         self.0.core()?.densify(&a, &dense)
-    }
-
-    /// The first step of `Device::dense_to_csr`: the row offsets of the dense
-    /// column-major `rows × cols` matrix's non-zeros into `offsets` (`rows + 1`), and
-    /// their count once the stream has run the analysis.
-    #[handler(dtypes(blas1))]
-    fn csr_count<T: SparseFloat>(
-        &mut self,
-        dense: GpuRef<T>,
-        rows: usize,
-        cols: usize,
-        offsets: GpuRef<i32>,
-    ) -> Result<Deferred<usize>, GpuError> {
-        self.0.core()?.count(&dense, (rows, cols), &offsets)
-    }
-
-    /// The second step: the whole conversion into `a`, whose buffers hold the count.
-    #[handler(dtypes(blas1))]
-    fn csr_fill<T: SparseFloat>(&mut self, dense: GpuRef<T>, a: CsrMatrix<T>) -> Result<Deferred<()>, GpuError> {
-        self.0.core()?.fill(&dense, &a)
     }
 }

@@ -1,0 +1,234 @@
+//! `Device::dense_to_csr`: the non-zeros of a dense column-major matrix as a CSR matrix,
+//! converted on the device by `#[kernel]`s — count, scan, fill — on every backend (the
+//! CPU device emulates them), so the structure is the same everywhere.
+//!
+//! Why not cuSPARSE's `cusparseDenseToSparse`: it may leave a row's column indices
+//! unsorted (NVIDIA's answer, CUDALibrarySamples issue 21: "even if CSR column indices
+//! are not sorted, it is still a valid CSR format"), which is what its first run on the
+//! H200 showed (another structure than the host's for a 173×121 matrix), while a
+//! `CsrMatrix` promises strictly increasing indices per row. Here each thread walks its
+//! columns in order, so the order holds by construction.
+//!
+//! The work is split into (row, chunk of columns) pairs: thread `(r, chunk)` reads row
+//! `r` of a run of columns — a warp's threads read consecutive rows of one column, so
+//! the reads coalesce — and enough chunks are made that a wide matrix with few rows
+//! still fills the GPU. Counted pairs, scanned in CSR order (row by row, chunk by
+//! chunk), give each pair the place of its first non-zero.
+
+use super::bounds::SparseScalar;
+use super::Device;
+use crate::error::{GpuError, Invalid};
+use crate::gpu_ref::GpuRef;
+use crate::launch::LaunchConfig;
+use crate::library::sparse::{CsrMatrix, MAX_DIM};
+
+/// Threads per block of both passes (one row each, along x).
+const THREADS: u32 = 128;
+/// About how many (row, chunk) pairs a conversion aims at: enough to fill a GPU.
+const TARGET_PAIRS: usize = 1 << 17;
+/// The fewest columns a chunk reads (below this a thread does too little to pay for
+/// its place in the scan).
+const MIN_WIDTH: usize = 32;
+/// The most chunks per row: the grid's y dimension.
+const MAX_CHUNKS: usize = 65_535;
+
+/// Thread `(r, chunk)` counts the non-zeros (`!= 0`: a NaN counts, −0 does not) of row
+/// `r` in columns `chunk·width ..` (at most `width`, within `cols`) of the column-major
+/// `rows × cols` matrix `dense`, into `counts[r·chunks + chunk]`.
+#[atomr_accel_cuda_macros::kernel(crate = crate)]
+fn dense_counts<T: Float>(dense: &[T], rows: u32, cols: u32, width: u32, chunks: u32, counts: &mut [i32]) {
+    let r = global_index();
+    let chunk = global_index_y();
+    if r < rows as usize && chunk < chunks as usize {
+        let mut c = chunk * width as usize;
+        let mut end = c + width as usize;
+        if end > cols as usize {
+            end = cols as usize;
+        }
+        let mut n: i32 = 0;
+        while c < end {
+            if dense[c * rows as usize + r] != T::zero() {
+                n += 1;
+            }
+            c += 1;
+        }
+        counts[r * chunks as usize + chunk] = n;
+    }
+}
+
+/// Thread `(r, chunk)` writes the column indices and values of its non-zeros (as
+/// [`dense_counts`] found them) from the place `ends` (the counts' inclusive scan) gives
+/// it; chunk 0 writes row `r`'s offset, the last pair the total.
+#[atomr_accel_cuda_macros::kernel(crate = crate)]
+fn dense_fill<T: Float>(
+    dense: &[T],
+    rows: u32,
+    cols: u32,
+    width: u32,
+    chunks: u32,
+    ends: &[i64],
+    offsets: &mut [i32],
+    indices: &mut [i32],
+    values: &mut [T],
+) {
+    let r = global_index();
+    let chunk = global_index_y();
+    if r < rows as usize && chunk < chunks as usize {
+        let at = r * chunks as usize + chunk;
+        let mut k: i64 = 0;
+        if at > 0 {
+            k = ends[at - 1];
+        }
+        if chunk == 0 {
+            offsets[r] = k as i32;
+        }
+        if at + 1 == ends.len() {
+            offsets[rows as usize] = ends[at] as i32;
+        }
+        let mut c = chunk * width as usize;
+        let mut end = c + width as usize;
+        if end > cols as usize {
+            end = cols as usize;
+        }
+        while c < end {
+            let v = dense[c * rows as usize + r];
+            if v != T::zero() {
+                indices[k as usize] = c as i32;
+                values[k as usize] = v;
+                k += 1;
+            }
+            c += 1;
+        }
+    }
+}
+
+/// How a `rows × cols` matrix is split: (columns per chunk, chunks per row).
+fn split(rows: usize, cols: usize) -> (usize, usize) {
+    let most = cols.div_ceil(MIN_WIDTH).clamp(1, MAX_CHUNKS);
+    let chunks = TARGET_PAIRS.div_ceil(rows).clamp(1, most);
+    let width = cols.div_ceil(chunks);
+    // No empty chunk at the end.
+    (width, cols.div_ceil(width))
+}
+
+/// Checks the shape (each side 1..=`MAX_DIM`) and that `dense` holds it.
+fn check_shape<T: SparseScalar>(dense: &GpuRef<T>, rows: usize, cols: usize) -> Result<(), GpuError> {
+    const OP: &str = "dense_to_csr";
+    for (v, what) in [(rows, "rows"), (cols, "cols")] {
+        if v == 0 || v > MAX_DIM {
+            return Err(GpuError::InvalidArgument(
+                Invalid::new(format!("{OP}: {what} = {v}; a sparse matrix has 1..={MAX_DIM} of them"))
+                    .arg(what)
+                    .mismatch(format_args!("1..={MAX_DIM}"), v),
+            ));
+        }
+    }
+    let need = rows
+        .checked_mul(cols)
+        .ok_or_else(|| GpuError::invalid(format!("{OP}: {rows}×{cols} overflows")))?;
+    if dense.len() < need {
+        return Err(GpuError::InvalidArgument(
+            Invalid::new(format!(
+                "{OP}: dense must hold {rows}×{cols} = {need} elements, the buffer has {}",
+                dense.len()
+            ))
+            .arg("dense")
+            .mismatch(
+                format_args!("≥ {need} elements"),
+                format_args!("{} elements", dense.len()),
+            ),
+        ));
+    }
+    Ok(())
+}
+
+impl Device {
+    /// The non-zeros of the dense column-major `rows × cols` matrix `dense` (a buffer or
+    /// view holding at least `rows·cols` elements; a NaN is stored, −0 is not) as a CSR
+    /// matrix, column indices increasing within each row — converted on the device:
+    /// non-zeros counted per (row, run of columns), the counts scanned, then written in
+    /// place (`#[kernel]`s; one count read back, to size the matrix).
+    pub async fn dense_to_csr<T: SparseScalar>(
+        &self,
+        dense: &GpuRef<T>,
+        rows: usize,
+        cols: usize,
+    ) -> Result<CsrMatrix<T>, GpuError> {
+        check_shape(dense, rows, cols)?;
+        let (width, chunks) = split(rows, cols);
+        let pairs = rows * chunks;
+        let grid = |n: usize| LaunchConfig {
+            grid: (n.div_ceil(THREADS as usize) as u32, chunks as u32, 1),
+            block: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let shape = (rows as u32, cols as u32, width as u32, chunks as u32);
+        let (mut counts, ends) = futures::try_join!(self.alloc::<i32>(pairs), self.alloc::<i64>(pairs))?;
+        dense_counts::launch::<T>(self, grid(rows), dense, shape.0, shape.1, shape.2, shape.3, &mut counts).await?;
+        self.inclusive_scan(&counts, &ends).await?;
+        let nnz = self.download(&ends.view(pairs - 1..pairs)?).await?[0];
+        if nnz > MAX_DIM as i64 {
+            return Err(GpuError::invalid(format!(
+                "dense_to_csr: {nnz} non-zeros exceed the 32-bit indices of a CSR matrix"
+            )));
+        }
+        let nnz = nnz as usize;
+        // A buffer is never empty: a matrix without stored elements keeps one unused.
+        let (mut offsets, mut indices, mut values) = futures::try_join!(
+            self.alloc::<i32>(rows + 1),
+            self.alloc::<i32>(nnz.max(1)),
+            self.alloc::<T>(nnz.max(1))
+        )?;
+        dense_fill::launch::<T>(
+            self,
+            grid(rows),
+            dense,
+            shape.0,
+            shape.1,
+            shape.2,
+            shape.3,
+            &ends,
+            &mut offsets,
+            &mut indices,
+            &mut values,
+        )
+        .await?;
+        Ok(CsrMatrix {
+            rows,
+            cols,
+            nnz,
+            offsets,
+            indices,
+            values,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_cover_the_columns_without_empty_chunks() {
+        for (rows, cols) in [
+            (1, 1),
+            (1, 31),
+            (1, 33),
+            (3, 1_000_000),
+            (173, 121),
+            (1 << 20, 8),
+            (100, 10_000),
+        ] {
+            let (width, chunks) = split(rows, cols);
+            assert!(width >= 1 && chunks >= 1 && chunks <= MAX_CHUNKS, "{rows}×{cols}");
+            assert!(
+                width * chunks >= cols && width * (chunks - 1) < cols,
+                "{rows}×{cols}: {width}·{chunks}"
+            );
+        }
+        // Many rows: one chunk each; few rows of many columns: many chunks of ≥ 32.
+        assert_eq!(split(1 << 20, 1000).1, 1);
+        let (width, chunks) = split(4, 1 << 20);
+        assert!(chunks > 1000 && width >= MIN_WIDTH, "{width}·{chunks}");
+    }
+}
