@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use atomr_accel_cuda::prelude::*;
 use cudarc::cusparse::sys;
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
+use cudarc::driver::CudaStream;
 
 #[path = "support/gpu_bench.rs"]
 mod gpu_bench;
@@ -20,19 +20,12 @@ mod gpu_bench;
 #[path = "support/alternate.rs"]
 mod alternate;
 
+#[path = "support/raw_cusparse.rs"]
+mod raw_cusparse;
+
 use alternate::{Order, Samples, Side};
 use gpu_bench::run_gpu;
-
-/// The element types, with cuSPARSE's name for them.
-trait Elem: SparseScalar + cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits {
-    const DATA: sys::cudaDataType;
-}
-impl Elem for f32 {
-    const DATA: sys::cudaDataType = sys::cudaDataType::CUDA_R_32F;
-}
-impl Elem for f64 {
-    const DATA: sys::cudaDataType = sys::cudaDataType::CUDA_R_64F;
-}
+use raw_cusparse::{address, ok, Elem};
 
 /// A `rows × rows` structure with `per_row` sorted distinct columns per row: column k of
 /// row i lies in band k (of `per_row` equal bands), at a pseudo-random place in it.
@@ -48,15 +41,6 @@ fn structure(rows: usize, per_row: usize) -> (Vec<i32>, Vec<i32>) {
         })
         .collect();
     (offsets, indices)
-}
-
-fn address<T>(s: &CudaSlice<T>, stream: &Arc<CudaStream>) -> *mut c_void {
-    let (p, _guard) = s.device_ptr(stream);
-    p as *mut c_void
-}
-
-fn ok(s: sys::cusparseStatus_t) {
-    s.result().unwrap();
 }
 
 async fn measure<T: Elem>(dev: &Device, stream: &Arc<CudaStream>, (offsets, indices): (&[i32], &[i32]), rows: usize) {
