@@ -8,8 +8,10 @@
 mod common;
 
 use atomr_accel_cuda::actor::ActorSystem;
+use atomr_accel_cuda::backend::state::BackendKind;
 use atomr_accel_cuda::dtype::DTypeBase;
 use atomr_accel_cuda::prelude::*;
+use common::slow::slow_copy;
 use common::{gemm_ref, rand_vec, rel_err};
 
 on_both! {
@@ -18,6 +20,7 @@ on_both! {
     fp8_inputs_accumulate_in_f32 => fp8;
     epilogues_batches_and_views => epilogues;
     bad_matmuls_are_typed_errors => errors;
+    matmuls_are_ordered_with_kernels_on_other_streams => ordering;
 }
 
 async fn open(config: DeviceConfig) -> (ActorSystem, Device) {
@@ -307,4 +310,74 @@ async fn errors(config: DeviceConfig) {
         "m = 0",
         "m",
     );
+}
+
+/// Matmuls and kernels on other streams, each enqueued without waiting for the one
+/// before: a matmul reads A only after a slow kernel wrote it, and writes C only after a
+/// slow kernel read it — the second matmul of a run on one stream too, whose operands'
+/// uses are only noted (`gpu_ref::locked`), not recorded in events, until another
+/// stream needs them.
+async fn ordering(config: DeviceConfig) {
+    let (_sys, d) = open(config).await;
+    let on_gpu = d.state().info.map(|i| i.backend) == Some(BackendKind::Cuda);
+    let rounds = if on_gpu { 20_000 } else { 1 };
+    let (m, n, k) = (256, 192, 128);
+    let f32s = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+    let (x, b1, b2) = (rand_vec(m * k), rand_vec(k * n), rand_vec(k * n));
+    let ga = d.upload(f32s(&rand_vec(m * k))).await.unwrap();
+    let gx = d.upload(f32s(&x)).await.unwrap();
+    let (gb1, gb2) = (d.upload(f32s(&b1)).await.unwrap(), d.upload(f32s(&b2)).await.unwrap());
+    let gc = d.alloc::<f32>(m * n).await.unwrap();
+    let gd = d.alloc::<f32>(m * n).await.unwrap();
+    let op = Matmul::new(m, n, k);
+    // Warm up the matmul's stream on these buffers, so the next calls only note uses.
+    d.matmul(op, Epilogue::none(), &ga, &gb1, &gc).await.unwrap();
+    let gpu = d.actor_gpu();
+    // A slow write of A on the actor's stream, then C = A·B1 on the BLAS stream.
+    slow_copy::enqueue(
+        &gpu,
+        LaunchConfig::for_elements(m * k, 256),
+        rounds,
+        &gx,
+        &mut ga.clone(),
+    )
+    .await
+    .unwrap();
+    d.matmul(op, Epilogue::none(), &ga, &gb1, &gc).await.unwrap();
+    // A slow read of C on the actor's stream, then C = A·B2 over it.
+    slow_copy::enqueue(
+        &gpu,
+        LaunchConfig::for_elements(m * n, 256),
+        rounds,
+        &gc,
+        &mut gd.clone(),
+    )
+    .await
+    .unwrap();
+    d.matmul(op, Epilogue::none(), &ga, &gb2, &gc).await.unwrap();
+    gpu.synchronize().await.unwrap();
+    let a = download_f64(&d, &ga).await;
+    for i in (0..m * k).step_by(97) {
+        assert!(
+            (a[i] - (x[i] as f32 as f64 + 1.0)).abs() < 1e-4,
+            "A[{i}] written by the slow kernel"
+        );
+    }
+    let product = |b: &[f64]| {
+        let b: Vec<f64> = b.iter().map(|&v| v as f32 as f64).collect();
+        let mut c = vec![0.0; m * n];
+        gemm_ref(false, false, m, n, k, 1.0, &a, m, &b, k, 0.0, &mut c, m);
+        c
+    };
+    let (first, second) = (product(&b1), product(&b2));
+    let read: Vec<f64> = download_f64(&d, &gd).await.iter().map(|v| v - 1.0).collect();
+    // (The slow kernel's rounds move a value by a few ulps.)
+    let e = rel_err(&read, &first);
+    assert!(
+        e < 1e-4,
+        "the slow read saw C = A·B1 (rel err {e}; vs A·B2: {})",
+        rel_err(&read, &second)
+    );
+    let e = rel_err(&download_f64(&d, &gc).await, &second);
+    assert!(e < 1e-5, "C = A·B2 at the end: rel err {e}");
 }

@@ -28,9 +28,9 @@ pub(crate) fn run(
     let mut bases = Vec::with_capacity(held.len());
     let mut guards = Vec::with_capacity(held.len());
     for (id, h) in held.iter_mut() {
-        let (base, guard) = h.buffer_address(stream, *id == c.id())?;
+        let (base, guard) = h.launch_base(stream, *id == c.id())?;
         bases.push((*id, base));
-        guards.push(guard);
+        guards.extend(guard);
     }
     let base = |o: &MatmulBuffer| bases.iter().find(|(id, _)| *id == o.id()).map_or(0, |(_, b)| *b);
     let r = gpu_timed(stream, device, "blas", timeline_name(a, c), || {

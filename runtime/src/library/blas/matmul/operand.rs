@@ -5,6 +5,8 @@
 //! mixes up to three; [`MatmulBuffer`] carries the type as a variant, checked against
 //! cuBLASLt's table of type combinations when the call is validated.
 
+use std::sync::Arc;
+
 use cudarc::driver::{CudaStream, SyncOnDrop};
 use half::{bf16, f16};
 
@@ -94,8 +96,10 @@ macro_rules! matmul_types {
                 }
             }
 
+            /// Locked as for a launch: the matmul orders the buffer itself
+            /// ([`HeldOperand::launch_base`]; on the CPU device there is nothing to order).
             fn lock(&self) -> HeldOperand<'_> {
-                match self { $(MatmulBuffer::$v(r) => HeldOperand::$v(r.lock()),)* }
+                match self { $(MatmulBuffer::$v(r) => HeldOperand::$v(r.lock_for_launch()),)* }
             }
         }
 
@@ -122,14 +126,27 @@ macro_rules! matmul_types {
         }
 
         impl HeldOperand<'_> {
-            /// The buffer's device address, ordered for a use on `stream`; the guard
-            /// records the use when dropped, after the matmul is enqueued.
-            pub(crate) fn buffer_address<'b>(
+            /// The buffer's device address for a matmul on `stream` that `writes` it or
+            /// reads it, ordered as a kernel launch orders it
+            /// ([`Locked::launch_address`]): on the stream of its last use there, only
+            /// noted — no event waited on or recorded, which cost a few µs of every
+            /// awaited call's host time, while the GPU sat idle —; elsewhere after its
+            /// last writer (and readers), the guard recording the use when dropped after
+            /// the enqueue.
+            pub(crate) fn launch_base<'b>(
                 &'b mut self,
-                stream: &'b CudaStream,
+                stream: &'b Arc<CudaStream>,
                 writes: bool,
-            ) -> Result<(u64, SyncOnDrop<'b>), GpuError> {
-                match self { $(HeldOperand::$v(l) => l.buffer_address(stream, writes),)* }
+            ) -> Result<(u64, Option<SyncOnDrop<'b>>), GpuError> {
+                match self {
+                    $(HeldOperand::$v(l) => {
+                        // Locked through one operand's handle: its window's address less
+                        // its offset.
+                        let offset = l.byte_offset();
+                        let (address, recorded) = l.launch_address(stream, writes)?;
+                        Ok((address - offset, recorded))
+                    })*
+                }
             }
 
             /// `of`'s elements (a window of this buffer) widened to f32, on the CPU
