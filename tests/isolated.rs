@@ -232,6 +232,25 @@ fn round_trip(config: DeviceConfig) -> Pin<Box<dyn Future<Output = ()> + Send>> 
         for i in 0..32 {
             assert_eq!(got[32 + i], zs[i] * 1.0 + 0.5, "two views of one buffer at {i}");
         }
+        // A sequence of launches crosses as one request, run in order in the worker.
+        let double = Affine {
+            scale: 2.0,
+            shift: 0.0,
+            bias: 1,
+        };
+        let (mut lower, mut upper) = (gz.view(..32).unwrap(), gz.view(32..).unwrap());
+        let cfg = LaunchConfig::for_elements(32, 32);
+        dev.launch_all([
+            affine::call::<f32>(cfg, double, &gz.view(32..).unwrap(), &mut lower),
+            affine::call::<f32>(cfg, double, &gz.view(..32).unwrap(), &mut upper),
+        ])
+        .await
+        .unwrap();
+        let again = dev.download(&gz).await.unwrap();
+        for i in 0..32 {
+            let low = 2.0 * got[32 + i] + 1.0;
+            assert_eq!((again[i], again[32 + i]), (low, 2.0 * low + 1.0), "a sequence at {i}");
+        }
         dev.stop().await;
     })
 }

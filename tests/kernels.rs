@@ -1418,3 +1418,81 @@ async fn launches_over_the_same_buffers_in_opposite_orders_do_not_deadlock() {
             .unwrap();
     }
 }
+
+/// `Device::launch_all`: a chain of launches — each reading what the one before wrote,
+/// f64 instantiations launched here for the first time (compiled while the sequence
+/// waits) — runs in order, waited for once; a bad call anywhere refuses the whole
+/// sequence before anything runs; an empty sequence is nothing to do.
+async fn sequences(config: DeviceConfig) {
+    let system = ActorSystem::new("k");
+    let d = Device::open(&system, config).await.unwrap();
+    let n = 5000;
+    let (x, y0) = (rand_vec(n), rand_vec(n));
+    let gx = d.upload(x.clone()).await.unwrap();
+    let gy = d.upload(y0.clone()).await.unwrap();
+    let gz = d.upload(vec![0.0f64; n]).await.unwrap();
+    let cfg = LaunchConfig::for_elements(n, 128);
+    // y = 2x + y; z = 3y + z; y = -z + y; z = 0.5y + z — each reads the last write.
+    let (mut y, mut z) = (gy.clone(), gz.clone());
+    d.launch_all(vec![
+        saxpy::call::<f64>(cfg, 2.0, &gx, &mut y),
+        saxpy::call::<f64>(cfg, 3.0, &gy, &mut z),
+        saxpy::call::<f64>(cfg, -1.0, &gz, &mut y),
+        saxpy::call::<f64>(cfg, 0.5, &gy, &mut z),
+    ])
+    .await
+    .unwrap();
+    let (mut wy, mut wz) = (y0.clone(), vec![0.0; n]);
+    for i in 0..n {
+        wy[i] += 2.0 * x[i];
+        wz[i] += 3.0 * wy[i];
+        wy[i] += -wz[i];
+        wz[i] += 0.5 * wy[i];
+    }
+    let (gy_now, gz_now) = (d.download(&gy).await.unwrap(), d.download(&gz).await.unwrap());
+    assert!(rel_err(&gy_now, &wy) < 1e-14, "y after the sequence");
+    assert!(rel_err(&gz_now, &wz) < 1e-14, "z after the sequence");
+    // A bad launch last (x written while read): nothing of the sequence runs.
+    let mut alias = gx.clone();
+    let e = d
+        .launch_all([
+            saxpy::call::<f64>(cfg, 1.0, &gx, &mut y),
+            saxpy::call::<f64>(cfg, 1.0, &gx, &mut alias),
+        ])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, GpuError::InvalidArgument(m) if m.contains("overlapping")),
+        "{e}"
+    );
+    assert!(d.download(&gy).await.unwrap() == gy_now, "nothing ran");
+    // Launch dimensions beyond the device's: refused too, nothing run.
+    let too_big = LaunchConfig {
+        grid: (1, 1, 1),
+        block: (4096, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let e = d
+        .launch_all(
+            KernelSequence::new()
+                .then(saxpy::call::<f64>(cfg, 1.0, &gx, &mut y))
+                .then(saxpy::call::<f64>(too_big, 1.0, &gx, &mut y)),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(e, GpuError::InvalidArgument(_)), "{e}");
+    assert!(d.download(&gy).await.unwrap() == gy_now, "nothing ran");
+    d.launch_all(KernelSequence::new()).await.unwrap();
+    system.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cpu_a_sequence_runs_in_order_and_waits_once() {
+    sequences(DeviceConfig::cpu()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs a CUDA GPU"]
+async fn gpu_a_sequence_runs_in_order_and_waits_once() {
+    sequences(DeviceConfig::cuda(0)).await;
+}

@@ -16,6 +16,7 @@ pub use crate::error::{GpuError, NumericalIssue};
 pub use crate::event::GpuEvent;
 pub use crate::gpu_ref::GpuRef;
 pub use crate::graph::{GraphBuilder, GraphRef};
+pub use crate::kernel::dsl::KernelSequence;
 pub use crate::kernel::dsl::{Float, Int, KernelArg, KernelScalar};
 pub use crate::launch::LaunchConfig;
 pub use crate::library::blas::matmul::{Activation, Compute, Epilogue, Matmul, MatmulBuffer};

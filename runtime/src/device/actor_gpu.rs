@@ -42,7 +42,7 @@ use crate::library::sparse::{SparseActor, SparseMatrix, SparseOp};
 
 use super::bounds::{Blas1Scalar, BlasScalar, FftScalar, RandomScalar, SolverScalar, SparseScalar};
 use crate::dtype::Complex;
-use crate::kernel::dsl::KernelCall;
+use crate::kernel::dsl::{KernelCall, KernelSequence};
 
 /// Hands each thread that calls a `Device` its first in-place slot (`HOME_SLOT`).
 static NEXT_HOME: AtomicUsize = AtomicUsize::new(0);

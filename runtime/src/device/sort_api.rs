@@ -24,6 +24,7 @@ use crate::device::DType;
 use crate::device::Device;
 use crate::error::{GpuError, Invalid};
 use crate::gpu_ref::GpuRef;
+use crate::kernel::dsl::KernelSequence;
 use crate::kernel::dsl::{Float, Int};
 use crate::launch::LaunchConfig;
 
@@ -447,26 +448,31 @@ impl Device {
             shared_mem_bytes: 0,
         };
         let varying = self.varying_bits(&keys_a, shape).await?;
+        // Every pass's three launches in one sequence: the stream orders them, and the
+        // sort waits for the device once (not three times a pass).
+        let mut passes = KernelSequence::new();
         for pass in 0..DIGITS as u32 {
             let shift = 4 * pass;
             if (varying >> shift) & 15 == 0 {
                 continue; // every key has the same digit here: the order stands
             }
-            radix_counts::launch(self, shape, &keys_a, shift, &mut counts).await?;
-            radix_starts::launch(self, one_block, &counts, &mut starts).await?;
-            radix_scatter::launch(
-                self,
-                shape,
-                &keys_a,
-                &index_a,
-                shift,
-                &starts,
-                &mut keys_b,
-                &mut index_b,
-            )
-            .await?;
+            passes = passes
+                .then(radix_counts::call(shape, &keys_a, shift, &mut counts))
+                .then(radix_starts::call(one_block, &counts, &mut starts))
+                .then(radix_scatter::call(
+                    shape,
+                    &keys_a,
+                    &index_a,
+                    shift,
+                    &starts,
+                    &mut keys_b,
+                    &mut index_b,
+                ));
             std::mem::swap(&mut keys_a, &mut keys_b);
             std::mem::swap(&mut index_a, &mut index_b);
+        }
+        if !passes.is_empty() {
+            self.launch_all(passes).await?;
         }
         Ok(Some(index_a))
     }

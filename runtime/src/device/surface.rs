@@ -11,7 +11,7 @@ use crate::dtype::Complex;
 use crate::event::GpuEvent;
 use crate::gpu_ref::GpuRef;
 use crate::host::{PinnedBuf, Uploaded};
-use crate::kernel::dsl::KernelCall;
+use crate::kernel::dsl::{KernelCall, KernelSequence};
 use crate::library::blas::matmul::{Epilogue, Matmul, MatmulBuffer};
 use crate::library::blas::{Batch, Gemm, Gemv, Strided};
 use crate::library::fft::FftShape;

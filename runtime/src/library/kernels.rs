@@ -15,7 +15,7 @@ use crate::actor::{Context, Deferred};
 use crate::backend::state::DeviceShared;
 use crate::completion::Completer;
 use crate::error::GpuError;
-use crate::kernel::dsl::launch::KernelCall;
+use crate::kernel::dsl::launch::{KernelCall, KernelSequence};
 use crate::kernel::once_loads::Lookup;
 use crate::launch::with_host_buffers;
 use crate::library::seed::{CudaSeed, LibrarySeed};
@@ -63,16 +63,13 @@ impl Core for KernelCore {
     }
 }
 
-/// Enqueues one launch of `f` on `stream` and returns its completion (`wait`), or
-/// nothing more to wait for.
+/// Enqueues one launch of `f` on `stream`, timed on the timeline.
 fn enqueue(
     shared: &Arc<DeviceShared>,
     stream: &Arc<CudaStream>,
-    completer: &Completer,
     f: &CudaFunction,
     call: &KernelCall,
-    wait: bool,
-) -> Result<Deferred<()>, GpuError> {
+) -> Result<(), GpuError> {
     let device = shared.config.device_id;
     // SAFETY: the call was built by a `#[kernel]` launcher, whose Rust signature generated
     // both this argument list and the kernel's C++ parameter list (checked at compile
@@ -81,12 +78,7 @@ fn enqueue(
     gpu_timed(stream, device, "kernel", call.name, || unsafe {
         crate::launch::enqueue(stream, f, call.cfg, &call.args)
     })
-    .map_err(|e| shared.observe(e))?;
-    Ok(if wait {
-        shared.deferred(completer.done(stream))
-    } else {
-        Deferred::Now(())
-    })
+    .map_err(|e| shared.observe(e))
 }
 
 impl KernelCore {
@@ -111,15 +103,35 @@ impl KernelCore {
     }
 
     fn run(&mut self, call: KernelCall, wait: bool) -> Result<Deferred<()>, GpuError> {
+        self.run_all(vec![call], wait)
+    }
+
+    /// Runs `calls` one after another on this core's stream and resolves when the last
+    /// has finished.
+    fn launch_all(&mut self, calls: KernelSequence) -> Result<Deferred<()>, GpuError> {
+        self.run_all(calls.0, true)
+    }
+
+    /// Enqueues `calls` in order on this core's stream and resolves when the last has
+    /// finished (`wait`) or once all are enqueued: every call validated before any is
+    /// enqueued (a bad one refuses them all); instantiations still compiling (on threads
+    /// of their own) are awaited first — this actor goes on with its other launches
+    /// meanwhile — and then all are enqueued without a wait between them.
+    fn run_all(&mut self, calls: Vec<KernelCall>, wait: bool) -> Result<Deferred<()>, GpuError> {
         let _span =
-            tracing::debug_span!("kernel", name = call.name, grid = ?call.cfg.grid, block = ?call.cfg.block).entered();
-        call.args.validate(self.shared.config.device_id, self.generation)?;
+            tracing::debug_span!("kernel", name = calls.first().map(|c| c.name), launches = calls.len()).entered();
+        for call in &calls {
+            call.args.validate(self.shared.config.device_id, self.generation)?;
+        }
         match &mut self.engine {
             KernelEngine::Cpu => {
-                let _timed = cpu_op(self.shared.config.device_id, "kernel", call.name);
-                // `run_grid` checks the launch against the CPU device's limits.
-                let emulate = call.emulate;
-                with_host_buffers(&call.args, |bufs| emulate(&bufs))?;
+                for call in &calls {
+                    call.cfg.validate(&crate::kernel::dsl::grid::LIMITS)?;
+                }
+                for call in &calls {
+                    let _timed = cpu_op(self.shared.config.device_id, "kernel", call.name);
+                    with_host_buffers(&call.args, |bufs| (call.emulate)(&bufs))?;
+                }
                 Ok(Deferred::Now(()))
             }
             KernelEngine::Cuda {
@@ -128,32 +140,50 @@ impl KernelCore {
                 completer,
                 seen,
             } => {
-                call.cfg.validate(&cuda.limits)?;
-                if let Some(f) = seen.get(&call.id) {
-                    return enqueue(&self.shared, stream, completer, f, &call, wait);
-                }
-                let found = cuda
-                    .kernels
-                    .lookup(call.id, call.name, call.source)
-                    .map_err(|e| self.shared.observe(e))?;
-                match found {
-                    Lookup::Ready(l) => {
-                        seen.insert(call.id, l.function.clone());
-                        enqueue(&self.shared, stream, completer, &l.function, &call, wait)
+                let mut loading = Vec::new();
+                for call in &calls {
+                    call.cfg.validate(&cuda.limits)?;
+                    if seen.contains_key(&call.id) || loading.iter().any(|(id, _)| *id == call.id) {
+                        continue;
                     }
-                    // Compiling (for this launch or another's) on a thread of its own:
-                    // this actor goes on with its other launches meanwhile, and this one
-                    // is enqueued when the function is loaded.
-                    Lookup::Pending(loading) => {
-                        let (shared, stream, completer) = (self.shared.clone(), stream.clone(), completer.clone());
-                        Ok(Deferred::later(async move {
-                            let l = loading.await.map_err(|e| shared.observe(e))?;
-                            enqueue(&shared, &stream, &completer, &l.function, &call, wait)?
-                                .resolve()
-                                .await
-                        }))
+                    match cuda
+                        .kernels
+                        .lookup(call.id, call.name, call.source)
+                        .map_err(|e| self.shared.observe(e))?
+                    {
+                        Lookup::Ready(l) => {
+                            seen.insert(call.id, l.function.clone());
+                        }
+                        Lookup::Pending(l) => loading.push((call.id, l)),
                     }
                 }
+                let done = move |shared: &Arc<DeviceShared>, stream: &Arc<CudaStream>, completer: &Completer| {
+                    if wait {
+                        shared.deferred(completer.done(stream))
+                    } else {
+                        Deferred::Now(())
+                    }
+                };
+                if loading.is_empty() {
+                    for call in &calls {
+                        enqueue(&self.shared, stream, &seen[&call.id], call)?;
+                    }
+                    return Ok(done(&self.shared, stream, completer));
+                }
+                let (shared, stream, completer) = (self.shared.clone(), stream.clone(), completer.clone());
+                let mut functions: HashMap<TypeId, CudaFunction> = calls
+                    .iter()
+                    .filter_map(|c| seen.get(&c.id).map(|f| (c.id, f.clone())))
+                    .collect();
+                Ok(Deferred::later(async move {
+                    for (id, l) in loading {
+                        functions.insert(id, l.await.map_err(|e| shared.observe(e))?.function);
+                    }
+                    for call in &calls {
+                        enqueue(&shared, &stream, &functions[&call.id], call)?;
+                    }
+                    done(&shared, &stream, &completer).resolve().await
+                }))
             }
         }
     }
@@ -194,6 +224,16 @@ impl KernelActor {
     #[handler(device(name = launch_kernel))]
     fn launch(&mut self, call: KernelCall) -> Result<Deferred<()>, GpuError> {
         self.0.core()?.launch(call)
+    }
+
+    /// Runs launches one after another on the device's kernel actor's stream and
+    /// resolves when the last has finished: one round trip for a chain of kernels, each
+    /// ordered after the one before by the stream (`KernelSequence`: made from a `Vec`
+    /// or an array of the kernels' generated `call`s). Every call is validated before
+    /// any runs; a bad one refuses the whole sequence.
+    #[handler(device(name = launch_all, into(calls)))]
+    fn launch_all(&mut self, calls: KernelSequence) -> Result<Deferred<()>, GpuError> {
+        self.0.core()?.launch_all(calls)
     }
 
     /// Compiles (or loads from the disk cache) and loads an instantiation without

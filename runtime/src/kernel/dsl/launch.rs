@@ -55,6 +55,54 @@ impl KernelCall {
     }
 }
 
+/// Launches to run one after another on one stream, waited for once
+/// (`Device::launch_all`): a chain of kernels where each reads what the one before
+/// wrote costs one round trip to the device instead of one per launch. Made from a
+/// `Vec` or an array of calls (each kernel's generated `call`), or collected.
+#[derive(Debug, Default)]
+pub struct KernelSequence(pub(crate) Vec<KernelCall>);
+
+impl KernelSequence {
+    /// No launches yet.
+    pub fn new() -> Self {
+        KernelSequence(Vec::new())
+    }
+
+    /// `call` added last.
+    pub fn then(mut self, call: KernelCall) -> Self {
+        self.0.push(call);
+        self
+    }
+
+    /// The number of launches.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// True if there are no launches.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl From<Vec<KernelCall>> for KernelSequence {
+    fn from(calls: Vec<KernelCall>) -> Self {
+        KernelSequence(calls)
+    }
+}
+
+impl<const N: usize> From<[KernelCall; N]> for KernelSequence {
+    fn from(calls: [KernelCall; N]) -> Self {
+        KernelSequence(calls.into())
+    }
+}
+
+impl FromIterator<KernelCall> for KernelSequence {
+    fn from_iter<I: IntoIterator<Item = KernelCall>>(calls: I) -> Self {
+        KernelSequence(calls.into_iter().collect())
+    }
+}
+
 /// Where a `#[kernel]` launcher sends its launch: a `Device` (its kernel actors) or an
 /// actor's own GPU (`ActorGpu`: the actor's stream, in place). The generated `launch`
 /// takes either.

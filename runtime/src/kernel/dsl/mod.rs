@@ -20,7 +20,7 @@ pub mod stream_launch;
 pub mod vectors;
 mod wire;
 
-pub use launch::{KernelArg, KernelCall, LaunchTarget};
+pub use launch::{KernelArg, KernelCall, KernelSequence, LaunchTarget};
 pub use registry::{registered, KernelRegistration};
 pub use scalar::{Arith, Float, Int, KernelScalar};
 

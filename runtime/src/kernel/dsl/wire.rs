@@ -5,7 +5,7 @@
 use std::any::TypeId;
 
 use super::registry::{registered, KernelInstance};
-use super::KernelCall;
+use super::{KernelCall, KernelSequence};
 use crate::error::GpuError;
 use crate::launch::LaunchConfig;
 use crate::wire::{take_launch_args, Reader, Wire, Writer};
@@ -65,5 +65,20 @@ impl Wire for KernelCall {
         let cfg = LaunchConfig::take(r)?;
         let mut args = take_launch_args(r)?;
         (inst.from_wire)(cfg, &mut args)
+    }
+}
+
+impl Wire for KernelSequence {
+    fn put(&self, w: &mut Writer<'_>) -> Result<(), GpuError> {
+        w.put_u64(self.0.len() as u64);
+        self.0.iter().try_for_each(|c| c.put(w))
+    }
+
+    fn take(r: &mut Reader<'_>) -> Result<Self, GpuError> {
+        let n = r.take_u64()?;
+        (0..n)
+            .map(|_| KernelCall::take(r))
+            .collect::<Result<Vec<_>, _>>()
+            .map(KernelSequence)
     }
 }
