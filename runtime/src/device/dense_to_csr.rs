@@ -220,7 +220,7 @@ mod tests {
             (100, 10_000),
         ] {
             let (width, chunks) = split(rows, cols);
-            assert!(width >= 1 && chunks >= 1 && chunks <= MAX_CHUNKS, "{rows}×{cols}");
+            assert!(width >= 1 && (1..=MAX_CHUNKS).contains(&chunks), "{rows}×{cols}");
             assert!(
                 width * chunks >= cols && width * (chunks - 1) < cols,
                 "{rows}×{cols}: {width}·{chunks}"
