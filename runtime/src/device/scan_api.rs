@@ -2,14 +2,15 @@
 //! buffer (or view) of f16, bf16, f32 or f64 into another (or into itself).
 //!
 //! Written as `#[kernel]`s, like the reductions (no CUDA library cudarc reaches scans):
-//! reduce, then scan — one pass totals each tile of [`TILE`] elements in f64; the tile
-//! totals (one per 1024 elements) are read back and turned into offsets on the host, in
-//! order; a second pass scans each tile in f64 again — four elements per thread, then the
+//! reduce, then scan — one pass totals each tile of [`TILE`] elements in f64; one block
+//! turns the tile totals (one per 1024 elements) into offsets in place, in a fixed order;
+//! a second pass scans each tile in f64 again — four elements per thread, then the
 //! threads' sums across the block — from its offset, rounding once to the element type
 //! straight into the output. No scratch as long as the input (the first version kept
 //! each tile's f64 scan between the passes: 8 bytes per element, twice the traffic).
 //! Every sum is carried in f64, so f16/bf16 scans keep their small terms, and the order
-//! of additions is fixed by the tile shape: the same bits on every run.
+//! of additions is fixed by the tile shape: the same bits on every run. The three
+//! launches go to the device as one sequence (`Device::launch_all`), waited for once.
 //!
 //! Integers (i8, i16, i32, i64 and their unsigned twins) scan into 64-bit outputs
 //! (`i64`, `u64` for the unsigned types: what [`Reduce::Sum`](crate::device::Reduce)
@@ -27,6 +28,13 @@ use crate::launch::LaunchConfig;
 
 /// Elements a block scans: 256 threads × 4.
 const TILE: usize = 1024;
+
+/// The one block that turns tile totals into offsets.
+const ONE_BLOCK: LaunchConfig = LaunchConfig {
+    grid: (1, 1, 1),
+    block: (1024, 1, 1),
+    shared_mem_bytes: 0,
+};
 
 /// Pass 1: block `b` totals its tile of `x` in f64 into `totals[b]` — four elements per
 /// thread, then the threads' sums across the block.
@@ -224,6 +232,88 @@ fn int_tile_scan<T: Int, O: Int>(x: &[T], offsets: &[i64], exclusive: u32, out: 
     }
 }
 
+/// Between the passes of a float scan: `totals` (one per tile) turned in place into
+/// the tiles' offsets — their exclusive prefix sums — by one block of 1024 threads: each
+/// sums a contiguous chunk in order, the chunk sums are scanned across the block, each
+/// chunk is rewritten from its offset. A fixed order of additions (the same bits on
+/// every run and backend), and no trip to the host between the passes.
+#[atomr_accel_cuda_macros::kernel(crate = crate)]
+fn float_tile_offsets(totals: &mut [f64]) {
+    let mut part = shared_array::<f64, 1024>();
+    let t = thread_idx_x();
+    let chunk = (totals.len() + 1023) / 1024;
+    let first = t * chunk;
+    let mut sum: f64 = 0.0;
+    let mut i = first;
+    while i < first + chunk && i < totals.len() {
+        sum += totals[i];
+        i += 1;
+    }
+    part[t] = sum;
+    sync_threads();
+    let mut off: usize = 1;
+    while off < 1024 {
+        let mut add: f64 = 0.0;
+        if t >= off {
+            add = part[t - off];
+        }
+        sync_threads();
+        part[t] += add;
+        sync_threads();
+        off *= 2;
+    }
+    let mut run: f64 = 0.0;
+    if t > 0 {
+        run = part[t - 1];
+    }
+    i = first;
+    while i < first + chunk && i < totals.len() {
+        let total = totals[i];
+        totals[i] = run;
+        run += total;
+        i += 1;
+    }
+}
+
+/// As [`float_tile_offsets`], for an integer scan's totals (wrapping 64-bit).
+#[atomr_accel_cuda_macros::kernel(crate = crate)]
+fn int_tile_offsets(totals: &mut [i64]) {
+    let mut part = shared_array::<i64, 1024>();
+    let t = thread_idx_x();
+    let chunk = (totals.len() + 1023) / 1024;
+    let first = t * chunk;
+    let mut sum: i64 = 0;
+    let mut i = first;
+    while i < first + chunk && i < totals.len() {
+        sum = sum.wrapping_add(totals[i]);
+        i += 1;
+    }
+    part[t] = sum;
+    sync_threads();
+    let mut off: usize = 1;
+    while off < 1024 {
+        let mut add: i64 = 0;
+        if t >= off {
+            add = part[t - off];
+        }
+        sync_threads();
+        part[t] = part[t].wrapping_add(add);
+        sync_threads();
+        off *= 2;
+    }
+    let mut run: i64 = 0;
+    if t > 0 {
+        run = part[t - 1];
+    }
+    i = first;
+    while i < first + chunk && i < totals.len() {
+        let total = totals[i];
+        totals[i] = run;
+        run = run.wrapping_add(total);
+        i += 1;
+    }
+}
+
 /// The element types of the prefix sums, and how each scans (its output: [`Reduce::Sum`]).
 pub trait Scan: Reduce<Sum: DType> {
     /// `out` = the scan of `x` on `dev`.
@@ -301,13 +391,14 @@ impl Device {
             shared_mem_bytes: 0,
         };
         let mut totals = self.scratch::<i64>(tiles).await?;
-        int_tile_totals::launch::<T>(self, shape, x, &mut totals).await?;
-        // The tiles' offsets, in order, on the host (wrapping as the device does).
-        let offsets = self
-            .tile_offsets(&totals, 0i64, |run, total| run.wrapping_add(total))
-            .await?;
         let mut out = out.clone();
-        int_tile_scan::launch::<T, O>(self, shape, x, &offsets, exclusive as u32, &mut out).await
+        // Totals, their offsets, the tiles scanned: one sequence, waited for once.
+        self.launch_all([
+            int_tile_totals::call::<T>(shape, x, &mut totals),
+            int_tile_offsets::call(ONE_BLOCK, &mut totals),
+            int_tile_scan::call::<T, O>(shape, x, &totals, exclusive as u32, &mut out),
+        ])
+        .await
     }
 
     /// `x` itself, or — an in-place scan, `x` in `out`'s buffer — a copy of it: the second
@@ -321,24 +412,6 @@ impl Device {
         Ok(copied)
     }
 
-    /// The exclusive running `add` of the tiles' totals, from `zero`, computed on the host
-    /// in tile order (one read back of n / 1024 values) and uploaded.
-    async fn tile_offsets<A: DType>(
-        &self,
-        totals: &GpuRef<A>,
-        zero: A,
-        add: impl Fn(A, A) -> A,
-    ) -> Result<GpuRef<A>, GpuError> {
-        let mut offsets = self.download(totals).await?;
-        let mut run = zero;
-        for o in offsets.iter_mut() {
-            let total = *o;
-            *o = run;
-            run = add(run, total);
-        }
-        self.upload(offsets).await
-    }
-
     async fn scan<T: Float + DType>(&self, x: &GpuRef<T>, out: &GpuRef<T>, exclusive: bool) -> Result<(), GpuError> {
         let n = x.len();
         same_len(n, out.len())?;
@@ -350,9 +423,12 @@ impl Device {
             shared_mem_bytes: 0,
         };
         let mut totals = self.scratch::<f64>(tiles).await?;
-        scan_totals::launch::<T>(self, shape, x, &mut totals).await?;
-        let offsets = self.tile_offsets(&totals, 0.0f64, |run, total| run + total).await?;
         let mut out = out.clone();
-        scan_tiles::launch::<T>(self, shape, x, &offsets, exclusive as u32, &mut out).await
+        self.launch_all([
+            scan_totals::call::<T>(shape, x, &mut totals),
+            float_tile_offsets::call(ONE_BLOCK, &mut totals),
+            scan_tiles::call::<T>(shape, x, &totals, exclusive as u32, &mut out),
+        ])
+        .await
     }
 }
