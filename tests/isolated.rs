@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use atomr_accel_cuda::actor::ActorSystem;
 use atomr_accel_cuda::device::Status;
+use atomr_accel_cuda::hopper::{TensorMap, TensorMapBuilder};
 use atomr_accel_cuda::isolation::IsolationConfig;
 use atomr_accel_cuda::kernel::dsl::prelude::*;
 use atomr_accel_cuda::module::{KernelArgs, KernelSource, LaunchConfig, ModuleImage};
@@ -349,6 +350,15 @@ fn bad_input_is_a_typed_error_and_the_worker_keeps_serving(
                 );
             }
         }
+        // A TMA map over an isolated device's buffer is checked here and encoded by the
+        // worker when launched (check_modules launches one on a GPU).
+        let tiles = dev.alloc::<f32>(64 * 64).await.unwrap();
+        let map = TensorMapBuilder::new(&tiles, &[64, 64], &[32, 16]).build().unwrap();
+        assert_eq!(map.box_bytes(), 32 * 16 * 4);
+        let e = TensorMapBuilder::new(&tiles, &[64, 64], &[32, 300])
+            .build()
+            .unwrap_err();
+        assert!(matches!(e, GpuError::InvalidArgument(_)), "a box beyond 256: {e:?}");
         // Events cross too, but each stays with its own device.
         let (ev, lev, oev) = (
             dev.create_event().await.unwrap(),
@@ -1108,6 +1118,55 @@ extern "C" __global__ void cluster_rank(unsigned int* out) {
     assert!(
         matches!(e, GpuError::InvalidArgument(_)),
         "an isolated module in-process: {e:?}"
+    );
+    // TMA: a map over the isolated device's buffer is encoded in the worker, for its
+    // copy of the buffer; the same map launched in-process is refused, and so is an
+    // in-process map sent to the worker.
+    common::tma::check_tile(dev).await;
+    let tiles = dev.alloc::<f32>(64 * 64).await.unwrap();
+    let remote_map = TensorMapBuilder::new(&tiles, &[64, 64], &[32, 16]).build().unwrap();
+    let tm = local
+        .load_module(KernelSource::new(common::tma::TMA_SRC, &["tma_tile"]))
+        .await
+        .unwrap();
+    let one = LaunchConfig {
+        grid: (1, 1, 1),
+        block: (128, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let args = |map: &TensorMap<f32>, out: &GpuRef<f32>| {
+        KernelArgs::new()
+            .tensor_map(map)
+            .buf_mut(out)
+            .scalar(0i32)
+            .scalar(0i32)
+            .scalar(map.box_bytes() as u32)
+    };
+    let (lfl, ifl) = (
+        local.alloc::<f32>(32 * 16).await.unwrap(),
+        dev.alloc::<f32>(32 * 16).await.unwrap(),
+    );
+    // SAFETY: refused before any launch.
+    let e = unsafe { local.launch(&tm, "tma_tile", one, args(&remote_map, &lfl)) }
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, GpuError::InvalidArgument(m) if m.contains("isolated device's buffer")),
+        "an isolated device's map in-process: {e:?}"
+    );
+    let ltiles = local.alloc::<f32>(64 * 64).await.unwrap();
+    let local_map = TensorMapBuilder::new(&ltiles, &[64, 64], &[32, 16]).build().unwrap();
+    let im = dev
+        .load_module(KernelSource::new(common::tma::TMA_SRC, &["tma_tile"]))
+        .await
+        .unwrap();
+    // SAFETY: refused before any launch.
+    let e = unsafe { dev.launch(&im, "tma_tile", one, args(&local_map, &ifl)) }
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, GpuError::Unsupported(_) | GpuError::InvalidArgument(_)),
+        "an in-process map on the isolated device: {e:?}"
     );
     local.stop().await;
 }

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 pub mod harness;
 pub mod slow;
+pub mod tma;
 
 static SEED: AtomicU64 = AtomicU64::new(0);
 

@@ -1,14 +1,11 @@
 //! TMA tensor maps: descriptors the Tensor Memory Accelerator reads to move boxes of a
 //! tensor between global and shared memory without the threads computing addresses.
 
-use cudarc::driver::sys::{CUtensorMapDataType as Ty, CUtensorMapL2promotion as L2, CUtensorMapSwizzle as Sw};
-use cudarc::driver::{DevicePtr, DeviceSlice};
-
 use crate::dtype::{DTypeBase, DTypeKind};
 use crate::error::GpuError;
-use crate::gpu_ref::{GpuRef, Region};
-use crate::launch::KernelArgs;
-use crate::sys::hopper::{encode_tiled, TensorMapBits, TiledEncoding};
+use crate::gpu_ref::GpuRef;
+use crate::launch::{tensor_map_data_type, KernelArgs, TiledSpec};
+use crate::sys::hopper::TensorMapBits;
 
 /// How a box is laid out in shared memory (bank-conflict avoidance); the innermost box
 /// dimension must fit in the span.
@@ -58,7 +55,10 @@ pub struct TensorMapBuilder<T: DTypeBase> {
 /// It keeps the buffer alive.
 #[derive(Clone)]
 pub struct TensorMap<T: DTypeBase> {
-    bits: TensorMapBits,
+    /// The encoded descriptor; `None` over an isolated device's buffer (its worker
+    /// encodes `spec` for its own copy of the buffer).
+    bits: Option<TensorMapBits>,
+    spec: TiledSpec,
     buffer: GpuRef<T>,
     box_bytes: usize,
 }
@@ -82,28 +82,6 @@ impl<T: DTypeBase> TensorMap<T> {
     pub fn buffer(&self) -> &GpuRef<T> {
         &self.buffer
     }
-}
-
-/// The TMA element type of `T`: floats as themselves (so out-of-bounds NaN fill works),
-/// other types as unsigned integers of their size (TMA moves bits).
-fn data_type<T: DTypeBase>() -> Result<Ty, GpuError> {
-    Ok(match (T::NAME, std::mem::size_of::<T>()) {
-        ("f16", _) => Ty::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-        ("bf16", _) => Ty::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-        ("f32", _) => Ty::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
-        ("f64", _) => Ty::CU_TENSOR_MAP_DATA_TYPE_FLOAT64,
-        ("i32", _) => Ty::CU_TENSOR_MAP_DATA_TYPE_INT32,
-        ("i64", _) => Ty::CU_TENSOR_MAP_DATA_TYPE_INT64,
-        (_, 1) => Ty::CU_TENSOR_MAP_DATA_TYPE_UINT8,
-        (_, 2) => Ty::CU_TENSOR_MAP_DATA_TYPE_UINT16,
-        (_, 4) => Ty::CU_TENSOR_MAP_DATA_TYPE_UINT32,
-        (_, 8) => Ty::CU_TENSOR_MAP_DATA_TYPE_UINT64,
-        (name, size) => {
-            return Err(GpuError::Unsupported(format!(
-                "TMA moves elements of 1, 2, 4 or 8 bytes; {name} has {size}"
-            )))
-        }
-    })
 }
 
 fn invalid<V>(m: String) -> Result<V, GpuError> {
@@ -250,57 +228,44 @@ impl<T: DTypeBase> TensorMapBuilder<T> {
     }
 
     /// Validates and encodes the descriptor. `Unsupported` for a CPU-device buffer or a
-    /// GPU before compute capability 9.0.
+    /// GPU before compute capability 9.0. Over an isolated device's buffer the map is
+    /// checked here and encoded by the device's worker, which holds the buffer, when a
+    /// launch there passes it (the GPU's own checks answer then).
     pub fn build(self) -> Result<TensorMap<T>, GpuError> {
-        let data_type = data_type::<T>()?;
+        tensor_map_data_type::<T>()?;
         let (strides, element_strides) = self.validate()?;
-        let address = {
-            let guard = self.buffer.lock();
-            let Region::Cuda(s) = guard.region() else {
-                return Err(GpuError::Unsupported("TMA tensor maps need a GPU buffer".into()));
-            };
-            let stream = s.stream().clone();
-            let (major, _) = stream.context().compute_capability()?;
-            if major < 9 {
-                return Err(GpuError::Unsupported(
-                    "TMA needs a GPU of compute capability 9.0 or later".into(),
-                ));
-            }
-            let (ptr, _read) = s.device_ptr(&stream);
-            ptr
-        };
-        if address % 16 != 0 {
-            return invalid(format!("the buffer's address {address:#x} is not 16-byte aligned"));
-        }
-        let bits = encode_tiled(&TiledEncoding {
-            data_type,
-            address,
-            dims: &self.dims,
-            strides: &strides,
-            box_dims: &self.box_dims,
-            element_strides: &element_strides,
+        let spec = TiledSpec {
+            dims: self.dims,
+            strides,
+            box_dims: self.box_dims,
+            element_strides,
             swizzle: match self.swizzle {
-                Swizzle::None => Sw::CU_TENSOR_MAP_SWIZZLE_NONE,
-                Swizzle::B32 => Sw::CU_TENSOR_MAP_SWIZZLE_32B,
-                Swizzle::B64 => Sw::CU_TENSOR_MAP_SWIZZLE_64B,
-                Swizzle::B128 => Sw::CU_TENSOR_MAP_SWIZZLE_128B,
+                Swizzle::None => 0,
+                Swizzle::B32 => 1,
+                Swizzle::B64 => 2,
+                Swizzle::B128 => 3,
             },
             l2: match self.l2 {
-                L2Promotion::None => L2::CU_TENSOR_MAP_L2_PROMOTION_NONE,
-                L2Promotion::B64 => L2::CU_TENSOR_MAP_L2_PROMOTION_L2_64B,
-                L2Promotion::B128 => L2::CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-                L2Promotion::B256 => L2::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                L2Promotion::None => 0,
+                L2Promotion::B64 => 1,
+                L2Promotion::B128 => 2,
+                L2Promotion::B256 => 3,
             },
             oob_nan: self.oob_nan,
-        })?;
-        let box_elems: u64 = self
+        };
+        let bits = match self.buffer.remote() {
+            Some(_) => None,
+            None => Some(spec.encode(&self.buffer)?),
+        };
+        let box_elems: u64 = spec
             .box_dims
             .iter()
-            .zip(&element_strides)
+            .zip(&spec.element_strides)
             .map(|(b, e)| b.div_ceil(*e) as u64)
             .product();
         Ok(TensorMap {
             bits,
+            spec,
             buffer: self.buffer,
             box_bytes: (box_elems * std::mem::size_of::<T>() as u64) as usize,
         })
@@ -312,7 +277,12 @@ impl KernelArgs {
     /// `const __grid_constant__ CUtensorMap`); its buffer is validated with the other
     /// buffers, kept alive, and the launch ordered after its last use, as a written
     /// buffer (TMA may store through the map).
+    /// A map over an isolated device's buffer crosses to its worker as what it encodes,
+    /// and is encoded there.
     pub fn tensor_map<T: DTypeBase>(self, map: &TensorMap<T>) -> Self {
-        self.scalar(map.bits).reached(&map.buffer)
+        match map.bits {
+            Some(bits) => self.scalar(bits).reached(&map.buffer),
+            None => self.remote_tensor_map(&map.spec, &map.buffer),
+        }
     }
 }

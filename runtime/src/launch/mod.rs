@@ -13,8 +13,10 @@ use crate::error::{GpuError, Invalid};
 use crate::gpu_ref::{GpuRef, Locked};
 use crate::kernel::dsl::slices::{GlobalSlice, GlobalSliceMut};
 
+mod tensor_map_arg;
 mod wire;
 
+pub(crate) use self::tensor_map_arg::{data_type as tensor_map_data_type, TiledSpec};
 pub(crate) use self::wire::{put_buffer_list, take_buffer_list};
 
 /// A plain struct a kernel takes by value: `#[derive(KernelArg)]` implements it for a
@@ -537,6 +539,17 @@ pub(crate) trait ScalarArg: Send {
     fn as_param(&self) -> *mut std::ffi::c_void;
     /// The value's bytes, for a launch on an isolated device's worker.
     fn bytes(&self) -> Result<Vec<u8>, GpuError>;
+    /// Writes the argument for a raw module's launch on an isolated device's worker:
+    /// its bytes, unless it is something the worker makes (a tensor map).
+    fn put_wire(&self, w: &mut crate::wire::Writer<'_>) -> Result<(), GpuError> {
+        crate::wire::put_scalar_arg(&self.bytes()?, w);
+        Ok(())
+    }
+    /// Refuses an argument that only an isolated device's worker can launch (checked
+    /// with the buffers, before every launch in this process).
+    fn check_local(&self) -> Result<(), GpuError> {
+        Ok(())
+    }
 }
 
 struct ScalarItem<T>(T);
@@ -841,8 +854,9 @@ impl KernelArgs {
     /// another window of its buffer.
     pub(crate) fn validate(&self, device_id: usize, generation: u64) -> Result<(), GpuError> {
         for a in &self.items {
-            if let Arg::Buffer(b) = a {
-                b.validate(device_id, generation)?;
+            match a {
+                Arg::Buffer(b) => b.validate(device_id, generation)?,
+                Arg::Scalar(s) => s.check_local()?,
             }
         }
         self.check_buffers()

@@ -1,11 +1,12 @@
 //! A raw module's launch arguments on the wire (and an event's list of buffers): each
 //! buffer as a `#[kernel]` launch writes it, then its element type and whether the launch
 //! writes it, so the worker rebuilds the [`KernelArgs`] as they were — the kernel's
-//! parameter types are unknown there; scalars as their bytes.
+//! parameter types are unknown there; scalars as their bytes; a tensor map of an
+//! isolated device's buffer as what it encodes, encoded again in the worker.
 
 use super::{Arg, KernelArgs};
 use crate::error::GpuError;
-use crate::wire::{put_scalar_arg, BufferOnWire, Reader, Side, Wire, Writer};
+use crate::wire::{BufferOnWire, Reader, Side, Wire, Writer};
 
 /// Writes `args` with each buffer's element type and access (after the buffer as a
 /// `#[kernel]` launch writes it); only its buffers when `buffers_only`.
@@ -23,7 +24,7 @@ fn put_typed(args: &KernelArgs, w: &mut Writer<'_>, buffers_only: bool) -> Resul
                 b.dtype_name().to_string().put(w)?;
                 b.writes().put(w)?;
             }
-            Arg::Scalar(s) => put_scalar_arg(&s.bytes()?, w),
+            Arg::Scalar(s) => s.put_wire(w)?,
         }
     }
     Ok(())
@@ -45,7 +46,10 @@ fn take_typed(r: &mut Reader<'_>, scalars: bool) -> Result<KernelArgs, GpuError>
                 typed_buffer(args, b, &name, writes, r.side)?
             }
             1 if scalars => args.bytes(r.take_bytes_owned()?)?,
-            1 => return Err(GpuError::invalid("a scalar in a list of buffers")),
+            super::tensor_map_arg::TENSOR_MAP_TAG if scalars => super::tensor_map_arg::take_tensor_map(args, r)?,
+            1 | super::tensor_map_arg::TENSOR_MAP_TAG => {
+                return Err(GpuError::invalid("a scalar in a list of buffers"))
+            }
             t => return Err(GpuError::invalid(format!("unknown kernel argument tag {t}"))),
         };
     }
