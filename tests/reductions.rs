@@ -312,6 +312,20 @@ async fn edge_cases(config: DeviceConfig) {
     assert_eq!(d.argmin(&w).await.unwrap(), Some(80_000 - 600));
     assert_eq!(d.sum(&w).await.unwrap(), 0.0);
     assert_eq!(d.max(&g.view(2..500).unwrap()).await.unwrap(), 0.0);
+    // A view not starting at a multiple of four (the passes read four at a time: it is
+    // read through a copy); ties inside one four-element load and in the tail.
+    let w = g.view(601..90_001).unwrap();
+    assert_eq!(d.argmax(&w).await.unwrap(), Some(70_000 - 601));
+    assert_eq!(d.argmin(&w).await.unwrap(), Some(80_000 - 601));
+    let mut t = vec![1.0f32; 11];
+    for i in [6, 5, 10] {
+        t[i] = 9.0;
+    }
+    t[9] = -3.0;
+    t[10] = -3.0;
+    let t = d.upload(t).await.unwrap();
+    assert_eq!(d.argmax(&t).await.unwrap(), Some(5));
+    assert_eq!(d.argmin(&t).await.unwrap(), Some(9));
     // NaNs are skipped by min/max and arg*, and propagate through a sum.
     let nan = d
         .upload(vec![f32::NAN, 2.0, f32::NAN, -1.0, 7.0, f32::NAN])

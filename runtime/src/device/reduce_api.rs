@@ -111,7 +111,9 @@ fn beats<T: Float>(max: u32, none: u32, c: T, j: u32, v: T, k: u32) -> bool {
 
 /// The pass of an argmin (`max` 0) or argmax: block `b` writes the best value of
 /// its grid-stride share of `x` and that value's index to `out[b]`, `out_at[b]` — the
-/// first index among equals; `none` where the share holds only NaNs.
+/// first index among equals; `none` where the share holds only NaNs. Reads four
+/// elements per load, as the sums do (`x` starts at a multiple of four elements); the
+/// order in which a thread meets its elements does not matter, ties going by index.
 #[atomr_accel_cuda_macros::kernel(crate = crate)]
 fn arg_pass<T: Float>(x: &[T], none: u32, max: u32, out: &mut [T], out_at: &mut [u32]) {
     let mut best_v = shared_array::<T, 256>();
@@ -119,13 +121,33 @@ fn arg_pass<T: Float>(x: &[T], none: u32, max: u32, out: &mut [T], out_at: &mut 
     let t = thread_idx_x();
     let mut v = T::zero();
     let mut k: u32 = none;
-    let mut i = global_index();
-    while i < x.len() {
-        if beats(max, none, x[i], i as u32, v, k) {
-            v = x[i];
-            k = i as u32;
+    let quads = x.len() / 4;
+    let mut q = global_index();
+    while q < quads {
+        let w: Vec4<T> = x.load4(q);
+        let at = (q * 4) as u32;
+        if beats(max, none, w.x, at, v, k) {
+            v = w.x;
+            k = at;
         }
-        i += grid_stride();
+        if beats(max, none, w.y, at + 1, v, k) {
+            v = w.y;
+            k = at + 1;
+        }
+        if beats(max, none, w.z, at + 2, v, k) {
+            v = w.z;
+            k = at + 2;
+        }
+        if beats(max, none, w.w, at + 3, v, k) {
+            v = w.w;
+            k = at + 3;
+        }
+        q += grid_stride();
+    }
+    let tail = quads * 4 + global_index();
+    if tail < x.len() && beats(max, none, x[tail], tail as u32, v, k) {
+        v = x[tail];
+        k = tail as u32;
     }
     best_v[t] = v;
     best_i[t] = k;
@@ -388,18 +410,20 @@ impl Device {
         Ok(first.map(|i| i as usize))
     }
 
+    /// `x`, or — a view not starting at a multiple of four elements, which the float
+    /// passes read four at a time — a copy of it in a buffer of its own.
+    async fn quad_aligned<T: DType>(&self, x: &GpuRef<T>) -> Result<GpuRef<T>, GpuError> {
+        if x.offset() % 4 == 0 {
+            return Ok(x.clone());
+        }
+        let copied = self.alloc::<T>(x.len()).await?;
+        self.copy(x, &copied).await?;
+        Ok(copied)
+    }
+
     async fn reduce<T: Float + DType>(&self, x: &GpuRef<T>, op: Op) -> Result<T, GpuError> {
         check_len(x, "a reduction")?;
-        // The pass reads four elements at a time from a multiple of four: a view
-        // starting elsewhere is copied to a buffer of its own first.
-        let copied;
-        let x = if x.offset() % 4 == 0 {
-            x
-        } else {
-            copied = self.alloc::<T>(x.len()).await?;
-            self.copy(x, &copied).await?;
-            &copied
-        };
+        let x = &self.quad_aligned(x).await?;
         let b = blocks(x.len());
         let mut partial = self.scratch::<f64>(b).await?;
         reduce_pass::launch::<T>(self, shape(b), x, &mut partial, op as u32).await?;
@@ -413,6 +437,7 @@ impl Device {
 
     async fn arg<T: Float + DType>(&self, x: &GpuRef<T>, max: bool) -> Result<Option<usize>, GpuError> {
         let none = check_len(x, "an argmin/argmax")?;
+        let x = &self.quad_aligned(x).await?;
         let b = blocks(x.len());
         let (mut v, mut at) = futures::try_join!(self.scratch::<T>(b), self.scratch::<u32>(b))?;
         arg_pass::launch::<T>(self, shape(b), x, none, max as u32, &mut v, &mut at).await?;
