@@ -393,8 +393,9 @@ impl Device {
     }
 
     /// Launches `kernel` of `module` on the device and resolves when it has finished.
-    /// Buffers are checked (device, generation, passed at most once) and the launch
-    /// dimensions against the device's limits before anything is enqueued.
+    /// Buffers are checked (device, generation, a written window apart from every other
+    /// view of its buffer) and the launch dimensions against the device's limits before
+    /// anything is enqueued.
     ///
     /// # Safety
     /// `args` must match the kernel's parameter list in number, order and type (a raw

@@ -40,8 +40,9 @@ impl KernelCall {
         self.args.check_buffers()?;
         let f = self.function_for(stream)?;
         // SAFETY: the call was built by a `#[kernel]` launcher, whose signature generated
-        // both this argument list and the kernel's parameter list; buffers are distinct
-        // and the launch dimensions fit the device (checked by `function_for`).
+        // both this argument list and the kernel's parameter list; no written buffer
+        // window overlaps another (`check_buffers`) and the launch dimensions fit the
+        // device (checked by `function_for`).
         unsafe { crate::launch::enqueue(stream, &f, self.cfg, &self.args) }
     }
 
