@@ -18,14 +18,12 @@
 //! gathered back through the sorted indices. The same result on every run and backend;
 //! O(n) work per pass, at most 16 passes of three launches.
 
-use std::future::Future;
-
 use crate::device::DType;
 use crate::device::Device;
 use crate::error::{GpuError, Invalid};
 use crate::gpu_ref::GpuRef;
-use crate::kernel::dsl::KernelSequence;
 use crate::kernel::dsl::{Float, Int};
+use crate::kernel::dsl::{KernelCall, KernelSequence};
 use crate::launch::LaunchConfig;
 
 /// The top bit of a 64-bit key.
@@ -290,40 +288,27 @@ fn gather_int<T: Int>(src: &[T], index: &[u32], out: &mut [T]) {
     }
 }
 
-/// A sort's 64-bit keys and the original index of each.
-type Pairs<'a> = (&'a mut GpuRef<u64>, &'a mut GpuRef<u32>);
-
 /// Key types of [`Device::sort_by_key`]: f16, bf16, f32, f64 (NaNs last), i8, i16, i32, i64, u8, u16, u32, u64.
 pub trait SortKey: DType {
-    /// Writes the sort keys of `x`, and their indices, on `dev`.
+    /// The launch that writes the sort keys of `x`, and their indices.
     #[doc(hidden)]
-    fn pairs_on<'a>(
-        dev: &'a Device,
-        x: &'a GpuRef<Self>,
-        out: Pairs<'a>,
-    ) -> impl Future<Output = Result<(), GpuError>> + Send + 'a;
+    fn pairs_call(x: &GpuRef<Self>, keys: &mut GpuRef<u64>, index: &mut GpuRef<u32>) -> KernelCall;
 }
 
 /// Value types of [`Device::sort_by_key`] (and key types, for gathering them back):
 /// f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64.
 pub trait SortValue: DType {
-    /// `out[i] = src[index[i]]` on `dev`.
+    /// The launch of `out[i] = src[index[i]]`.
     #[doc(hidden)]
-    fn gather_on<'a>(
-        dev: &'a Device,
-        src: &'a GpuRef<Self>,
-        index: &'a GpuRef<u32>,
-        out: &'a GpuRef<Self>,
-    ) -> impl Future<Output = Result<(), GpuError>> + Send + 'a;
+    fn gather_call(src: &GpuRef<Self>, index: &GpuRef<u32>, out: &GpuRef<Self>) -> KernelCall;
 }
 
 macro_rules! sort_keys {
     ($pairs:ident: $($k:ty $(= $flip:expr)?),*) => {
         $(impl SortKey for $k {
-            fn pairs_on<'a>(dev: &'a Device, x: &'a GpuRef<Self>, (keys, index): Pairs<'a>)
-                -> impl Future<Output = Result<(), GpuError>> + Send + 'a {
+            fn pairs_call(x: &GpuRef<Self>, keys: &mut GpuRef<u64>, index: &mut GpuRef<u32>) -> KernelCall {
                 let cfg = LaunchConfig::for_elements(keys.len(), 256);
-                $pairs::launch::<$k>(dev, cfg, x, $($flip,)? keys, index)
+                $pairs::call::<$k>(cfg, x, $($flip,)? keys, index)
             }
         })*
     };
@@ -332,13 +317,10 @@ macro_rules! sort_keys {
 macro_rules! sort_values {
     ($gather:ident: $($v:ty),*) => {
         $(impl SortValue for $v {
-            fn gather_on<'a>(dev: &'a Device, src: &'a GpuRef<Self>, index: &'a GpuRef<u32>, out: &'a GpuRef<Self>)
-                -> impl Future<Output = Result<(), GpuError>> + Send + 'a {
-                async move {
-                    let mut out = out.clone();
-                    let cfg = LaunchConfig::for_elements(out.len(), 256);
-                    $gather::launch::<$v>(dev, cfg, src, index, &mut out).await
-                }
+            fn gather_call(src: &GpuRef<Self>, index: &GpuRef<u32>, out: &GpuRef<Self>) -> KernelCall {
+                let mut out = out.clone();
+                let cfg = LaunchConfig::for_elements(out.len(), 256);
+                $gather::call::<$v>(cfg, src, index, &mut out)
             }
         })*
     };
@@ -350,6 +332,13 @@ sort_keys!(float_sort_keys: half::f16, half::bf16, f32, f64);
 sort_keys!(int_sort_keys: i8 = TOP, i16 = TOP, i32 = TOP, i64 = TOP, u8 = TOP, u16 = TOP, u32 = TOP, u64 = 0);
 sort_values!(gather_float: half::f16, half::bf16, f32, f64);
 sort_values!(gather_int: i8, i16, i32, i64, u8, u16, u32, u64);
+
+/// A radix sort ready to run: its passes' launches, and the buffer they leave the
+/// sorted order in.
+struct Order {
+    passes: KernelSequence,
+    index: GpuRef<u32>,
+}
 
 impl Device {
     /// Sorts `keys` in place, ascending and stable (equal keys keep their order; NaNs
@@ -376,27 +365,30 @@ impl Device {
                     .mismatch("a buffer other than the keys'", "the keys' buffer"),
             ));
         }
-        let Some(order) = self.sorted_order(keys, "sort_by_key").await? else {
+        let Some(order) = self.sort_launches(keys, "sort_by_key").await? else {
             return Ok(());
         };
         let (kc, vc) = futures::try_join!(self.alloc::<K>(n), self.alloc::<V>(n))?;
         futures::try_join!(self.copy(keys, &kc), self.copy(values, &vc))?;
-        futures::try_join!(
-            K::gather_on(self, &kc, &order, keys),
-            V::gather_on(self, &vc, &order, values)
-        )?;
-        Ok(())
+        // The passes and both gathers: one sequence, waited for once.
+        let Order { passes, index } = order;
+        self.launch_all(
+            passes
+                .then(K::gather_call(&kc, &index, keys))
+                .then(V::gather_call(&vc, &index, values)),
+        )
+        .await
     }
 
     /// Sorts `keys` in place, ascending and stable (NaNs last), as
     /// [`Device::sort_by_key`] without values.
     pub async fn sort<K: SortKey + SortValue>(&self, keys: &GpuRef<K>) -> Result<(), GpuError> {
-        let Some(order) = self.sorted_order(keys, "sort").await? else {
+        let Some(Order { passes, index }) = self.sort_launches(keys, "sort").await? else {
             return Ok(());
         };
         let kc = self.alloc::<K>(keys.len()).await?;
         self.copy(keys, &kc).await?;
-        K::gather_on(self, &kc, &order, keys).await
+        self.launch_all(passes.then(K::gather_call(&kc, &index, keys))).await
     }
 
     /// The stable ascending order of `keys` (left as they are): a new buffer whose
@@ -404,18 +396,24 @@ impl Device {
     /// order, NaNs last — `torch.argsort(stable=True)`. `InvalidArgument` for an empty
     /// view (there is no buffer of no elements).
     pub async fn argsort<K: SortKey>(&self, keys: &GpuRef<K>) -> Result<GpuRef<u32>, GpuError> {
-        self.sorted_order(keys, "argsort").await?.ok_or_else(|| {
-            GpuError::InvalidArgument(
-                Invalid::new("argsort of no keys: the order would be an empty buffer")
-                    .arg("keys")
-                    .mismatch("at least one key", 0),
-            )
-        })
+        let order = self.sort_launches(keys, "argsort").await?;
+        if let Some(Order { passes, index }) = order {
+            self.launch_all(passes).await?;
+            return Ok(index);
+        }
+        Err(GpuError::InvalidArgument(
+            Invalid::new("argsort of no keys: the order would be an empty buffer")
+                .arg("keys")
+                .mismatch("at least one key", 0),
+        ))
     }
 
-    /// The radix sort itself: the stable ascending order of `keys` as indices (`None`
-    /// for no keys). `what` names the call in errors.
-    async fn sorted_order<K: SortKey>(&self, keys: &GpuRef<K>, what: &str) -> Result<Option<GpuRef<u32>>, GpuError> {
+    /// The radix sort, up to its passes: the checks, every buffer, the keys' 64-bit forms
+    /// (and which of their digits vary), then the passes' launches — not yet run — and
+    /// the buffer they leave the stable ascending order of `keys` in (`None` for no
+    /// keys). The caller appends what uses the order and runs it all as one sequence.
+    /// `what` names the call in errors.
+    async fn sort_launches<K: SortKey>(&self, keys: &GpuRef<K>, what: &str) -> Result<Option<Order>, GpuError> {
         let n = keys.len();
         if n >= (u32::MAX / 2) as usize {
             return Err(GpuError::Unsupported(format!(
@@ -427,16 +425,17 @@ impl Device {
         }
         let blocks = n.div_ceil(TILE);
         // Every buffer of the sort, asked for together (independent asks in flight at
-        // once: one round trip's wait, not six).
-        let (mut keys_a, mut index_a, mut keys_b, mut index_b, mut counts, mut starts) = futures::try_join!(
+        // once: one round trip's wait, not eight).
+        let (mut keys_a, mut index_a, mut keys_b, mut index_b, mut counts, mut starts, mut ands, mut ors) = futures::try_join!(
             self.alloc::<u64>(n),
             self.alloc::<u32>(n),
             self.alloc::<u64>(n),
             self.alloc::<u32>(n),
             self.alloc::<u32>(DIGITS * blocks),
             self.alloc::<u64>(DIGITS * blocks),
+            self.scratch::<u64>(blocks),
+            self.scratch::<u64>(blocks),
         )?;
-        K::pairs_on(self, keys, (&mut keys_a, &mut index_a)).await?;
         let shape = LaunchConfig {
             grid: (blocks as u32, 1, 1),
             block: (256, 1, 1),
@@ -447,9 +446,16 @@ impl Device {
             block: (1024, 1, 1),
             shared_mem_bytes: 0,
         };
-        let varying = self.varying_bits(&keys_a, shape).await?;
-        // Every pass's three launches in one sequence: the stream orders them, and the
-        // sort waits for the device once (not three times a pass).
+        // The keys' 64-bit forms and the bits in which some two differ (an AND and an OR
+        // of all keys: per block on the device, the blocks combined here).
+        self.launch_all([
+            K::pairs_call(keys, &mut keys_a, &mut index_a),
+            key_bits::call(shape, &keys_a, &mut ands, &mut ors),
+        ])
+        .await?;
+        let (ands, ors) = futures::try_join!(self.download(&ands), self.download(&ors))?;
+        let varying = ands.iter().fold(u64::MAX, |a, k| a & k) ^ ors.iter().fold(0, |a, k| a | k);
+        // Every pass's three launches: the stream orders them.
         let mut passes = KernelSequence::new();
         for pass in 0..DIGITS as u32 {
             let shift = 4 * pass;
@@ -471,21 +477,6 @@ impl Device {
             std::mem::swap(&mut keys_a, &mut keys_b);
             std::mem::swap(&mut index_a, &mut index_b);
         }
-        if !passes.is_empty() {
-            self.launch_all(passes).await?;
-        }
-        Ok(Some(index_a))
-    }
-
-    /// The bits that differ between some two of `keys` (the OR of all keys XOR their
-    /// AND): per block on the device, the blocks combined here.
-    async fn varying_bits(&self, keys: &GpuRef<u64>, shape: LaunchConfig) -> Result<u64, GpuError> {
-        let blocks = shape.grid.0 as usize;
-        let (mut ands, mut ors) = futures::try_join!(self.scratch::<u64>(blocks), self.scratch::<u64>(blocks))?;
-        key_bits::launch(self, shape, keys, &mut ands, &mut ors).await?;
-        let (ands, ors) = futures::try_join!(self.download(&ands), self.download(&ors))?;
-        let all = ands.iter().fold(u64::MAX, |a, k| a & k);
-        let any = ors.iter().fold(0, |a, k| a | k);
-        Ok(all ^ any)
+        Ok(Some(Order { passes, index: index_a }))
     }
 }
