@@ -1483,6 +1483,23 @@ async fn sequences(config: DeviceConfig) {
     assert!(matches!(e, GpuError::InvalidArgument(_)), "{e}");
     assert!(d.download(&gy).await.unwrap() == gy_now, "nothing ran");
     d.launch_all(KernelSequence::new()).await.unwrap();
+    // Launches, then a read back of what they wrote, as one request: a view reads its
+    // window only.
+    let mut y = gy.clone();
+    let window = d
+        .launch_then_read([saxpy::call::<f64>(cfg, 2.0, &gx, &mut y)], &gy.view(10..20).unwrap())
+        .await
+        .unwrap();
+    for (k, got) in window.iter().enumerate() {
+        let want = gy_now[10 + k] + 2.0 * x[10 + k];
+        assert!((got - want).abs() < 1e-12 * (1.0 + want.abs()), "read back at {k}");
+    }
+    assert_eq!(window.len(), 10);
+    // A buffer of another generation to read: refused.
+    let old = d.upload(vec![0.0f64; 4]).await.unwrap();
+    d.rebuild().await.unwrap();
+    let e = d.launch_then_read(KernelSequence::new(), &old).await.unwrap_err();
+    assert!(matches!(e, GpuError::Stale { .. }), "{e}");
     system.shutdown().await;
 }
 

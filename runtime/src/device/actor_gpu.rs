@@ -40,7 +40,7 @@ use crate::library::solver::Eigh;
 use crate::library::solver::SolverActor;
 use crate::library::sparse::{SparseActor, SparseMatrix, SparseOp};
 
-use super::bounds::{Blas1Scalar, BlasScalar, FftScalar, RandomScalar, SolverScalar, SparseScalar};
+use super::bounds::{Blas1Scalar, BlasScalar, DType, FftScalar, RandomScalar, SolverScalar, SparseScalar};
 use crate::dtype::Complex;
 use crate::kernel::dsl::{KernelCall, KernelSequence};
 
@@ -152,7 +152,7 @@ crate::library::rng::rng_actor_actor_gpu_surface!(via = rng; blas1 = RandomScala
 crate::library::fft::fft_actor_actor_gpu_surface!(via = fft; blas1 = FftScalar);
 crate::library::solver::solver_actor_actor_gpu_surface!(via = solver; blas1 = SolverScalar);
 crate::library::sparse::sparse_actor_actor_gpu_surface!(via = sparse; blas1 = SparseScalar);
-crate::library::kernels::kernel_actor_actor_gpu_surface!(via = kernel);
+crate::library::kernels::kernel_actor_actor_gpu_surface!(via = kernel; any = DType);
 
 /// An `ActorGpu` without its device: its number and its in-place library actors. The
 /// `Device` keeps a few of its own, so that a library call from outside any actor runs

@@ -11,6 +11,7 @@ use crate::dtype::{Blas1Base, BlasBase, DTypeBase, FftFloat, RngFloat};
 use crate::kernel::dsl::Float;
 use crate::library::blas::{BlasActorBlas1, BlasActorFloat};
 use crate::library::fft::FftActorBlas1;
+use crate::library::kernels::KernelActorAny;
 use crate::library::rng::RngActorBlas1;
 use crate::library::solver::{SolverActorBlas1, SolverFloat};
 use crate::library::sparse::{SparseActorBlas1, SparseFloat};
@@ -34,7 +35,7 @@ bound_alias!(
     /// the FP8 f8e4m3, f8e5m2 (matmul inputs), and the complex c32, c64.
     /// The bound of the `Device` API (a [`DTypeBase`] plus the device actors' message
     /// mappings, which `#[gpu_actor]` generates).
-    DType("`{Self}` is not an element type: buffers hold f16, bf16, f32, f64, i8–i64, u8–u64, f8e4m3, f8e5m2, c32 or c64") for [f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, f8e4m3, f8e5m2, c32, c64]: DTypeBase, ContextActorAny
+    DType("`{Self}` is not an element type: buffers hold f16, bf16, f32, f64, i8–i64, u8–u64, f8e4m3, f8e5m2, c32 or c64") for [f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, f8e4m3, f8e5m2, c32, c64]: DTypeBase, ContextActorAny, KernelActorAny
 );
 
 bound_alias!(

@@ -109,13 +109,27 @@ fn beats<T: Float>(max: u32, none: u32, c: T, j: u32, v: T, k: u32) -> bool {
     j != none && c == c && (k == none || better)
 }
 
+/// The index an argmin/argmax candidate at position `p` of its input stands for: `p`
+/// itself in the first pass; in the pass that combines blocks' bests, the index the
+/// best at `p` was found at (`at[p]`).
+#[atomr_accel_cuda_macros::device(crate = crate)]
+fn index_at(at: &[u32], combine: u32, p: usize) -> u32 {
+    let mut i = p as u32;
+    if combine == 1 {
+        i = at[p];
+    }
+    i
+}
+
 /// The pass of an argmin (`max` 0) or argmax: block `b` writes the best value of
 /// its grid-stride share of `x` and that value's index to `out[b]`, `out_at[b]` — the
 /// first index among equals; `none` where the share holds only NaNs. Reads four
 /// elements per load, as the sums do (`x` starts at a multiple of four elements); the
 /// order in which a thread meets its elements does not matter, ties going by index.
+/// With `combine` 1 the input is the first pass's blocks' bests and `at` their indices
+/// (one block then reduces them to the winner); with 0, `at` is not read.
 #[atomr_accel_cuda_macros::kernel(crate = crate)]
-fn arg_pass<T: Float>(x: &[T], none: u32, max: u32, out: &mut [T], out_at: &mut [u32]) {
+fn arg_pass<T: Float>(x: &[T], at: &[u32], combine: u32, none: u32, max: u32, out: &mut [T], out_at: &mut [u32]) {
     let mut best_v = shared_array::<T, 256>();
     let mut best_i = shared_array::<u32, 256>();
     let t = thread_idx_x();
@@ -125,29 +139,33 @@ fn arg_pass<T: Float>(x: &[T], none: u32, max: u32, out: &mut [T], out_at: &mut 
     let mut q = global_index();
     while q < quads {
         let w: Vec4<T> = x.load4(q);
-        let at = (q * 4) as u32;
-        if beats(max, none, w.x, at, v, k) {
+        let (i0, i1) = (index_at(at, combine, q * 4), index_at(at, combine, q * 4 + 1));
+        let (i2, i3) = (index_at(at, combine, q * 4 + 2), index_at(at, combine, q * 4 + 3));
+        if beats(max, none, w.x, i0, v, k) {
             v = w.x;
-            k = at;
+            k = i0;
         }
-        if beats(max, none, w.y, at + 1, v, k) {
+        if beats(max, none, w.y, i1, v, k) {
             v = w.y;
-            k = at + 1;
+            k = i1;
         }
-        if beats(max, none, w.z, at + 2, v, k) {
+        if beats(max, none, w.z, i2, v, k) {
             v = w.z;
-            k = at + 2;
+            k = i2;
         }
-        if beats(max, none, w.w, at + 3, v, k) {
+        if beats(max, none, w.w, i3, v, k) {
             v = w.w;
-            k = at + 3;
+            k = i3;
         }
         q += grid_stride();
     }
     let tail = quads * 4 + global_index();
-    if tail < x.len() && beats(max, none, x[tail], tail as u32, v, k) {
-        v = x[tail];
-        k = tail as u32;
+    if tail < x.len() {
+        let i = index_at(at, combine, tail);
+        if beats(max, none, x[tail], i, v, k) {
+            v = x[tail];
+            k = i;
+        }
     }
     best_v[t] = v;
     best_i[t] = k;
@@ -426,10 +444,10 @@ impl Device {
         let x = &self.quad_aligned(x).await?;
         let b = blocks(x.len());
         let mut partial = self.scratch::<f64>(b).await?;
-        reduce_pass::launch::<T>(self, shape(b), x, &mut partial, op as u32).await?;
-        // The partials (at most `MAX_BLOCKS`) combined here, in block order: one read
-        // back instead of a second launch and a read back; then one rounding to T.
-        let parts = self.download(&partial).await?;
+        // The pass and the read back of its partials (at most `MAX_BLOCKS`) in one
+        // request; the partials combined here, in block order, then one rounding to T.
+        let pass = reduce_pass::call::<T>(shape(b), x, &mut partial, op as u32);
+        let parts = self.launch_then_read([pass], &partial).await?;
         Ok(T::from_f64(
             parts.into_iter().fold(op.identity(), |a, p| op.combine(a, p)),
         ))
@@ -439,24 +457,21 @@ impl Device {
         let none = check_len(x, "an argmin/argmax")?;
         let x = &self.quad_aligned(x).await?;
         let b = blocks(x.len());
-        let (mut v, mut at) = futures::try_join!(self.scratch::<T>(b), self.scratch::<u32>(b))?;
-        arg_pass::launch::<T>(self, shape(b), x, none, max as u32, &mut v, &mut at).await?;
-        let (v, at) = futures::try_join!(self.download(&v), self.download(&at))?;
-        // The blocks' bests combined here as the kernel combines threads' (`beats`).
-        let mut best: Option<(T, u32)> = None;
-        for (c, j) in v.into_iter().zip(at) {
-            if j == none {
-                continue;
-            }
-            let wins = match best {
-                None => true,
-                Some((bv, bj)) => (max && c > bv) || (!max && c < bv) || (c == bv && j < bj),
-            };
-            if wins {
-                best = Some((c, j));
-            }
-        }
-        Ok(best.map(|(_, j)| j as usize))
+        let (mut v, mut at, mut best_v, mut best) = futures::try_join!(
+            self.scratch::<T>(b),
+            self.scratch::<u32>(b),
+            self.scratch::<T>(1),
+            self.scratch::<u32>(1)
+        )?;
+        // The pass, then one block reducing the blocks' bests by the same rule, and the
+        // winner read back: one request.
+        let m = max as u32;
+        let calls = [
+            arg_pass::call::<T>(shape(b), x, &best, 0, none, m, &mut v, &mut at),
+            arg_pass::call::<T>(shape(1), &v, &at, 1, none, m, &mut best_v, &mut best),
+        ];
+        let found = self.launch_then_read(calls, &best).await?[0];
+        Ok((found != none).then_some(found as usize))
     }
 }
 

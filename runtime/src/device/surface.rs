@@ -27,7 +27,7 @@ crate::library::rng::rng_actor_device_surface!(crate::library::rng; blas1 = Rand
 crate::library::fft::fft_actor_device_surface!(crate::library::fft; blas1 = FftScalar);
 crate::library::solver::solver_actor_device_surface!(crate::library::solver; blas1 = SolverScalar);
 crate::library::sparse::sparse_actor_device_surface!(crate::library::sparse; blas1 = SparseScalar);
-crate::library::kernels::kernel_actor_device_surface!(crate::library::kernels);
+crate::library::kernels::kernel_actor_device_surface!(crate::library::kernels; any = DType);
 crate::event::event_actor_device_surface!(crate::event);
 
 impl crate::kernel::dsl::LaunchTarget for super::Device {

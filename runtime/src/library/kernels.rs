@@ -9,12 +9,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use atomr_accel_cuda_macros::gpu_actor;
-use cudarc::driver::{CudaFunction, CudaStream};
+use cudarc::driver::{CudaFunction, CudaStream, DeviceSlice};
 
 use crate::actor::{Context, Deferred};
 use crate::backend::state::DeviceShared;
 use crate::completion::Completer;
+use crate::dtype::DTypeBase;
 use crate::error::GpuError;
+use crate::gpu_ref::{GpuRef, Region};
 use crate::kernel::dsl::launch::{KernelCall, KernelSequence};
 use crate::kernel::once_loads::Lookup;
 use crate::launch::with_host_buffers;
@@ -110,6 +112,36 @@ impl KernelCore {
     /// has finished.
     fn launch_all(&mut self, calls: KernelSequence) -> Result<Deferred<()>, GpuError> {
         self.run_all(calls.0, true)
+    }
+
+    /// Runs `calls` in order, then reads `out` back once they have finished: a pass and
+    /// the read back of what it wrote in one request (a reduction's partials).
+    fn launch_then_read<T: DTypeBase>(
+        &mut self,
+        calls: KernelSequence,
+        out: GpuRef<T>,
+    ) -> Result<Deferred<Vec<T>>, GpuError> {
+        out.validate(self.shared.config.device_id, self.generation)?;
+        let ran = self.run_all(calls.0, true)?;
+        let shared = self.shared.clone();
+        let read = move || -> Result<Vec<T>, GpuError> {
+            let held = out.lock();
+            match held.region() {
+                Region::Cpu(v) => Ok(v.to_vec()),
+                Region::Cuda(v) => {
+                    let stream = v.stream().clone();
+                    stream.clone_dtoh(&v).map_err(|e| shared.observe(e.into()))
+                }
+            }
+        };
+        Ok(match ran {
+            Deferred::Now(()) => Deferred::Now(read()?),
+            ran => Deferred::later(async move {
+                ran.resolve().await?;
+                // The launches have finished: the copy has nothing to wait for.
+                read()
+            }),
+        })
     }
 
     /// Enqueues `calls` in order on this core's stream and resolves when the last has
@@ -234,6 +266,18 @@ impl KernelActor {
     #[handler(device(name = launch_all, into(calls)))]
     fn launch_all(&mut self, calls: KernelSequence) -> Result<Deferred<()>, GpuError> {
         self.0.core()?.launch_all(calls)
+    }
+
+    /// Runs launches in order on the kernel actor's stream, then reads `out` (a small
+    /// buffer they wrote) back once they have finished: one request where a launch and a
+    /// download would be two — a reduction's pass and its partials.
+    #[handler(dtypes(any), device(name = launch_then_read, into(calls)))]
+    fn launch_then_read<T: DTypeBase>(
+        &mut self,
+        calls: KernelSequence,
+        out: GpuRef<T>,
+    ) -> Result<Deferred<Vec<T>>, GpuError> {
+        self.0.core()?.launch_then_read(calls, out)
     }
 
     /// Compiles (or loads from the disk cache) and loads an instantiation without
