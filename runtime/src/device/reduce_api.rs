@@ -423,8 +423,13 @@ impl Device {
         let b = blocks(x.len());
         let mut at = self.scratch::<u32>(b).await?;
         let target = if max { hi } else { lo };
-        first_index_pass::launch::<T>(self, shape(b), x, target, none, &mut at).await?;
-        let first = self.download(&at).await?.into_iter().min().filter(|&i| i != none);
+        let pass = first_index_pass::call::<T>(shape(b), x, target, none, &mut at);
+        let first = self
+            .launch_then_read([pass], &at)
+            .await?
+            .into_iter()
+            .min()
+            .filter(|&i| i != none);
         Ok(first.map(|i| i as usize))
     }
 
