@@ -16,6 +16,7 @@
 //! chunk), give each pair the place of its first non-zero.
 
 use super::bounds::SparseScalar;
+use super::scan_api::{int_scan_calls, scan_tiles};
 use super::Device;
 use crate::error::{GpuError, Invalid};
 use crate::gpu_ref::GpuRef;
@@ -163,10 +164,18 @@ impl Device {
             shared_mem_bytes: 0,
         };
         let shape = (rows as u32, cols as u32, width as u32, chunks as u32);
-        let (mut counts, ends) = futures::try_join!(self.alloc::<i32>(pairs), self.alloc::<i64>(pairs))?;
-        dense_counts::launch::<T>(self, grid(rows), dense, shape.0, shape.1, shape.2, shape.3, &mut counts).await?;
-        self.inclusive_scan(&counts, &ends).await?;
-        let nnz = self.download(&ends.view(pairs - 1..pairs)?).await?[0];
+        let (mut counts, ends, mut totals) = futures::try_join!(
+            self.alloc::<i32>(pairs),
+            self.alloc::<i64>(pairs),
+            self.scratch::<i64>(scan_tiles(pairs))
+        )?;
+        // Count, scan the counts, read the total back: one request.
+        let count = dense_counts::call::<T>(grid(rows), dense, shape.0, shape.1, shape.2, shape.3, &mut counts);
+        let [totals_pass, offsets_pass, scan_pass] = int_scan_calls(&counts, &ends, false, &mut totals);
+        let last = ends.view(pairs - 1..pairs)?;
+        let nnz = self
+            .launch_then_read([count, totals_pass, offsets_pass, scan_pass], &last)
+            .await?[0];
         if nnz > MAX_DIM as i64 {
             return Err(GpuError::invalid(format!(
                 "dense_to_csr: {nnz} non-zeros exceed the 32-bit indices of a CSR matrix"

@@ -23,7 +23,7 @@ use crate::device::Device;
 use crate::device::{DType, Reduce};
 use crate::error::{GpuError, Invalid};
 use crate::gpu_ref::GpuRef;
-use crate::kernel::dsl::{Float, Int};
+use crate::kernel::dsl::{Float, Int, KernelCall};
 use crate::launch::LaunchConfig;
 
 /// Elements a block scans: 256 threads × 4.
@@ -361,6 +361,34 @@ fn same_len(n: usize, out: usize) -> Result<(), GpuError> {
     )))
 }
 
+/// The tiles (and so the `totals`) of a scan of `n` elements.
+pub(crate) fn scan_tiles(n: usize) -> usize {
+    n.div_ceil(TILE)
+}
+
+/// The three launches of an integer scan of `x` into `out` (another buffer, as long) —
+/// tiles totalled into `totals` (one per [`scan_tiles`]), turned into offsets by one
+/// block, each tile scanned from its offset — for a caller running them in a sequence of
+/// its own, before or after other launches.
+pub(crate) fn int_scan_calls<T: Int + DType, O: Int + DType>(
+    x: &GpuRef<T>,
+    out: &GpuRef<O>,
+    exclusive: bool,
+    totals: &mut GpuRef<i64>,
+) -> [KernelCall; 3] {
+    let shape = LaunchConfig {
+        grid: (scan_tiles(x.len()) as u32, 1, 1),
+        block: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let mut out = out.clone();
+    [
+        int_tile_totals::call::<T>(shape, x, totals),
+        int_tile_offsets::call(ONE_BLOCK, totals),
+        int_tile_scan::call::<T, O>(shape, x, totals, exclusive as u32, &mut out),
+    ]
+}
+
 impl Device {
     /// `out[i] = x[0] + … + x[i]` (a buffer or view of as many elements as `x`; `x`
     /// itself for an in-place scan where the types allow). Floats: carried in f64 and
@@ -384,21 +412,9 @@ impl Device {
         let n = x.len();
         same_len(n, out.len())?;
         let x = &self.scan_input(x, out.id()).await?;
-        let tiles = n.div_ceil(TILE);
-        let shape = LaunchConfig {
-            grid: (tiles as u32, 1, 1),
-            block: (256, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let mut totals = self.scratch::<i64>(tiles).await?;
-        let mut out = out.clone();
+        let mut totals = self.scratch::<i64>(scan_tiles(n)).await?;
         // Totals, their offsets, the tiles scanned: one sequence, waited for once.
-        self.launch_all([
-            int_tile_totals::call::<T>(shape, x, &mut totals),
-            int_tile_offsets::call(ONE_BLOCK, &mut totals),
-            int_tile_scan::call::<T, O>(shape, x, &totals, exclusive as u32, &mut out),
-        ])
-        .await
+        self.launch_all(int_scan_calls(x, out, exclusive, &mut totals)).await
     }
 
     /// `x` itself, or — an in-place scan, `x` in `out`'s buffer — a copy of it: the second
