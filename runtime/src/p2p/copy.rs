@@ -53,17 +53,34 @@ impl Device {
     /// `src` into `dst` of `to` through this process's memory, a window of
     /// [`STAGING_BYTES`] at a time: downloaded into a host buffer, written from it (each
     /// copy staged through the pinned pool, or an isolated device's shared arena), so the
-    /// host holds one window, not the whole buffer.
+    /// host holds two windows, not the whole buffer — the next window is read from this
+    /// device while the last one is written into `to`.
     async fn copy_staged<T: DType>(&self, src: &GpuRef<T>, to: &Device, dst: &GpuRef<T>) -> Result<(), GpuError> {
+        let n = src.len();
         let window = (STAGING_BYTES / std::mem::size_of::<T>().max(1)).max(1);
-        let mut host = vec![T::default(); window.min(src.len())];
-        let mut start = 0;
-        while start < src.len() {
-            let end = (start + window).min(src.len());
-            let part = &mut host[..end - start];
-            self.download_into(&src.view(start..end)?, part).await?;
-            to.write_slice(&dst.view(start..end)?, part).await?;
-            start = end;
+        let windows: Vec<std::ops::Range<usize>> = (0..n).step_by(window).map(|s| s..(s + window).min(n)).collect();
+        let Some(first) = windows.first() else {
+            return Ok(());
+        };
+        let mut current = vec![T::default(); first.len()];
+        let mut next = vec![T::default(); if windows.len() > 1 { window } else { 0 }];
+        self.download_into(&src.view(first.clone())?, &mut current).await?;
+        for (k, w) in windows.iter().enumerate() {
+            let written = dst.view(w.clone())?;
+            match windows.get(k + 1) {
+                Some(after) => {
+                    let read = src.view(after.clone())?;
+                    let into = &mut next[..after.len()];
+                    let (wrote, got) = futures::join!(
+                        to.write_slice(&written, &current[..w.len()]),
+                        self.download_into(&read, into)
+                    );
+                    wrote?;
+                    got?;
+                    std::mem::swap(&mut current, &mut next);
+                }
+                None => to.write_slice(&written, &current[..w.len()]).await?,
+            }
         }
         Ok(())
     }
