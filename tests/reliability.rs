@@ -17,7 +17,7 @@ use atomr_accel_cuda::device::Status;
 use atomr_accel_cuda::dtype::Complex;
 use atomr_accel_cuda::kernel::dsl::prelude::*;
 use atomr_accel_cuda::module::LaunchConfig;
-use atomr_accel_cuda::prelude::{Compute, Epilogue, Matmul, SparseOp};
+use atomr_accel_cuda::prelude::{Compute, Epilogue, KernelSequence, Matmul, SparseOp};
 use atomr_accel_cuda::testing::TestHooks;
 use atomr_accel_cuda::{kernel, Device, DeviceConfig, FftShape, Gemm, Gemv, GpuError};
 use common::{check_sgemm, rand_vec};
@@ -299,6 +299,43 @@ async fn bad_requests(config: DeviceConfig) {
                 &foreign,
                 &mut c3,
             )),
+            inv,
+        ),
+        (
+            "kernel writing a view that overlaps its input",
+            Box::pin(async {
+                let mut upper = a.view(16..48)?;
+                saxpy::launch(
+                    &dev,
+                    LaunchConfig::for_elements(32, 32),
+                    1.0,
+                    &a.view(..32)?,
+                    &mut upper,
+                )
+                .await
+            }),
+            inv,
+        ),
+        (
+            "launch_all with a foreign buffer in its last launch",
+            Box::pin(async {
+                let (mut lo, mut hi) = (b.view(..32)?, c.view(..32)?);
+                dev.launch_all([
+                    saxpy::call(LaunchConfig::for_elements(32, 32), 1.0, &a.view(..32)?, &mut lo),
+                    saxpy::call(LaunchConfig::for_elements(32, 32), 1.0, &foreign.view(..32)?, &mut hi),
+                ])
+                .await
+            }),
+            inv,
+        ),
+        (
+            "launch_then_read of another device's buffer",
+            Box::pin(async { dev.launch_then_read(KernelSequence::new(), &foreign).await.map(|_| ()) }),
+            inv,
+        ),
+        (
+            "dense_to_csr with zero rows",
+            Box::pin(async { dev.dense_to_csr(&a, 0, 8).await.map(|_| ()) }),
             inv,
         ),
         (
