@@ -185,12 +185,13 @@ fn arg_pass<T: Float>(x: &[T], at: &[u32], combine: u32, none: u32, max: u32, ou
     }
 }
 
-/// The pass of an integer reduction: block `b` writes its grid-stride share's sum (in
-/// `i64`, two's-complement: the bits of a `u64` sum too), minimum and maximum to
-/// `sums[b]`, `mins[b]`, `maxs[b]`; `lo` and `hi` are the type's least and greatest
-/// values (the identities of max and min).
+/// The pass of an integer reduction: block `b` of `n` writes its grid-stride share's
+/// sum (in `i64`, two's-complement: the bits of a `u64` sum too), minimum and maximum
+/// (their bits widened to `i64`) to `parts[b]`, `parts[n + b]`, `parts[2n + b]` — one
+/// buffer, read back with the pass in one request; `lo` and `hi` are the type's least
+/// and greatest values (the identities of max and min).
 #[atomr_accel_cuda_macros::kernel(crate = crate)]
-fn reduce_int_pass<T: Int>(x: &[T], lo: T, hi: T, sums: &mut [i64], mins: &mut [T], maxs: &mut [T]) {
+fn reduce_int_pass<T: Int>(x: &[T], lo: T, hi: T, parts: &mut [i64]) {
     let mut ts = shared_array::<i64, 256>();
     let mut tmin = shared_array::<T, 256>();
     let mut tmax = shared_array::<T, 256>();
@@ -221,9 +222,11 @@ fn reduce_int_pass<T: Int>(x: &[T], lo: T, hi: T, sums: &mut [i64], mins: &mut [
         k /= 2;
     }
     if t == 0 {
-        sums[block_idx_x()] = ts[0];
-        mins[block_idx_x()] = tmin[0];
-        maxs[block_idx_x()] = tmax[0];
+        let n = parts.len() / 3;
+        let b = block_idx_x();
+        parts[b] = ts[0];
+        parts[n + b] = tmin[0].to_i64();
+        parts[2 * n + b] = tmax[0].to_i64();
     }
 }
 
@@ -334,12 +337,17 @@ reduce_int!(i8 => i64, i16 => i64, i32 => i64, i64 => i64, u8 => u64, u16 => u64
 trait Bounds: Int + DType {
     const LO: Self;
     const HI: Self;
+    /// The value whose bits, widened to 64 (as the kernels' `to_i64` widens), are `v`.
+    fn from_bits64(v: i64) -> Self;
 }
 
 macro_rules! bounds {
     ($($t:ty),*) => {$(impl Bounds for $t {
         const LO: Self = <$t>::MIN;
         const HI: Self = <$t>::MAX;
+        fn from_bits64(v: i64) -> Self {
+            v as $t
+        }
     })*};
 }
 
@@ -403,15 +411,14 @@ impl Device {
     async fn reduce_int<T: Bounds>(&self, x: &GpuRef<T>) -> Result<(i64, T, T), GpuError> {
         check_len(x, "a reduction")?;
         let b = blocks(x.len());
-        // Independent asks, in flight together: one round trip's wait, not three.
-        let (mut sums, mut mins, mut maxs) =
-            futures::try_join!(self.scratch::<i64>(b), self.scratch::<T>(b), self.scratch::<T>(b))?;
-        reduce_int_pass::launch::<T>(self, shape(b), x, T::LO, T::HI, &mut sums, &mut mins, &mut maxs).await?;
-        let (sums, mins, maxs) = futures::try_join!(self.download(&sums), self.download(&mins), self.download(&maxs))?;
+        let mut parts = self.scratch::<i64>(3 * b).await?;
+        // The pass and the read back of its partials: one request.
+        let pass = reduce_int_pass::call::<T>(shape(b), x, T::LO, T::HI, &mut parts);
+        let parts = self.launch_then_read([pass], &parts).await?;
         // The blocks' partials combined here, in block order.
-        let sum = sums.into_iter().fold(0i64, i64::wrapping_add);
-        let lo = mins.into_iter().fold(T::HI, |a, v| a.min(v));
-        let hi = maxs.into_iter().fold(T::LO, |a, v| a.max(v));
+        let sum = parts[..b].iter().fold(0i64, |a, &v| a.wrapping_add(v));
+        let lo = parts[b..2 * b].iter().fold(T::HI, |a, &v| a.min(T::from_bits64(v)));
+        let hi = parts[2 * b..].iter().fold(T::LO, |a, &v| a.max(T::from_bits64(v)));
         Ok((sum, lo, hi))
     }
 
