@@ -298,16 +298,27 @@ impl FftCore {
                 )));
             }
         }
-        let in_place = input.id() == output.id();
-        if in_place
-            && (input.offset() * std::mem::size_of::<I>() != output.offset() * std::mem::size_of::<O>()
-                || input.num_bytes() != output.num_bytes())
-        {
-            return Err(GpuError::Unsupported(format!(
-                "an FFT between two different views of one buffer (#{}): run it in place on one view, or \
-                 into a buffer of its own",
-                input.id()
-            )));
+        let one_buffer = input.id() == output.id();
+        let (in_bytes, out_bytes) = (
+            input.offset() * std::mem::size_of::<I>()..(input.offset() * std::mem::size_of::<I>() + input.num_bytes()),
+            output.offset() * std::mem::size_of::<O>()
+                ..(output.offset() * std::mem::size_of::<O>() + output.num_bytes()),
+        );
+        let in_place = one_buffer && in_bytes == out_bytes;
+        // Two views of one buffer: apart, an out-of-place transform between them (one
+        // buffer locked once, two addresses); overlapping, refused — cuFFT reads and
+        // writes through both pointers.
+        let between_views = one_buffer && !in_place;
+        if between_views && in_bytes.start < out_bytes.end && out_bytes.start < in_bytes.end {
+            return Err(GpuError::InvalidArgument(
+                Invalid::new(format!(
+                    "an FFT between overlapping views of one buffer (#{}, bytes {in_bytes:?} and {out_bytes:?}): \
+                     run it in place on one view, or between disjoint views",
+                    input.id()
+                ))
+                .arg("output")
+                .mismatch("a view apart from the input's", "an overlapping view"),
+            ));
         }
         if in_place && !matches!(kind, Kind::C2c { .. }) {
             return Err(GpuError::InvalidArgument(
@@ -382,6 +393,11 @@ impl FftCore {
                         let mut g = output.lock();
                         let (p, _rec) = g.address(stream, true)?;
                         enqueue(p, p)
+                    } else if between_views {
+                        // (C2C: one buffer is one element type.)
+                        let mut g = output.lock();
+                        let (base, _rec) = g.buffer_address(stream, true)?;
+                        enqueue(base + in_bytes.start as u64, base + out_bytes.start as u64)
                     } else {
                         let (gi, mut go) = lock2(input, output);
                         match (gi.region(), go.region_mut()) {
