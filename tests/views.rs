@@ -24,6 +24,7 @@ on_both! {
     overlapping_operands_and_bad_ranges_are_typed_errors => overlaps;
     graphs_capture_views => graphs;
     kernels_take_several_views_of_one_buffer => kernels_on_one_buffer;
+    solvers_take_panels_of_one_buffer => solvers_on_one_buffer;
 }
 
 /// y = a·x + y over the view lengths.
@@ -318,7 +319,7 @@ async fn others(config: DeviceConfig) {
         }
     }
     // LU of a matrix at an offset, solving a right-hand side that is a view of another
-    // buffer (a solver's arguments are distinct buffers).
+    // buffer (views of one buffer: `solvers_on_one_buffer`).
     let a = rand_vec(n * n);
     let rhs = rand_vec(n);
     let mut packed = rand_vec(5);
@@ -339,9 +340,9 @@ async fn others(config: DeviceConfig) {
     assert_eq!(d.download(&p.view(..5).unwrap()).await.unwrap(), packed[..5]);
     assert_eq!(d.download(&bs.view(..3).unwrap()).await.unwrap(), rhs_packed[..3]);
     invalid(
-        d.lu_solve(&av, &piv, &p.view(..2).unwrap(), 1, 1).await,
-        "a solver given two views of one buffer",
-        "not views of one buffer",
+        d.lu_solve(&av, &piv, &p.view(4..6).unwrap(), 1, 1).await,
+        "a solver given overlapping views of one buffer",
+        "overlapping views of one buffer",
     );
 
     // A uniform fill of a window.
@@ -607,4 +608,281 @@ async fn kernels_on_one_buffer(config: DeviceConfig) {
         "a graph kernel writing over its input",
         "overlapping windows",
     );
+}
+
+/// Panels of one workspace buffer, a few guard elements apart: `take(len)` hands out the
+/// next panel (filled with `data`), `check_guards` that nothing between them changed.
+struct Workspace {
+    host: Vec<f64>,
+    panels: Vec<std::ops::Range<usize>>,
+}
+
+const GUARD: usize = 3;
+
+impl Workspace {
+    fn new() -> Self {
+        Workspace {
+            host: rand_vec(GUARD),
+            panels: Vec::new(),
+        }
+    }
+
+    /// The next panel's range, holding `data`, then guards.
+    fn put(&mut self, data: &[f64]) -> std::ops::Range<usize> {
+        let at = self.host.len();
+        self.host.extend(data);
+        self.host.extend(rand_vec(GUARD));
+        self.panels.push(at..at + data.len());
+        at..at + data.len()
+    }
+
+    /// The guard elements of `got` (the whole buffer downloaded) are as uploaded.
+    fn check_guards(&self, got: &[f64], what: &str) {
+        for (i, (g, h)) in got.iter().zip(&self.host).enumerate() {
+            if !self.panels.iter().any(|p| p.contains(&i)) {
+                assert_eq!(g, h, "{what}: guard element {i} changed");
+            }
+        }
+    }
+}
+
+/// Column-major m×k · k×n.
+fn matmul(a: &[f64], b: &[f64], (m, k, n): (usize, usize, usize)) -> Vec<f64> {
+    let mut c = vec![0.0; m * n];
+    for j in 0..n {
+        for p in 0..k {
+            for i in 0..m {
+                c[i + j * m] += a[i + p * m] * b[p + j * k];
+            }
+        }
+    }
+    c
+}
+
+fn close(got: &[f64], want: &[f64], tol: f64, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    let scale = want.iter().fold(1.0f64, |m, x| m.max(x.abs()));
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!((g - w).abs() <= tol * scale, "{what} at {i}: {g} vs {w}");
+    }
+}
+
+/// Every solver routine with all its floating-point operands as panels of one buffer —
+/// LU and Cholesky solves, QR, SVD (vectors and values only), eigh, and the batched
+/// factorizations and solves — against float64 references and the same calls on
+/// separate buffers; the guards between the panels untouched; overlapping panels are
+/// typed errors.
+async fn solvers_on_one_buffer(config: DeviceConfig) {
+    let (_s, d) = open(config).await;
+    let (n, nrhs, m) = (12, 2, 16);
+
+    // LU factor and solve, A and B panels of one buffer.
+    let a = rand_vec(n * n);
+    let b = rand_vec(n * nrhs);
+    let mut ws = Workspace::new();
+    let (ra, rb) = (ws.put(&a), ws.put(&b));
+    let g = d.upload(ws.host.clone()).await.unwrap();
+    let (av, bv) = (g.view(ra.clone()).unwrap(), g.view(rb.clone()).unwrap());
+    let piv = d.lu_factor(&av, n).await.unwrap();
+    d.lu_solve(&av, &piv, &bv, n, nrhs).await.unwrap();
+    let got = d.download(&g).await.unwrap();
+    ws.check_guards(&got, "lu");
+    close(&matmul(&a, &got[rb.clone()], (n, n, nrhs)), &b, 1e-9, "A·X = B (LU)");
+    let (a2, b2) = (d.upload(a.clone()).await.unwrap(), d.upload(b.clone()).await.unwrap());
+    let piv2 = d.lu_factor(&a2, n).await.unwrap();
+    d.lu_solve(&a2, &piv2, &b2, n, nrhs).await.unwrap();
+    close(
+        &got[rb],
+        &d.download(&b2).await.unwrap(),
+        1e-12,
+        "X on panels vs separate buffers",
+    );
+    invalid(
+        d.lu_solve(&av, &piv, &g.view(ra.end - 1..ra.end + n * nrhs).unwrap(), n, nrhs)
+            .await,
+        "B overlapping the LU factors",
+        "overlapping views of one buffer",
+    );
+
+    // Cholesky factor and solve.
+    let spd_a = spd(n);
+    let mut ws = Workspace::new();
+    let (rl, rb) = (ws.put(&spd_a), ws.put(&b));
+    let g = d.upload(ws.host.clone()).await.unwrap();
+    let (lv, bv) = (g.view(rl).unwrap(), g.view(rb.clone()).unwrap());
+    d.cholesky(&lv, n).await.unwrap();
+    d.cholesky_solve(&lv, &bv, n, nrhs).await.unwrap();
+    let got = d.download(&g).await.unwrap();
+    ws.check_guards(&got, "cholesky");
+    close(&matmul(&spd_a, &got[rb], (n, n, nrhs)), &b, 1e-9, "A·X = B (Cholesky)");
+
+    // QR: A, Q and R in one buffer.
+    let a = rand_vec(m * n);
+    let mut ws = Workspace::new();
+    let (ra, rq, rr) = (ws.put(&a), ws.put(&rand_vec(m * n)), ws.put(&rand_vec(n * n)));
+    let g = d.upload(ws.host.clone()).await.unwrap();
+    let [av, qv, rv] = [&ra, &rq, &rr].map(|r| g.view(r.clone()).unwrap());
+    d.qr_into(&av, &qv, &rv, m, n).await.unwrap();
+    let got = d.download(&g).await.unwrap();
+    ws.check_guards(&got, "qr");
+    assert_eq!(got[ra.clone()], a[..], "qr leaves A intact");
+    close(
+        &matmul(&got[rq.clone()], &got[rr.clone()], (m, n, n)),
+        &a,
+        1e-10,
+        "Q·R = A",
+    );
+    let (q2, r2) = d.qr(&d.upload(a.clone()).await.unwrap(), m, n).await.unwrap();
+    close(
+        &got[rq],
+        &d.download(&q2).await.unwrap(),
+        1e-10,
+        "Q on panels vs separate",
+    );
+    close(
+        &got[rr],
+        &d.download(&r2).await.unwrap(),
+        1e-10,
+        "R on panels vs separate",
+    );
+
+    // SVD: A, U, S, Vᵀ in one buffer; then the values alone into a fifth panel.
+    let mut ws = Workspace::new();
+    let ra = ws.put(&a);
+    let (ru, rs, rvt, rs2) = (
+        ws.put(&rand_vec(m * n)),
+        ws.put(&rand_vec(n)),
+        ws.put(&rand_vec(n * n)),
+        ws.put(&rand_vec(n)),
+    );
+    let g = d.upload(ws.host.clone()).await.unwrap();
+    let [av, uv, sv, vtv, s2v] = [&ra, &ru, &rs, &rvt, &rs2].map(|r| g.view(r.clone()).unwrap());
+    let out = Svd { u: uv, s: sv, vt: vtv };
+    d.svd_into(&av, &out, m, n).await.unwrap();
+    d.svd_values(&av, &s2v, m, n).await.unwrap();
+    let got = d.download(&g).await.unwrap();
+    ws.check_guards(&got, "svd");
+    let mut us = got[ru].to_vec();
+    for (j, s) in got[rs.clone()].iter().enumerate() {
+        us[j * m..(j + 1) * m].iter_mut().for_each(|x| *x *= s);
+    }
+    close(&matmul(&us, &got[rvt], (m, n, n)), &a, 1e-10, "U·S·Vᵀ = A");
+    close(&got[rs2], &got[rs], 1e-12, "values alone = the SVD's");
+    invalid(
+        d.svd_values(&av, &g.view(ra.end - 2..ra.end - 2 + n).unwrap(), m, n)
+            .await,
+        "S overlapping A",
+        "overlapping views of one buffer",
+    );
+
+    // eigh: A (vectors in place) and W in one buffer.
+    let sym = spd(n);
+    let mut ws = Workspace::new();
+    let (ra, rw) = (ws.put(&sym), ws.put(&rand_vec(n)));
+    let g = d.upload(ws.host.clone()).await.unwrap();
+    d.eigh_into(
+        &g.view(ra.clone()).unwrap(),
+        &g.view(rw.clone()).unwrap(),
+        n,
+        Eigh::default(),
+    )
+    .await
+    .unwrap();
+    let got = d.download(&g).await.unwrap();
+    ws.check_guards(&got, "eigh");
+    let (v, w) = (&got[ra], &got[rw]);
+    let av = matmul(&sym, v, (n, n, n));
+    let vw: Vec<f64> = (0..n * n).map(|i| v[i] * w[i / n]).collect();
+    close(&av, &vw, 1e-9, "A·V = V·diag(W)");
+
+    // Batched LU and Cholesky, factors and right-hand sides in one buffer.
+    let (k, count) = (6, 5);
+    let mats: Vec<f64> = (0..count).flat_map(|_| spd(k)).collect();
+    let rhs = rand_vec(k * count);
+    let mut ws = Workspace::new();
+    let (rlu, rb, rl, rb1) = (ws.put(&mats), ws.put(&rhs), ws.put(&mats), ws.put(&rhs));
+    let g = d.upload(ws.host.clone()).await.unwrap();
+    let [luv, bv, lv, b1v] = [&rlu, &rb, &rl, &rb1].map(|r| g.view(r.clone()).unwrap());
+    let piv = d.alloc::<i32>(k * count).await.unwrap();
+    d.lu_factor_batched(&luv, &piv, k, count).await.unwrap();
+    d.lu_solve_batched(&luv, &piv, &bv, k, 1, count).await.unwrap();
+    d.cholesky_batched(&lv, k, count).await.unwrap();
+    d.cholesky_solve_batched(&lv, &b1v, k, count).await.unwrap();
+    let got = d.download(&g).await.unwrap();
+    ws.check_guards(&got, "batched");
+    for c in 0..count {
+        let mat = &mats[c * k * k..(c + 1) * k * k];
+        let want = &rhs[c * k..(c + 1) * k];
+        close(
+            &matmul(mat, &got[rb.start + c * k..rb.start + (c + 1) * k], (k, k, 1)),
+            want,
+            1e-9,
+            "batched LU",
+        );
+        close(
+            &matmul(mat, &got[rb1.start + c * k..rb1.start + (c + 1) * k], (k, k, 1)),
+            want,
+            1e-9,
+            "batched Cholesky",
+        );
+    }
+
+    // Batched SVD: A, S, U and V in one buffer, vs separate buffers.
+    let (sm, sn) = (5, 3);
+    let a = rand_vec(sm * sn * count);
+    let mut ws = Workspace::new();
+    let (ra, rs, ru, rv) = (
+        ws.put(&a),
+        ws.put(&rand_vec(sn * count)),
+        ws.put(&rand_vec(sm * sm * count)),
+        ws.put(&rand_vec(sn * sn * count)),
+    );
+    let g = d.upload(ws.host.clone()).await.unwrap();
+    let [av, sv, uv, vv] = [&ra, &rs, &ru, &rv].map(|r| g.view(r.clone()).unwrap());
+    d.svd_batched(&av, &sv, &uv, &vv, sm, sn, count).await.unwrap();
+    let got = d.download(&g).await.unwrap();
+    ws.check_guards(&got, "svd_batched");
+    let [a2, s2, u2, v2] = [&ra, &rs, &ru, &rv].map(|r| ws.host[r.clone()].to_vec());
+    let [a2, s2, u2, v2] = [a2, s2, u2, v2].map(|h| d.upload(h));
+    let (a2, s2, u2, v2) = (
+        a2.await.unwrap(),
+        s2.await.unwrap(),
+        u2.await.unwrap(),
+        v2.await.unwrap(),
+    );
+    d.svd_batched(&a2, &s2, &u2, &v2, sm, sn, count).await.unwrap();
+    close(
+        &got[rs],
+        &d.download(&s2).await.unwrap(),
+        1e-12,
+        "batched S on panels vs separate",
+    );
+    close(
+        &got[ru.clone()],
+        &d.download(&u2).await.unwrap(),
+        1e-10,
+        "batched U on panels vs separate",
+    );
+    close(
+        &got[rv.clone()],
+        &d.download(&v2).await.unwrap(),
+        1e-10,
+        "batched V on panels vs separate",
+    );
+    invalid(
+        d.svd_batched(
+            &av,
+            &sv,
+            &uv,
+            &g.view(ru.end - 1..ru.end - 1 + rv.len()).unwrap(),
+            sm,
+            sn,
+            count,
+        )
+        .await,
+        "V overlapping U",
+        "overlapping views of one buffer",
+    );
+    // The device serves after the refusals.
+    assert_eq!(d.download(&g.view(ra).unwrap()).await.unwrap(), a);
 }

@@ -7,10 +7,12 @@ use cudarc::driver::CudaSlice;
 
 mod locked;
 mod operands;
+mod parts;
 
 use locked::Held;
 pub(crate) use locked::{Locked, Region, RegionMut};
-pub(crate) use operands::{lock2, lock3, lock4, lock5, with_inputs, with_operands};
+pub(crate) use operands::{lock2, lock4, lock5, with_inputs, with_operands};
+pub(crate) use parts::{overlap_error, overlapping, with_parts, with_parts_and};
 
 use crate::dtype::DTypeBase;
 use crate::error::GpuError;

@@ -89,6 +89,40 @@ pub(crate) enum RegionMut<'a, T> {
     Cuda(CudaViewMut<'a, T>),
 }
 
+impl<'a, T> RegionMut<'a, T> {
+    /// The region cut in two at `mid` (both halves writable, borrowing this one).
+    pub(crate) fn split_at(&mut self, mid: usize) -> (RegionMut<'_, T>, RegionMut<'_, T>) {
+        match self {
+            RegionMut::Cpu(v) => {
+                let (a, b) = v.split_at_mut(mid);
+                (RegionMut::Cpu(a), RegionMut::Cpu(b))
+            }
+            RegionMut::Cuda(v) => {
+                let (a, b) = v.split_at_mut(mid);
+                (RegionMut::Cuda(a), RegionMut::Cuda(b))
+            }
+        }
+    }
+
+    /// The elements in host memory: what a CPU-device library routine works on; a GPU
+    /// buffer is an `InvalidArgument`.
+    pub(crate) fn into_host(self) -> Result<&'a mut [T], GpuError> {
+        match self {
+            RegionMut::Cpu(v) => Ok(v),
+            RegionMut::Cuda(_) => Err(GpuError::invalid("a GPU buffer in a CPU device's routine")),
+        }
+    }
+
+    /// The elements in device memory: what a CUDA library routine works on; a CPU-device
+    /// buffer is an `InvalidArgument`.
+    pub(crate) fn into_cuda(self) -> Result<CudaViewMut<'a, T>, GpuError> {
+        match self {
+            RegionMut::Cuda(v) => Ok(v),
+            RegionMut::Cpu(_) => Err(GpuError::invalid("a buffer of another backend")),
+        }
+    }
+}
+
 impl<T> Locked<'_, T> {
     /// Records the uses on one stream not yet in the slice's events: before any access
     /// other than a launch's (`GpuRef::lock` does it).
@@ -140,7 +174,7 @@ impl<T> Locked<'_, T> {
         self.region_mut_at(w)
     }
 
-    fn region_mut_at(&mut self, w: Range<usize>) -> RegionMut<'_, T> {
+    pub(super) fn region_mut_at(&mut self, w: Range<usize>) -> RegionMut<'_, T> {
         match &mut self.held.storage {
             Storage::Cpu(v) => RegionMut::Cpu(&mut v[w]),
             Storage::Cuda(s) => RegionMut::Cuda(s.slice_mut(w)),

@@ -117,10 +117,6 @@ macro_rules! lock_in_id_order {
 }
 
 lock_in_id_order!(
-    /// As [`lock2`], for three buffers.
-    lock3(a: A => la, b: B => lb, c: C => lc)
-);
-lock_in_id_order!(
     /// As [`lock2`], for four buffers.
     lock4(a: A => la, b: B => lb, c: C => lc, d: D => ld)
 );

@@ -16,7 +16,7 @@ use crate::actor::Deferred;
 use crate::backend::state::DeviceShared;
 use crate::completion::Completer;
 use crate::error::GpuError;
-use crate::gpu_ref::{lock2, lock3, GpuRef, Locked, RegionMut};
+use crate::gpu_ref::{lock2, with_parts, with_parts_and, GpuRef, Locked, RegionMut};
 use crate::kernel::dsl::prelude::*;
 use crate::launch::LaunchConfig;
 use crate::library::pivots::PivotLedger;
@@ -195,18 +195,21 @@ impl CudaSolver {
     ) -> Result<Deferred<()>, GpuError> {
         let mut scratch = self.scratch_copy(a, m * n * count)?;
         let mut info = self.batch_info(count)?;
-        let mut ss = s.lock();
-        match vectors {
-            Some((u, v)) => {
-                let (mut su, mut sv) = lock2(u, v);
+        if let Some((u, v)) = vectors {
+            with_parts(Op::SvdBatched.name(), [(s, "S"), (u, "U"), (v, "V")], |[s, u, v]| {
                 self.dense.gesvdj_batched(
                     (m, n, count),
                     &mut scratch,
-                    &mut cuda(&mut ss)?,
-                    Some((&mut cuda(&mut su)?, &mut cuda(&mut sv)?)),
+                    &mut s.into_cuda()?,
+                    Some((&mut u.into_cuda()?, &mut v.into_cuda()?)),
                     &mut info,
-                )?;
-            }
+                )
+            })??;
+            return Ok(self.finish_batched(shared, Op::SvdBatched, (info, count), scratch));
+        }
+        let mut ss = s.lock();
+        match vectors {
+            Some(_) => unreachable!("handled above"),
             // Values only of square matrices: no U, V (null, as cuSOLVER allows).
             None if m == n => self.dense.gesvdj_batched(
                 (m, n, count),
@@ -292,15 +295,12 @@ impl CudaSolver {
             )));
         }
         let mut slot = self.slot()?;
-        let (mut sl, mut sp, mut sb) = lock3(lu, pivots, b);
-        self.dense.getrs(
-            n,
-            nrhs,
-            &cuda(&mut sl)?,
-            &cuda(&mut sp)?,
-            &mut cuda(&mut sb)?,
-            &mut slot,
-        )?;
+        let named = [(lu, "the LU factors"), (b, "B")];
+        with_parts_and(Op::LuSolve.name(), named, Some(pivots), |[l, b], p| {
+            let p = cuda(p.expect("the pivots are locked"))?;
+            self.dense
+                .getrs(n, nrhs, &l.into_cuda()?, &p, &mut b.into_cuda()?, &mut slot)
+        })??;
         Ok(self.finish(shared, Op::LuSolve, slot))
     }
 
@@ -327,16 +327,18 @@ impl CudaSolver {
                 self.blas.get_or_init(|| b)
             }
         };
-        let (mut sl, mut sp, mut sb) = lock3(lu, pivots, b);
-        T::getrs_batched(
-            blas,
-            self.dense.pointers(),
-            &self.stream,
-            (n, nrhs, count),
-            &cuda(&mut sl)?,
-            &cuda(&mut sp)?,
-            &mut cuda(&mut sb)?,
-        )?;
+        let named = [(lu, "the LU factors"), (b, "B")];
+        with_parts_and(Op::LuSolveBatched.name(), named, Some(pivots), |[l, b], p| {
+            T::getrs_batched(
+                blas,
+                self.dense.pointers(),
+                &self.stream,
+                (n, nrhs, count),
+                &l.into_cuda()?,
+                &cuda(p.expect("the pivots are locked"))?,
+                &mut b.into_cuda()?,
+            )
+        })??;
         // getrsBatched reports bad parameters on the host (checked above), no `info`
         // on the device: the reply is the stream's completion alone.
         Ok(shared.deferred(self.completer.done(&self.stream)))
@@ -351,9 +353,10 @@ impl CudaSolver {
         (n, count): (usize, usize),
     ) -> Result<Deferred<()>, GpuError> {
         let mut info = self.batch_info(1)?;
-        let (mut sl, mut sb) = lock2(l, b);
-        self.dense
-            .potrs_batched((n, count), &cuda(&mut sl)?, &mut cuda(&mut sb)?, &mut info)?;
+        with_parts(Op::CholeskySolveBatched.name(), [(l, "L"), (b, "B")], |[l, b]| {
+            self.dense
+                .potrs_batched((n, count), &l.into_cuda()?, &mut b.into_cuda()?, &mut info)
+        })??;
         Ok(self.finish_batched(shared, Op::CholeskySolveBatched, (info, 1), ()))
     }
 
@@ -376,9 +379,10 @@ impl CudaSolver {
         (n, nrhs): (usize, usize),
     ) -> Result<Deferred<()>, GpuError> {
         let mut slot = self.slot()?;
-        let (mut sl, mut sb) = lock2(l, b);
-        self.dense
-            .potrs(n, nrhs, &cuda(&mut sl)?, &mut cuda(&mut sb)?, &mut slot)?;
+        with_parts(Op::CholeskySolve.name(), [(l, "L"), (b, "B")], |[l, b]| {
+            self.dense
+                .potrs(n, nrhs, &l.into_cuda()?, &mut b.into_cuda()?, &mut slot)
+        })??;
         Ok(self.finish(shared, Op::CholeskySolve, slot))
     }
 
@@ -392,13 +396,12 @@ impl CudaSolver {
     ) -> Result<Deferred<()>, GpuError> {
         let mut slot = self.slot()?;
         let mut tau = self.stream.alloc_zeros::<T>(n)?;
-        {
-            let (mut sa, mut sq) = lock2(a, q);
-            let mut qv = cuda(&mut sq)?;
+        with_parts(Op::Qr.name(), [(a, "A"), (q, "Q")], |[a, q]| {
+            let mut qv = q.into_cuda()?;
             self.stream
-                .memcpy_dtod(&cuda(&mut sa)?.slice(..m * n), &mut qv.slice_mut(..m * n))?;
-            self.dense.geqrf(m, n, &mut qv, &mut tau, &mut slot)?;
-        }
+                .memcpy_dtod(&a.into_cuda()?.slice(..m * n), &mut qv.slice_mut(..m * n))?;
+            self.dense.geqrf(m, n, &mut qv, &mut tau, &mut slot)
+        })??;
         let mut r = r.clone();
         upper_triangle::launch_on::<T>(&self.stream, LaunchConfig::for_elements(n * n, 256), q, m, &mut r, n)?;
         self.dense.orgqr(m, n, &mut cuda(&mut q.lock())?, &tau, &mut slot)?;
@@ -414,14 +417,15 @@ impl CudaSolver {
     ) -> Result<Deferred<()>, GpuError> {
         let mut slot = self.slot()?;
         let mut scratch = self.scratch_copy(a, m * n)?;
-        let (mut su, mut ss, mut sv) = lock3(u, s, vt);
-        self.dense.gesvd(
-            (m, n),
-            &mut scratch,
-            &mut cuda(&mut ss)?,
-            Some((&mut cuda(&mut su)?, &mut cuda(&mut sv)?)),
-            &mut slot,
-        )?;
+        with_parts(Op::Svd.name(), [(u, "U"), (s, "S"), (vt, "Vᵀ")], |[u, s, vt]| {
+            self.dense.gesvd(
+                (m, n),
+                &mut scratch,
+                &mut s.into_cuda()?,
+                Some((&mut u.into_cuda()?, &mut vt.into_cuda()?)),
+                &mut slot,
+            )
+        })??;
         Ok(self.finish(shared, Op::Svd, slot))
     }
 
@@ -463,14 +467,15 @@ impl CudaSolver {
         how: super::Eigh,
     ) -> Result<Deferred<()>, GpuError> {
         let mut slot = self.slot()?;
-        let (mut sa, mut sw) = lock2(a, w);
         let upper = how.triangle == super::Triangle::Upper;
-        self.dense.syevd(
-            (n, how.vectors, upper),
-            &mut cuda(&mut sa)?,
-            &mut cuda(&mut sw)?,
-            &mut slot,
-        )?;
+        with_parts(Op::Eigh.name(), [(a, "A"), (w, "W")], |[a, w]| {
+            self.dense.syevd(
+                (n, how.vectors, upper),
+                &mut a.into_cuda()?,
+                &mut w.into_cuda()?,
+                &mut slot,
+            )
+        })??;
         Ok(self.finish(shared, Op::Eigh, slot))
     }
 }

@@ -26,7 +26,7 @@ use crate::actor::{Context, Deferred};
 use crate::backend::state::DeviceShared;
 use crate::dtype::DTypeBase;
 use crate::error::{GpuError, Invalid, Lib, NumericalIssue};
-use crate::gpu_ref::{lock2, lock3, lock4, GpuRef};
+use crate::gpu_ref::{lock2, overlap_error, overlapping, with_parts, with_parts_and, GpuRef};
 use crate::library::seed::LibrarySeed;
 use crate::library::shell::{Core, Library};
 use crate::observability::{cpu_op, gpu_timed};
@@ -215,24 +215,14 @@ fn holds<T: DTypeBase>(r: &GpuRef<T>, rows: usize, cols: usize, what: &str, op: 
     Ok(())
 }
 
-/// Refuses two arguments that are the same buffer where the routine writes one of them
-/// (views of one buffer count as that buffer: the routines lock each argument).
-fn distinct<T: DTypeBase>(bufs: &[(&GpuRef<T>, &str)], op: Op) -> Result<(), GpuError> {
-    for (i, (x, xn)) in bufs.iter().enumerate() {
-        for (y, yn) in &bufs[i + 1..] {
-            if x.same_buffer(y) {
-                return Err(GpuError::InvalidArgument(
-                    Invalid::new(format!(
-                        "{}: {xn} and {yn} must be different buffers (not views of one buffer)",
-                        op.name()
-                    ))
-                    .arg(*yn)
-                    .mismatch(format_args!("a buffer other than {xn}"), format_args!("{xn} itself")),
-                ));
-            }
-        }
+/// Refuses two arguments that overlap where the routine writes one of them. Views of one
+/// buffer that lie apart are welcome (panels of one workspace): each routine locks the
+/// buffer once and hands each argument its window.
+fn apart<T: DTypeBase>(bufs: &[(&GpuRef<T>, &str)], op: Op) -> Result<(), GpuError> {
+    match overlapping(bufs) {
+        Some((x, y)) => Err(overlap_error(op.name(), x, y)),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Checks `m ≥ n ≥ 1`, which cuSOLVER's QR-based routines (`gesvd`) require.
@@ -348,19 +338,25 @@ impl SolverCore {
         holds(lu, n, n, "the LU factors", op)?;
         holds(pivots, n, 1, "the pivots", op)?;
         holds(b, n, nrhs, "B", op)?;
-        distinct(&[(lu, "the LU factors"), (b, "B")], op)?;
+        apart(&[(lu, "the LU factors"), (b, "B")], op)?;
         self.run(
             op,
             || {
-                let (mut sl, sp, mut sb) = lock3(lu, pivots, b);
-                let pv = sp.host()?;
-                if let Some((k, p)) = pv[..n].iter().enumerate().find(|(_, &p)| p < 1 || p as usize > n) {
-                    return Err(invalid(format!(
-                        "lu_solve: pivot {k} is {p}, outside 1..={n}: pass lu_factor's pivots"
-                    )));
-                }
-                cpu::lu_solve(sl.host_mut()?, pv, sb.host_mut()?, n, nrhs);
-                Ok(Deferred::Now(()))
+                with_parts_and(
+                    op.name(),
+                    [(lu, "the LU factors"), (b, "B")],
+                    Some(pivots),
+                    |[l, b], p| {
+                        let pv = p.expect("the pivots are locked").host()?;
+                        if let Some((k, p)) = pv[..n].iter().enumerate().find(|(_, &p)| p < 1 || p as usize > n) {
+                            return Err(invalid(format!(
+                                "lu_solve: pivot {k} is {p}, outside 1..={n}: pass lu_factor's pivots"
+                            )));
+                        }
+                        cpu::lu_solve(l.into_host()?, pv, b.into_host()?, n, nrhs);
+                        Ok(Deferred::Now(()))
+                    },
+                )?
             },
             |c| c.lu_solve(&self.shared, lu, pivots, b, (n, nrhs)),
         )
@@ -429,46 +425,48 @@ impl SolverCore {
             holds(v, n * n, count, "V", op)?;
             named.extend([(u, "U"), (v, "V")]);
         }
-        distinct(&named, op)?;
+        apart(&named, op)?;
         self.run(
             op,
             || {
-                let (mut sa, mut ss) = lock2(a, s);
-                let (ha, hs) = (sa.host_mut()?, ss.host_mut()?);
                 let infos: Vec<i32> = match vectors {
-                    Some((u, v)) => {
-                        let (mut su, mut sv) = lock2(u, v);
-                        let (hu, hv) = (su.host_mut()?, sv.host_mut()?);
+                    Some((u, v)) => with_parts(op.name(), [(a, "A"), (s, "S"), (u, "U"), (v, "V")], |[a, s, u, v]| {
+                        let (ha, hs, hu, hv) = (a.into_host()?, s.into_host()?, u.into_host()?, v.into_host()?);
                         let k_min = m.min(n);
-                        (0..count)
-                            .map(|k| {
-                                cpu::svd_full(
-                                    &ha[k * m * n..(k + 1) * m * n],
-                                    &mut hs[k * k_min..(k + 1) * k_min],
-                                    &mut hu[k * m * m..(k + 1) * m * m],
-                                    &mut hv[k * n * n..(k + 1) * n * n],
-                                    m,
-                                    n,
-                                )
-                            })
-                            .collect()
-                    }
-                    None => {
+                        Ok::<_, GpuError>(
+                            (0..count)
+                                .map(|k| {
+                                    cpu::svd_full(
+                                        &ha[k * m * n..(k + 1) * m * n],
+                                        &mut hs[k * k_min..(k + 1) * k_min],
+                                        &mut hu[k * m * m..(k + 1) * m * m],
+                                        &mut hv[k * n * n..(k + 1) * n * n],
+                                        m,
+                                        n,
+                                    )
+                                })
+                                .collect(),
+                        )
+                    })??,
+                    None => with_parts(op.name(), [(a, "A"), (s, "S")], |[a, s]| {
+                        let (ha, hs) = (a.into_host()?, s.into_host()?);
                         let k_min = m.min(n);
-                        (0..count)
-                            .map(|k| {
-                                let mat = &ha[k * m * n..(k + 1) * m * n];
-                                let out = &mut hs[k * k_min..(k + 1) * k_min];
-                                if m >= n {
-                                    cpu::svd_values(mat, out, m, n)
-                                } else {
-                                    // A wide matrix's values are its transpose's.
-                                    let at: Vec<T> = (0..m * n).map(|i| mat[(i % n) * m + i / n]).collect();
-                                    cpu::svd_values(&at, out, n, m)
-                                }
-                            })
-                            .collect()
-                    }
+                        Ok::<_, GpuError>(
+                            (0..count)
+                                .map(|k| {
+                                    let mat = &ha[k * m * n..(k + 1) * m * n];
+                                    let out = &mut hs[k * k_min..(k + 1) * k_min];
+                                    if m >= n {
+                                        cpu::svd_values(mat, out, m, n)
+                                    } else {
+                                        // A wide matrix's values are its transpose's.
+                                        let at: Vec<T> = (0..m * n).map(|i| mat[(i % n) * m + i / n]).collect();
+                                        cpu::svd_values(&at, out, n, m)
+                                    }
+                                })
+                                .collect(),
+                        )
+                    })??,
                 };
                 first_failure(op, &infos).map(Deferred::Now)
             },
@@ -522,31 +520,41 @@ impl SolverCore {
         holds(lu, n * n, count, "the LU factors", op)?;
         holds(pivots, n, count, "the pivots", op)?;
         holds(b, n * nrhs, count, "B", op)?;
-        distinct(&[(lu, "the LU factors"), (b, "B")], op)?;
+        apart(&[(lu, "the LU factors"), (b, "B")], op)?;
         self.run(
             op,
             || {
-                let (sl, sp, mut sb) = lock3(lu, pivots, b);
-                let (hl, hp, hb) = (sl.host()?, sp.host()?, sb.host_mut()?);
-                if let Some((k, p)) = hp[..n * count]
-                    .iter()
-                    .enumerate()
-                    .find(|(_, &p)| p < 1 || p as usize > n)
-                {
-                    return Err(invalid(format!(
-                        "lu_solve_batched: pivot {k} is {p}, outside 1..={n}: pass lu_factor_batched's pivots"
-                    )));
-                }
-                for k in 0..count {
-                    cpu::lu_solve(
-                        &hl[k * n * n..(k + 1) * n * n],
-                        &hp[k * n..(k + 1) * n],
-                        &mut hb[k * n * nrhs..(k + 1) * n * nrhs],
-                        n,
-                        nrhs,
-                    );
-                }
-                Ok(Deferred::Now(()))
+                with_parts_and(
+                    op.name(),
+                    [(lu, "the LU factors"), (b, "B")],
+                    Some(pivots),
+                    |[l, b], p| {
+                        let (hl, hp, hb) = (
+                            l.into_host()?,
+                            p.expect("the pivots are locked").host()?,
+                            b.into_host()?,
+                        );
+                        if let Some((k, p)) = hp[..n * count]
+                            .iter()
+                            .enumerate()
+                            .find(|(_, &p)| p < 1 || p as usize > n)
+                        {
+                            return Err(invalid(format!(
+                                "lu_solve_batched: pivot {k} is {p}, outside 1..={n}: pass lu_factor_batched's pivots"
+                            )));
+                        }
+                        for k in 0..count {
+                            cpu::lu_solve(
+                                &hl[k * n * n..(k + 1) * n * n],
+                                &hp[k * n..(k + 1) * n],
+                                &mut hb[k * n * nrhs..(k + 1) * n * nrhs],
+                                n,
+                                nrhs,
+                            );
+                        }
+                        Ok(Deferred::Now(()))
+                    },
+                )?
             },
             |c| c.lu_solve_batched(&self.shared, (lu, pivots, b), (n, nrhs, count)),
         )
@@ -566,16 +574,17 @@ impl SolverCore {
         positive(count, "count", op)?;
         holds(l, n * n, count, "L", op)?;
         holds(b, n, count, "B", op)?;
-        distinct(&[(l, "L"), (b, "B")], op)?;
+        apart(&[(l, "L"), (b, "B")], op)?;
         self.run(
             op,
             || {
-                let (sl, mut sb) = lock2(l, b);
-                let (hl, hb) = (sl.host()?, sb.host_mut()?);
-                for k in 0..count {
-                    cpu::cholesky_solve(&hl[k * n * n..(k + 1) * n * n], &mut hb[k * n..(k + 1) * n], n, 1);
-                }
-                Ok(Deferred::Now(()))
+                with_parts(op.name(), [(l, "L"), (b, "B")], |[l, b]| {
+                    let (hl, hb) = (l.into_host()?, b.into_host()?);
+                    for k in 0..count {
+                        cpu::cholesky_solve(&hl[k * n * n..(k + 1) * n * n], &mut hb[k * n..(k + 1) * n], n, 1);
+                    }
+                    Ok(Deferred::Now(()))
+                })?
             },
             |c| c.cholesky_solve_batched(&self.shared, (l, b), (n, count)),
         )
@@ -607,13 +616,14 @@ impl SolverCore {
         positive(nrhs, "nrhs", op)?;
         holds(l, n, n, "L", op)?;
         holds(b, n, nrhs, "B", op)?;
-        distinct(&[(l, "L"), (b, "B")], op)?;
+        apart(&[(l, "L"), (b, "B")], op)?;
         self.run(
             op,
             || {
-                let (mut sl, mut sb) = lock2(l, b);
-                cpu::cholesky_solve(sl.host_mut()?, sb.host_mut()?, n, nrhs);
-                Ok(Deferred::Now(()))
+                with_parts(op.name(), [(l, "L"), (b, "B")], |[l, b]| {
+                    cpu::cholesky_solve(l.into_host()?, b.into_host()?, n, nrhs);
+                    Ok(Deferred::Now(()))
+                })?
             },
             |c| c.cholesky_solve(&self.shared, l, b, (n, nrhs)),
         )
@@ -634,13 +644,14 @@ impl SolverCore {
         holds(a, m, n, "A", op)?;
         holds(q, m, n, "Q", op)?;
         holds(r, n, n, "R", op)?;
-        distinct(&[(a, "A"), (q, "Q"), (r, "R")], op)?;
+        apart(&[(a, "A"), (q, "Q"), (r, "R")], op)?;
         self.run(
             op,
             || {
-                let (mut sa, mut sq, mut sr) = lock3(a, q, r);
-                cpu::qr(sa.host_mut()?, sq.host_mut()?, sr.host_mut()?, m, n);
-                Ok(Deferred::Now(()))
+                with_parts(op.name(), [(a, "A"), (q, "Q"), (r, "R")], |[a, q, r]| {
+                    cpu::qr(a.into_host()?, q.into_host()?, r.into_host()?, m, n);
+                    Ok(Deferred::Now(()))
+                })?
             },
             |c| c.qr(&self.shared, (a, q, r), (m, n)),
         )
@@ -660,13 +671,18 @@ impl SolverCore {
         holds(u, m, n, "U", op)?;
         holds(s, n, 1, "S", op)?;
         holds(vt, n, n, "Vᵀ", op)?;
-        distinct(&[(a, "A"), (u, "U"), (s, "S"), (vt, "Vᵀ")], op)?;
+        apart(&[(a, "A"), (u, "U"), (s, "S"), (vt, "Vᵀ")], op)?;
         self.run(
             op,
             || {
-                let (mut sa, mut su, mut ss, mut sv) = lock4(a, u, s, vt);
-                let info = cpu::svd(sa.host_mut()?, su.host_mut()?, ss.host_mut()?, sv.host_mut()?, m, n);
-                numerical(op, info).map(Deferred::Now)
+                with_parts(
+                    op.name(),
+                    [(a, "A"), (u, "U"), (s, "S"), (vt, "Vᵀ")],
+                    |[a, u, s, vt]| {
+                        let info = cpu::svd(a.into_host()?, u.into_host()?, s.into_host()?, vt.into_host()?, m, n);
+                        numerical(op, info).map(Deferred::Now)
+                    },
+                )?
             },
             |c| c.svd(&self.shared, (a, u, s, vt), (m, n)),
         )
@@ -685,13 +701,13 @@ impl SolverCore {
         tall(m, n, op)?;
         holds(a, m, n, "A", op)?;
         holds(s, n, 1, "S", op)?;
-        distinct(&[(a, "A"), (s, "S")], op)?;
+        apart(&[(a, "A"), (s, "S")], op)?;
         self.run(
             op,
             || {
-                let (mut sa, mut ss) = lock2(a, s);
-                let info = cpu::svd_values(sa.host_mut()?, ss.host_mut()?, m, n);
-                numerical(op, info).map(Deferred::Now)
+                with_parts(op.name(), [(a, "A"), (s, "S")], |[a, s]| {
+                    numerical(op, cpu::svd_values(a.into_host()?, s.into_host()?, m, n)).map(Deferred::Now)
+                })?
             },
             |c| c.svd_values(&self.shared, a, s, (m, n)),
         )
@@ -711,12 +727,13 @@ impl SolverCore {
         positive(n, "n", op)?;
         holds(a, n, n, "A", op)?;
         holds(w, n, 1, "W", op)?;
-        distinct(&[(a, "A"), (w, "W")], op)?;
+        apart(&[(a, "A"), (w, "W")], op)?;
         self.run(
             op,
             || {
-                let (mut sa, mut sw) = lock2(a, w);
-                numerical(op, cpu::eigh(sa.host_mut()?, sw.host_mut()?, n, how)).map(Deferred::Now)
+                with_parts(op.name(), [(a, "A"), (w, "W")], |[a, w]| {
+                    numerical(op, cpu::eigh(a.into_host()?, w.into_host()?, n, how)).map(Deferred::Now)
+                })?
             },
             |c| c.eigh(&self.shared, a, w, n, how),
         )
