@@ -452,6 +452,15 @@ async fn bad_requests(config: DeviceConfig) {
             inv,
         ),
         (
+            "qr_into with Q overlapping A (views of one buffer)",
+            Box::pin(async {
+                let r = dev.alloc::<f64>(16).await?;
+                let (lo, hi) = (a64.view(0..32)?, a64.view(16..48)?);
+                dev.qr_into(&lo, &hi, &r, 8, 4).await
+            }),
+            inv,
+        ),
+        (
             "upload_csr with a column index out of range",
             Box::pin(async {
                 dev.upload_csr::<f32>(2, 2, &[0, 1, 2], &[0, 2], &[1.0, 2.0])
