@@ -19,25 +19,32 @@ use crate::error::{GpuError, Invalid};
 /// (argument index, elements), sorted by start.
 struct Cut<'g, T> {
     lock: Locked<'g, T>,
-    windows: Vec<(usize, Range<usize>)>,
+    windows: Vec<Window>,
 }
 
-/// The first two arguments among `refs` that are overlapping windows of one buffer
-/// (their names and elements), if any: what [`with_parts`] refuses.
-pub(crate) fn overlapping<'n, T: DTypeBase>(
-    refs: &[(&GpuRef<T>, &'n str)],
-) -> Option<((&'n str, Range<usize>), (&'n str, Range<usize>))> {
+/// An argument's name and its window's elements, for an error that names it.
+pub(crate) type Named<'n> = (&'n str, Range<usize>);
+
+/// An argument's index and its window's elements.
+type Window = (usize, Range<usize>);
+
+/// Pieces cut so far: each argument's index and region.
+type Pieces<'v, T> = Vec<(usize, RegionMut<'v, T>)>;
+
+/// The first two arguments among `refs` that are overlapping windows of one buffer, if
+/// any: what [`with_parts`] refuses.
+pub(crate) fn overlapping<'n, T: DTypeBase>(refs: &[(&GpuRef<T>, &'n str)]) -> Option<(Named<'n>, Named<'n>)> {
     refs.iter().enumerate().find_map(|(i, (x, xn))| {
         refs[i + 1..].iter().find_map(|(y, yn)| {
             let (wx, wy) = (x.window(), y.window());
             let overlap = wx.start < wy.end && wy.start < wx.end;
-            (x.same_buffer(y) && overlap).then(|| ((*xn, wx), (*yn, wy)))
+            (x.same_buffer(y) && overlap).then_some(((*xn, wx), (*yn, wy)))
         })
     })
 }
 
 /// The error for two overlapping windows of one buffer passed where a routine writes.
-pub(crate) fn overlap_error(op: &str, (xn, wx): (&str, Range<usize>), (yn, wy): (&str, Range<usize>)) -> GpuError {
+pub(crate) fn overlap_error(op: &str, (xn, wx): Named<'_>, (yn, wy): Named<'_>) -> GpuError {
     GpuError::InvalidArgument(
         Invalid::new(format!(
             "{op}: {xn} (elements {wx:?}) and {yn} (elements {wy:?}) are overlapping views of one buffer; pass views \
@@ -85,7 +92,7 @@ pub(crate) fn with_parts_and<T: DTypeBase, P: DTypeBase, const N: usize, R>(
         if let Some(e) = extra.filter(|e| extra_lock.is_none() && e.id() < d.id()) {
             extra_lock = Some(e.lock());
         }
-        let mut windows: Vec<(usize, Range<usize>)> = (refs.iter().enumerate())
+        let mut windows: Vec<Window> = (refs.iter().enumerate())
             .filter(|(_, (r, _))| r.same_buffer(d))
             .map(|(k, (r, _))| (k, r.window()))
             .collect();
@@ -112,21 +119,20 @@ pub(crate) fn with_parts_and<T: DTypeBase, P: DTypeBase, const N: usize, R>(
 /// `windows`, then each buffer of `rest` likewise, and calls `f` with every piece
 /// (argument index, region). Each piece borrows the frame that cut it, so `f` runs in
 /// the innermost frame.
-#[allow(clippy::type_complexity)]
 fn cut<'v, T, R, F>(
-    current: Option<(RegionMut<'v, T>, usize, &'v [(usize, Range<usize>)])>,
+    current: Option<(RegionMut<'v, T>, usize, &'v [Window])>,
     rest: &'v mut [Cut<'_, T>],
-    done: Vec<(usize, RegionMut<'v, T>)>,
+    done: Pieces<'v, T>,
     f: F,
 ) -> R
 where
-    F: for<'x> FnOnce(Vec<(usize, RegionMut<'x, T>)>) -> R,
+    F: for<'x> FnOnce(Pieces<'x, T>) -> R,
 {
     match current {
         Some((mut region, at, [(k, w), windows @ ..])) => {
             let (_, mut from) = region.split_at(w.start - at);
             let (piece, after) = from.split_at(w.len());
-            let mut done: Vec<(usize, RegionMut<'_, T>)> = done;
+            let mut done: Pieces<'_, T> = done;
             done.push((*k, piece));
             cut(Some((after, w.end, windows)), rest, done, f)
         }
