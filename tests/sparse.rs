@@ -386,3 +386,136 @@ async fn a_device_without_the_sparse_library_says_so() {
         "{e:?}"
     );
 }
+
+/// A Krylov basis in one buffer: column j + 1 = A · column j by SpMV between views of
+/// it (CSR and COO, plain and transposed with alpha and beta), and an SpMM between two
+/// panels of one buffer — against float64 and the same products on separate buffers;
+/// the elements around the windows untouched; an output overlapping its input refused.
+async fn one_buffer(config: DeviceConfig) {
+    let sys = ActorSystem::new("sparse-one-buffer");
+    let dev = Device::open(&sys, config).await.unwrap();
+    let n = 97;
+    let (ri, ci, v) = random_coo(n, n, 0.1);
+    let a = dev.upload_coo((n, n), &ri, &ci, &v).await.unwrap();
+    let coo = dev.csr_to_coo(&a).await.unwrap();
+    let dense = dense_of((n, n), &ri, &ci, &v);
+    // A·x or alpha·Aᵀ·x + beta·y in float64 (column-major dense).
+    let product = |x: &[f64], y: &[f64], (alpha, beta, t): (f64, f64, bool)| -> Vec<f64> {
+        (0..n)
+            .map(|i| {
+                let s: f64 = (0..n)
+                    .map(|k| if t { dense[k + i * n] } else { dense[i + k * n] } * x[k])
+                    .sum();
+                alpha * s + beta * y[i]
+            })
+            .collect()
+    };
+    let k = 4;
+    for (form, m) in [("CSR", SparseMatrix::from(&a)), ("COO", SparseMatrix::from(&coo))] {
+        for (alpha, beta, t) in [(1.0, 0.0, false), (0.5, -2.0, true)] {
+            let mut host = rand_vec((k + 1) * n + 2);
+            let basis = dev.upload(host.clone()).await.unwrap();
+            let col = |j: usize| basis.view(1 + j * n..1 + (j + 1) * n).unwrap();
+            let mut how = SparseOp::new().alpha(alpha).beta(beta);
+            if t {
+                how = how.transposed();
+            }
+            for j in 0..k {
+                dev.spmv(m.clone(), &col(j), &col(j + 1), how).await.unwrap();
+                let (x, y) = (
+                    host[1 + j * n..1 + (j + 1) * n].to_vec(),
+                    &host[1 + (j + 1) * n..1 + (j + 2) * n],
+                );
+                let want = product(&x, y, (alpha, beta, t));
+                host[1 + (j + 1) * n..1 + (j + 2) * n].copy_from_slice(&want);
+            }
+            let got = dev.download(&basis).await.unwrap();
+            assert!(
+                rel_err(&got, &host) < 1e-12,
+                "{form} basis (transposed: {t}): {}",
+                rel_err(&got, &host)
+            );
+            assert_eq!(
+                (got[0], got[got.len() - 1]),
+                (host[0], host[host.len() - 1]),
+                "{form}: the ends untouched"
+            );
+            // The same product on separate buffers gives the same column.
+            let (x, y) = (
+                dev.upload(host[1..1 + n].to_vec()).await.unwrap(),
+                dev.upload(got[1 + n..1 + 2 * n].to_vec()).await.unwrap(),
+            );
+            let again = dev.upload(got.clone()).await.unwrap();
+            dev.spmv(m.clone(), &x, &y, how).await.unwrap();
+            dev.spmv(
+                m.clone(),
+                &again.view(1..1 + n).unwrap(),
+                &again.view(1 + n..1 + 2 * n).unwrap(),
+                how,
+            )
+            .await
+            .unwrap();
+            assert!(
+                rel_err(
+                    &dev.download(&y).await.unwrap(),
+                    &dev.download(&again.view(1 + n..1 + 2 * n).unwrap()).await.unwrap()
+                ) < 1e-14,
+                "{form}: views of one buffer vs separate buffers"
+            );
+        }
+        // SpMM: B (n×3) and C (n×3) panels of one buffer.
+        let cols = 3;
+        let b = rand_vec(n * cols);
+        let mut host = rand_vec(2 * n * cols + 5);
+        host[..n * cols].copy_from_slice(&b);
+        let buf = dev.upload(host.clone()).await.unwrap();
+        let (bv, cv) = (
+            buf.view(0..n * cols).unwrap(),
+            buf.view(n * cols + 5..2 * n * cols + 5).unwrap(),
+        );
+        dev.spmm(m.clone(), &bv, &cv, cols, SparseOp::new()).await.unwrap();
+        let got = dev.download(&buf).await.unwrap();
+        let want: Vec<f64> = (0..cols)
+            .flat_map(|c| product(&b[c * n..(c + 1) * n], &[0.0; 97], (1.0, 0.0, false)))
+            .collect();
+        assert!(rel_err(&got[n * cols + 5..], &want) < 1e-12, "{form} spmm on panels");
+        assert_eq!(
+            got[..n * cols + 5],
+            host[..n * cols + 5],
+            "{form}: B and the gap untouched"
+        );
+        // An output overlapping its input.
+        let e = dev
+            .spmv(
+                m.clone(),
+                &basis_view(&buf, 0, n),
+                &basis_view(&buf, n - 1, n),
+                SparseOp::new(),
+            )
+            .await
+            .unwrap_err();
+        match e {
+            GpuError::InvalidArgument(i) => {
+                assert_eq!(i.arg.as_deref(), Some("y"), "{i}");
+                assert!(i.to_string().contains("overlapping views of one buffer"), "{i}");
+            }
+            other => panic!("{form}: overlapping y: {other:?}"),
+        }
+    }
+    sys.shutdown().await;
+}
+
+fn basis_view(buf: &atomr_accel_cuda::GpuRef<f64>, at: usize, len: usize) -> atomr_accel_cuda::GpuRef<f64> {
+    buf.view(at..at + len).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cpu_products_between_views_of_one_buffer() {
+    one_buffer(DeviceConfig::cpu()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs a CUDA GPU"]
+async fn gpu_products_between_views_of_one_buffer() {
+    one_buffer(DeviceConfig::cuda(0)).await;
+}

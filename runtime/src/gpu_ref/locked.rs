@@ -89,6 +89,16 @@ pub(crate) enum RegionMut<'a, T> {
     Cuda(CudaViewMut<'a, T>),
 }
 
+impl<'a, T> Region<'a, T> {
+    /// The elements in host memory, to read (as [`RegionMut::into_host`]).
+    pub(crate) fn into_host(self) -> Result<&'a [T], GpuError> {
+        match self {
+            Region::Cpu(v) => Ok(v),
+            Region::Cuda(_) => Err(GpuError::invalid("a GPU buffer in a CPU device's routine")),
+        }
+    }
+}
+
 impl<'a, T> RegionMut<'a, T> {
     /// The region cut in two at `mid` (both halves writable, borrowing this one).
     pub(crate) fn split_at(&mut self, mid: usize) -> (RegionMut<'_, T>, RegionMut<'_, T>) {

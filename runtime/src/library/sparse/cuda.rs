@@ -7,12 +7,13 @@ use std::sync::Arc;
 use cudarc::driver::CudaStream;
 
 use super::coo::SparseMatrix;
+use super::product::Product;
 use super::SparseFloat;
 use crate::actor::Deferred;
 use crate::backend::state::DeviceShared;
 use crate::completion::Completer;
 use crate::error::GpuError;
-use crate::gpu_ref::{lock4, lock5, GpuRef};
+use crate::gpu_ref::{lock4, GpuRef};
 use crate::sys::cusparse::{DnMat, DnVec, SpMat, Sparse, SparsePtrs};
 
 /// The cuSPARSE handle of one generation and how its work is waited for.
@@ -46,15 +47,8 @@ impl CudaSparse {
         (transpose, scale): (bool, (T, T)),
     ) -> Result<Deferred<()>, GpuError> {
         let stream = self.sparse.stream().clone();
-        let (mut so, mut si, mut sv, mut sx, mut sy) = {
-            let (r, c, v) = a.buffers();
-            lock5(r, c, v, x, y)
-        };
-        let (offsets, _o) = so.address(&stream, false)?;
-        let (indices, _i) = si.address(&stream, false)?;
-        let (values, _v) = sv.address(&stream, false)?;
-        let (xp, _x) = sx.address(&stream, false)?;
-        let (yp, _y) = sy.address(&stream, true)?;
+        let mut held = Product::lock(a, x, y);
+        let ([offsets, indices, values, xp, yp], _recorded_on_drop) = held.addresses(&stream)?;
         let m = descriptor(a, offsets, indices, values)?;
         let (rows, cols, _) = a.shape();
         let (in_len, out_len) = if transpose { (rows, cols) } else { (cols, rows) };
@@ -71,15 +65,8 @@ impl CudaSparse {
         scale: (T, T),
     ) -> Result<Deferred<()>, GpuError> {
         let stream = self.sparse.stream().clone();
-        let (mut so, mut si, mut sv, mut sb, mut sc) = {
-            let (r, i, v) = a.buffers();
-            lock5(r, i, v, b, c)
-        };
-        let (offsets, _o) = so.address(&stream, false)?;
-        let (indices, _i) = si.address(&stream, false)?;
-        let (values, _v) = sv.address(&stream, false)?;
-        let (bp, _b) = sb.address(&stream, false)?;
-        let (cp, _c) = sc.address(&stream, true)?;
+        let mut held = Product::lock(a, b, c);
+        let ([offsets, indices, values, bp, cp], _recorded_on_drop) = held.addresses(&stream)?;
         let m = descriptor(a, offsets, indices, values)?;
         let (rows, cols, _) = a.shape();
         let (inner, outer) = if transpose { (rows, cols) } else { (cols, rows) };

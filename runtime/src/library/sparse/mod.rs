@@ -11,8 +11,8 @@ mod coo;
 mod cpu;
 mod cuda;
 mod matrix;
+mod product;
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use atomr_accel_cuda_macros::gpu_actor;
@@ -22,12 +22,12 @@ pub(crate) use self::cpu::coo_to_csr;
 pub(crate) use self::matrix::check_structure;
 pub use self::matrix::{CsrMatrix, HostCsr, SparseOp, MAX_DIM};
 
-use self::cpu::CsrHost;
+use self::product::{host_matrix, row_offsets, Product};
 use crate::actor::{Context, Deferred};
 use crate::backend::state::DeviceShared;
 use crate::dtype::DTypeBase;
 use crate::error::{GpuError, Invalid};
-use crate::gpu_ref::{lock4, lock5, GpuRef, Locked};
+use crate::gpu_ref::{lock4, overlap_error, overlapping, GpuRef};
 use crate::library::seed::LibrarySeed;
 use crate::library::shell::{Core, Library};
 use crate::observability::{cpu_op, gpu_timed};
@@ -99,6 +99,24 @@ fn apart(out: u64, out_name: &'static str, inputs: &[(u64, &str)], op: &str) -> 
     Ok(())
 }
 
+/// Refuses a product's dense input or output that is one of the matrix's buffers, and an
+/// output overlapping its input. The input and the output may be views of one buffer
+/// that lie apart (vectors side by side: a Krylov basis).
+fn dense_apart<T: DTypeBase>(
+    a: &SparseMatrix<T>,
+    (input, input_name): (&GpuRef<T>, &'static str),
+    (output, output_name): (&GpuRef<T>, &'static str),
+    op: &str,
+) -> Result<(), GpuError> {
+    let matrix = parts(a);
+    apart(input.id(), input_name, &matrix, op)?;
+    apart(output.id(), output_name, &matrix, op)?;
+    match overlapping(&[(input, input_name), (output, output_name)]) {
+        Some((x, y)) => Err(overlap_error(op, x, y)),
+        None => Ok(()),
+    }
+}
+
 /// A matrix's buffers, for [`apart`].
 fn parts<T: DTypeBase>(a: &SparseMatrix<T>) -> [(u64, &'static str); 3] {
     let (rows, cols, values) = a.buffers();
@@ -163,25 +181,13 @@ impl SparseCore {
         let (in_len, out_len) = if transpose { (rows, cols) } else { (cols, rows) };
         holds(x, in_len, "x", op)?;
         holds(y, out_len, "y", op)?;
-        let mut inputs = parts(a).to_vec();
-        apart(x.id(), "x", &inputs, op)?;
-        inputs.push((x.id(), "x"));
-        apart(y.id(), "y", &inputs, op)?;
+        dense_apart(a, (x, "x"), (y, "y"), op)?;
         let shared = self.shared.clone();
         self.run(
             op,
             || {
-                let (ar, ac, av) = a.buffers();
-                let (so, si, sv, sx, mut sy) = lock5(ar, ac, av, x, y);
-                let rows_of = row_offsets(a, &so)?;
-                let m = host_matrix(a, (&rows_of, &si, &sv))?;
-                cpu::spmv(
-                    &m,
-                    transpose,
-                    scale,
-                    &sx.host()?[..in_len],
-                    &mut sy.host_mut()?[..out_len],
-                )?;
+                Product::lock(a, x, y)
+                    .host(|m, x, y| cpu::spmv(&m, transpose, scale, &x[..in_len], &mut y[..out_len]))?;
                 Ok(Deferred::Now(()))
             },
             |c| c.spmv(&shared, (a, x, y), (transpose, scale)),
@@ -214,19 +220,12 @@ impl SparseCore {
         };
         holds(b, size(inner, "B")?, "b", op)?;
         holds(c, size(outer, "C")?, "c", op)?;
-        let mut inputs = parts(a).to_vec();
-        apart(b.id(), "b", &inputs, op)?;
-        inputs.push((b.id(), "b"));
-        apart(c.id(), "c", &inputs, op)?;
+        dense_apart(a, (b, "b"), (c, "c"), op)?;
         let shared = self.shared.clone();
         self.run(
             op,
             || {
-                let (ar, ac, av) = a.buffers();
-                let (so, si, sv, sb, mut sc) = lock5(ar, ac, av, b, c);
-                let rows_of = row_offsets(a, &so)?;
-                let m = host_matrix(a, (&rows_of, &si, &sv))?;
-                cpu::spmm(&m, transpose, scale, (sb.host()?, sc.host_mut()?), n)?;
+                Product::lock(a, b, c).host(|m, b, c| cpu::spmm(&m, transpose, scale, (b, c), n))?;
                 Ok(Deferred::Now(()))
             },
             |cu| cu.spmm(&shared, (a, b, c), (transpose, n), scale),
@@ -256,31 +255,6 @@ impl SparseCore {
     }
 }
 
-/// A locked matrix's row offsets on the host: a CSR matrix's own, or those of a COO
-/// matrix's (sorted) row indices.
-fn row_offsets<'a, T: DTypeBase>(a: &SparseMatrix<T>, so: &'a Locked<'_, i32>) -> Result<Cow<'a, [i32]>, GpuError> {
-    let (rows, _, nnz) = a.shape();
-    Ok(match a {
-        SparseMatrix::Csr(_) => Cow::Borrowed(so.host()?),
-        SparseMatrix::Coo(_) => Cow::Owned(coo::offsets_of_rows(&so.host()?[..nnz], rows)),
-    })
-}
-
-/// A locked matrix's host slices, with its row offsets.
-fn host_matrix<'a, T: DTypeBase>(
-    a: &SparseMatrix<T>,
-    (offsets, si, sv): (&'a [i32], &'a Locked<'_, i32>, &'a Locked<'_, T>),
-) -> Result<CsrHost<'a, T>, GpuError> {
-    let (rows, cols, _) = a.shape();
-    Ok(CsrHost {
-        rows,
-        cols,
-        offsets,
-        indices: si.host()?,
-        values: sv.host()?,
-    })
-}
-
 /// The sparse actor of a device. Written with `#[gpu_actor]`: one generic handler per
 /// routine, expanded to f32 and f64.
 pub struct SparseActor(pub(crate) Library<SparseCore>);
@@ -295,7 +269,9 @@ impl SparseActor {
 
     /// `y = alpha·op(A)·x + beta·y` for the sparse `a` (CSR or COO: `&csr`, `&coo`), as
     /// `how` says (`SparseOp::new().alpha(2.0).transposed()`): `x` holds op(A)'s
-    /// columns, `y` its rows. `y` must be a buffer other than `x` and the matrix's.
+    /// columns, `y` its rows. `x` and `y` may be views of one buffer lying apart (vectors
+    /// side by side); `y` overlapping `x`, or one of the matrix's buffers, is an
+    /// `InvalidArgument`.
     #[handler(dtypes(blas1), device(into(a)))]
     fn spmv<T: SparseFloat>(
         &mut self,
@@ -309,7 +285,7 @@ impl SparseActor {
 
     /// `C = alpha·op(A)·B + beta·C` for the sparse `a` and dense column-major `b`
     /// (op(A)'s columns × `n`) and `c` (op(A)'s rows × `n`), as `how` says; `a` CSR or
-    /// COO.
+    /// COO. `b` and `c` may be panels of one buffer lying apart.
     #[handler(dtypes(blas1), device(into(a)))]
     fn spmm<T: SparseFloat>(
         &mut self,
