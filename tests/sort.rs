@@ -197,6 +197,18 @@ async fn sorts(config: DeviceConfig) {
         assert_eq!(k[20 + i], keys[20 + j]);
         assert_eq!(v[20 + i], (20 + j) as f64 * 0.5);
     }
+    // Keys and values as two halves of one buffer (several radix passes, both tiles).
+    let n = 3000;
+    let keys = keys_f64(n, 1e4);
+    let values: Vec<f64> = (0..n).map(|i| i as f64 + 0.25).collect();
+    let one = d.upload([keys.clone(), values].concat()).await.unwrap();
+    d.sort_by_key(&one.view(0..n).unwrap(), &one.view(n..2 * n).unwrap())
+        .await
+        .unwrap();
+    let got = d.download(&one).await.unwrap();
+    for (i, j) in stable_order(&keys).into_iter().enumerate() {
+        assert_eq!((got[i], got[n + i]), (keys[j], j as f64 + 0.25), "halves of one buffer at {i}");
+    }
     sys.shutdown().await;
 }
 
@@ -215,6 +227,20 @@ async fn bad_input(config: DeviceConfig) {
         matches!(&e, GpuError::InvalidArgument(i) if i.arg.as_deref() == Some("values")),
         "{e:?}"
     );
+    // Overlapping views of one buffer; views lying apart are keys and values.
+    let both = d.upload(vec![3.0f32, 1.0, 2.0, 10.0, 11.0, 12.0]).await.unwrap();
+    let e = d
+        .sort_by_key(&both.view(0..3).unwrap(), &both.view(2..5).unwrap())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, GpuError::InvalidArgument(i) if i.arg.as_deref() == Some("values") && i.to_string().contains("overlapping")),
+        "{e:?}"
+    );
+    d.sort_by_key(&both.view(0..3).unwrap(), &both.view(3..6).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(d.download(&both).await.unwrap(), vec![1.0, 2.0, 3.0, 11.0, 12.0, 10.0]);
     // Still serving; the keys untouched by the refused calls.
     assert_eq!(d.download(&k).await.unwrap(), vec![3.0, 1.0, 2.0]);
     sys.shutdown().await;

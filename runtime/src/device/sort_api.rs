@@ -342,7 +342,8 @@ struct Order {
 
 impl Device {
     /// Sorts `keys` in place, ascending and stable (equal keys keep their order; NaNs
-    /// last), and puts `values` (as many elements, another buffer) in the same order.
+    /// last), and puts `values` (as many elements; another buffer, or a view of the
+    /// keys' buffer lying apart from them) in the same order.
     /// Keys and values: f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64. Buffers or views.
     pub async fn sort_by_key<K: SortKey + SortValue, V: SortValue>(
         &self,
@@ -358,11 +359,17 @@ impl Device {
                 values.len(),
             )));
         }
-        if keys.id() == values.id() {
+        // Views of one buffer (then of one element type) that lie apart are welcome:
+        // no launch below takes both, each reads or writes its own window.
+        let (kw, vw) = (keys.window(), values.window());
+        if keys.id() == values.id() && kw.start < vw.end && vw.start < kw.end {
             return Err(GpuError::InvalidArgument(
-                Invalid::new("sort_by_key: keys and values must be different buffers (not views of one)")
-                    .arg("values")
-                    .mismatch("a buffer other than the keys'", "the keys' buffer"),
+                Invalid::new(format!(
+                    "sort_by_key: the keys (elements {kw:?}) and the values (elements {vw:?}) are overlapping views \
+                     of one buffer; pass views that lie apart, or separate buffers"
+                ))
+                .arg("values")
+                .mismatch("a window apart from the keys'", "an overlapping one"),
             ));
         }
         let Some(order) = self.sort_launches(keys, "sort_by_key").await? else {
