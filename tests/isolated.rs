@@ -1421,6 +1421,52 @@ async fn check_library_kernels(dev: &Device) {
             "isolated batched SVD {k}"
         );
     }
+    // Views of one buffer cross as windows of the worker's one buffer: the batched
+    // factors and right-hand sides as two panels of it, sorted keys and values as its
+    // halves, an SpMV from one of its vectors into the next.
+    let one = dev.upload([mats.clone(), rhs.clone()].concat()).await.unwrap();
+    let (lu, b) = (one.view(0..m * m * count).unwrap(), one.view(m * m * count..).unwrap());
+    dev.lu_factor_batched(&lu, &piv, m, count).await.unwrap();
+    dev.lu_solve_batched(&lu, &piv, &b, m, 1, count).await.unwrap();
+    assert_eq!(
+        dev.download(&b).await.unwrap(),
+        x,
+        "isolated batched solve on panels of one buffer"
+    );
+    let halves = dev
+        .upload([f[..100].to_vec(), f[100..200].to_vec()].concat())
+        .await
+        .unwrap();
+    dev.sort_by_key(&halves.view(0..100).unwrap(), &halves.view(100..).unwrap())
+        .await
+        .unwrap();
+    let got = dev.download(&halves).await.unwrap();
+    let mut order: Vec<usize> = (0..100).collect();
+    order.sort_by(|&i, &j| f[i].total_cmp(&f[j]));
+    for (i, &j) in order.iter().enumerate() {
+        assert_eq!(
+            (got[i], got[100 + i]),
+            (f[j], f[100 + j]),
+            "isolated sort on halves at {i}"
+        );
+    }
+    let a = dev
+        .upload_csr(3, 3, &[0, 2, 3, 4], &[0, 2, 2, 0], &[1.5f64, -2.0, 0.25, 4.0])
+        .await
+        .unwrap();
+    let basis = dev.upload(vec![1.0f64, 2.0, 3.0, 9.0, 9.0, 9.0]).await.unwrap();
+    dev.spmv(
+        &a,
+        &basis.view(0..3).unwrap(),
+        &basis.view(3..).unwrap(),
+        SparseOp::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        dev.download(&basis).await.unwrap(),
+        vec![1.0, 2.0, 3.0, -4.5, 0.75, 4.0]
+    );
 }
 
 /// A cuBLASLt matmul through the worker — buffers of three element types in one message:

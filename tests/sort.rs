@@ -207,7 +207,11 @@ async fn sorts(config: DeviceConfig) {
         .unwrap();
     let got = d.download(&one).await.unwrap();
     for (i, j) in stable_order(&keys).into_iter().enumerate() {
-        assert_eq!((got[i], got[n + i]), (keys[j], j as f64 + 0.25), "halves of one buffer at {i}");
+        assert_eq!(
+            (got[i], got[n + i]),
+            (keys[j], j as f64 + 0.25),
+            "halves of one buffer at {i}"
+        );
     }
     sys.shutdown().await;
 }
