@@ -146,3 +146,100 @@ where
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu_ref::Storage;
+
+    fn host_buffer(v: Vec<f64>) -> GpuRef<f64> {
+        let len = v.len();
+        GpuRef::new(0, 0, len, Storage::Cpu(v), None)
+    }
+
+    fn contents(r: &GpuRef<f64>) -> Vec<f64> {
+        r.with_host(|v| v.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn each_argument_gets_its_window_in_argument_order() {
+        let one = host_buffer((0..20).map(f64::from).collect());
+        let other = host_buffer(vec![100.0; 3]);
+        // Out of address order, with a separate buffer between them.
+        let (a, b, c) = (
+            one.view(12..15).unwrap(),
+            one.view(2..5).unwrap(),
+            one.view(7..9).unwrap(),
+        );
+        let seen = with_parts(
+            "test",
+            [(&a, "a"), (&other, "o"), (&b, "b"), (&c, "c")],
+            |[a, o, b, c]| {
+                let parts = [a, o, b, c].map(|p| p.into_host().unwrap());
+                let seen: Vec<Vec<f64>> = parts.iter().map(|p| p.to_vec()).collect();
+                for p in parts {
+                    p.iter_mut().for_each(|x| *x = -*x);
+                }
+                seen
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            seen,
+            vec![
+                vec![12.0, 13.0, 14.0],
+                vec![100.0; 3],
+                vec![2.0, 3.0, 4.0],
+                vec![7.0, 8.0]
+            ]
+        );
+        let want: Vec<f64> = (0..20)
+            .map(|i| {
+                let x = f64::from(i);
+                if (2..5).contains(&i) || (7..9).contains(&i) || (12..15).contains(&i) {
+                    -x
+                } else {
+                    x
+                }
+            })
+            .collect();
+        assert_eq!(contents(&one), want, "only the windows were written");
+        assert_eq!(contents(&other), vec![-100.0; 3]);
+    }
+
+    #[test]
+    fn the_extra_buffer_is_locked_with_them() {
+        let one = host_buffer(vec![1.0, 2.0, 3.0, 4.0]);
+        let pivots = GpuRef::new(0, 0, 2, Storage::Cpu(vec![7i32, 8]), None);
+        let (lo, hi) = (one.view(0..2).unwrap(), one.view(2..4).unwrap());
+        let sum = with_parts_and("test", [(&hi, "hi"), (&lo, "lo")], Some(&pivots), |[hi, lo], p| {
+            let p = p.expect("locked").host().unwrap().to_vec();
+            let (hi, lo) = (hi.into_host().unwrap(), lo.into_host().unwrap());
+            hi[0] += f64::from(p[0]);
+            lo[1] += f64::from(p[1]);
+            hi.iter().chain(lo.iter()).sum::<f64>()
+        })
+        .unwrap();
+        assert_eq!(sum, 25.0);
+        assert_eq!(contents(&one), vec![1.0, 10.0, 10.0, 4.0]);
+    }
+
+    #[test]
+    fn overlapping_windows_are_refused_naming_both() {
+        let one = host_buffer(vec![0.0; 10]);
+        let (a, b) = (one.view(0..6).unwrap(), one.view(5..10).unwrap());
+        let e = with_parts("lu_solve", [(&a, "the LU factors"), (&b, "B")], |_| ()).unwrap_err();
+        let GpuError::InvalidArgument(i) = e else {
+            panic!("expected InvalidArgument, got {e:?}")
+        };
+        assert_eq!(i.arg.as_deref(), Some("B"));
+        let m = i.to_string();
+        assert!(
+            m.contains("lu_solve") && m.contains("the LU factors (elements 0..6)") && m.contains("5..10"),
+            "{m}"
+        );
+        // Adjacent windows are apart.
+        let c = one.view(6..10).unwrap();
+        assert!(with_parts("t", [(&a, "a"), (&c, "c")], |_| ()).is_ok());
+    }
+}
