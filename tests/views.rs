@@ -25,6 +25,7 @@ on_both! {
     graphs_capture_views => graphs;
     kernels_take_several_views_of_one_buffer => kernels_on_one_buffer;
     solvers_take_panels_of_one_buffer => solvers_on_one_buffer;
+    panels_and_split_at_carve_a_window => carving;
 }
 
 /// y = a·x + y over the view lengths.
@@ -885,4 +886,38 @@ async fn solvers_on_one_buffer(config: DeviceConfig) {
     );
     // The device serves after the refusals.
     assert_eq!(d.download(&g.view(ra).unwrap()).await.unwrap(), a);
+}
+
+/// `panels` and `split_at`: consecutive windows of a handle (of a view too), written
+/// through independently; empty or too long panels are typed errors.
+async fn carving(config: DeviceConfig) {
+    let (_s, d) = open(config).await;
+    let host: Vec<f64> = rand_vec(12);
+    let ws = d.upload(host.clone()).await.unwrap();
+    let [p, q, r] = ws.panels([2, 3, 4]).unwrap();
+    assert_eq!(
+        [(p.offset(), p.len()), (q.offset(), q.len()), (r.offset(), r.len())],
+        [(0, 2), (2, 3), (5, 4)]
+    );
+    assert_eq!(d.download(&q).await.unwrap(), host[2..5]);
+    // Of a view: offsets compose.
+    let inner = ws.view(3..12).unwrap();
+    let [a, b] = inner.panels([4, 5]).unwrap();
+    assert_eq!((a.offset(), b.offset(), b.len()), (3, 7, 5));
+    d.write(&b, vec![-1.0; 5]).await.unwrap();
+    let (lo, hi) = inner.split_at(4).unwrap();
+    assert_eq!((lo.offset(), lo.len(), hi.offset(), hi.len()), (3, 4, 7, 5));
+    assert_eq!(d.download(&hi).await.unwrap(), vec![-1.0; 5]);
+    assert_eq!(d.download(&lo).await.unwrap(), host[3..7]);
+    let got = d.download(&ws).await.unwrap();
+    assert_eq!(got[..7], host[..7]);
+    invalid(ws.panels([3, 0]), "an empty panel", "at least one element");
+    invalid(ws.panels([6, 7]), "panels past the window", "no more than the window");
+    invalid(
+        ws.panels([usize::MAX, 2]),
+        "overflowing panels",
+        "no more than the window",
+    );
+    invalid(ws.split_at(0), "split at 0", "non-empty range");
+    invalid(ws.split_at(12), "split at the end", "non-empty range");
 }

@@ -228,6 +228,45 @@ impl<T: DTypeBase> GpuRef<T> {
         self.view(lo..hi)
     }
 
+    /// This handle's window cut in two at `mid`: elements `..mid` and `mid..` (both
+    /// non-empty, else an `InvalidArgument`), e.g. a matrix and its right-hand sides.
+    pub fn split_at(&self, mid: usize) -> Result<(GpuRef<T>, GpuRef<T>), GpuError> {
+        Ok((self.view(..mid)?, self.view(mid..)?))
+    }
+
+    /// Consecutive panels of `lens` elements from the start of this handle's window: a
+    /// workspace carved into an operation's operands (`let [a, b] = ws.panels([n * n,
+    /// n])?`), which every operation takes side by side as long as the one it writes
+    /// lies apart from the others. Elements past the last panel stay unused. A zero
+    /// length, or panels longer than the window, is an `InvalidArgument`.
+    pub fn panels<const N: usize>(&self, lens: [usize; N]) -> Result<[GpuRef<T>; N], GpuError> {
+        let total = lens.iter().try_fold(0usize, |t, &l| t.checked_add(l));
+        if lens.contains(&0) || total.is_none_or(|t| t > self.len) {
+            return Err(GpuError::InvalidArgument(
+                crate::error::Invalid::new(format!(
+                    "panels of {lens:?} elements from a {}-element window: each panel takes at least one element, \
+                     and together no more than the window",
+                    self.len
+                ))
+                .arg("lens")
+                .mismatch(
+                    format_args!("non-empty panels of at most {} elements in all", self.len),
+                    format_args!("{lens:?}"),
+                ),
+            ));
+        }
+        let mut at = 0;
+        Ok(lens.map(|l| {
+            let panel = GpuRef {
+                buf: self.buf.clone(),
+                start: self.start + at,
+                len: l,
+            };
+            at += l;
+            panel
+        }))
+    }
+
     /// True for a view narrower than its buffer.
     pub fn is_view(&self) -> bool {
         self.len != self.buf.len
