@@ -12,7 +12,7 @@ mod parts;
 use locked::Held;
 pub(crate) use locked::{Locked, Region, RegionMut};
 pub(crate) use operands::{lock2, lock4, lock5, with_inputs, with_operands};
-pub(crate) use parts::{overlap_error, overlapping, with_parts, with_parts_and};
+pub(crate) use parts::{check_apart, with_parts, with_parts_and};
 
 use crate::dtype::DTypeBase;
 use crate::error::GpuError;
@@ -296,9 +296,10 @@ impl<T: DTypeBase> GpuRef<T> {
         self.start..self.start + self.len
     }
 
-    /// True if both handles are windows of one buffer and share an element.
-    pub fn overlaps(&self, other: &GpuRef<T>) -> bool {
-        self.same_buffer(other) && self.start < other.start + other.len && other.start < self.start + self.len
+    /// True if both handles are windows of one buffer and share an element (handles of
+    /// two element types never do: a buffer has one).
+    pub fn overlaps<U: DTypeBase>(&self, other: &GpuRef<U>) -> bool {
+        self.id() == other.id() && self.start < other.start + other.len && other.start < self.start + self.len
     }
 
     /// Whether any handle to the buffer still lives — without keeping it alive (what a

@@ -361,8 +361,8 @@ impl Device {
         }
         // Views of one buffer (then of one element type) that lie apart are welcome:
         // no launch below takes both, each reads or writes its own window.
-        let (kw, vw) = (keys.window(), values.window());
-        if keys.id() == values.id() && kw.start < vw.end && vw.start < kw.end {
+        if keys.overlaps(values) {
+            let (kw, vw) = (keys.window(), values.window());
             return Err(GpuError::InvalidArgument(
                 Invalid::new(format!(
                     "sort_by_key: the keys (elements {kw:?}) and the values (elements {vw:?}) are overlapping views \

@@ -23,7 +23,7 @@ struct Cut<'g, T> {
 }
 
 /// An argument's name and its window's elements, for an error that names it.
-pub(crate) type Named<'n> = (&'n str, Range<usize>);
+type Named<'n> = (&'n str, Range<usize>);
 
 /// An argument's index and its window's elements.
 type Window = (usize, Range<usize>);
@@ -31,20 +31,23 @@ type Window = (usize, Range<usize>);
 /// Pieces cut so far: each argument's index and region.
 type Pieces<'v, T> = Vec<(usize, RegionMut<'v, T>)>;
 
-/// The first two arguments among `refs` that are overlapping windows of one buffer, if
-/// any: what [`with_parts`] refuses.
-pub(crate) fn overlapping<'n, T: DTypeBase>(refs: &[(&GpuRef<T>, &'n str)]) -> Option<(Named<'n>, Named<'n>)> {
-    refs.iter().enumerate().find_map(|(i, (x, xn))| {
-        refs[i + 1..].iter().find_map(|(y, yn)| {
-            let (wx, wy) = (x.window(), y.window());
-            let overlap = wx.start < wy.end && wy.start < wx.end;
-            (x.same_buffer(y) && overlap).then_some(((*xn, wx), (*yn, wy)))
-        })
-    })
+/// Refuses two arguments among `refs` that are overlapping windows of one buffer (an
+/// `InvalidArgument` naming `op`, both arguments and their elements): what
+/// [`with_parts`] refuses, for a routine to check before it picks a backend.
+pub(crate) fn check_apart<T: DTypeBase>(op: &str, refs: &[(&GpuRef<T>, &str)]) -> Result<(), GpuError> {
+    let first = refs.iter().enumerate().find_map(|(i, (x, xn))| {
+        (refs[i + 1..].iter())
+            .find(|(y, _)| x.overlaps(y))
+            .map(|(y, yn)| ((*xn, x.window()), (*yn, y.window())))
+    });
+    match first {
+        Some((x, y)) => Err(overlap_error(op, x, y)),
+        None => Ok(()),
+    }
 }
 
 /// The error for two overlapping windows of one buffer passed where a routine writes.
-pub(crate) fn overlap_error(op: &str, (xn, wx): Named<'_>, (yn, wy): Named<'_>) -> GpuError {
+fn overlap_error(op: &str, (xn, wx): Named<'_>, (yn, wy): Named<'_>) -> GpuError {
     GpuError::InvalidArgument(
         Invalid::new(format!(
             "{op}: {xn} (elements {wx:?}) and {yn} (elements {wy:?}) are overlapping views of one buffer; pass views \
@@ -74,9 +77,7 @@ pub(crate) fn with_parts_and<T: DTypeBase, P: DTypeBase, const N: usize, R>(
     extra: Option<&GpuRef<P>>,
     f: impl for<'x> FnOnce([RegionMut<'x, T>; N], Option<&mut Locked<'_, P>>) -> R,
 ) -> Result<R, GpuError> {
-    if let Some((x, y)) = overlapping(&refs) {
-        return Err(overlap_error(op, x, y));
-    }
+    check_apart(op, &refs)?;
     let mut distinct: Vec<&GpuRef<T>> = Vec::with_capacity(N);
     for (r, _) in &refs {
         if !distinct.iter().any(|d| d.same_buffer(r)) {

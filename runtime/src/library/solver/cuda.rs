@@ -195,8 +195,9 @@ impl CudaSolver {
     ) -> Result<Deferred<()>, GpuError> {
         let mut scratch = self.scratch_copy(a, m * n * count)?;
         let mut info = self.batch_info(count)?;
-        if let Some((u, v)) = vectors {
-            with_parts(Op::SvdBatched.name(), [(s, "S"), (u, "U"), (v, "V")], |[s, u, v]| {
+        match vectors {
+            // S, U and V may be panels of one buffer: locked once, cut into the three.
+            Some((u, v)) => with_parts(Op::SvdBatched.name(), [(s, "S"), (u, "U"), (v, "V")], |[s, u, v]| {
                 self.dense.gesvdj_batched(
                     (m, n, count),
                     &mut scratch,
@@ -204,17 +205,12 @@ impl CudaSolver {
                     Some((&mut u.into_cuda()?, &mut v.into_cuda()?)),
                     &mut info,
                 )
-            })??;
-            return Ok(self.finish_batched(shared, Op::SvdBatched, (info, count), scratch));
-        }
-        let mut ss = s.lock();
-        match vectors {
-            Some(_) => unreachable!("handled above"),
+            })??,
             // Values only of square matrices: no U, V (null, as cuSOLVER allows).
             None if m == n => self.dense.gesvdj_batched(
                 (m, n, count),
                 &mut scratch,
-                &mut cuda(&mut ss)?,
+                &mut cuda(&mut s.lock())?,
                 None::<(&mut CudaViewMut<'_, T>, &mut CudaViewMut<'_, T>)>,
                 &mut info,
             )?,
@@ -229,7 +225,7 @@ impl CudaSolver {
                 self.dense.gesvdj_batched(
                     (m, n, count),
                     &mut scratch,
-                    &mut cuda(&mut ss)?,
+                    &mut cuda(&mut s.lock())?,
                     Some((&mut su, &mut sv)),
                     &mut info,
                 )?;

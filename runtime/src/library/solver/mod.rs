@@ -26,7 +26,7 @@ use crate::actor::{Context, Deferred};
 use crate::backend::state::DeviceShared;
 use crate::dtype::DTypeBase;
 use crate::error::{GpuError, Invalid, Lib, NumericalIssue};
-use crate::gpu_ref::{lock2, overlap_error, overlapping, with_parts, with_parts_and, GpuRef};
+use crate::gpu_ref::{check_apart, lock2, with_parts, with_parts_and, GpuRef};
 use crate::library::seed::LibrarySeed;
 use crate::library::shell::{Core, Library};
 use crate::observability::{cpu_op, gpu_timed};
@@ -215,16 +215,6 @@ fn holds<T: DTypeBase>(r: &GpuRef<T>, rows: usize, cols: usize, what: &str, op: 
     Ok(())
 }
 
-/// Refuses two arguments that overlap where the routine writes one of them. Views of one
-/// buffer that lie apart are welcome (panels of one workspace): each routine locks the
-/// buffer once and hands each argument its window.
-fn apart<T: DTypeBase>(bufs: &[(&GpuRef<T>, &str)], op: Op) -> Result<(), GpuError> {
-    match overlapping(bufs) {
-        Some((x, y)) => Err(overlap_error(op.name(), x, y)),
-        None => Ok(()),
-    }
-}
-
 /// Checks `m ≥ n ≥ 1`, which cuSOLVER's QR-based routines (`gesvd`) require.
 fn tall(m: usize, n: usize, op: Op) -> Result<(), GpuError> {
     positive(n, "n", op)?;
@@ -338,7 +328,7 @@ impl SolverCore {
         holds(lu, n, n, "the LU factors", op)?;
         holds(pivots, n, 1, "the pivots", op)?;
         holds(b, n, nrhs, "B", op)?;
-        apart(&[(lu, "the LU factors"), (b, "B")], op)?;
+        check_apart(op.name(), &[(lu, "the LU factors"), (b, "B")])?;
         self.run(
             op,
             || {
@@ -425,7 +415,7 @@ impl SolverCore {
             holds(v, n * n, count, "V", op)?;
             named.extend([(u, "U"), (v, "V")]);
         }
-        apart(&named, op)?;
+        check_apart(op.name(), &named)?;
         self.run(
             op,
             || {
@@ -520,7 +510,7 @@ impl SolverCore {
         holds(lu, n * n, count, "the LU factors", op)?;
         holds(pivots, n, count, "the pivots", op)?;
         holds(b, n * nrhs, count, "B", op)?;
-        apart(&[(lu, "the LU factors"), (b, "B")], op)?;
+        check_apart(op.name(), &[(lu, "the LU factors"), (b, "B")])?;
         self.run(
             op,
             || {
@@ -574,7 +564,7 @@ impl SolverCore {
         positive(count, "count", op)?;
         holds(l, n * n, count, "L", op)?;
         holds(b, n, count, "B", op)?;
-        apart(&[(l, "L"), (b, "B")], op)?;
+        check_apart(op.name(), &[(l, "L"), (b, "B")])?;
         self.run(
             op,
             || {
@@ -616,7 +606,7 @@ impl SolverCore {
         positive(nrhs, "nrhs", op)?;
         holds(l, n, n, "L", op)?;
         holds(b, n, nrhs, "B", op)?;
-        apart(&[(l, "L"), (b, "B")], op)?;
+        check_apart(op.name(), &[(l, "L"), (b, "B")])?;
         self.run(
             op,
             || {
@@ -644,7 +634,7 @@ impl SolverCore {
         holds(a, m, n, "A", op)?;
         holds(q, m, n, "Q", op)?;
         holds(r, n, n, "R", op)?;
-        apart(&[(a, "A"), (q, "Q"), (r, "R")], op)?;
+        check_apart(op.name(), &[(a, "A"), (q, "Q"), (r, "R")])?;
         self.run(
             op,
             || {
@@ -671,7 +661,7 @@ impl SolverCore {
         holds(u, m, n, "U", op)?;
         holds(s, n, 1, "S", op)?;
         holds(vt, n, n, "Vᵀ", op)?;
-        apart(&[(a, "A"), (u, "U"), (s, "S"), (vt, "Vᵀ")], op)?;
+        check_apart(op.name(), &[(a, "A"), (u, "U"), (s, "S"), (vt, "Vᵀ")])?;
         self.run(
             op,
             || {
@@ -701,7 +691,7 @@ impl SolverCore {
         tall(m, n, op)?;
         holds(a, m, n, "A", op)?;
         holds(s, n, 1, "S", op)?;
-        apart(&[(a, "A"), (s, "S")], op)?;
+        check_apart(op.name(), &[(a, "A"), (s, "S")])?;
         self.run(
             op,
             || {
@@ -727,7 +717,7 @@ impl SolverCore {
         positive(n, "n", op)?;
         holds(a, n, n, "A", op)?;
         holds(w, n, 1, "W", op)?;
-        apart(&[(a, "A"), (w, "W")], op)?;
+        check_apart(op.name(), &[(a, "A"), (w, "W")])?;
         self.run(
             op,
             || {

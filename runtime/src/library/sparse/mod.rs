@@ -27,7 +27,7 @@ use crate::actor::{Context, Deferred};
 use crate::backend::state::DeviceShared;
 use crate::dtype::DTypeBase;
 use crate::error::{GpuError, Invalid};
-use crate::gpu_ref::{lock4, overlap_error, overlapping, GpuRef};
+use crate::gpu_ref::{check_apart, lock4, GpuRef};
 use crate::library::seed::LibrarySeed;
 use crate::library::shell::{Core, Library};
 use crate::observability::{cpu_op, gpu_timed};
@@ -111,10 +111,7 @@ fn dense_apart<T: DTypeBase>(
     let matrix = parts(a);
     apart(input.id(), input_name, &matrix, op)?;
     apart(output.id(), output_name, &matrix, op)?;
-    match overlapping(&[(input, input_name), (output, output_name)]) {
-        Some((x, y)) => Err(overlap_error(op, x, y)),
-        None => Ok(()),
-    }
+    check_apart(op, &[(input, input_name), (output, output_name)])
 }
 
 /// A matrix's buffers, for [`apart`].
