@@ -29,6 +29,7 @@ on_both! {
     pinned_buffers_round_trip_and_return_to_the_pool => pinned_round_trips;
     iamax_finds_the_first_element_of_largest_magnitude => iamax_matches_reference;
     strided_level1_calls_touch_only_their_entries => strided_level1;
+    axpy_between_interleaved_rows_of_one_matrix => interleaved_rows;
     bad_requests_name_the_argument_and_what_was_expected => structured_errors;
 }
 
@@ -821,4 +822,81 @@ async fn pinned_round_trips(config: DeviceConfig) {
     let b = dev.pinned::<f32>(12345).await.unwrap();
     assert_eq!(b.as_slice().unwrap()[0], 0.0, "a reused buffer is zeroed");
     assert!(matches!(dev.pinned::<f32>(0).await, Err(GpuError::InvalidArgument(_))));
+}
+
+/// `axpy` between vectors whose windows interleave in one buffer: an elimination step
+/// over the rows of a column-major matrix (row r −= l_r · row 0, each row `rows` apart,
+/// the windows of all rows overlapping) and the two halves of an interleaved pair
+/// (even elements into odd ones), against float64; entries in common refused.
+async fn interleaved_rows_typed<T: Blas1Scalar>(d: &Device) {
+    let (rows, cols) = (9, 41);
+    let a: Vec<f64> = rand_vec(rows * cols).iter().map(|v| v + 2.0).collect();
+    let a: Vec<f64> = a.iter().map(|&v| T::from_f64(v).to_f64()).collect();
+    let g = d.upload(to::<T>(&a)).await.unwrap();
+    let row = |r: usize| Strided::every(&g.view(r..).unwrap(), rows).take(cols);
+    let mut want = a.clone();
+    for r in 1..rows {
+        let l = T::from_f64(-a[r] / a[0]);
+        d.axpy_strided(l, row(0), row(r)).await.unwrap();
+        for j in 0..cols {
+            want[r + j * rows] += l.to_f64() * a[j * rows];
+        }
+    }
+    let got = back(&d.download(&g).await.unwrap());
+    let tol = if T::NAME == "f32" { 1e-5 } else { 1e-13 };
+    assert!(rel_err(&got, &want) < tol, "{} elimination step", T::NAME);
+    for (r, v) in got.iter().enumerate().take(rows).skip(1) {
+        assert!(v.abs() < tol * 10.0, "{} column 0 eliminated in row {r}: {v}", T::NAME);
+    }
+    // Odd elements += 0.5 · even ones, all in one window.
+    let n = 1001;
+    let v: Vec<f64> = rand_vec(2 * n).iter().map(|&x| T::from_f64(x).to_f64()).collect();
+    let h = d.upload(to::<T>(&v)).await.unwrap();
+    let (even, odd) = (Strided::every(&h, 2), Strided::every(&h.view(1..).unwrap(), 2));
+    d.axpy_strided(T::from_f64(0.5), even.clone(), odd.clone())
+        .await
+        .unwrap();
+    let mut want = v.clone();
+    for i in 0..n {
+        want[2 * i + 1] += 0.5 * v[2 * i];
+    }
+    assert!(
+        rel_err(&back(&d.download(&h).await.unwrap()), &want) < tol,
+        "{} odd += even",
+        T::NAME
+    );
+    // Entries in common: every other element and every third (element 0 in both), and
+    // two rows of one progression shifted by a whole stride.
+    for (x, y, what) in [
+        (
+            even.clone().take(300),
+            Strided::every(&h, 3).take(300),
+            "every 2nd and every 3rd",
+        ),
+        (
+            even.clone().take(500),
+            Strided::every(&h.view(4..).unwrap(), 2).take(500),
+            "shifted by two strides",
+        ),
+    ] {
+        let r = d.axpy_strided(T::from_f64(1.0), x, y).await;
+        assert!(
+            matches!(r, Err(GpuError::InvalidArgument(_))),
+            "{} {what}: {r:?}",
+            T::NAME
+        );
+    }
+    // Refused before anything ran: the buffer is as the last call left it.
+    assert!(
+        rel_err(&back(&d.download(&h).await.unwrap()), &want) < tol,
+        "{} untouched",
+        T::NAME
+    );
+}
+
+async fn interleaved_rows(config: DeviceConfig) {
+    let (sys, d) = open(config).await;
+    interleaved_rows_typed::<f32>(&d).await;
+    interleaved_rows_typed::<f64>(&d).await;
+    sys.shutdown().await;
 }

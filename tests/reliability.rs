@@ -197,6 +197,15 @@ async fn bad_requests(config: DeviceConfig) {
         ),
         ("axpy lengths differ", Box::pin(dev.axpy(1.0f32, &a, &small)), inv),
         (
+            "axpy x and y interleaved with entries in common",
+            Box::pin(dev.axpy_strided(
+                1.0f32,
+                atomr_accel_cuda::Strided::every(&a, 2).take(8),
+                atomr_accel_cuda::Strided::every(&a, 3).take(8),
+            )),
+            inv,
+        ),
+        (
             "dot lengths differ",
             Box::pin(async { dev.dot(&a, &small).await.map(|_| ()) }),
             inv,

@@ -11,7 +11,7 @@ mod parts;
 
 use locked::Held;
 pub(crate) use locked::{Locked, Region, RegionMut};
-pub(crate) use operands::{lock2, lock4, lock5, with_inputs, with_operands};
+pub(crate) use operands::{lock2, lock4, lock5, with_inputs, with_operands, with_span};
 pub(crate) use parts::{check_apart, with_parts, with_parts_and};
 
 use crate::dtype::DTypeBase;

@@ -59,6 +59,29 @@ pub(crate) fn with_inputs<T: DTypeBase, const N: usize, R>(
     f(regions)
 }
 
+/// Locks the one buffer that `refs` (views of it) lie in and runs `f` on the span from
+/// the first element any of them holds to the last, writable, with each view's offset in
+/// that span: for an operation over views whose windows interleave — two rows of a
+/// column-major matrix — which no split into disjoint windows can hand out. `f` must
+/// keep its writes to elements it was asked to write (the caller has checked those are
+/// read through no other view). Views of different buffers are an `InvalidArgument`.
+pub(crate) fn with_span<T: DTypeBase, const N: usize, R>(
+    refs: [&GpuRef<T>; N],
+    f: impl FnOnce(RegionMut<'_, T>, [usize; N]) -> R,
+) -> Result<R, GpuError> {
+    let first = refs[0];
+    if refs.iter().any(|r| !r.same_buffer(first)) {
+        return Err(GpuError::invalid("views of different buffers taken as one span"));
+    }
+    let start = refs.iter().map(|r| r.window().start).min().expect("N ≥ 1");
+    let end = refs.iter().map(|r| r.window().end).max().expect("N ≥ 1");
+    let mut lock = first.lock();
+    Ok(f(
+        lock.region_mut_at(start..end),
+        refs.map(|r| r.window().start - start),
+    ))
+}
+
 /// Locks each distinct buffer among `refs` once, in buffer-id order.
 fn lock_distinct<'a, T: DTypeBase>(refs: impl Iterator<Item = &'a GpuRef<T>>) -> Vec<(&'a GpuRef<T>, Locked<'a, T>)> {
     let mut distinct: Vec<&GpuRef<T>> = Vec::with_capacity(4);

@@ -212,6 +212,17 @@ pub trait CublasLevel1: cudarc::driver::DeviceRepr + Sized {
         x: Vector<'_, X>,
         y: VectorMut<'_, Y>,
     ) -> Result<(), GpuError>;
+    /// `y += alpha · x` where `x` and `y` are two interleaved vectors of one span of
+    /// device memory (`(offset, inc)` each, in elements from the span's start) that
+    /// share no element: a row operation between two rows of a column-major matrix.
+    fn axpy_within<S: cudarc::driver::DevicePtrMut<Self>>(
+        blas: &cudarc::cublas::CudaBlas,
+        stream: &CudaStream,
+        n_alpha: (usize, Self),
+        span: &mut S,
+        x: (usize, usize),
+        y: (usize, usize),
+    ) -> Result<(), GpuError>;
     /// `x *= alpha`.
     fn scal<X: cudarc::driver::DevicePtrMut<Self>>(
         blas: &cudarc::cublas::CudaBlas,
@@ -267,6 +278,44 @@ fn with_device_pointers(
     r
 }
 
+/// cuBLAS's `?axpy_v2_64` for element type `T`.
+type AxpyFn<T> = unsafe fn(
+    cudarc::cublas::sys::cublasHandle_t,
+    i64,
+    *const T,
+    *const T,
+    i64,
+    *mut T,
+    i64,
+) -> cudarc::cublas::sys::cublasStatus_t;
+
+/// `y += alpha·x` by cuBLAS's `f` over device addresses `(x, incx)` and `(y, incy)`:
+/// the one FFI call behind [`CublasLevel1::axpy`] and [`CublasLevel1::axpy_within`].
+fn raw_axpy<T>(
+    f: AxpyFn<T>,
+    blas: &cudarc::cublas::CudaBlas,
+    (n, alpha): (usize, T),
+    (xp, incx): (u64, usize),
+    (yp, incy): (u64, usize),
+) -> Result<(), GpuError> {
+    // SAFETY: the callers pass addresses obtained for the handle's stream (which `blas`
+    // enqueues on), each with its `n` entries `inc` apart inside its allocation (they
+    // assert it); `alpha` is a host scalar in the handle's host pointer mode.
+    unsafe {
+        f(
+            *blas.handle(),
+            n as i64,
+            &alpha,
+            xp as *const T,
+            incx as i64,
+            yp as *mut T,
+            incy as i64,
+        )
+    }
+    .result()?;
+    Ok(())
+}
+
 macro_rules! cublas_level1 {
     ($t:ty, $axpy:ident, $scal:ident, $dot:ident, $nrm2:ident, $iamax:ident) => {
         impl CublasLevel1 for $t {
@@ -283,23 +332,42 @@ macro_rules! cublas_level1 {
                 );
                 let (xp, _rx) = x.data.device_ptr(stream);
                 let (yp, _ry) = y.data.device_ptr_mut(stream);
-                // SAFETY: `blas` enqueues on `stream`, for which both pointers were
-                // obtained (and their events recorded by the guards); each slice holds the
-                // `n` entries `inc` apart (asserted); alpha is a host scalar in the
-                // handle's host pointer mode.
-                unsafe {
-                    cudarc::cublas::sys::$axpy(
-                        *blas.handle(),
-                        n as i64,
-                        &alpha,
-                        xp as *const $t,
-                        x.inc as i64,
-                        yp as *mut $t,
-                        y.inc as i64,
-                    )
-                }
-                .result()?;
-                Ok(())
+                // Both pointers obtained for `stream` (their uses recorded by the guards),
+                // each slice holding its `n` entries `inc` apart (asserted).
+                raw_axpy(
+                    cudarc::cublas::sys::$axpy,
+                    blas,
+                    (n, alpha),
+                    (xp, x.inc),
+                    (yp, y.inc),
+                )
+            }
+
+            fn axpy_within<S: cudarc::driver::DevicePtrMut<$t>>(
+                blas: &cudarc::cublas::CudaBlas,
+                stream: &CudaStream,
+                (n, alpha): (usize, $t),
+                span_of: &mut S,
+                (ox, incx): (usize, usize),
+                (oy, incy): (usize, usize),
+            ) -> Result<(), GpuError> {
+                assert!(
+                    span_of.len() >= ox + span(n, incx) && span_of.len() >= oy + span(n, incy),
+                    "axpy spans are checked by the caller"
+                );
+                let size = std::mem::size_of::<$t>() as u64;
+                let (base, _r) = span_of.device_ptr_mut(stream);
+                // One pointer into the span, obtained for `stream` (its use recorded by
+                // the guard); both vectors lie in the span (asserted) and the caller
+                // checked they share no element, so cuBLAS reads no entry it writes.
+                let (xp, yp) = (base + ox as u64 * size, base + oy as u64 * size);
+                raw_axpy(
+                    cudarc::cublas::sys::$axpy,
+                    blas,
+                    (n, alpha),
+                    (xp, incx),
+                    (yp, incy),
+                )
             }
 
             fn scal<X: cudarc::driver::DevicePtrMut<$t>>(

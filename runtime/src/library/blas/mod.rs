@@ -13,7 +13,7 @@ use crate::backend::state::DeviceShared;
 use crate::completion::{Completer, Completion};
 use crate::dtype::{Blas1Base, BlasBase, DTypeBase};
 use crate::error::{GpuError, Invalid};
-use crate::gpu_ref::{with_inputs, with_operands, GpuRef, Region, RegionMut};
+use crate::gpu_ref::{with_inputs, with_operands, with_span, GpuRef, Region, RegionMut};
 use crate::library::seed::LibrarySeed;
 use crate::library::shell::{Core, Library};
 use crate::observability::{cpu_op, gpu_timed};
@@ -383,6 +383,9 @@ impl BlasCore {
             // y += alpha·y is a scaling.
             return self.scal(T::from_f64(1.0) + alpha, y);
         }
+        if x.data.overlaps(&y.data) {
+            return self.axpy_interleaved(alpha, x, y);
+        }
         let n = x.n;
         with_operands([&x.data], &y.data, |[rx], ry| match (&self.engine, rx, ry) {
             (BlasEngine::Cpu, Region::Cpu(xv), RegionMut::Cpu(yv)) => {
@@ -407,6 +410,59 @@ impl BlasCore {
                 Ok(self.pending(completer.done(stream)))
             }
             _ => Err(invalid("buffers of another backend".into())),
+        })?
+    }
+
+    /// `y += alpha·x` where the windows of `x` and `y`, views of one buffer, overlap
+    /// but their entries interleave (two rows of a column-major matrix: a row operation
+    /// of an elimination): one lock, one span, each vector at its offset in it. Entries
+    /// in common are an `InvalidArgument` — cuBLAS would read entries it had written.
+    fn axpy_interleaved<T: Blas1Base>(
+        &mut self,
+        alpha: T,
+        x: &Strided<T>,
+        y: &Strided<T>,
+    ) -> Result<Deferred<()>, GpuError> {
+        if x.shares_entries_with(y) {
+            return Err(GpuError::InvalidArgument(
+                Invalid::new(format!(
+                    "axpy's x (elements {:?} of the buffer, every {}) and y (elements {:?}, every {}) share \
+                     entries: pass vectors with no element in common, or copy x first",
+                    x.data.window(),
+                    x.inc,
+                    y.data.window(),
+                    y.inc
+                ))
+                .arg("y")
+                .mismatch("entries apart from x's", "entries of x"),
+            ));
+        }
+        let n = x.n;
+        with_span([&x.data, &y.data], |span, [ox, oy]| match (&self.engine, span) {
+            (BlasEngine::Cpu, RegionMut::Cpu(v)) => {
+                let _timed = cpu_op(self.shared.config.device_id, "blas", op_name::<T>("axpy"));
+                for i in 0..n {
+                    let (xi, yi) = (ox + i * x.inc, oy + i * y.inc);
+                    v[yi] = alpha.mul_add(v[xi], v[yi]);
+                }
+                Ok(Deferred::Now(()))
+            }
+            (
+                BlasEngine::Cuda {
+                    blas,
+                    stream,
+                    completer,
+                    ..
+                },
+                RegionMut::Cuda(mut v),
+            ) => {
+                let (sx, sy) = ((ox, x.inc), (oy, y.inc));
+                self.timed::<T>(stream, "axpy", || {
+                    T::axpy_within(blas, stream, (n, alpha), &mut v, sx, sy)
+                })?;
+                Ok(self.pending(completer.done(stream)))
+            }
+            _ => Err(invalid("a buffer of another backend".into())),
         })?
     }
 
