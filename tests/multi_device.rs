@@ -162,8 +162,9 @@ async fn every_collective_matches_a_float64_reference_for_each_element_type() {
 }
 
 /// Views as a collective's buffers: send and recv disjoint views of one buffer (the
-/// rest of it untouched), in place on one view; partly overlapping views are an
-/// `InvalidArgument` on every rank.
+/// rest of it untouched), in place on one view, NCCL's in-place all-gather and
+/// reduce-scatter (the shard a block of the whole); partly overlapping views otherwise
+/// are an `InvalidArgument` on every rank.
 async fn views_as_send_and_recv(devices: &[Device]) {
     let world = World::new(devices).await.unwrap();
     let n = 301;
@@ -182,11 +183,39 @@ async fn views_as_send_and_recv(devices: &[Device]) {
                 let (a, b) = (buf.view(..n).unwrap(), buf.view(10..n + 10).unwrap());
                 let e = r.all_reduce(&a, &b, ReduceOp::Sum).await.unwrap_err();
                 assert!(matches!(e, GpuError::InvalidArgument(_)), "{e:?}");
-                d.download(&buf).await.unwrap()
+                let before = d.download(&buf).await.unwrap();
+                // NCCL's in-place layouts: the shard is this rank's block of the whole.
+                let size = r.size();
+                let k = 7;
+                let whole = d.upload(vec![0.0f64; k * size]).await.unwrap();
+                let shard = whole.view(r.index() * k..(r.index() + 1) * k).unwrap();
+                d.write(&shard, (0..k).map(|i| (100 * r.index() + i) as f64).collect::<Vec<_>>())
+                    .await
+                    .unwrap();
+                r.all_gather(&shard, &whole).await.unwrap();
+                let gathered = d.download(&whole).await.unwrap();
+                r.reduce_scatter(&whole, &shard, ReduceOp::Sum).await.unwrap();
+                let scattered = d.download(&shard).await.unwrap();
+                // Another rank's block (or a shifted one) is refused on every rank.
+                let wrong = whole.view(((r.index() + 1) % size) * k..).unwrap().view(..k).unwrap();
+                let e = r.all_gather(&wrong, &whole).await.unwrap_err();
+                assert!(matches!(e, GpuError::InvalidArgument(_)) || size == 1, "{e:?}");
+                (before, gathered, scattered)
             }
         }
     })
     .await;
+    let size = devices.len();
+    let k = 7;
+    let gathered: Vec<f64> = (0..size)
+        .flat_map(|q| (0..k).map(move |i| (100 * q + i) as f64))
+        .collect();
+    for (rank, (_, got, scattered)) in results.iter().enumerate() {
+        assert_eq!(got, &gathered, "all-gather in place on rank {rank}");
+        let want: Vec<f64> = (0..k).map(|i| size as f64 * gathered[rank * k + i]).collect();
+        assert_eq!(scattered, &want, "reduce-scatter in place on rank {rank}");
+    }
+    let results: Vec<Vec<f64>> = results.into_iter().map(|(b, _, _)| b).collect();
     for (rank, got) in results.iter().enumerate() {
         assert_eq!(got[..n], inputs[rank][..n], "send untouched on rank {rank}");
         let sum: Vec<f64> = (0..n).map(|i| inputs.iter().map(|v| v[i]).sum()).collect();

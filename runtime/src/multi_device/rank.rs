@@ -356,23 +356,7 @@ impl Rank {
         recv: &GpuRef<T>,
         local: Result<(), GpuError>,
     ) -> Result<(), GpuError> {
-        // Two windows of one buffer: the same view (in place) or disjoint ones.
-        let local = local.and_then(|()| {
-            if send.overlaps(recv) && send.window() != recv.window() {
-                return Err(GpuError::InvalidArgument(
-                    crate::error::Invalid::new(
-                        "send and recv overlap without being the same view: pass one view for both (in \
-                         place) or disjoint ones",
-                    )
-                    .arg("recv")
-                    .mismatch(
-                        "send's own window, or elements apart from it",
-                        "a partly overlapping window",
-                    ),
-                ));
-            }
-            Ok(())
-        });
+        let local = local.and_then(|()| windows_fit(&call.kind, self.index, send, recv));
         let key = Key::Collective(self.next(|c| &mut c.collectives));
         let party = Party {
             index: self.index,
@@ -623,4 +607,45 @@ fn same_len<T: CollectiveScalar>(buf: &GpuRef<T>, want: usize, what: &str) -> Re
             buf.len(),
         )))
     }
+}
+
+/// Whether a collective of `kind` may take `send` and `recv` on rank `rank`: apart, the
+/// same view (in place), or NCCL's in-place layouts — an all-gather's `send` this rank's
+/// block of `recv`, a reduce-scatter's `recv` this rank's block of `send` (what
+/// sharded-parameter training passes: the shard is a view of the whole). Any other
+/// overlap is an `InvalidArgument`: the collective would read what it writes.
+fn windows_fit<T: CollectiveScalar>(
+    kind: &Kind,
+    rank: usize,
+    send: &GpuRef<T>,
+    recv: &GpuRef<T>,
+) -> Result<(), GpuError> {
+    if !send.overlaps(recv) || send.window() == recv.window() {
+        return Ok(());
+    }
+    // `part` is block `rank` of `whole` (lengths are checked beside, against the world).
+    let block_of =
+        |whole: &GpuRef<T>, part: &GpuRef<T>| whole.window().start + rank * part.len() == part.window().start;
+    let (fits, expected) = match kind {
+        Kind::AllGather => (block_of(recv, send), format!("send as block {rank} of recv")),
+        Kind::ReduceScatter(_) => (block_of(send, recv), format!("recv as block {rank} of send")),
+        _ => (false, "send's own window".to_string()),
+    };
+    if fits {
+        return Ok(());
+    }
+    Err(GpuError::InvalidArgument(
+        crate::error::Invalid::new(format!(
+            "send (elements {:?} of the buffer) and recv (elements {:?}) overlap in no layout a collective \
+             can run in place: pass one view for both, disjoint views, or (all-gather / reduce-scatter) the \
+             rank's block of the other",
+            send.window(),
+            recv.window()
+        ))
+        .arg("recv")
+        .mismatch(
+            format!("{expected}, or elements apart from it"),
+            "a partly overlapping window",
+        ),
+    ))
 }
