@@ -426,12 +426,12 @@ impl BlasCore {
         if x.shares_entries_with(y) {
             return Err(GpuError::InvalidArgument(
                 Invalid::new(format!(
-                    "axpy's x (elements {:?} of the buffer, every {}) and y (elements {:?}, every {}) share \
-                     entries: pass vectors with no element in common, or copy x first",
-                    x.data.window(),
-                    x.inc,
+                    "axpy's y (elements {:?} of the buffer, every {}) overlaps x (elements {:?}, every {}) \
+                     in shared entries: pass vectors with no element in common, or copy x first",
                     y.data.window(),
-                    y.inc
+                    y.inc,
+                    x.data.window(),
+                    x.inc
                 ))
                 .arg("y")
                 .mismatch("entries apart from x's", "entries of x"),

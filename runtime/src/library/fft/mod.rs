@@ -298,23 +298,21 @@ impl FftCore {
                 )));
             }
         }
+        // One buffer has one element type: two handles of it compare by their windows.
         let one_buffer = input.id() == output.id();
-        let (in_bytes, out_bytes) = (
-            input.offset() * std::mem::size_of::<I>()..(input.offset() * std::mem::size_of::<I>() + input.num_bytes()),
-            output.offset() * std::mem::size_of::<O>()
-                ..(output.offset() * std::mem::size_of::<O>() + output.num_bytes()),
-        );
-        let in_place = one_buffer && in_bytes == out_bytes;
+        let in_place = one_buffer && input.window() == output.window();
         // Two views of one buffer: apart, an out-of-place transform between them (one
         // buffer locked once, two addresses); overlapping, refused — cuFFT reads and
         // writes through both pointers.
         let between_views = one_buffer && !in_place;
-        if between_views && in_bytes.start < out_bytes.end && out_bytes.start < in_bytes.end {
+        if between_views && input.overlaps(output) {
             return Err(GpuError::InvalidArgument(
                 Invalid::new(format!(
-                    "an FFT between overlapping views of one buffer (#{}, bytes {in_bytes:?} and {out_bytes:?}): \
+                    "an FFT between overlapping views of one buffer (#{}, elements {:?} and {:?}): \
                      run it in place on one view, or between disjoint views",
-                    input.id()
+                    input.id(),
+                    input.window(),
+                    output.window()
                 ))
                 .arg("output")
                 .mismatch("a view apart from the input's", "an overlapping view"),
@@ -397,7 +395,11 @@ impl FftCore {
                         // (C2C: one buffer is one element type.)
                         let mut g = output.lock();
                         let (base, _rec) = g.buffer_address(stream, true)?;
-                        enqueue(base + in_bytes.start as u64, base + out_bytes.start as u64)
+                        let at = |offset: usize, size: usize| base + (offset * size) as u64;
+                        enqueue(
+                            at(input.offset(), std::mem::size_of::<I>()),
+                            at(output.offset(), std::mem::size_of::<O>()),
+                        )
                     } else {
                         let (gi, mut go) = lock2(input, output);
                         match (gi.region(), go.region_mut()) {
