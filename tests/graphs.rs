@@ -33,6 +33,7 @@ on_both! {
     replays_match_the_reference => replays;
     bad_graphs_are_typed_errors => bad_graphs;
     a_matmul_replays_in_a_graph => matmul_graph;
+    captures_survive_devices_starting_beside_them => captures_beside_starts;
 }
 
 /// A matmul (bf16 A and B, f32 C, an f32 bias, ReLU) then `add_one` on C, captured and
@@ -186,5 +187,56 @@ async fn bad_graphs(config: DeviceConfig) {
     // After a rebuild the graph and its buffers are stale.
     d.rebuild().await.unwrap();
     assert!(matches!(d.replay(&g, 1).await, Err(GpuError::Stale { .. })));
+    sys.shutdown().await;
+}
+
+/// Graphs captured (a GEMM and a kernel, each replay checked) while other devices of the
+/// same GPU start, work and stop beside them: a device's start must not break a capture
+/// in flight (cudarc synchronises the context when a `CudaContext` makes its first
+/// stream; on an H100 that invalidated a concurrent capture — `sys::graph`'s gate).
+async fn captures_beside_starts(config: DeviceConfig) {
+    let sys = ActorSystem::new("graph-beside");
+    let d = Device::open(&sys, config.clone()).await.unwrap();
+    let starts = tokio::spawn({
+        let config = config.clone();
+        async move {
+            for i in 0..12 {
+                let sys = ActorSystem::new(&format!("beside-{i}"));
+                let other = Device::open(&sys, config.clone())
+                    .await
+                    .expect("a device starts beside captures");
+                let v = rand_vec(1000);
+                let g = other.upload(f32s(&v)).await.unwrap();
+                assert_eq!(other.download(&g).await.unwrap(), f32s(&v));
+                sys.shutdown().await;
+            }
+        }
+    });
+    let (m, n, k) = (32, 24, 16);
+    for round in 0..40 {
+        let (a, b) = (rand_vec(m * k), rand_vec(k * n));
+        let (da, db) = (d.upload(f32s(&a)).await.unwrap(), d.upload(f32s(&b)).await.unwrap());
+        let dc = d.alloc::<f32>(m * n).await.unwrap();
+        let cfg = LaunchConfig::for_elements(m * n, 128);
+        let g = d
+            .capture_graph(
+                GraphBuilder::new()
+                    .gemm(Gemm::<f32>::new(m, n, k), &da, &db, &dc)
+                    .kernel(add_one::call::<f32>(cfg, &mut dc.clone())),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("capture {round}: {e:?}"));
+        d.replay(&g, 1).await.unwrap();
+        let (a32, b32): (Vec<f64>, Vec<f64>) = (
+            f32s(&a).iter().map(|x| *x as f64).collect(),
+            f32s(&b).iter().map(|x| *x as f64).collect(),
+        );
+        let mut want = vec![0.0; m * n];
+        gemm_ref(false, false, m, n, k, 1.0, &a32, m, &b32, k, 0.0, &mut want, m);
+        want.iter_mut().for_each(|w| *w += 1.0);
+        let got: Vec<f64> = d.download(&dc).await.unwrap().iter().map(|x| *x as f64).collect();
+        assert!(rel_err(&got, &want) < 1e-5, "round {round}");
+    }
+    starts.await.unwrap();
     sys.shutdown().await;
 }

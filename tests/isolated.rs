@@ -1249,7 +1249,10 @@ fn copies_and_worlds_cross_isolation(config: DeviceConfig) -> Pin<Box<dyn Future
         if config.backend != BackendChoice::Cuda {
             second.device_id = config.device_id + 2;
         }
-        let c = Device::open(&sys, second).await.unwrap();
+        // An isolated device of its own actor system: on a GPU it has `b`'s device id,
+        // and one system names one device of an id once.
+        let sys_c = ActorSystem::new("isolated-second");
+        let c = Device::open(&sys_c, second).await.unwrap();
         // Three 8 MiB windows and a partial one.
         let n = 3 * (2 << 20) + 12_345;
         let x: Vec<f32> = rand_vec(n).iter().map(|&v| v as f32).collect();

@@ -7,6 +7,7 @@ use cudarc::driver::{CudaContext, CudaStream};
 
 use crate::completion::Completer;
 use crate::error::GpuError;
+use crate::sys::graph::new_stream;
 
 /// A stream of a device's context outside its actors, with a completer waiting on it:
 /// what a world's NCCL communicator of the device enqueues on (a collective's kernels
@@ -59,12 +60,12 @@ impl StreamSource {
     pub(crate) fn new(ctx: Arc<CudaContext>, strategy: StreamStrategy) -> Result<Self, GpuError> {
         let shared = match strategy {
             StreamStrategy::PerActor => vec![],
-            StreamStrategy::Single => vec![ctx.new_stream()?],
+            StreamStrategy::Single => vec![new_stream(&ctx)?],
             StreamStrategy::Pool(n) => {
                 if n == 0 {
                     return Err(GpuError::invalid("a stream pool needs at least one stream"));
                 }
-                (0..n).map(|_| ctx.new_stream()).collect::<Result<_, _>>()?
+                (0..n).map(|_| new_stream(&ctx)).collect::<Result<_, _>>()?
             }
         };
         Ok(StreamSource {
@@ -78,7 +79,7 @@ impl StreamSource {
     /// A stream for one more actor.
     pub(crate) fn take(&self) -> Result<Arc<CudaStream>, GpuError> {
         match self.strategy {
-            StreamStrategy::PerActor => Ok(self.ctx.new_stream()?),
+            StreamStrategy::PerActor => new_stream(&self.ctx),
             _ => {
                 let i = self.next.fetch_add(1, Ordering::Relaxed) % self.shared.len();
                 Ok(self.shared[i].clone())

@@ -540,7 +540,7 @@ impl ContextCore {
         let Engine::Cuda(c) = &self.engine else {
             return Err(GpuError::Unsupported("the CPU device has no CUDA stream".into()));
         };
-        let stream = c.ctx.new_stream().map_err(|e| self.observe(e))?;
+        let stream = crate::sys::graph::new_stream(&c.ctx).map_err(|e| self.observe(e))?;
         let completer = Completer::new(&c.ctx, CompletionStrategy::Spin, c.completer.deadline())?;
         Ok(Lane {
             stream,

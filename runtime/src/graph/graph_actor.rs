@@ -7,7 +7,6 @@ use std::sync::{Arc, Weak};
 
 use atomr_accel_cuda_macros::gpu_actor;
 use cudarc::cublas::CudaBlas;
-use cudarc::driver::sys::CUstreamCaptureMode;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 
 use super::op::{Capture, GraphNode};
@@ -92,7 +91,7 @@ impl Core for GraphCore {
 
 impl CudaParts {
     fn engine(&self) -> Result<CudaEngine, GpuError> {
-        let stream = self.ctx.new_stream()?;
+        let stream = crate::sys::graph::new_stream(&self.ctx)?;
         let blas = CudaBlas::new(stream.clone())?;
         let mut workspace = stream.alloc_zeros::<u8>(CUBLAS_WORKSPACE)?;
         set_cublas_workspace(&blas, &mut workspace)?;
@@ -231,14 +230,7 @@ fn capture_on(c: &CudaEngine, nodes: &[Box<dyn GraphNode>]) -> Result<GraphExec,
         lt: &c.lt,
         addresses: &addresses,
     };
-    c.stream
-        .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
-    if let Some(e) = nodes.iter().find_map(|n| n.capture(&cx).err()) {
-        // End the (now useless) capture so the stream is usable again.
-        let _ = GraphExec::end_capture(&c.stream);
-        return Err(e);
-    }
-    GraphExec::end_capture(&c.stream)
+    crate::sys::graph::capture(&c.stream, || nodes.iter().try_for_each(|n| n.capture(&cx)))
 }
 
 /// The graph actor of a device.

@@ -320,7 +320,7 @@ fn gpu_op(stream: &Arc<CudaStream>, device: usize, lane: &'static str, name: imp
             None => {
                 // Recorded on an idle stream of its own, so waiting for it is immediate
                 // (the operation's stream may have long work queued).
-                let idle = stream.context().new_stream().ok()?;
+                let idle = crate::sys::graph::new_stream(stream.context()).ok()?;
                 let event = idle.record_event(flags).ok()?;
                 event.synchronize().ok()?;
                 let host_us = since_origin(&mut s, Instant::now());

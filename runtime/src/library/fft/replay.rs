@@ -17,11 +17,10 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::sys::CUstreamCaptureMode;
 use cudarc::driver::CudaStream;
 
 use crate::error::GpuError;
-use crate::sys::graph::GraphExec;
+use crate::sys::graph::{capture, GraphExec};
 
 /// Buffer pairs per plan whose graphs are kept (least recently used evicted first; an
 /// evicted graph still in flight is freed by CUDA when it completes).
@@ -119,18 +118,6 @@ impl Replays {
             self.entries.iter().filter(|r| r.graph.is_some()).count(),
         )
     }
-}
-
-/// Captures what `exec` enqueues on `stream` into an uploaded graph. The capture is
-/// thread-local: other threads' CUDA calls are not affected. Whatever fails, the stream
-/// leaves capture mode before this returns.
-fn capture(stream: &Arc<CudaStream>, exec: &impl Fn() -> Result<(), GpuError>) -> Result<GraphExec, GpuError> {
-    stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
-    let enqueued = exec();
-    // Always ended, even when the enqueue failed: the stream must not stay capturing.
-    let ended = GraphExec::end_capture(stream);
-    enqueued?;
-    ended
 }
 
 #[cfg(test)]
