@@ -238,5 +238,10 @@ async fn captures_beside_starts(config: DeviceConfig) {
         assert!(rel_err(&got, &want) < 1e-5, "round {round}");
     }
     starts.await.unwrap();
+    // How often another thread invalidated a capture of this process (made again).
+    eprintln!(
+        "graph captures made again so far: {}",
+        atomr_accel_cuda::testing::recaptures()
+    );
     sys.shutdown().await;
 }

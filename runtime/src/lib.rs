@@ -55,6 +55,7 @@ pub use stream::StreamStrategy;
 /// device's worker): import [`testing::TestHooks`] to use them on a `Device`.
 pub mod testing {
     pub use crate::device::test_hooks::TestHooks;
+    pub use crate::sys::graph::recaptures;
 }
 
 /// Re-exports the generated code of `#[gpu_actor]` names, so users need not depend on

@@ -11,6 +11,7 @@
 //! running in parallel, 2026-12-05). Captures hold [`GATE`] shared — several may run at
 //! once, each thread-local — and making a stream holds it exclusively.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use cudarc::cublas::CudaBlas;
@@ -28,15 +29,6 @@ pub(crate) struct GraphExec(CudaGraph);
 unsafe impl Send for GraphExec {}
 
 impl GraphExec {
-    /// Ends the capture on `stream`, instantiates and uploads the graph.
-    pub(crate) fn end_capture(stream: &Arc<CudaStream>) -> Result<GraphExec, GpuError> {
-        let g = stream
-            .end_capture(ds::CUgraphInstantiate_flags(0))?
-            .ok_or_else(|| GpuError::invalid("a graph needs at least one operation"))?;
-        g.upload()?;
-        Ok(GraphExec(g))
-    }
-
     /// Enqueues one replay on the stream it was captured on.
     pub(crate) fn launch(&self) -> Result<(), GpuError> {
         Ok(self.0.launch()?)
@@ -46,21 +38,61 @@ impl GraphExec {
 /// Held shared by every capture in the process, exclusively while a stream is made.
 static GATE: RwLock<()> = RwLock::new(());
 
+/// Captures made again after another thread invalidated them, in this process.
+static RECAPTURES: AtomicU64 = AtomicU64::new(0);
+
+/// How many graph captures of this process were invalidated by another thread's CUDA
+/// call and made again (also counted as the `atomr_graph_recaptures_total` metric).
+pub fn recaptures() -> u64 {
+    RECAPTURES.load(Ordering::Relaxed)
+}
+
+/// Captures tried before an invalidated capture is reported (each retried after a pause
+/// twice the last: 0.5, 1, 2, 4, 8 ms).
+const CAPTURE_TRIES: u32 = 6;
+
 /// Captures what `enqueue` puts on `stream` into an instantiated, uploaded graph. The
 /// capture is thread-local (other threads' CUDA calls are not affected) and holds
-/// [`GATE`], so no stream is made — no context synchronised — meanwhile. Whatever fails,
-/// the stream leaves capture mode before this returns.
+/// [`GATE`], so no stream of ours is made — no context synchronised — meanwhile. Other
+/// context-wide synchronisation (a library handle freeing its workspace with `cudaFree`,
+/// page-locked memory freed, a user's own CUDA calls) can still invalidate it: CUDA then
+/// fails the capture's calls and ends it with `CUDA_ERROR_STREAM_CAPTURE_INVALIDATED`,
+/// and the capture — which ran nothing — is made again, [`CAPTURE_TRIES`] times at
+/// most. Whatever fails, the stream leaves capture mode before this returns.
 pub(crate) fn capture(
     stream: &Arc<CudaStream>,
-    enqueue: impl FnOnce() -> Result<(), GpuError>,
+    enqueue: impl Fn() -> Result<(), GpuError>,
 ) -> Result<GraphExec, GpuError> {
-    let _captures = GATE.read().unwrap_or_else(|p| p.into_inner());
-    stream.begin_capture(ds::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
-    let enqueued = enqueue();
-    // Always ended, even when the enqueue failed: the stream must not stay capturing.
-    let ended = GraphExec::end_capture(stream);
-    enqueued?;
-    ended
+    let mut pause = std::time::Duration::from_micros(500);
+    let mut tries = 1;
+    loop {
+        let (enqueued, ended) = {
+            let _captures = GATE.read().unwrap_or_else(|p| p.into_inner());
+            stream.begin_capture(ds::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+            let enqueued = enqueue();
+            // Always ended, even when the enqueue failed: the stream must not stay capturing.
+            (enqueued, stream.end_capture(ds::CUgraphInstantiate_flags(0)))
+        };
+        match ended {
+            Err(e) if e.0 == ds::cudaError_enum::CUDA_ERROR_STREAM_CAPTURE_INVALIDATED && tries < CAPTURE_TRIES => {
+                tracing::debug!(
+                    tries,
+                    "a graph capture was invalidated by another thread's CUDA call; capturing again"
+                );
+                RECAPTURES.fetch_add(1, Ordering::Relaxed);
+                metrics::counter!("atomr_graph_recaptures_total").increment(1);
+                std::thread::sleep(pause);
+                pause *= 2;
+                tries += 1;
+            }
+            ended => {
+                enqueued?;
+                let g = ended?.ok_or_else(|| GpuError::invalid("a graph needs at least one operation"))?;
+                g.upload()?;
+                return Ok(GraphExec(g));
+            }
+        }
+    }
 }
 
 /// A new stream of `ctx` (cudarc's non-blocking one), made while no capture runs: the
