@@ -47,9 +47,13 @@ pub fn recaptures() -> u64 {
     RECAPTURES.load(Ordering::Relaxed)
 }
 
-/// Captures tried before an invalidated capture is reported (each retried after a pause
-/// twice the last: 0.5, 1, 2, 4, 8 ms).
-const CAPTURE_TRIES: u32 = 6;
+/// Captures tried before an invalidated capture is reported, each retried after a pause
+/// twice the last (0.5 ms, then up to [`CAPTURE_PAUSE_MAX`]): about 80 ms in all, longer
+/// than another device's shutdown freeing its libraries' workspaces.
+const CAPTURE_TRIES: u32 = 10;
+
+/// The longest pause between two tries of a capture.
+const CAPTURE_PAUSE_MAX: std::time::Duration = std::time::Duration::from_millis(16);
 
 /// Captures what `enqueue` puts on `stream` into an instantiated, uploaded graph. The
 /// capture is thread-local (other threads' CUDA calls are not affected) and holds
@@ -82,7 +86,7 @@ pub(crate) fn capture(
                 RECAPTURES.fetch_add(1, Ordering::Relaxed);
                 metrics::counter!("atomr_graph_recaptures_total").increment(1);
                 std::thread::sleep(pause);
-                pause *= 2;
+                pause = (pause * 2).min(CAPTURE_PAUSE_MAX);
                 tries += 1;
             }
             ended => {
