@@ -68,3 +68,15 @@ impl<C: Core> Library<C> {
         self.seed.shared.usable(&mut self.core, C::WHAT)
     }
 }
+
+impl<C> Drop for Library<C> {
+    /// Destroys the core — its library handle, plans and workspaces — while no graph
+    /// capture runs anywhere in the process: handle destruction synchronises the context
+    /// (`cublasDestroy` calls `cuCtxSynchronize`), which crashed the driver beside a
+    /// capture (`sys::graph::apart_from_captures`).
+    fn drop(&mut self) {
+        if let Some(core) = self.core.take() {
+            crate::sys::graph::apart_from_captures(|| drop(core));
+        }
+    }
+}

@@ -102,8 +102,18 @@ pub(crate) fn capture(
 /// A new stream of `ctx` (cudarc's non-blocking one), made while no capture runs: the
 /// first stream of a `CudaContext` synchronises the whole context.
 pub(crate) fn new_stream(ctx: &Arc<CudaContext>) -> Result<Arc<CudaStream>, GpuError> {
+    apart_from_captures(|| Ok(ctx.new_stream()?))
+}
+
+/// Runs `f` — a call that synchronises the whole context — while no capture runs. Worse
+/// than invalidating a capture: `cublasDestroy`'s `cuCtxSynchronize` crashed inside the
+/// driver (SIGSEGV in libcuda) while another thread captured (H100, driver 580.159.04,
+/// found under cuda-gdb, 2026-12-05). Library handles are destroyed here
+/// (`library::shell`), page-locked memory freed and unregistered (`sys::pinned`).
+/// Never called while this thread captures (it would wait for itself).
+pub(crate) fn apart_from_captures<R>(f: impl FnOnce() -> R) -> R {
     let _alone = GATE.write().unwrap_or_else(|p| p.into_inner());
-    Ok(ctx.new_stream()?)
+    f()
 }
 
 /// Gives `blas` a workspace of its own, so a captured cuBLAS call allocates nothing

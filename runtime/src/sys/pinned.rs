@@ -204,9 +204,11 @@ impl<T> Drop for PinnedMem<T> {
         // context's work is over), and the memory is freed all the same.
         // (The wait also binds the context, which freeing needs: always made here.)
         let _ = self.last_copy.synchronize();
+        // `cuMemFreeHost` synchronises the context: apart from graph captures.
+        let ptr = self.ptr.as_ptr() as *mut c_void;
         // SAFETY: `ptr` came from `cuMemHostAlloc` and is freed exactly once, here, after
         // the last copy using it.
-        let _ = unsafe { dresult::free_host(self.ptr.as_ptr() as *mut c_void) };
+        let _ = super::graph::apart_from_captures(|| unsafe { dresult::free_host(ptr) });
     }
 }
 
@@ -279,11 +281,14 @@ impl Drop for HostRegistrations {
         if ranges.is_empty() || self.ctx.bind_to_thread().is_err() {
             return;
         }
-        for s in ranges.into_keys() {
-            // SAFETY: FFI edge: registered by this table, unregistered once; the
-            // context's work is over (its engine is being dropped).
-            let _ = unsafe { cudarc::driver::sys::cuMemHostUnregister(s as *mut c_void) };
-        }
+        // Unregistering synchronises the context: apart from graph captures.
+        super::graph::apart_from_captures(|| {
+            for s in ranges.into_keys() {
+                // SAFETY: FFI edge: registered by this table, unregistered once; the
+                // context's work is over (its engine is being dropped).
+                let _ = unsafe { cudarc::driver::sys::cuMemHostUnregister(s as *mut c_void) };
+            }
+        });
     }
 }
 
