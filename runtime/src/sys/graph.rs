@@ -8,11 +8,14 @@
 //! context when a `CudaContext` makes its first stream (turning its event tracking on),
 //! and every `Device` has a `CudaContext` of its own over the GPU's one primary context,
 //! so a device starting while another captured broke both (found on an H100 with tests
-//! running in parallel, 2026-12-05). Captures hold [`GATE`] shared — several may run at
-//! once, each thread-local — and making a stream holds it exclusively.
+//! running in parallel, 2026-12-05); `cublasDestroy`'s synchronisation beside a capture
+//! even crashed inside the driver. Captures hold [`GATE`] shared — several may run at
+//! once, each thread-local — and what synchronises the context holds it exclusively:
+//! making a stream, destroying a library actor's core, freeing or unregistering
+//! page-locked memory ([`apart_from_captures`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use cudarc::cublas::CudaBlas;
 use cudarc::driver::{sys as ds, CudaContext, CudaGraph, CudaSlice, CudaStream, DevicePtrMut};
@@ -57,9 +60,8 @@ const CAPTURE_PAUSE_MAX: std::time::Duration = std::time::Duration::from_millis(
 
 /// Captures what `enqueue` puts on `stream` into an instantiated, uploaded graph. The
 /// capture is thread-local (other threads' CUDA calls are not affected) and holds
-/// [`GATE`], so no stream of ours is made — no context synchronised — meanwhile. Other
-/// context-wide synchronisation (a library handle freeing its workspace with `cudaFree`,
-/// page-locked memory freed, a user's own CUDA calls) can still invalidate it: CUDA then
+/// [`GATE`], so nothing of ours synchronises the context meanwhile. Context-wide calls
+/// we do not own (a program's own CUDA calls beside ours) can still invalidate it: CUDA then
 /// fails the capture's calls and ends it with `CUDA_ERROR_STREAM_CAPTURE_INVALIDATED`,
 /// and the capture — which ran nothing — is made again, [`CAPTURE_TRIES`] times at
 /// most. Whatever fails, the stream leaves capture mode before this returns.
@@ -71,7 +73,7 @@ pub(crate) fn capture(
     let mut tries = 1;
     loop {
         let (enqueued, ended) = {
-            let _captures = GATE.read().unwrap_or_else(|p| p.into_inner());
+            let _captures = Holding::shared();
             stream.begin_capture(ds::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
             let enqueued = enqueue();
             // Always ended, even when the enqueue failed: the stream must not stay capturing.
@@ -110,10 +112,54 @@ pub(crate) fn new_stream(ctx: &Arc<CudaContext>) -> Result<Arc<CudaStream>, GpuE
 /// driver (SIGSEGV in libcuda) while another thread captured (H100, driver 580.159.04,
 /// found under cuda-gdb, 2026-12-05). Library handles are destroyed here
 /// (`library::shell`), page-locked memory freed and unregistered (`sys::pinned`).
-/// Never called while this thread captures (it would wait for itself).
+/// A thread that holds the gate already (a core dropped while another core is dropped;
+/// a call from inside a capture, which no path of ours makes) runs `f` as it is rather
+/// than wait for itself.
 pub(crate) fn apart_from_captures<R>(f: impl FnOnce() -> R) -> R {
-    let _alone = GATE.write().unwrap_or_else(|p| p.into_inner());
+    let _alone = Holding::exclusive();
     f()
+}
+
+thread_local! {
+    /// Whether this thread holds [`GATE`] (either way): `std`'s lock is not re-entrant.
+    static HOLDS_GATE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// This thread's hold on [`GATE`], released when dropped — or nothing, when the thread
+/// held it already.
+enum Holding {
+    Shared(#[allow(dead_code)] RwLockReadGuard<'static, ()>),
+    Exclusive(#[allow(dead_code)] RwLockWriteGuard<'static, ()>),
+    Already,
+}
+
+impl Holding {
+    /// The gate shared (a capture).
+    fn shared() -> Holding {
+        Self::enter(|| Holding::Shared(GATE.read().unwrap_or_else(|p| p.into_inner())))
+    }
+
+    /// The gate alone (what synchronises the context).
+    fn exclusive() -> Holding {
+        Self::enter(|| Holding::Exclusive(GATE.write().unwrap_or_else(|p| p.into_inner())))
+    }
+
+    /// `take`s the gate unless this thread holds it.
+    fn enter(take: impl FnOnce() -> Holding) -> Holding {
+        if HOLDS_GATE.with(|h| h.replace(true)) {
+            Holding::Already
+        } else {
+            take()
+        }
+    }
+}
+
+impl Drop for Holding {
+    fn drop(&mut self) {
+        if !matches!(self, Holding::Already) {
+            HOLDS_GATE.with(|h| h.set(false));
+        }
+    }
 }
 
 /// Gives `blas` a workspace of its own, so a captured cuBLAS call allocates nothing
@@ -128,4 +174,34 @@ pub(crate) fn set_cublas_workspace(blas: &CudaBlas, workspace: &mut CudaSlice<u8
     unsafe { cudarc::cublas::sys::cublasSetWorkspace_v2(*blas.handle(), ptr as *mut std::ffi::c_void, bytes) }
         .result()
         .map_err(GpuError::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Nested holds on one thread run rather than wait for themselves, and the gate is
+    /// free again afterwards (checked from another thread, with a deadline: a regression
+    /// fails instead of hanging).
+    #[test]
+    fn a_thread_holding_the_gate_is_not_stopped_by_it() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let inner = apart_from_captures(|| apart_from_captures(|| 1) + 1);
+            let shared = {
+                let _captures = Holding::shared();
+                apart_from_captures(|| 3)
+            };
+            tx.send(inner + shared).unwrap();
+        });
+        let got = rx.recv_timeout(std::time::Duration::from_secs(10));
+        assert_eq!(got, Ok(5), "nested holds waited for themselves");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(apart_from_captures(|| 7)).unwrap());
+        assert_eq!(
+            rx.recv_timeout(std::time::Duration::from_secs(10)),
+            Ok(7),
+            "the gate stayed held"
+        );
+    }
 }
