@@ -63,16 +63,27 @@ pub(crate) unsafe fn host_view<'a, T>(ptr: u64, len: usize) -> &'a mut [T] {
     unsafe { std::slice::from_raw_parts_mut(ptr as *mut T, len) }
 }
 
+/// The driver's location of `l`: a device by ordinal, or the host.
+///
+/// Written without naming the id field: CUDA 13.2 moved it into a union (and 13.4 gave the
+/// union a second member), so its Rust spelling depends on the CUDA version of cudarc's
+/// bindings, which the `cuda-12` / `cuda-13` features (or the build machine's toolkit)
+/// choose. The layout is the same in every version: the type, then a 32-bit id.
 fn location(l: Location, device: i32) -> CUmemLocation {
-    match l {
-        Location::Device => CUmemLocation {
-            type_: Lt::CU_MEM_LOCATION_TYPE_DEVICE,
-            id: device,
-        },
-        Location::Host => CUmemLocation {
-            type_: Lt::CU_MEM_LOCATION_TYPE_HOST,
-            id: 0,
-        },
+    const _: () = assert!(std::mem::size_of::<CUmemLocation>() == 8);
+    let (type_, id) = match l {
+        Location::Device => (Lt::CU_MEM_LOCATION_TYPE_DEVICE, device),
+        Location::Host => (Lt::CU_MEM_LOCATION_TYPE_HOST, 0),
+    };
+    // SAFETY: `CUmemLocation` is a plain C struct of an enum and a 32-bit integer (or a
+    // union whose first member is that integer) for which all-zero bits are valid (0 is
+    // CU_MEM_LOCATION_TYPE_INVALID); the id is the `c_int` at offset 4 in every version, as
+    // the size assertion above and `#[repr(C)]` fix, and the write stays inside the value.
+    unsafe {
+        let mut loc: CUmemLocation = std::mem::zeroed();
+        loc.type_ = type_;
+        (&mut loc as *mut CUmemLocation).cast::<i32>().add(1).write(id);
+        loc
     }
 }
 
