@@ -16,8 +16,12 @@ pub(crate) fn runtime_path(explicit: Option<&syn::Path>) -> syn::Path {
             Ok(FoundCrate::Itself) => {
                 // proc-macro-crate says `Itself` for a package's examples and benches too,
                 // where `crate` is the example, not the library: compare the target name.
+                // A doc test of the library is compiled as a crate of its own, though cargo's
+                // CARGO_CRATE_NAME still names the library there: rustdoc marks its doc-test
+                // compiles with UNSTABLE_RUSTDOC_TEST_PATH.
                 let lib = name.replace('-', "_");
-                if std::env::var("CARGO_CRATE_NAME").is_ok_and(|c| c == lib) {
+                let doc_test = std::env::var_os("UNSTABLE_RUSTDOC_TEST_PATH").is_some();
+                if !doc_test && std::env::var("CARGO_CRATE_NAME").is_ok_and(|c| c == lib) {
                     return syn::parse_quote!(crate);
                 }
                 let ident = syn::Ident::new(&lib, Span::call_site());

@@ -36,6 +36,23 @@ use event_pool::{EventPool, PooledEvent};
 use stream_waits::{Step, StreamWaits};
 
 /// How completions are observed.
+///
+/// # Example
+///
+/// ```
+/// # use atomr_accel_cuda_runtime::prelude::*;
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() -> Result<(), GpuError> {
+/// # let system = ActorSystem::new("doc");
+/// use atomr_accel_cuda_runtime::CompletionStrategy;
+/// let config = DeviceConfig { completion: CompletionStrategy::Polled, ..DeviceConfig::cpu() };
+/// let dev = Device::open(&system, config).await?;
+/// let x = dev.upload(vec![2u32; 100]).await?;
+/// assert_eq!(dev.sum(&x).await?, 200);
+/// # system.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum CompletionStrategy {
     /// `cuLaunchHostFunc` callback, with a periodic fault check. The GPU signals each

@@ -72,7 +72,28 @@ impl std::fmt::Display for NumericalIssue {
 /// Every failure the runtime reports.
 ///
 /// Variants carry owned strings rather than source errors so the type stays `Clone` and
-/// `Send` and can cross actor (and later process) boundaries unchanged.
+/// `Send` and can cross actor (and later process) boundaries unchanged. The enum is
+/// `#[non_exhaustive]`: new libraries add kinds of failure, so a `match` outside this
+/// crate ends with a wildcard arm.
+///
+/// ```
+/// use atomr_accel_cuda_runtime::prelude::*;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), GpuError> {
+/// let system = ActorSystem::new("doc-errors");
+/// let dev = Device::open(&system, DeviceConfig::cpu()).await?;
+/// let x = dev.upload(vec![1.0f32; 4]).await?;
+/// // Bad input is refused before any work is queued, naming what is wrong.
+/// match dev.write(&x, vec![0.0f32; 5]).await {
+///     Err(GpuError::InvalidArgument(why)) => println!("refused: {why}"),
+///     Err(other) => return Err(other),
+///     Ok(()) => unreachable!("a 5-element write into a 4-element buffer"),
+/// }
+/// # system.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(
     Debug,
     Clone,
@@ -82,6 +103,7 @@ impl std::fmt::Display for NumericalIssue {
     serde::Deserialize,
     atomr_accel_cuda_macros::GpuErrorTags,
 )]
+#[non_exhaustive]
 pub enum GpuError {
     /// A sticky CUDA error (illegal address, trap, …) killed the context: nothing on this
     /// device works again in this process (see DESIGN.md). Carries the CUDA code.

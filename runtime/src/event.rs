@@ -36,6 +36,24 @@ enum Mark {
 }
 
 /// An event of one device generation. Cheap to clone.
+///
+/// # Example
+///
+/// ```
+/// # use atomr_accel_cuda_runtime::prelude::*;
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() -> Result<(), GpuError> {
+/// # let system = ActorSystem::new("doc");
+/// # let dev = Device::open(&system, DeviceConfig::cpu()).await?;
+/// let x = dev.upload(vec![1.0f32; 1024]).await?;
+/// let done = dev.create_event().await?;
+/// dev.record_event(&done, &[&x]).await?; // after the last write of x
+/// dev.wait_event(&done).await?;
+/// assert!(dev.event_done(&done).await?);
+/// # system.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct GpuEvent {
     id: u64,

@@ -102,6 +102,27 @@ impl<T> Drop for Buffer<T> {
 /// its buffer ([`GpuRef::view`]). A view is a `GpuRef` like any other — every operation
 /// takes it and sees only its window — and shares the buffer's generation check, stream
 /// ordering and lifetime (it keeps the buffer alive). Making one copies nothing.
+///
+/// # Example
+///
+/// ```
+/// # use atomr_accel_cuda_runtime::prelude::*;
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() -> Result<(), GpuError> {
+/// # let system = ActorSystem::new("doc");
+/// # let dev = Device::open(&system, DeviceConfig::cpu()).await?;
+/// let x = dev.upload((0..10).map(|i| i as f32).collect::<Vec<_>>()).await?;
+/// let tail = x.view(6..)?; // a window of the same buffer, no copy
+/// assert_eq!(dev.download(&tail).await?, vec![6.0, 7.0, 8.0, 9.0]);
+/// let [first, second] = x.panels([3, 3])?; // consecutive operands cut from one buffer
+/// dev.scal(2.0, &second).await?;
+/// assert_eq!(dev.download(&first).await?, vec![0.0, 1.0, 2.0]);
+/// assert_eq!(dev.download(&second).await?, vec![6.0, 8.0, 10.0]);
+/// assert!(!first.overlaps(&second) && tail.same_buffer(&x));
+/// # system.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 pub struct GpuRef<T: DTypeBase> {
     buf: Arc<Buffer<T>>,
     /// First element of the window, in the buffer.

@@ -23,6 +23,26 @@ use crate::gpu_ref::GpuRef;
 pub type Compute<T, U> = dyn Fn(Device, GpuRef<T>) -> BoxFuture<'static, Result<GpuRef<U>, GpuError>> + Send + Sync;
 
 /// A pipeline over one device: `depth` batches in flight (1 is the serial version).
+///
+/// # Example
+///
+/// ```
+/// # use atomr_accel_cuda_runtime::prelude::*;
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() -> Result<(), GpuError> {
+/// # let system = ActorSystem::new("doc");
+/// # let dev = Device::open(&system, DeviceConfig::cpu()).await?;
+/// async fn double(d: Device, x: GpuRef<f32>) -> Result<GpuRef<f32>, GpuError> {
+///     d.scal(2.0, &x).await?;
+///     Ok(x)
+/// }
+/// let p = Pipeline::new(&dev, 2, double)?; // two batches in flight
+/// let out = p.run(vec![vec![1.0f32; 4], vec![3.0; 2]]).await?;
+/// assert_eq!(out, vec![vec![2.0; 4], vec![6.0; 2]]);
+/// # system.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 pub struct Pipeline<T: DType, U: DType> {
     pub(crate) device: Device,
     pub(crate) depth: usize,

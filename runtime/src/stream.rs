@@ -37,6 +37,22 @@ fn lane_unsupported() -> GpuError {
 }
 
 /// How a device hands streams to its actors.
+///
+/// # Example
+///
+/// ```
+/// # use atomr_accel_cuda_runtime::prelude::*;
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() -> Result<(), GpuError> {
+/// # let system = ActorSystem::new("doc");
+/// use atomr_accel_cuda_runtime::StreamStrategy;
+/// // Every library actor on one stream: work is serialised, no cross-stream events.
+/// let dev = Device::open(&system, DeviceConfig { streams: StreamStrategy::Single, ..DeviceConfig::cpu() }).await?;
+/// assert_eq!(dev.config().streams, StreamStrategy::Single);
+/// # system.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum StreamStrategy {
     /// Each actor gets a stream of its own: independent actors overlap on the GPU.

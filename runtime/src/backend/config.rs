@@ -52,6 +52,27 @@ impl Default for Libraries {
 }
 
 /// Everything that configures one device.
+///
+/// # Example
+///
+/// ```
+/// # use atomr_accel_cuda_runtime::prelude::*;
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() -> Result<(), GpuError> {
+/// # let system = ActorSystem::new("doc");
+/// use atomr_accel_cuda_runtime::StreamStrategy;
+/// let config = DeviceConfig {
+///     library_pool: 2,
+///     streams: StreamStrategy::Pool(4),
+///     request_timeout: std::time::Duration::from_secs(10),
+///     ..DeviceConfig::cpu()
+/// };
+/// let dev = Device::open(&system, config).await?;
+/// assert_eq!(dev.config().library_pool, 2);
+/// # system.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct DeviceConfig {
     /// CUDA ordinal (and the id that `GpuRef`s are checked against).

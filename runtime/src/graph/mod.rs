@@ -46,6 +46,24 @@ use op::GraphNode;
 
 /// The operations of a graph, in order. Nothing is checked until
 /// `Device::capture_graph`, which reports the first bad operation with its index.
+///
+/// # Example
+///
+/// ```
+/// # use atomr_accel_cuda_runtime::prelude::*;
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() -> Result<(), GpuError> {
+/// # let system = ActorSystem::new("doc");
+/// # let dev = Device::open(&system, DeviceConfig::cpu()).await?;
+/// let a = dev.upload(vec![1.0f32; 4]).await?;
+/// let c = dev.alloc::<f32>(4).await?;
+/// let graph = dev.capture_graph(GraphBuilder::new().gemm(Gemm::new(2, 2, 2), &a, &a, &c)).await?;
+/// dev.replay(&graph, 3).await?; // one request, three runs of the captured work
+/// assert_eq!(dev.download(&c).await?, vec![2.0; 4]);
+/// # system.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Default)]
 pub struct GraphBuilder {
     nodes: Vec<Box<dyn GraphNode>>,

@@ -67,6 +67,25 @@ pub type Uploaded<T> = (crate::gpu_ref::GpuRef<T>, PinnedBuf<T>);
 /// A host buffer of `len` elements of `T`, page-locked on a CUDA device, that returns to
 /// its device's pool when dropped. Pass it by value to `Device::upload_pinned` /
 /// `Device::download_pinned`; they hand it back once the copy is done.
+///
+/// # Example
+///
+/// ```
+/// # use atomr_accel_cuda_runtime::prelude::*;
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() -> Result<(), GpuError> {
+/// # let system = ActorSystem::new("doc");
+/// # let dev = Device::open(&system, DeviceConfig::cpu()).await?;
+/// let mut staging = dev.pinned::<f32>(4).await?; // page-locked, from the device's pool
+/// staging.as_mut_slice()?.copy_from_slice(&[1.0, 2.0, 3.0, 4.0]);
+/// let (x, staging) = dev.upload_pinned(staging).await?; // one DMA; the buffer comes back
+/// dev.scal(10.0, &x).await?;
+/// let staging = dev.download_pinned(&x, staging).await?;
+/// assert_eq!(staging.as_slice()?, &[10.0, 20.0, 30.0, 40.0]);
+/// # system.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 pub struct PinnedBuf<T: DTypeBase> {
     mem: Option<HostMem<T>>,
     /// Where it goes when dropped (`None` for an isolated device's: its range returns

@@ -86,6 +86,20 @@ pub(crate) struct RawBuf {
 }
 
 /// Grid, block and dynamic shared memory of a launch.
+///
+/// # Example
+///
+/// ```
+/// # use atomr_accel_cuda_runtime::prelude::*;
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() -> Result<(), GpuError> {
+/// # let system = ActorSystem::new("doc");
+/// let cfg = LaunchConfig::for_elements(1000, 256); // enough blocks of 256 for 1000 threads
+/// assert_eq!((cfg.grid, cfg.block, cfg.shared_mem_bytes), ((4, 1, 1), (256, 1, 1), 0));
+/// # system.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LaunchConfig {
     /// Blocks per grid (x, y, z).

@@ -44,6 +44,24 @@ pub const DEFAULT_SEED: u64 = 0x5EED_A70A;
 ///
 /// [`Device::rng_generator`]: crate::Device::rng_generator
 /// [`Device::rng_dimensions`]: crate::Device::rng_dimensions
+///
+/// # Example
+///
+/// ```
+/// # use atomr_accel_cuda_runtime::prelude::*;
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() -> Result<(), GpuError> {
+/// # let system = ActorSystem::new("doc");
+/// # let dev = Device::open(&system, DeviceConfig::cpu()).await?;
+/// dev.rng_generator(RngKind::Philox, 42).await?; // the kind and its seed
+/// let x = dev.alloc::<f64>(10_000).await?;
+/// dev.fill_normal(&x, 0.0, 1.0).await?;
+/// let mean = dev.sum(&x).await? / 10_000.0;
+/// assert!(mean.abs() < 0.05, "mean {mean}");
+/// # system.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum RngKind {
     /// cuRAND's default XORWOW.

@@ -16,6 +16,35 @@ use crate::gpu_ref::GpuRef;
 
 /// A group of devices of this process that run collectives together, one [`Rank`] each
 /// (in the order given). See the module docs for the semantics.
+///
+/// # Example
+///
+/// ```
+/// # use atomr_accel_cuda_runtime::prelude::*;
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() -> Result<(), GpuError> {
+/// # let system = ActorSystem::new("doc");
+/// use atomr_accel_cuda_runtime::multi_device::{ReduceOp, World};
+/// let mut devices = vec![];
+/// for device_id in 0..2 {
+///     devices.push(Device::open(&system, DeviceConfig { device_id, ..DeviceConfig::cpu() }).await?);
+/// }
+/// let world = World::new(&devices).await?;
+/// let ranks = world.ranks().into_iter().map(|rank| {
+///     tokio::spawn(async move {
+///         let x = rank.device().upload(vec![rank.index() as f32 + 1.0; 4]).await?;
+///         let total = rank.device().alloc::<f32>(4).await?;
+///         rank.all_reduce(&x, &total, ReduceOp::Sum).await?;
+///         rank.device().download(&total).await
+///     })
+/// });
+/// for rank in ranks.collect::<Vec<_>>() {
+///     assert_eq!(rank.await.expect("the rank's task")?, vec![3.0; 4]); // 1 + 2
+/// }
+/// # system.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 pub struct World {
     ranks: Vec<Rank>,
 }

@@ -34,6 +34,31 @@ pub enum PlacementPolicy {
 const MEMORY_TTL: Duration = Duration::from_millis(50);
 
 /// Places requests on a fixed set of devices.
+///
+/// # Example
+///
+/// ```
+/// # use atomr_accel_cuda_runtime::prelude::*;
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() -> Result<(), GpuError> {
+/// # let system = ActorSystem::new("doc");
+/// let mut devices = vec![];
+/// for device_id in 0..2 {
+///     devices.push(Device::open(&system, DeviceConfig { device_id, ..DeviceConfig::cpu() }).await?);
+/// }
+/// let all = devices.clone();
+/// let placement = PlacementActorRef::spawn(&system, "placement", move || {
+///     PlacementActor::new(all.clone(), PlacementPolicy::RoundRobin)
+/// })?;
+/// let first = placement.choose().await?;
+/// let second = placement.choose().await?;
+/// assert_eq!((first.id(), second.id()), (0, 1));
+/// let x = first.upload(vec![1.0f32; 8]).await?; // a placement is its device, reserved
+/// assert_eq!(first.sum(&x).await?, 8.0);
+/// # system.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 pub struct PlacementActor {
     devices: Vec<Device>,
     policy: PlacementPolicy,

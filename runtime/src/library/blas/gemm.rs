@@ -7,6 +7,27 @@ use crate::error::{GpuError, Invalid};
 
 /// One GEMM: `C = alpha · op(A) · op(B) + beta · C`, column-major, `op(A)` m×k, `op(B)`
 /// k×n, `C` m×n.
+///
+/// # Example
+///
+/// ```
+/// # use atomr_accel_cuda_runtime::prelude::*;
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() -> Result<(), GpuError> {
+/// # let system = ActorSystem::new("doc");
+/// # let dev = Device::open(&system, DeviceConfig::cpu()).await?;
+/// // C = 0.5·Aᵀ·B + 2·C, A stored k×m.
+/// let (m, n, k) = (2, 1, 3);
+/// let a = dev.upload(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]).await?;
+/// let b = dev.upload(vec![1.0f32; k * n]).await?;
+/// let c = dev.upload(vec![1.0f32; m * n]).await?;
+/// let op = Gemm::new(m, n, k).transposed(true, false).scaled(0.5, 2.0);
+/// dev.gemm(op, &a, &b, &c).await?;
+/// assert_eq!(dev.download(&c).await?, vec![5.0, 9.5]);
+/// # system.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct Gemm<T> {
     /// Use Aᵀ (A stored k×m).
@@ -94,6 +115,26 @@ impl<T: BlasBase> Gemm<T> {
 }
 
 /// Strides (in elements) between the matrices of a strided batch.
+///
+/// # Example
+///
+/// ```
+/// # use atomr_accel_cuda_runtime::prelude::*;
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() -> Result<(), GpuError> {
+/// # let system = ActorSystem::new("doc");
+/// # let dev = Device::open(&system, DeviceConfig::cpu()).await?;
+/// // Two 2×2 products in one call, each matrix after the previous one.
+/// let a = dev.upload(vec![1.0f64, 0.0, 0.0, 1.0, 2.0, 0.0, 0.0, 2.0]).await?; // I, 2I
+/// let b = dev.upload(vec![1.0f64, 2.0, 3.0, 4.0, 1.0, 2.0, 3.0, 4.0]).await?;
+/// let c = dev.alloc::<f64>(8).await?;
+/// let batch = Batch { count: 2, stride_a: 4, stride_b: 4, stride_c: 4 };
+/// dev.gemm_strided_batched(Gemm::new(2, 2, 2), batch, &a, &b, &c).await?;
+/// assert_eq!(dev.download(&c).await?, vec![1.0, 2.0, 3.0, 4.0, 2.0, 4.0, 6.0, 8.0]);
+/// # system.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct Batch {
     /// Number of GEMMs.

@@ -31,6 +31,26 @@ pub use gemm::{Batch, Gemm};
 pub use strided::Strided;
 
 /// One GEMV: `y = alpha·op(A)·x + beta·y`, A stored column-major m×n.
+///
+/// # Example
+///
+/// ```
+/// # use atomr_accel_cuda_runtime::prelude::*;
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() -> Result<(), GpuError> {
+/// # let system = ActorSystem::new("doc");
+/// # let dev = Device::open(&system, DeviceConfig::cpu()).await?;
+/// let a = dev.upload(vec![1.0f64, 2.0, 3.0, 4.0]).await?; // [[1, 3], [2, 4]]
+/// let x = dev.upload(vec![1.0f64, 1.0]).await?;
+/// let y = dev.alloc::<f64>(2).await?;
+/// dev.gemv(Gemv::new(2, 2), &a, &x, &y).await?;
+/// assert_eq!(dev.download(&y).await?, vec![4.0, 6.0]);
+/// dev.gemv(Gemv::new(2, 2).transposed(true), &a, &x, &y).await?;
+/// assert_eq!(dev.download(&y).await?, vec![3.0, 7.0]);
+/// # system.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct Gemv<T> {
     /// Use Aᵀ (then x has m elements and y has n).

@@ -8,6 +8,23 @@ use crate::gpu_ref::GpuRef;
 
 /// `n` entries `inc` apart, from the first element of `data` (BLAS `x, incx`). A whole
 /// buffer or view is `Strided::from(&x)` (every element).
+///
+/// # Example
+///
+/// ```
+/// # use atomr_accel_cuda_runtime::prelude::*;
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() -> Result<(), GpuError> {
+/// # let system = ActorSystem::new("doc");
+/// # let dev = Device::open(&system, DeviceConfig::cpu()).await?;
+/// // Row 1 of a 3×4 column-major matrix: every third element from index 1.
+/// let m = dev.upload((0..12).map(|i| i as f32).collect::<Vec<_>>()).await?;
+/// let row = Strided::every(&m.view(1..)?, 3).take(4);
+/// assert_eq!(dev.dot_strided(row.clone(), row).await?, 1.0 + 16.0 + 49.0 + 100.0);
+/// # system.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub struct Strided<T: DTypeBase> {
     /// The buffer or view the entries lie in (entry 0 is its first element).

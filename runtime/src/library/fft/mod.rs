@@ -34,6 +34,26 @@ mod replay;
 use replay::Replays;
 
 /// The shape of a batch of transforms.
+///
+/// # Example
+///
+/// ```
+/// # use atomr_accel_cuda_runtime::prelude::*;
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() -> Result<(), GpuError> {
+/// # let system = ActorSystem::new("doc");
+/// # let dev = Device::open(&system, DeviceConfig::cpu()).await?;
+/// let shape = FftShape::new(&[8], 1); // one 8-point transform
+/// let x = dev.upload(vec![c32 { re: 1.0, im: 0.0 }; 8]).await?;
+/// let y = dev.alloc::<c32>(8).await?;
+/// dev.fft_c2c(&x, &y, &shape, false).await?;
+/// let out = dev.download(&y).await?;
+/// assert!((out[0].re - 8.0).abs() < 1e-5); // a constant has only the zero frequency
+/// assert!(out[1..].iter().all(|v| v.re.abs() < 1e-5 && v.im.abs() < 1e-5));
+/// # system.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct FftShape {
     /// 1 to 3 dimensions, row-major (the last varies fastest).

@@ -15,6 +15,27 @@ use crate::gpu_ref::GpuRef;
 /// A `rows × cols` sparse matrix in CSR form on one device: 32-bit zero-based row
 /// offsets (`rows + 1`) and column indices (strictly increasing within each row), and
 /// `nnz` values. Cheap to clone (handles to the same buffers).
+///
+/// # Example
+///
+/// ```
+/// # use atomr_accel_cuda_runtime::prelude::*;
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() -> Result<(), GpuError> {
+/// # let system = ActorSystem::new("doc");
+/// # let dev = Device::open(&system, DeviceConfig::cpu()).await?;
+/// // [[1, 0, 2], [0, 3, 0]] from a dense column-major buffer.
+/// let dense = dev.upload(vec![1.0f64, 0.0, 0.0, 3.0, 2.0, 0.0]).await?;
+/// let a = dev.dense_to_csr(&dense, 2, 3).await?;
+/// assert_eq!(a.nnz(), 3);
+/// let x = dev.upload(vec![1.0f64; 3]).await?;
+/// let y = dev.alloc::<f64>(2).await?;
+/// dev.spmv(&a, &x, &y, SparseOp::new()).await?;
+/// assert_eq!(dev.download(&y).await?, vec![3.0, 3.0]);
+/// # system.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub struct CsrMatrix<T: DTypeBase> {
     pub(crate) rows: usize,

@@ -115,6 +115,26 @@ impl Epilogue {
 /// batch. Column-major: `op(A)` is m×k, `op(B)` k×n, C m×n. FP8 inputs require A
 /// transposed and B not (cuBLASLt's "TN" layout); `alpha` carries their per-tensor
 /// dequantizing scales (the product of the two).
+///
+/// # Example
+///
+/// ```
+/// # use atomr_accel_cuda_runtime::prelude::*;
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() -> Result<(), GpuError> {
+/// # let system = ActorSystem::new("doc");
+/// # let dev = Device::open(&system, DeviceConfig::cpu()).await?;
+/// // bf16 inputs, f32 output, C = relu(A·B + bias).
+/// let a = dev.upload(vec![bf16::from_f32(1.0), bf16::from_f32(-2.0)]).await?; // 2×1
+/// let b = dev.upload(vec![bf16::from_f32(3.0)]).await?; // 1×1
+/// let c = dev.alloc::<f32>(2).await?;
+/// let bias = dev.upload(vec![0.5f32, 0.5]).await?;
+/// dev.matmul(Matmul::new(2, 1, 1), Epilogue::bias(&bias).then(Activation::Relu), &a, &b, &c).await?;
+/// assert_eq!(dev.download(&c).await?, vec![3.5, 0.0]);
+/// # system.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct Matmul {
     /// Shape, transposes, alpha and beta, leading dimensions (as for `gemm`).
