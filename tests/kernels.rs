@@ -496,10 +496,22 @@ async fn precompile_all_compiles_every_instance_on_gpu() {
     let mut config = DeviceConfig::cuda(0);
     config.kernel_cache_dir = Some(dir.clone());
     let d = Device::open(&system, config.clone()).await.unwrap();
-    let cold = precompile_all(&d).await.unwrap();
+    // Progress reaches the caller once per instantiation, counted up to the total.
+    let steps = std::sync::Arc::new(std::sync::Mutex::new(vec![]));
+    let seen = steps.clone();
+    let cold = atomr_accel_cuda::precompile_all_with(&d, move |s| seen.lock().unwrap().push(s.clone()))
+        .await
+        .unwrap();
     println!("cold: {cold}");
     assert!(cold.failed.is_empty(), "{cold}");
     assert!(cold.compiled > 0);
+    let steps = steps.lock().unwrap().clone();
+    assert_eq!(steps.len(), cold.compiled + cold.cached);
+    let mut done: Vec<usize> = steps.iter().map(|s| s.done).collect();
+    done.sort();
+    assert_eq!(done, (1..=steps.len()).collect::<Vec<_>>());
+    assert!(steps.iter().all(|s| s.total == steps.len() && !s.failed));
+    assert_eq!(steps.iter().filter(|s| s.cached).count(), cold.cached);
     let warm = precompile_all(&d).await.unwrap();
     println!("warm: {warm}");
     assert_eq!((warm.compiled, warm.failed.len()), (0, 0), "{warm}");

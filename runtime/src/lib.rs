@@ -40,7 +40,7 @@ pub mod sys;
 pub mod wire;
 
 pub use completion::CompletionStrategy;
-pub use device::{precompile_all, PrecompileSummary};
+pub use device::{precompile_all, precompile_all_with, PrecompileStep, PrecompileSummary};
 pub use device::{Device, DeviceConfig};
 pub use error::{GpuError, Invalid, Lib, NumericalIssue};
 pub use gpu_ref::GpuRef;

@@ -34,7 +34,7 @@ use tokio::sync::{oneshot, watch};
 
 pub use self::actor_gpu::ActorGpu;
 pub use self::bounds::{Blas1Scalar, BlasScalar, DType, FftScalar, RandomScalar, SolverScalar, SparseScalar};
-pub use self::precompile::{precompile_all, PrecompileSummary};
+pub use self::precompile::{precompile_all, precompile_all_with, PrecompileStep, PrecompileSummary};
 pub use self::reduce_api::Reduce;
 pub use self::scan_api::Scan;
 pub use self::solver_api::Svd;
@@ -83,6 +83,25 @@ impl Drop for InFlight<'_> {
 
 /// A handle to one device (a GPU, or the CPU device). Cheap to clone; every method is a
 /// typed request to the device's actors.
+///
+/// # Example
+///
+/// ```
+/// # use atomr_accel_cuda_runtime::prelude::*;
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() -> Result<(), GpuError> {
+/// # let system = ActorSystem::new("doc");
+/// let dev = Device::open(&system, DeviceConfig::cpu()).await?; // or ::auto(), ::cuda(0)
+/// let info = dev.ready().await?;
+/// println!("{} ({:?})", info.name, info.backend);
+/// let a = dev.upload(vec![1.0f64, 2.0, 3.0, 4.0]).await?; // 2×2, column-major
+/// let c = dev.alloc::<f64>(4).await?;
+/// dev.gemm(Gemm::<f64>::new(2, 2, 2), &a, &a, &c).await?;
+/// assert_eq!(dev.download(&c).await?, vec![7.0, 10.0, 15.0, 22.0]);
+/// # system.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct Device {
     outer: ActorRef<DeviceActorMsg>,

@@ -1,7 +1,6 @@
 //! [`precompile_all`]: every registered `#[kernel]` compiled (NVRTC, in parallel, into
 //! the disk cache) and loaded into a device before the first launch needs it.
 
-use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -43,34 +42,49 @@ impl std::fmt::Display for PrecompileSummary {
     }
 }
 
-/// Draws `[#####-----] done/total` on stderr when it is a terminal.
-struct Progress {
-    total: usize,
-    done: AtomicUsize,
-    draw: bool,
-    out: Mutex<()>,
+/// One compile of [`precompile_all_with`], handed to its callback as it finishes (from the
+/// compiling thread), so that a program can show progress its own way: a library draws
+/// nothing on the terminal itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrecompileStep {
+    /// The instantiation: `module::kernel<dtypes>`.
+    pub kernel: String,
+    /// How many instantiations are done, this one included.
+    pub done: usize,
+    /// How many there are in all.
+    pub total: usize,
+    /// Found in the disk cache (no NVRTC run).
+    pub cached: bool,
+    /// The compile failed (the summary has the error).
+    pub failed: bool,
 }
 
-impl Progress {
-    fn step(&self, what: &str) {
-        let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
-        if !self.draw {
-            return;
-        }
-        let _g = self.out.lock();
-        let width = 30;
-        let filled = done * width / self.total.max(1);
-        let mut e = std::io::stderr();
-        let _ = write!(
-            e,
-            "\r[{}{}] {done}/{} {what:<40.40}",
-            "#".repeat(filled),
-            "-".repeat(width - filled),
-            self.total
+/// Counts finished compiles; reports each as a `tracing` event and to the caller.
+struct Progress<'a> {
+    total: usize,
+    done: AtomicUsize,
+    report: &'a (dyn Fn(&PrecompileStep) + Send + Sync),
+}
+
+impl Progress<'_> {
+    fn step(&self, kernel: &str, outcome: &Result<bool, GpuError>) {
+        let step = PrecompileStep {
+            kernel: kernel.to_string(),
+            done: self.done.fetch_add(1, Ordering::Relaxed) + 1,
+            total: self.total,
+            cached: matches!(outcome, Ok(true)),
+            failed: outcome.is_err(),
+        };
+        tracing::debug!(
+            target: "atomr_accel_cuda::precompile",
+            kernel = %step.kernel,
+            done = step.done,
+            total = step.total,
+            cached = step.cached,
+            failed = step.failed,
+            "kernel compiled"
         );
-        if done == self.total {
-            let _ = writeln!(e);
-        }
+        (self.report)(&step);
     }
 }
 
@@ -78,7 +92,54 @@ impl Progress {
 /// parallel on the host's cores, results go to the disk cache) and loads them into the
 /// device's kernel actor, so no launch waits for a compile. On the CPU device there is
 /// nothing to compile. Failures are collected in the summary, not returned early.
+///
+/// # Example
+///
+/// ```
+/// # use atomr_accel_cuda_runtime::prelude::*;
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() -> Result<(), GpuError> {
+/// # let system = ActorSystem::new("doc");
+/// # let dev = Device::open(&system, DeviceConfig::cpu()).await?;
+/// let summary = precompile_all(&dev).await?;
+/// // The CPU device compiles nothing: it runs every registered kernel as Rust.
+/// assert_eq!((summary.compiled, summary.failed.len()), (0, 0));
+/// println!("{summary}");
+/// # system.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
+///
+/// Each compile is reported as a `tracing` event (target `atomr_accel_cuda::precompile`,
+/// level DEBUG); [`precompile_all_with`] also hands each to a callback.
 pub async fn precompile_all(device: &Device) -> Result<PrecompileSummary, GpuError> {
+    precompile_all_with(device, |_| {}).await
+}
+
+/// [`precompile_all`], calling `on_step` after each instantiation is compiled (or found in
+/// the cache, or failed) — from the compiling threads, so it must be quick: set a progress
+/// bar, count, log.
+///
+/// ```
+/// # use atomr_accel_cuda_runtime::prelude::*;
+/// # use atomr_accel_cuda_runtime::device::precompile_all_with;
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() -> Result<(), GpuError> {
+/// # let system = ActorSystem::new("doc");
+/// # let dev = Device::open(&system, DeviceConfig::cpu()).await?;
+/// let summary = precompile_all_with(&dev, |step| {
+///     eprintln!("[{}/{}] {}", step.done, step.total, step.kernel);
+/// })
+/// .await?;
+/// assert!(summary.failed.is_empty());
+/// # system.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
+pub async fn precompile_all_with(
+    device: &Device,
+    on_step: impl Fn(&PrecompileStep) + Send + Sync + 'static,
+) -> Result<PrecompileSummary, GpuError> {
     let start = Instant::now();
     let info = device.ready().await?;
     let all: Vec<(String, &'static KernelInstance)> = registered()
@@ -100,15 +161,14 @@ pub async fn precompile_all(device: &Device) -> Result<PrecompileSummary, GpuErr
         return Ok(summary);
     };
     let cache_dir = device.config().kernel_cache_dir.clone();
-    let progress = Progress {
-        total: all.len(),
-        done: AtomicUsize::new(0),
-        draw: std::io::stderr().is_terminal(),
-        out: Mutex::new(()),
-    };
     // Compile on blocking threads: NVRTC is CPU work that must not stall the runtime.
     let jobs = all.clone();
     let compiled = tokio::task::spawn_blocking(move || {
+        let progress = Progress {
+            total: jobs.len(),
+            done: AtomicUsize::new(0),
+            report: &on_step,
+        };
         let next = AtomicUsize::new(0);
         let results = Mutex::new(vec![]);
         let workers = std::thread::available_parallelism()
@@ -119,12 +179,10 @@ pub async fn precompile_all(device: &Device) -> Result<PrecompileSummary, GpuErr
                 s.spawn(|| loop {
                     let k = next.fetch_add(1, Ordering::Relaxed);
                     let Some((name, inst)) = jobs.get(k) else { break };
-                    let r = crate::nvrtc_cache::compile_cached(&(inst.source)(), &arch, &[], cache_dir.as_deref());
-                    progress.step(name);
-                    results
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .push((k, r.map(|(_, hit)| hit)));
+                    let r = crate::nvrtc_cache::compile_cached(&(inst.source)(), &arch, &[], cache_dir.as_deref())
+                        .map(|(_, hit)| hit);
+                    progress.step(name, &r);
+                    results.lock().unwrap_or_else(|p| p.into_inner()).push((k, r));
                 });
             }
         });
