@@ -68,6 +68,14 @@ pub(crate) fn monotonic_us() -> f64 {
     ts.tv_sec as f64 * 1e6 + ts.tv_nsec as f64 / 1e3
 }
 
+/// This process's effective user id: who files it creates belong to, and so who the
+/// kernel cache trusts.
+#[cfg(unix)]
+pub(crate) fn effective_uid() -> u32 {
+    // SAFETY: geteuid takes nothing, cannot fail and touches no memory of ours.
+    unsafe { libc::geteuid() }
+}
+
 /// True if the CUDA driver library can be loaded. cudarc's dynamic loading panics on
 /// first use when it cannot, so the runtime asks first.
 pub(crate) fn cuda_driver_present() -> bool {
