@@ -19,6 +19,7 @@ on_both! {
     a_recorded_session_replays_bit_for_bit => session;
     what_cannot_be_journalled_still_runs_and_stops_a_replay => unjournalled;
     malformed_journals_are_typed_errors => bad;
+    torn_private_and_linked_journals => torn_private_linked;
 }
 
 /// `y = a·x + y`.
@@ -289,4 +290,78 @@ async fn bad(config: DeviceConfig) {
     }
     sys.shutdown().await;
     let _ = std::fs::remove_file(&path);
+}
+
+/// A journal cut short inside its last line (a crash, a full disk) replays up to the cut
+/// and says so; a torn line anywhere else is corruption. The journal is private to its
+/// user, and a symbolic link where it is to be created is refused, not followed.
+async fn torn_private_linked(config: DeviceConfig) {
+    let sys = ActorSystem::new("replay-torn");
+    let d = Device::open(&sys, config).await.unwrap();
+    let path = journal("torn");
+    let r = Recorder::create(&d, &path).await.unwrap();
+    let host = f32s(&rand_vec(16));
+    let g = d.upload(host.clone()).await.unwrap();
+    assert_eq!(d.download(&g).await.unwrap(), host);
+    r.finish().unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "the journal holds every uploaded byte");
+    }
+    let good: Vec<String> = std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    assert_eq!(good.len(), 5, "begin, two requests, two answers: {good:?}");
+    // Cut inside the last answer: both requests replay, one answer is checked.
+    let last = &good[4];
+    let torn = format!("{}\n{}", good[..4].join("\n"), &last[..last.len() / 2]);
+    let p = journal("torn-end");
+    std::fs::write(&p, torn).unwrap();
+    let fresh_sys = ActorSystem::new("replay-torn-fresh");
+    let fresh = Device::open(&fresh_sys, d.config().clone()).await.unwrap();
+    let report = replay(&p, &fresh).await.unwrap();
+    assert_eq!((report.operations, report.answers_checked), (2, 1), "{report:?}");
+    assert!(report.is_bit_identical());
+    assert!(
+        report.torn_end.as_deref().is_some_and(|w| w.contains("line 5")),
+        "{report:?}"
+    );
+    // The same cut in a middle line is a corrupt journal.
+    let mid = &good[2];
+    let corrupt = format!("{}\n{}\n{}\n{}\n", good[0], good[1], &mid[..mid.len() / 2], good[3]);
+    std::fs::write(&p, corrupt).unwrap();
+    let e = replay(&p, &fresh).await.unwrap_err();
+    assert!(
+        matches!(e, GpuError::InvalidArgument(ref w) if w.to_string().contains("line 3")),
+        "{e}"
+    );
+    // The whole journal replays with nothing torn.
+    let report = replay(&path, &fresh).await.unwrap();
+    assert_eq!((report.answers_checked, report.torn_end), (2, None));
+    #[cfg(unix)]
+    {
+        // A link planted where the journal goes: refused, and its target left alone.
+        let target = journal("link-target");
+        std::fs::write(&target, "not yours").unwrap();
+        let link = journal("link");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        match Recorder::create(&d, &link).await {
+            Err(GpuError::Io { what, .. }) => assert!(what.contains("creating journal"), "{what}"),
+            Err(e) => panic!("a link is refused as Io, not {e}"),
+            Ok(_) => panic!("a link is refused"),
+        }
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "not yours");
+        for f in [&target, &link] {
+            let _ = std::fs::remove_file(f);
+        }
+    }
+    fresh_sys.shutdown().await;
+    sys.shutdown().await;
+    for f in [&path, &p] {
+        let _ = std::fs::remove_file(f);
+    }
 }

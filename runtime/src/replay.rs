@@ -44,6 +44,32 @@ pub use crate::wire::journal::{FORMAT, VERSION};
 /// Records the requests sent to a device while it lives: created on a device, it
 /// journals every request to that device (through any clone of the handle) until
 /// [`Recorder::finish`] or drop. One recorder per device at a time.
+///
+/// # Example
+///
+/// ```
+/// # use atomr_accel_cuda_runtime::prelude::*;
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() -> Result<(), GpuError> {
+/// # let system = ActorSystem::new("doc");
+/// # let dev = Device::open(&system, DeviceConfig::cpu()).await?;
+/// let path = std::env::temp_dir().join(format!("atomr-doc-journal-{}.jsonl", std::process::id()));
+/// let recorder = Recorder::create(&dev, &path).await?;
+/// let x = dev.upload(vec![1.0f32, 2.0]).await?;
+/// dev.scal(3.0, &x).await?;
+/// assert_eq!(dev.download(&x).await?, vec![3.0, 6.0]);
+/// recorder.finish()?;
+/// // Later, anywhere: the same requests on a fresh device, every answer compared.
+/// let other = ActorSystem::new("replay");
+/// let fresh = Device::open(&other, DeviceConfig::cpu()).await?;
+/// let report = replay(&path, &fresh).await?;
+/// assert!(report.is_bit_identical());
+/// # other.shutdown().await;
+/// # std::fs::remove_file(&path).ok();
+/// # system.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 pub struct Recorder {
     device: Device,
     journal: Arc<Journal>,
@@ -115,6 +141,9 @@ pub struct ReplayReport {
     pub answers_checked: usize,
     /// The first answer that differed (the replay stops there).
     pub divergence: Option<Divergence>,
+    /// Why the journal's last line was not read, when it could not be: a recording cut
+    /// short by a crash or a full disk ends in a torn line, and the replay ends before it.
+    pub torn_end: Option<String>,
 }
 
 impl ReplayReport {
@@ -142,16 +171,32 @@ pub async fn replay(path: impl AsRef<Path>, device: &Device) -> Result<ReplayRep
         operations: 0,
         answers_checked: 0,
         divergence: None,
+        torn_end: None,
     };
-    for (i, text) in std::io::BufReader::new(file).lines().enumerate() {
+    let mut lines = std::io::BufReader::new(file).lines().enumerate().peekable();
+    while let Some((i, text)) = lines.next() {
         let n = i + 1;
-        let text = text.map_err(|e| GpuError::io("reading the journal", e))?;
-        if text.trim().is_empty() {
-            continue;
-        }
+        // A line that cannot be read or parsed ends the recording when it is the last
+        // (written in part before a crash); anywhere else the journal is corrupt.
+        let parsed = text
+            .map_err(|e| format!("journal line {n}: {e}"))
+            .and_then(|t| match t.trim().is_empty() {
+                true => Ok(None),
+                false => serde_json::from_str::<Line>(&t)
+                    .map(|l| Some((l, t)))
+                    .map_err(|e| format!("journal line {n}: {e}")),
+            });
+        let (line, text) = match parsed {
+            Ok(Some(parsed)) => parsed,
+            Ok(None) => continue,
+            Err(why) if n > 1 && lines.peek().is_none() => {
+                tracing::warn!(%why, "the journal ends in a torn line: replayed up to it");
+                report.torn_end = Some(why);
+                break;
+            }
+            Err(why) => return Err(GpuError::invalid(why)),
+        };
         let at = |e: GpuError| GpuError::invalid(format!("journal line {n}: {e}"));
-        let line: Line =
-            serde_json::from_str(&text).map_err(|e| GpuError::invalid(format!("journal line {n}: {e}")))?;
         match (n, line) {
             (1, Line::Begin { format, version, .. }) if format == FORMAT && version == VERSION => {}
             (1, _) => {

@@ -245,10 +245,25 @@ pub(crate) struct Journal {
 }
 
 impl Journal {
-    /// A journal at `path` (truncated) whose first line names `backend`.
+    /// A journal at `path` (truncated) whose first line names `backend`. It holds every
+    /// byte uploaded while it records, so it is private to this user (0600, also when
+    /// it already existed), and a symbolic link at `path` is refused rather than followed.
     pub(crate) fn create(path: &std::path::Path, backend: &str) -> Result<Arc<Journal>, GpuError> {
-        let file =
-            std::fs::File::create(path).map_err(|e| GpuError::io(format!("creating journal {}", path.display()), e))?;
+        let failed = |e| GpuError::io(format!("creating journal {}", path.display()), e);
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600).custom_flags(libc::O_NOFOLLOW);
+        }
+        let file = options.open(path).map_err(failed)?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            file.set_permissions(std::fs::Permissions::from_mode(0o600))
+                .map_err(failed)?;
+        }
         let j = Arc::new(Journal {
             out: Mutex::new(std::io::BufWriter::new(file)),
             book: Book::recording(),
@@ -323,13 +338,18 @@ impl Journal {
         msg
     }
 
-    /// Writes the buffers freed since the last sweep, and flushes.
+    /// Writes the buffers freed since the last sweep, flushes, and waits until the data
+    /// is on disk (`sync_data`): a recording said finished survives a crash after it.
     pub(crate) fn finish(&self) -> Result<(), GpuError> {
         let dead = self.book.lock().unwrap_or_else(|p| p.into_inner()).sweep(true);
         if !dead.is_empty() {
             self.write(&Line::Free { ids: dead });
         }
-        self.result()
+        self.result()?;
+        let out = self.out.lock().unwrap_or_else(|p| p.into_inner());
+        out.get_ref()
+            .sync_data()
+            .map_err(|e| GpuError::io("syncing the journal", e))
     }
 }
 
