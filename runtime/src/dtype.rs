@@ -20,9 +20,22 @@ pub enum DTypeKind {
     Complex,
 }
 
+/// Keeps [`DTypeBase`] to the element types of this crate.
+mod sealed {
+    /// Implemented by each element type of this crate, and by nothing else.
+    pub trait Sealed {}
+}
+
 /// An element type a device buffer can hold.
+///
+/// The trait is sealed: buffers are read back and sent to workers and journals as raw
+/// bytes, device memory is handed out zeroed, and the pinned pool recycles a buffer
+/// between types of one size — all sound only for types whose every bit pattern this
+/// crate has checked (the numeric types, FP8, the half types and their complexes). A
+/// program's own plain-data structs cross to kernels as `#[derive(KernelArg)]`
+/// parameters instead.
 pub trait DTypeBase:
-    DeviceRepr + ValidAsZeroBits + Copy + Default + PartialEq + std::fmt::Debug + Send + Sync + 'static
+    sealed::Sealed + DeviceRepr + ValidAsZeroBits + Copy + Default + PartialEq + std::fmt::Debug + Send + Sync + 'static
 {
     /// The Rust name (`"f32"`, `"bf16"`, …).
     const NAME: &'static str;
@@ -59,6 +72,7 @@ pub trait DTypeBase:
 /// Implements [`DTypeBase`] for the primitive types in one place.
 macro_rules! primitive_dtype {
     ($($t:ty => $kind:ident),* $(,)?) => {$(
+        impl sealed::Sealed for $t {}
         impl DTypeBase for $t {
             const NAME: &'static str = stringify!($t);
             const KIND: DTypeKind = DTypeKind::$kind;
@@ -82,6 +96,7 @@ primitive_dtype!(
 /// Implements [`DTypeBase`] for the `half` types.
 macro_rules! half_dtype {
     ($($t:ident),*) => {$(
+        impl sealed::Sealed for $t {}
         impl DTypeBase for $t {
             const NAME: &'static str = stringify!($t);
             const KIND: DTypeKind = DTypeKind::Float;
@@ -111,6 +126,7 @@ pub type f8e5m2 = float8::F8E5M2;
 /// Implements [`DTypeBase`] for the FP8 types (one byte, its bits on the wire).
 macro_rules! fp8_dtype {
     ($($t:ident => $name:literal),*) => {$(
+        impl sealed::Sealed for $t {}
         impl DTypeBase for $t {
             const NAME: &'static str = $name;
             const KIND: DTypeKind = DTypeKind::Float;
@@ -171,6 +187,7 @@ impl ComplexPart for f64 {
 
 /// `to_f64`/`from_f64` use the real part (a real number is a complex one with a zero
 /// imaginary part).
+impl<T: ComplexPart> sealed::Sealed for Complex<T> {}
 impl<T: ComplexPart> DTypeBase for Complex<T> {
     const NAME: &'static str = T::COMPLEX_NAME;
     const KIND: DTypeKind = DTypeKind::Complex;
