@@ -100,7 +100,7 @@ struct Meetings {
 impl Kind {
     /// The party rank `rank` is at a meeting of this kind with `parties` parties, if it
     /// takes part (a send/recv has two: the sender and the receiver).
-    fn party_of(&self, rank: usize, parties: usize) -> Option<usize> {
+    pub(crate) fn party_of(&self, rank: usize, parties: usize) -> Option<usize> {
         match *self {
             Kind::SendRecv { from, to } => [from, to].iter().position(|&r| r == rank),
             _ => (rank < parties).then_some(rank),
@@ -164,6 +164,12 @@ impl Exchange {
             let _ = tx.send(Err(e.clone()));
             return rx;
         }
+        if party >= parties {
+            let _ = tx.send(Err(GpuError::invalid(format!(
+                "party {party} of a meeting of {parties}"
+            ))));
+            return rx;
+        }
         let m = all.open.entry(key).or_insert_with(|| Meeting {
             call: call.clone(),
             compute: Some(compute),
@@ -172,6 +178,15 @@ impl Exchange {
             arrived: 0,
             failed: None,
         });
+        if m.parts.len() != parties {
+            // Another size of meeting under the same key: its slot is not its own, so it
+            // alone is told; the meeting goes on for its parties.
+            let _ = tx.send(Err(GpuError::invalid(format!(
+                "party {party} of {parties} at a meeting of {} ({key:?})",
+                m.parts.len()
+            ))));
+            return rx;
+        }
         m.arrived += 1;
         if m.failed.is_none() {
             if call != m.call {
