@@ -13,6 +13,8 @@ pub mod dispatcher;
 pub mod dtype;
 pub mod error;
 pub mod event;
+#[cfg(test)]
+mod fuzz;
 pub mod gpu_ref;
 pub mod graph;
 pub mod hopper;

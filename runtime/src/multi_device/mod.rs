@@ -27,7 +27,7 @@ mod host;
 mod nccl;
 mod rank;
 mod reduce;
-mod remote;
+pub(crate) mod remote;
 mod rendezvous;
 
 pub use rank::{Rank, World};

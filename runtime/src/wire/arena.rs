@@ -90,9 +90,18 @@ impl Arena {
         })
     }
 
-    /// Returns a range leased earlier (by offset), when its reader is done.
+    /// Returns a range leased earlier (by offset), when its reader is done. Only a range
+    /// leased and not yet returned is taken back: a release the other process made up,
+    /// or sent twice, is ignored (and logged) rather than freeing a range someone else
+    /// holds, which two later leases would then share.
     pub(crate) fn release(&self, offset: usize, len: usize) {
-        self.free.lock().unwrap_or_else(|p| p.into_inner()).give(offset, len);
+        if !self.free.lock().unwrap_or_else(|p| p.into_inner()).give(offset, len) {
+            tracing::warn!(
+                offset,
+                len,
+                "a shared-memory range released that is not leased: ignored"
+            );
+        }
     }
 
     /// Checks that a range the other process names lies inside the arena.
@@ -168,11 +177,13 @@ impl Drop for Lease {
     }
 }
 
-/// First-fit free ranges, coalesced on release.
+/// First-fit free ranges, coalesced on release, and the ranges leased out.
 #[derive(Debug)]
 struct FreeList {
     /// offset → length of each free range.
     free: BTreeMap<usize, usize>,
+    /// offset → length (rounded) of each range leased and not yet given back.
+    leased: BTreeMap<usize, usize>,
     /// Every range starts and ends at a multiple of this.
     align: usize,
 }
@@ -184,7 +195,11 @@ impl FreeList {
         if usable > 0 {
             free.insert(0, usable);
         }
-        FreeList { free, align }
+        FreeList {
+            free,
+            leased: BTreeMap::new(),
+            align,
+        }
     }
 
     fn rounded(&self, bytes: usize) -> Option<usize> {
@@ -198,11 +213,20 @@ impl FreeList {
         if len > need {
             self.free.insert(off + need, len - need);
         }
+        self.leased.insert(off, need);
         Some(off)
     }
 
-    fn give(&mut self, offset: usize, bytes: usize) {
-        let Some(mut len) = self.rounded(bytes) else { return };
+    /// Gives back the range leased at `offset` of `bytes`; false (nothing changes) if no
+    /// such lease is out.
+    fn give(&mut self, offset: usize, bytes: usize) -> bool {
+        let Some(mut len) = self.rounded(bytes) else {
+            return false;
+        };
+        if self.leased.get(&offset) != Some(&len) {
+            return false;
+        }
+        self.leased.remove(&offset);
         let mut off = offset;
         if let Some((&prev, &plen)) = self.free.range(..off).next_back() {
             if prev + plen == off {
@@ -216,6 +240,7 @@ impl FreeList {
             len += nlen;
         }
         self.free.insert(off, len);
+        true
     }
 }
 
@@ -239,9 +264,9 @@ mod tests {
         let c = f.take(256).unwrap();
         assert_eq!((a, b, c), (0, 256, 768));
         assert!(f.take(4096).is_none(), "only 3072 bytes are left");
-        f.give(b, 300);
-        f.give(a, 100);
-        f.give(c, 256);
+        assert!(f.give(b, 300));
+        assert!(f.give(a, 100));
+        assert!(f.give(c, 256));
         assert_eq!(f.free.len(), 1, "{:?}", f.free);
         assert_eq!(f.take(4096), Some(0));
         let mut pages = FreeList::new(1 << 20, 4096);
@@ -262,5 +287,28 @@ mod tests {
         assert_eq!(out, data);
         assert!(arena.read((1 << 20) - 10, 20, &mut [0u8; 20]).is_err());
         assert!(arena.read(usize::MAX - 1, 20, &mut [0u8; 20]).is_err());
+    }
+
+    /// A release the other process makes up, sends twice or sizes wrongly is ignored: no
+    /// two leases ever share a byte.
+    #[test]
+    fn only_ranges_leased_are_taken_back() {
+        let mut f = FreeList::new(4096, ALIGN);
+        let a = f.take(512).unwrap();
+        let b = f.take(512).unwrap();
+        assert!(!f.give(a + 256, 256), "inside a lease");
+        assert!(!f.give(2048, 256), "never leased");
+        assert!(!f.give(a, 1024), "another length");
+        assert!(!f.give(usize::MAX - 3, 8), "beyond every range");
+        assert!(f.give(a, 512));
+        assert!(!f.give(a, 512), "twice");
+        let c = f.take(512).unwrap();
+        let d = f.take(512).unwrap();
+        let held = [(b, 512), (c, 512), (d, 512)];
+        for (i, &(x, lx)) in held.iter().enumerate() {
+            for &(y, ly) in &held[i + 1..] {
+                assert!(x + lx <= y || y + ly <= x, "{held:?} overlap");
+            }
+        }
     }
 }

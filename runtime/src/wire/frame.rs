@@ -83,8 +83,16 @@ pub(crate) fn read(input: &mut impl Read) -> std::io::Result<(Kind, u64, Vec<u8>
     }
     let kind = Kind::from_u8(head[8]).ok_or_else(|| bad(format!("frame kind {}", head[8])))?;
     let id = u64::from_le_bytes(head[9..17].try_into().expect("8 bytes"));
-    let mut payload = vec![0u8; (len - 9) as usize];
-    input.read_exact(&mut payload)?;
+    // Read as the bytes arrive: a length claimed but never sent reserves nothing.
+    let want = len - 9;
+    let mut payload = Vec::with_capacity(want.min(1 << 20) as usize);
+    input.take(want).read_to_end(&mut payload)?;
+    if payload.len() as u64 != want {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            format!("a frame cut short: {} of {want} payload bytes", payload.len()),
+        ));
+    }
     Ok((kind, id, payload))
 }
 

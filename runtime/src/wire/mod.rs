@@ -401,6 +401,8 @@ impl<'a> Bulk<'a> {
                     Side::Worker(w) => w.requests.clone(),
                     Side::Journal(_) => return Err(GpuError::invalid("shared-memory data in a journal")),
                 };
+                // Checked here, before anything is allocated for the data it names.
+                arena.check(offset, len)?;
                 Ok(Bulk::Shared { arena, offset, len })
             }
             t => Err(GpuError::invalid(format!("unknown bulk encoding {t}"))),

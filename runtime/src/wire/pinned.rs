@@ -23,8 +23,8 @@ use crate::error::GpuError;
 const PAGE: usize = 4096;
 
 /// `bytes` rounded up to whole pages.
-fn pages(bytes: usize) -> usize {
-    bytes.max(1).div_ceil(PAGE) * PAGE
+fn pages(bytes: usize) -> Option<usize> {
+    bytes.max(1).checked_next_multiple_of(PAGE)
 }
 
 /// The user-process side of an isolated device's pinned arena: the ranges handed out
@@ -60,7 +60,9 @@ impl PinnedArena {
     /// there): a free one of that length, else a new one; `OutOfMemory` when the arena
     /// has no room.
     pub(crate) fn lease(self: &Arc<Self>, bytes: usize) -> Result<Arc<SharedRange>, GpuError> {
-        let span = pages(bytes);
+        let span = pages(bytes).ok_or(GpuError::OutOfMemory {
+            requested_bytes: bytes as u64,
+        })?;
         let cached = {
             let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
             let offset = cache.0.get_mut(&span).and_then(Vec::pop);
@@ -137,7 +139,8 @@ impl PinnedArena {
     /// arena.
     fn give_back(&self, offset: usize, bytes: usize) {
         self.live.lock().unwrap_or_else(|p| p.into_inner()).remove(&offset);
-        let span = pages(bytes);
+        // A range's length was checked when it was leased.
+        let Some(span) = pages(bytes) else { return };
         let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
         if cache.1 + span as u64 <= self.max_cached_bytes {
             cache.1 += span as u64;
@@ -168,7 +171,8 @@ impl SharedRange {
                 "pinned range at {offset} does not start at a page"
             )));
         }
-        arena.check(offset, pages(bytes))?;
+        let span = pages(bytes).ok_or_else(|| GpuError::invalid(format!("a pinned range of {bytes} bytes")))?;
+        arena.check(offset, span)?;
         Ok(Arc::new(SharedRange {
             arena: arena.clone(),
             offset,
@@ -203,7 +207,7 @@ impl SharedRange {
     /// The whole pages the range spans in this process's mapping (the arena hands out
     /// whole pages): what a worker page-locks.
     pub(crate) fn pages(&self) -> (*const u8, usize) {
-        (self.ptr(), pages(self.bytes))
+        (self.ptr(), pages(self.bytes).expect("checked when the range was made"))
     }
 }
 
