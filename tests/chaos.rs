@@ -1,6 +1,7 @@
 //! Chaos on an isolated device: 64 clients run mixed operations (SGEMM, a `#[kernel]`, a
 //! cuBLASLt matmul, upload/download round trips), each checked against a reference,
-//! while its workers are killed and sticky faults (719, 700) injected at random. Every
+//! while its workers are killed, stopped (`SIGSTOP`: a hang the heartbeat must find) and
+//! sticky faults (719, 700) injected at random. Every
 //! reply must be right or a typed error of a failure (never a wrong result, never an
 //! error about the request itself), none lost or hung; afterwards the device serves,
 //! this process's memory is flat and no worker process is left over.
@@ -174,6 +175,8 @@ fn chaos(config: DeviceConfig) -> std::pin::Pin<Box<dyn std::future::Future<Outp
         // to stop crash loops.
         let config = config.with_isolation(IsolationConfig {
             max_restarts: 100_000,
+            heartbeat: Duration::from_millis(100),
+            hang_timeout: Duration::from_secs(1),
             ..Default::default()
         });
         let sys = ActorSystem::new("chaos");
@@ -199,19 +202,27 @@ fn chaos(config: DeviceConfig) -> std::pin::Pin<Box<dyn std::future::Future<Outp
                 }
             }));
         }
-        let (mut kills, mut faults) = (0u64, BTreeMap::<i32, u64>::new());
+        let (mut kills, mut stops, mut faults) = (0u64, 0u64, BTreeMap::<i32, u64>::new());
         let deadline = Instant::now() + Duration::from_secs(secs);
         let mut rng = rand_vec(1 << 12).into_iter().cycle();
         while Instant::now() < deadline {
             let pause = 100.0 + 500.0 * (rng.next().unwrap() + 1.0) / 2.0;
             tokio::time::sleep(Duration::from_millis(pause as u64)).await;
             let pick = rng.next().unwrap();
-            if pick < -1.0 / 3.0 {
+            if pick < -0.5 {
                 if dev.kill_worker().is_ok() {
                     kills += 1;
                 }
+            } else if pick < 0.0 {
+                // A hang: the worker stops answering; its heartbeat finds it out.
+                if let Some(pid) = dev.worker_pid() {
+                    // SAFETY: signals a worker process of this test's device.
+                    if unsafe { libc::kill(pid as i32, libc::SIGSTOP) } == 0 {
+                        stops += 1;
+                    }
+                }
             } else {
-                let code = if pick < 1.0 / 3.0 { 719 } else { 700 };
+                let code = if pick < 0.5 { 719 } else { 700 };
                 if dev.inject_fault(code).await.is_sticky() {
                     *faults.entry(code).or_default() += 1;
                 }
@@ -236,13 +247,16 @@ fn chaos(config: DeviceConfig) -> std::pin::Pin<Box<dyn std::future::Future<Outp
         let rss1 = rss_mib();
         let errors = tally.errors.lock().unwrap().clone();
         println!(
-            "    {secs} s: {} replies right, typed errors {errors:?}; {kills} worker kills, faults {faults:?}; \
+            "    {secs} s: {} replies right, typed errors {errors:?}; {kills} worker kills, {stops} hangs (SIGSTOP), faults {faults:?}; \
              generation {generation}; slowest reply {:?}; resident memory {rss0} → {rss1} MiB",
             tally.ok.load(Ordering::Relaxed),
             *tally.slowest.lock().unwrap(),
         );
         assert!(tally.ok.load(Ordering::Relaxed) > 0, "no request succeeded");
-        assert!(kills + faults.values().sum::<u64>() > 0, "no fault was injected");
+        assert!(
+            kills + stops + faults.values().sum::<u64>() > 0,
+            "no fault was injected"
+        );
         assert!(rss1 < rss0 + 512, "memory grew from {rss0} to {rss1} MiB");
         dev.stop().await;
         drop(sys);

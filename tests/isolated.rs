@@ -643,6 +643,123 @@ fn a_killed_worker_is_respawned(config: DeviceConfig) -> Pin<Box<dyn Future<Outp
     })
 }
 
+/// A worker that stops answering (`SIGSTOP`: a hang of the whole process) is taken for
+/// hung within the heartbeat's limit, killed and replaced by the standby; every request
+/// it held is answered `DeviceLost`, and a flood meanwhile is held back by the in-flight
+/// bound (`Backpressure` at once) instead of piling up.
+fn a_hung_worker_is_replaced_and_a_flood_held_back(config: DeviceConfig) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    Box::pin(async move {
+        let iso = config.isolation.clone().unwrap_or_default();
+        let config = config.with_isolation(IsolationConfig {
+            heartbeat: Duration::from_millis(100),
+            hang_timeout: Duration::from_secs(1),
+            max_in_flight: 8,
+            ..iso
+        });
+        let (_sys, dev) = open(config).await;
+        let host: Vec<f32> = rand_vec(64).iter().map(|&v| v as f32).collect();
+        let x = dev.upload(host.clone()).await.unwrap();
+        assert_eq!(dev.download(&x).await.unwrap(), host);
+        let standby = standby_ready(&dev).await;
+        let hung = dev.worker_pid().unwrap();
+        // SAFETY: signals a child process of this test, which it owns.
+        assert_eq!(unsafe { libc::kill(hung as i32, libc::SIGSTOP) }, 0);
+        let t0 = Instant::now();
+        // A signal takes effect when the process is next scheduled: wait until it shows
+        // as stopped, so that no request of the flood is served before.
+        let stopped = || {
+            std::fs::read_to_string(format!("/proc/{hung}/stat"))
+                .ok()
+                .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| rest.starts_with('T')))
+                .unwrap_or(false)
+        };
+        while !stopped() {
+            assert!(t0.elapsed() < Duration::from_millis(500), "the worker did not stop");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let flood: Vec<_> = (0..20)
+            .map(|_| {
+                let (d, x) = (dev.clone(), x.clone());
+                tokio::spawn(async move { (d.download(&x).await, t0.elapsed()) })
+            })
+            .collect();
+        let (mut held_back, mut lost, mut slowest) = (0, 0, Duration::ZERO);
+        for t in flood {
+            let (r, at) = t.await.unwrap();
+            match r {
+                Err(GpuError::Backpressure { capacity: 8 }) => held_back += 1,
+                Err(GpuError::DeviceLost(m)) if m.contains("hung") => {
+                    lost += 1;
+                    slowest = slowest.max(at);
+                }
+                other => panic!("a request of the flood, after {at:?}: {:?}", other.map(|v| v.len())),
+            }
+        }
+        assert_eq!((held_back, lost), (12, 8), "8 in flight at most, the rest held back");
+        println!("    hang detected and its 8 requests answered after {slowest:?}");
+        assert!(
+            slowest < Duration::from_secs(5),
+            "detected after {slowest:?} (limit 1 s)"
+        );
+        // The standby serves now; the stopped worker is gone.
+        let fresh = dev.upload(host.clone()).await.unwrap();
+        assert_eq!(dev.download(&fresh).await.unwrap(), host);
+        assert_eq!(dev.worker_pid(), Some(standby));
+        assert!(matches!(dev.download(&x).await, Err(GpuError::Stale { .. })));
+        // SAFETY: signal 0 only asks whether the process exists.
+        let alive = unsafe { libc::kill(hung as i32, 0) } == 0;
+        assert!(!alive, "the hung worker was killed and reaped");
+        dev.stop().await;
+    })
+}
+
+/// A worker program that sends garbage, an oversized frame or a frame it never finishes
+/// makes the device's start fail with a typed error — no hang, no allocation of what
+/// the frame claims.
+fn a_worker_sending_garbage_is_an_error(config: DeviceConfig) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    Box::pin(async move {
+        // Frames as `[u64 length][u8 kind][u64 id]`, little-endian, on descriptor 3.
+        let scripts = [
+            (
+                "an unknown kind",
+                r"\011\000\000\000\000\000\000\000\310\000\000\000\000\000\000\000\000",
+            ),
+            (
+                "a 1 TiB frame",
+                r"\000\000\000\000\000\001\000\000\012\000\000\000\000\000\000\000\000",
+            ),
+            (
+                "a 32 GiB frame cut short",
+                r"\000\000\000\000\010\000\000\000\012\000\000\000\000\000\000\000\000abc",
+            ),
+        ];
+        for (what, bytes) in scripts {
+            let t0 = Instant::now();
+            let config = config.clone().with_isolation(IsolationConfig {
+                program: Some("/bin/sh".into()),
+                args: vec!["-c".into(), format!("printf '{bytes}' >&3; exec 3>&-; sleep 30")],
+                standby: false,
+                max_restarts: 0,
+                start_timeout: Duration::from_secs(20),
+                ..Default::default()
+            });
+            let sys = ActorSystem::new("garbage");
+            let e = Device::open(&sys, config).await.expect_err(what);
+            println!("    {what}: {e} (after {:?})", t0.elapsed());
+            assert!(
+                matches!(e, GpuError::DeviceLost(_) | GpuError::Io { .. }),
+                "{what}: {e:?}"
+            );
+            assert!(
+                t0.elapsed() < Duration::from_secs(15),
+                "{what}: took {:?}",
+                t0.elapsed()
+            );
+            sys.shutdown().await;
+        }
+    })
+}
+
 fn a_crash_loop_ends_in_device_lost(config: DeviceConfig) -> Pin<Box<dyn Future<Output = ()> + Send>> {
     Box::pin(async move {
         let config = config.with_isolation(IsolationConfig {
@@ -1663,6 +1780,24 @@ fn main() {
         (
             "cpu::a_killed_worker_is_respawned",
             a_killed_worker_is_respawned,
+            cpu,
+            false,
+        ),
+        (
+            "cpu::a_hung_worker_is_replaced_and_a_flood_held_back",
+            a_hung_worker_is_replaced_and_a_flood_held_back,
+            cpu,
+            false,
+        ),
+        (
+            "gpu::a_hung_worker_is_replaced_and_a_flood_held_back",
+            a_hung_worker_is_replaced_and_a_flood_held_back,
+            gpu,
+            true,
+        ),
+        (
+            "cpu::a_worker_sending_garbage_is_an_error",
+            a_worker_sending_garbage_is_an_error,
             cpu,
             false,
         ),

@@ -319,10 +319,38 @@ pub struct IsolationConfig {
     /// dropped, as the pinned pool keeps buffers).
     #[serde(default = "pinned_arena_default")]
     pub pinned_arena_bytes: usize,
+    /// How often the user process asks the worker whether it is alive (a ping its
+    /// runtime answers). Zero turns the heartbeat off.
+    #[serde(default = "heartbeat_default")]
+    pub heartbeat: Duration,
+    /// How long a worker may go without sending anything (a reply, a pong) before it is
+    /// taken for hung — stopped (`SIGSTOP`), deadlocked, starved — and killed, its pending
+    /// requests answered with `DeviceLost` and the standby put in its place, as after a
+    /// crash. A kernel that never ends is not a hang of the process (it still answers
+    /// pings): its request's deadline (`DeviceConfig::op_timeout`) catches it.
+    #[serde(default = "hang_timeout_default")]
+    pub hang_timeout: Duration,
+    /// The most requests one worker may have in flight; beyond it a request is answered
+    /// `Backpressure` at once (the mailboxes of an in-process device bound it the same
+    /// way), so a flood cannot pile up unbounded work and memory.
+    #[serde(default = "max_in_flight_default")]
+    pub max_in_flight: usize,
 }
 
 fn standby_default() -> bool {
     true
+}
+
+fn heartbeat_default() -> Duration {
+    Duration::from_millis(500)
+}
+
+fn hang_timeout_default() -> Duration {
+    Duration::from_secs(5)
+}
+
+fn max_in_flight_default() -> usize {
+    4096
 }
 
 fn pinned_arena_default() -> usize {
@@ -340,6 +368,9 @@ impl Default for IsolationConfig {
             arena_bytes: 2 << 30,
             standby: true,
             pinned_arena_bytes: pinned_arena_default(),
+            heartbeat: heartbeat_default(),
+            hang_timeout: hang_timeout_default(),
+            max_in_flight: max_in_flight_default(),
         }
     }
 }

@@ -51,8 +51,20 @@ struct Requests {
 pub(crate) struct LinkShared {
     pub(crate) ctx: ClientCtx,
     shared: Arc<DeviceShared>,
-    socket: Mutex<UnixStream>,
+    /// Frames for the writer thread, the one writer of the socket: no caller (a tokio
+    /// thread, the reader thread answering a reply with a release) ever blocks on a
+    /// socket buffer the worker is not draining.
+    outbox: Mutex<std::sync::mpsc::Sender<Vec<u8>>>,
+    /// The socket, for shutting it down (its writing is the writer thread's).
+    socket: UnixStream,
     requests: Mutex<Requests>,
+    /// Requests allowed in flight ([`IsolationConfig::max_in_flight`]).
+    max_in_flight: usize,
+    /// When the worker last sent anything, in ms since `born` (the heartbeat's clock).
+    last_heard: AtomicU64,
+    born: Instant,
+    /// Why the watchdog killed the worker, if it did (it answered nothing for too long).
+    hung: Mutex<Option<GpuError>>,
     next_id: AtomicU64,
     child: Mutex<Option<Child>>,
     pid: u32,
@@ -102,6 +114,8 @@ impl LinkShared {
         drop(theirs);
         let pid = child.id();
         let reader = ours.try_clone().map_err(|e| io_error("socket clone", e))?;
+        let writer = ours.try_clone().map_err(|e| io_error("socket clone", e))?;
+        let (outbox, outgoing) = std::sync::mpsc::channel::<Vec<u8>>();
         let link = Arc::new_cyclic(|weak: &std::sync::Weak<LinkShared>| LinkShared {
             ctx: ClientCtx {
                 device_id: config.device_id,
@@ -113,8 +127,13 @@ impl LinkShared {
                 pinned,
             },
             shared: shared.clone(),
-            socket: Mutex::new(ours),
+            outbox: Mutex::new(outbox),
+            socket: ours,
             requests: Mutex::new(Requests::default()),
+            max_in_flight: iso.max_in_flight.max(1),
+            last_heard: AtomicU64::new(0),
+            born: Instant::now(),
+            hung: Mutex::new(None),
             next_id: AtomicU64::new(1),
             child: Mutex::new(Some(child)),
             pid,
@@ -131,8 +150,22 @@ impl LinkShared {
             .name(format!("atomr-worker-{}-rx", config.device_id))
             .spawn(move || l2.read_loop(reader, ready_tx))
             .map_err(|e| io_error("reader thread", e))?;
+        std::thread::Builder::new()
+            .name(format!("atomr-worker-{}-tx", config.device_id))
+            .spawn(move || write_loop(writer, outgoing))
+            .map_err(|e| io_error("writer thread", e))?;
         match tokio::time::timeout(iso.start_timeout, ready_rx).await {
-            Ok(Ok(Ok(info))) => Ok((link, info)),
+            Ok(Ok(Ok(info))) => {
+                if !iso.heartbeat.is_zero() {
+                    let watched = Arc::downgrade(&link);
+                    let (every, limit) = (iso.heartbeat, iso.hang_timeout.max(iso.heartbeat));
+                    std::thread::Builder::new()
+                        .name(format!("atomr-worker-{}-hb", config.device_id))
+                        .spawn(move || watchdog(watched, every, limit))
+                        .map_err(|e| io_error("heartbeat thread", e))?;
+                }
+                Ok((link, info))
+            }
             Ok(Ok(Err(e))) => {
                 link.shutdown(e.clone());
                 Err(e)
@@ -182,9 +215,20 @@ impl LinkShared {
         self.requests.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Queues a frame for the writer thread; an error once the writer is gone (the
+    /// channel broke: the reader then fails every pending request).
     fn send_frame(&self, kind: Kind, id: u64, payload: &[u8]) -> Result<(), GpuError> {
-        let mut s = self.socket.lock().unwrap_or_else(|p| p.into_inner());
-        frame::write(&mut *s, kind, id, payload).map_err(|e| io_error("writing to the worker", e))
+        let frame = frame::encode(kind, id, payload);
+        self.outbox
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .send(frame)
+            .map_err(|_| GpuError::DeviceLost("the channel to the worker is closed".into()))
+    }
+
+    /// Milliseconds on the link's own clock.
+    fn now_ms(&self) -> u64 {
+        self.born.elapsed().as_millis() as u64
     }
 
     /// Sends a request; its asker is answered from the reply, or with an error if the
@@ -203,6 +247,14 @@ impl LinkShared {
             let mut r = self.lock_requests();
             if let Some(e) = r.dead.clone() {
                 drop(r);
+                slot.answer(Err(e), &|_| {});
+                return;
+            }
+            if r.pending.len() >= self.max_in_flight {
+                drop(r);
+                let e = GpuError::Backpressure {
+                    capacity: self.max_in_flight,
+                };
                 slot.answer(Err(e), &|_| {});
                 return;
             }
@@ -240,7 +292,9 @@ impl LinkShared {
                 Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break None,
                 Err(e) => break Some(io_error("reading from the worker", e)),
             };
+            self.last_heard.store(self.now_ms(), Ordering::Relaxed);
             match kind {
+                Kind::Pong => {}
                 Kind::Reply => self.answer(id, &payload),
                 Kind::Ready => {
                     let info = serde_json::from_slice::<DeviceInfo>(&payload)
@@ -278,7 +332,8 @@ impl LinkShared {
                 | Kind::Timeline
                 | Kind::TimelineTake
                 | Kind::FreeEvent
-                | Kind::FreeGraph => {
+                | Kind::FreeGraph
+                | Kind::Ping => {
                     tracing::warn!(?kind, "the worker sent a user-side frame; ignored");
                 }
             }
@@ -291,7 +346,8 @@ impl LinkShared {
                     .into(),
             )
         });
-        let cause = fault.or(not_entered).or(why).unwrap_or_else(|| {
+        let hung = self.hung.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let cause = hung.or(fault).or(not_entered).or(why).unwrap_or_else(|| {
             GpuError::DeviceLost(format!(
                 "the worker process (pid {}) of device {} exited: {status}",
                 self.pid, self.ctx.device_id
@@ -400,8 +456,7 @@ impl LinkShared {
         // Not the supervisor's business: it asked for this.
         self.on_death.lock().unwrap_or_else(|p| p.into_inner()).take();
         self.die(why);
-        let s = self.socket.lock().unwrap_or_else(|p| p.into_inner());
-        let _ = s.shutdown(std::net::Shutdown::Both);
+        let _ = self.socket.shutdown(std::net::Shutdown::Both);
     }
 
     /// Test hook: kills the worker process (`SIGKILL`), as a crash would.
@@ -410,6 +465,47 @@ impl LinkShared {
             Some(c) => c.kill().map_err(|e| io_error("killing the worker", e)),
             None => Ok(()),
         }
+    }
+}
+
+/// The writer thread: writes each queued frame in turn. A write that fails (the worker
+/// is gone) shuts the socket down, so the reader ends and fails what is pending; the
+/// thread ends when the link is dropped.
+fn write_loop(mut socket: UnixStream, frames: std::sync::mpsc::Receiver<Vec<u8>>) {
+    use std::io::Write;
+    for f in frames {
+        if socket.write_all(&f).and_then(|()| socket.flush()).is_err() {
+            let _ = socket.shutdown(std::net::Shutdown::Both);
+            return;
+        }
+    }
+}
+
+/// The heartbeat: pings the worker every `every`; a worker that has sent nothing for
+/// `limit` is taken for hung and killed (the reader then fails its pending requests
+/// with the cause recorded here, and the device puts the standby in its place).
+fn watchdog(link: std::sync::Weak<LinkShared>, every: Duration, limit: Duration) {
+    let mut ping = 0u64;
+    loop {
+        std::thread::sleep(every);
+        let Some(link) = link.upgrade() else { return };
+        if link.death_cause().is_some() {
+            return;
+        }
+        let silent = Duration::from_millis(link.now_ms().saturating_sub(link.last_heard.load(Ordering::Relaxed)));
+        if silent >= limit {
+            let e = GpuError::DeviceLost(format!(
+                "the worker process (pid {}) of device {} hung: nothing from it for {silent:?} (heartbeat every \
+                 {every:?}, limit {limit:?}); killed",
+                link.pid, link.ctx.device_id
+            ));
+            tracing::warn!(error = %e, "isolated device: hung worker");
+            *link.hung.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+            let _ = link.kill();
+            return;
+        }
+        ping += 1;
+        let _ = link.send_frame(Kind::Ping, ping, &[]);
     }
 }
 
@@ -445,8 +541,42 @@ fn spawn_child(iso: &IsolationConfig, spec: &str, fds: [i32; 4]) -> Result<Child
             Ok(())
         });
     }
-    cmd.spawn()
-        .map_err(|e| io_error(&format!("starting the worker {}", program.display()), e))
+    spawn_from_long_lived_thread(cmd).map_err(|e| io_error(&format!("starting the worker {}", program.display()), e))
+}
+
+/// A command to start, and where its child goes.
+type SpawnJob = (Command, std::sync::mpsc::Sender<std::io::Result<Child>>);
+
+/// Starts `cmd` from one thread that lives as long as the process. Linux sends a
+/// child's `PR_SET_PDEATHSIG` when the *thread* that forked it exits, not the process:
+/// forked from a tokio thread (which the runtime may retire when idle), a healthy
+/// worker would be killed with it.
+fn spawn_from_long_lived_thread(cmd: Command) -> std::io::Result<Child> {
+    static SPAWNER: std::sync::OnceLock<Mutex<std::sync::mpsc::Sender<SpawnJob>>> = std::sync::OnceLock::new();
+    let spawner = match SPAWNER.get() {
+        Some(s) => s,
+        None => {
+            let (tx, rx) = std::sync::mpsc::channel::<SpawnJob>();
+            std::thread::Builder::new()
+                .name("atomr-worker-spawner".into())
+                .spawn(move || {
+                    for (mut cmd, child) in rx {
+                        let _ = child.send(cmd.spawn());
+                    }
+                })?;
+            // Two first callers at once: one thread's sender wins, the other's thread
+            // ends when its channel is dropped here.
+            SPAWNER.get_or_init(|| Mutex::new(tx))
+        }
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    spawner
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .send((cmd, tx))
+        .map_err(|_| std::io::Error::other("the worker spawner thread is gone"))?;
+    rx.recv()
+        .map_err(|_| std::io::Error::other("the worker spawner thread is gone"))?
 }
 
 /// The worker's timed operations join this process's timeline.

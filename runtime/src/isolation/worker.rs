@@ -234,7 +234,13 @@ fn serve_requests(serve: &Arc<Serve>, mut socket: UnixStream, rt: &tokio::runtim
                     serve.ctx.replies.release(offset, len);
                 }
             }
-            Kind::Ready | Kind::StartFailed | Kind::Reply | Kind::Fault | Kind::TimelineEvents => {}
+            Kind::Ping => {
+                // Answered by the runtime, not this thread: a worker whose runtime is
+                // wedged counts as hung too.
+                let s = serve.clone();
+                rt.spawn(async move { s.send(Kind::Pong, id, &[]) });
+            }
+            Kind::Ready | Kind::StartFailed | Kind::Reply | Kind::Fault | Kind::TimelineEvents | Kind::Pong => {}
         }
     }
 }

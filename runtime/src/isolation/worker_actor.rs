@@ -35,11 +35,26 @@ impl WorkerActor {
 
     /// The worker serving `generation` is gone: tell this actor (which fails, so the
     /// supervisor replaces the worker).
+    ///
+    /// The notice cannot be lost: with the mailbox full it waits for room (on the
+    /// runtime that made the worker); only a stopped actor — whose supervisor is already
+    /// replacing it — does not get it.
     fn on_death(ctx: &Context<Self>, generation: u64) -> OnDeath {
         let me = ctx.self_ref().clone();
+        let runtime = tokio::runtime::Handle::try_current().ok();
         Box::new(move |error: GpuError| {
-            // Mailbox full or stopped: the supervisor is already on it.
-            let _ = me.try_tell(WorkerActorMsg::Died { generation, error });
+            if let Err(full) = me.try_tell(WorkerActorMsg::Died { generation, error }) {
+                if matches!(full.error, GpuError::MailboxFull(_)) {
+                    match &runtime {
+                        Some(rt) => {
+                            rt.spawn(async move { me.send(full.msg).await });
+                        }
+                        None => {
+                            tracing::error!("an isolated worker's death notice found the mailbox full and no runtime")
+                        }
+                    }
+                }
+            }
         })
     }
 

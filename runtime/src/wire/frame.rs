@@ -24,6 +24,8 @@ pub(crate) enum Kind {
     FreeEvent = 7,
     /// User → worker: the last handle to graph `id` was dropped.
     FreeGraph = 8,
+    /// User → worker: are you alive? (answered with a `Pong` of the same `id`).
+    Ping = 9,
     /// Worker → user: the device is open (payload: `DeviceInfo` as JSON).
     Ready = 10,
     /// Worker → user: the device failed to open (payload: the `GpuError`).
@@ -35,6 +37,8 @@ pub(crate) enum Kind {
     /// Worker → user: the answer to `TimelineTake` `id` (payload: the events as JSON,
     /// starts on the machine's monotonic clock).
     TimelineEvents = 14,
+    /// Worker → user: the answer to `Ping` `id`, from the worker's runtime.
+    Pong = 15,
 }
 
 impl Kind {
@@ -48,11 +52,13 @@ impl Kind {
             6 => Kind::TimelineTake,
             7 => Kind::FreeEvent,
             8 => Kind::FreeGraph,
+            9 => Kind::Ping,
             10 => Kind::Ready,
             11 => Kind::StartFailed,
             12 => Kind::Reply,
             13 => Kind::Fault,
             14 => Kind::TimelineEvents,
+            15 => Kind::Pong,
             _ => return None,
         })
     }
@@ -61,14 +67,19 @@ impl Kind {
 /// The largest frame accepted (bulk data beyond the arena goes inline).
 const MAX_FRAME: u64 = 1 << 36;
 
-/// Writes one frame with a single `write_all` (callers hold the socket's lock).
-pub(crate) fn write(out: &mut impl Write, kind: Kind, id: u64, payload: &[u8]) -> std::io::Result<()> {
+/// One frame's bytes, ready for a single write.
+pub(crate) fn encode(kind: Kind, id: u64, payload: &[u8]) -> Vec<u8> {
     let mut buf = Vec::with_capacity(17 + payload.len());
     buf.extend_from_slice(&(9 + payload.len() as u64).to_le_bytes());
     buf.push(kind as u8);
     buf.extend_from_slice(&id.to_le_bytes());
     buf.extend_from_slice(payload);
-    out.write_all(&buf)?;
+    buf
+}
+
+/// Writes one frame with a single `write_all` (callers hold the socket's lock).
+pub(crate) fn write(out: &mut impl Write, kind: Kind, id: u64, payload: &[u8]) -> std::io::Result<()> {
+    out.write_all(&encode(kind, id, payload))?;
     out.flush()
 }
 
