@@ -1525,3 +1525,35 @@ async fn cpu_a_sequence_runs_in_order_and_waits_once() {
 async fn gpu_a_sequence_runs_in_order_and_waits_once() {
     sequences(DeviceConfig::cuda(0)).await;
 }
+
+/// Every thread of many blocks writes one element, and adds to another without an
+/// atomic: a race, as it would be on the GPU.
+#[kernel]
+pub fn racy_writes(x: &[f64], y: &mut [f64]) {
+    let i = global_index();
+    if i < x.len() {
+        y[0] = x[i];
+        y[1] += 1.0;
+    }
+}
+
+/// A kernel whose threads race gets a wrong value on the CPU device, not undefined
+/// behaviour: the emulation's element accesses are relaxed atomics (blocks run on
+/// several OS threads at once), so the raced element holds one of the values written,
+/// whole, and the racy count is at most the number of threads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cpu_racing_threads_get_a_written_value_not_undefined_behaviour() {
+    let system = ActorSystem::new("k");
+    let d = Device::open(&system, DeviceConfig::cpu()).await.unwrap();
+    let n = 64 * 1024;
+    let x = rand_vec(n);
+    let gx = d.upload(x.clone()).await.unwrap();
+    let mut gy = d.upload(vec![0.0f64; 2]).await.unwrap();
+    racy_writes::launch(&d, LaunchConfig::for_elements(n, 64), &gx, &mut gy)
+        .await
+        .unwrap();
+    let y = d.download(&gy).await.unwrap();
+    assert!(x.contains(&y[0]), "{} is a value some thread wrote", y[0]);
+    assert!(y[1] >= 1.0 && y[1] <= n as f64 && y[1].fract() == 0.0, "count {}", y[1]);
+    system.shutdown().await;
+}

@@ -60,6 +60,7 @@ pub(crate) fn entry(args: TokenStream, input: TokenStream) -> TokenStream {
     }
     let source = definition(&sig, &t.body);
     let cpu_block = retype_cpu_body(&item.block, &t.casts, &t.converts, &krate);
+    let cpu_block = super::relaxed::relaxed_element_access(&cpu_block, &sig.buffer_names());
     let mut structs = t.structs;
     for p in &sig.params {
         if let ParamKind::Struct(path) = &p.kind {

@@ -8,6 +8,7 @@ mod intrinsics;
 mod names;
 mod options;
 mod raw;
+mod relaxed;
 mod signature;
 mod translate;
 mod types;
@@ -92,7 +93,8 @@ pub(crate) fn entry(args: TokenStream, input: TokenStream) -> TokenStream {
         }
         None => {
             let t = translate::translate(&sig, &item.block, &mut errors);
-            *cpu_block = flex::retype_cpu_body(&item.block, &t.casts, &t.converts, &krate);
+            let retyped = flex::retype_cpu_body(&item.block, &t.casts, &t.converts, &krate);
+            *cpu_block = relaxed::relaxed_element_access(&retyped, &sig.buffer_names());
             calls = t.calls;
             structs = t.structs;
             (expand::kernel_function(&sig, &t.body), t.headers)

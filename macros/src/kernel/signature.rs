@@ -64,6 +64,17 @@ pub(crate) struct Signature {
     pub(crate) ret: Option<Ty>,
 }
 
+impl Signature {
+    /// The names of the buffer parameters (`&[T]`, `&mut [T]`).
+    pub(crate) fn buffer_names(&self) -> Vec<syn::Ident> {
+        self.params
+            .iter()
+            .filter(|p| matches!(p.kind, ParamKind::Slice { .. }))
+            .map(|p| p.name.clone())
+            .collect()
+    }
+}
+
 /// Which attribute the function carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Role {

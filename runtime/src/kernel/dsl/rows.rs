@@ -59,6 +59,15 @@ macro_rules! rows {
                 self.buf.is_empty()
             }
         }
+        impl<T: Copy> Rows<$ty<T>> {
+            /// Element `(r, c)`, read as a relaxed atomic access: what `m[(r, c)]` in a
+            /// kernel's CPU body becomes.
+            #[doc(hidden)]
+            #[track_caller]
+            pub fn __load(&self, (r, c): (impl KernelIndex, impl KernelIndex)) -> T {
+                self.buf.__load(self.offset(r, c))
+            }
+        }
         impl<T, I: KernelIndex, J: KernelIndex> Index<(I, J)> for Rows<$ty<T>> {
             type Output = T;
             #[track_caller]
@@ -76,5 +85,15 @@ impl<T, I: KernelIndex, J: KernelIndex> IndexMut<(I, J)> for Rows<GlobalSliceMut
     fn index_mut(&mut self, (r, c): (I, J)) -> &mut T {
         let k = self.offset(r, c);
         &mut self.buf[k]
+    }
+}
+
+impl<T: Copy> Rows<GlobalSliceMut<T>> {
+    /// Writes element `(r, c)` as a relaxed atomic access: what `m[(r, c)] = v` in a
+    /// kernel's CPU body becomes.
+    #[doc(hidden)]
+    #[track_caller]
+    pub fn __store(&self, (r, c): (impl KernelIndex, impl KernelIndex), v: T) {
+        self.buf.__store(self.offset(r, c), v)
     }
 }

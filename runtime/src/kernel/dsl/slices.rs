@@ -8,9 +8,19 @@
 //! indexing. As on the GPU, two threads that touch one element without an atomic race;
 //! the kernel, not the handle, must keep its threads apart (which `global_index()`
 //! indexing does).
+//!
+//! A kernel that races anyway gets a wrong value, never undefined behaviour: the CPU body
+//! `#[kernel]` generates reads and writes elements of its buffers (`x[i]`, `y[i] = v`,
+//! `y[i] += v`, `m[(r, c)]` of a 2-D view, the vector loads and stores) through
+//! [`GlobalSlice::__load`] and [`GlobalSliceMut::__store`], which are relaxed atomic
+//! accesses in units of the element's alignment — plain moves on x86 and ARM. Blocks run
+//! on several OS threads at once, so a plain `&mut` write there would be a data race in
+//! Rust's sense. (A body's own `&mut y[i]`, or a field of an element assigned in place,
+//! still goes through `IndexMut`.)
 
 use std::marker::PhantomData;
 use std::ops::{Index, IndexMut};
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 use super::atomics::{AtomicAdd, AtomicOrd, AtomicSwap};
 use super::index::KernelIndex;
@@ -72,6 +82,59 @@ unsafe impl<T: Sync> Sync for GlobalSliceMut<T> {}
 unsafe impl<T: Send, const N: usize> Send for SharedArray<T, N> {}
 // SAFETY: as above.
 unsafe impl<T: Sync, const N: usize> Sync for SharedArray<T, N> {}
+
+/// Copies `n` units of `U` (an atomic integer the size of the element's alignment) from
+/// `src` to `dst`, one side through relaxed atomic accesses.
+macro_rules! relaxed_units {
+    ($($atomic:ty, $int:ty);*) => {
+        /// Reads the element at `p` with relaxed atomic loads of its alignment's width.
+        ///
+        /// # Safety
+        /// `p` must be aligned for `T` and valid for reads of a `T` whose every bit
+        /// pattern is valid (a kernel buffer's element type).
+        #[inline]
+        unsafe fn load_relaxed<T: Copy>(p: *const T) -> T {
+            let mut out = std::mem::MaybeUninit::<T>::uninit();
+            let bytes = std::mem::size_of::<T>();
+            match std::mem::align_of::<T>().min(8) {
+                $(a if a == std::mem::size_of::<$int>() => {
+                    let (src, dst) = (p as *const $atomic, out.as_mut_ptr() as *mut $int);
+                    for k in 0..bytes / a {
+                        // SAFETY: `src + k` is inside the element and aligned for the
+                        // atomic (its width is the element's alignment); `dst + k` inside
+                        // `out`, which has the element's alignment.
+                        unsafe { dst.add(k).write((*src.add(k)).load(Ordering::Relaxed)) };
+                    }
+                })*
+                _ => unreachable!("element alignments are 1, 2, 4 or 8"),
+            }
+            // SAFETY: every byte was written above; every bit pattern is a valid element.
+            unsafe { out.assume_init() }
+        }
+
+        /// Writes `v` to the element at `p` with relaxed atomic stores of its
+        /// alignment's width.
+        ///
+        /// # Safety
+        /// `p` must be aligned for `T` and valid for writes of a `T`.
+        #[inline]
+        unsafe fn store_relaxed<T: Copy>(p: *mut T, v: T) {
+            let bytes = std::mem::size_of::<T>();
+            match std::mem::align_of::<T>().min(8) {
+                $(a if a == std::mem::size_of::<$int>() => {
+                    let (src, dst) = (&v as *const T as *const $int, p as *const $atomic);
+                    for k in 0..bytes / a {
+                        // SAFETY: as in `load_relaxed`, the other way round.
+                        unsafe { (*dst.add(k)).store(src.add(k).read(), Ordering::Relaxed) };
+                    }
+                })*
+                _ => unreachable!("element alignments are 1, 2, 4 or 8"),
+            }
+        }
+    };
+}
+
+relaxed_units!(AtomicU8, u8; AtomicU16, u16; AtomicU32, u32; AtomicU64, u64);
 
 #[cold]
 #[track_caller]
@@ -167,6 +230,41 @@ impl<T, const N: usize> SharedArray<T, N> {
         let k = checked(i, N);
         // SAFETY: `k < N`, inside the array (see `from_raw`).
         unsafe { self.ptr.add(k) }
+    }
+}
+
+impl<T: Copy> GlobalSlice<T> {
+    /// Element `i`, read as a relaxed atomic access: what `x[i]` in a kernel's CPU body
+    /// becomes (see the module docs).
+    #[doc(hidden)]
+    #[inline]
+    #[track_caller]
+    pub fn __load(&self, i: impl KernelIndex) -> T {
+        let k = checked(i, self.len);
+        // SAFETY: `k < len`, inside the buffer, aligned and valid for reads (`from_raw`).
+        unsafe { load_relaxed(self.ptr.add(k)) }
+    }
+}
+
+impl<T: Copy> GlobalSliceMut<T> {
+    /// Element `i`, read as a relaxed atomic access: what `y[i]` in a kernel's CPU body
+    /// becomes (see the module docs).
+    #[doc(hidden)]
+    #[inline]
+    #[track_caller]
+    pub fn __load(&self, i: impl KernelIndex) -> T {
+        // SAFETY: in bounds (checked by `slot`), aligned and valid for reads.
+        unsafe { load_relaxed(self.slot(i)) }
+    }
+
+    /// Writes element `i` as a relaxed atomic access: what `y[i] = v` in a kernel's CPU
+    /// body becomes (see the module docs).
+    #[doc(hidden)]
+    #[inline]
+    #[track_caller]
+    pub fn __store(&self, i: impl KernelIndex, v: T) {
+        // SAFETY: in bounds (checked by `slot`), aligned and valid for writes.
+        unsafe { store_relaxed(self.slot(i), v) }
     }
 }
 
@@ -279,8 +377,8 @@ macro_rules! vector_access {
             pub fn $store(&mut self, i: impl KernelIndex, v: $v<T>) {
                 let k = vector(i, $lanes, self.len);
                 // SAFETY: the vector is inside the buffer (checked), valid for writes;
-                // other threads keep to other elements (module docs).
-                unsafe { $(*self.ptr.add(k + $k) = v.$lane;)* }
+                // each lane a relaxed atomic store (module docs).
+                unsafe { $(store_relaxed(self.ptr.add(k + $k), v.$lane);)* }
             }
         )*}
     };
@@ -294,8 +392,9 @@ macro_rules! load_on {
             #[track_caller]
             pub fn $load(&self, i: impl KernelIndex) -> $v<T> {
                 let k = vector(i, $lanes, self.len);
-                // SAFETY: the vector is inside the buffer (checked), valid for reads.
-                unsafe { $v { $($lane: *self.ptr.add(k + $k)),* } }
+                // SAFETY: the vector is inside the buffer (checked), valid for reads;
+                // each lane a relaxed atomic load (module docs).
+                unsafe { $v { $($lane: load_relaxed(self.ptr.add(k + $k))),* } }
             }
         )*}
     };
