@@ -1557,3 +1557,34 @@ async fn cpu_racing_threads_get_a_written_value_not_undefined_behaviour() {
     assert!(y[1] >= 1.0 && y[1] <= n as f64 && y[1].fract() == 0.0, "count {}", y[1]);
     system.shutdown().await;
 }
+
+/// A histogram in CUDA's spelling of an atomic: `atomic_add(&mut hist[b], 1)` is
+/// `hist.atomic_add(b, 1)`.
+#[kernel]
+pub fn histogram_cuda_spelling(x: &[f32], hist: &mut [u32]) {
+    let i = global_index();
+    if i < x.len() {
+        let b = (x[i].abs() * 8.0) as u32;
+        atomic_add(&mut hist[b.min(7)], 1u32);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cpu_cuda_spelled_atomics_are_the_methods() {
+    let src = histogram_cuda_spelling::cuda_source();
+    assert!(src.contains("k_atomic_add(&hist["), "{src}");
+    let system = ActorSystem::new("k");
+    let d = Device::open(&system, DeviceConfig::cpu()).await.unwrap();
+    let x: Vec<f32> = rand_vec(10_000).iter().map(|&v| v as f32).collect();
+    let gx = d.upload(x.clone()).await.unwrap();
+    let mut hist = d.upload(vec![0u32; 8]).await.unwrap();
+    histogram_cuda_spelling::launch(&d, LaunchConfig::for_elements(x.len(), 128), &gx, &mut hist)
+        .await
+        .unwrap();
+    let mut want = [0u32; 8];
+    for v in &x {
+        want[((v.abs() * 8.0) as usize).min(7)] += 1;
+    }
+    assert_eq!(d.download(&hist).await.unwrap(), want);
+    system.shutdown().await;
+}

@@ -39,8 +39,29 @@ pub(crate) fn derive(input: TokenStream) -> TokenStream {
             vec![]
         }
     };
+    let only_repr_missing = !is_repr_c && item.generics.params.is_empty() && !fields.is_empty();
     if let Some(e) = errors.into_error() {
-        return e.to_compile_error();
+        let error = e.to_compile_error();
+        if only_repr_missing {
+            // The struct is otherwise fine: stand-in impls keep its uses (a kernel's
+            // parameter) from adding trait errors to the one that says what to fix. The
+            // program does not compile either way.
+            let name = &item.ident;
+            return quote! {
+                #error
+                // SAFETY: never run: the compile error above stops the build.
+                unsafe impl #krate::__private::cudarc::driver::DeviceRepr for #name {}
+                impl #krate::KernelArg for #name {
+                    fn cuda_decl() -> ::std::string::String {
+                        ::core::unreachable!("a KernelArg struct without #[repr(C)] does not compile")
+                    }
+                    fn write_bytes(&self, _: &mut [u8]) {
+                        ::core::unreachable!("a KernelArg struct without #[repr(C)] does not compile")
+                    }
+                }
+            };
+        }
+        return error;
     }
     let name = &item.ident;
     let name_str = name.to_string();

@@ -23,13 +23,14 @@ use crate::errors::Errors;
 pub(crate) fn entry(args: TokenStream, input: TokenStream) -> TokenStream {
     let mut errors = Errors::default();
     let options = super::options::parse(args, &mut errors);
-    let item = match super::parse_fn(
+    let mut item = match super::parse_fn(
         input,
         "#[device] goes on a function: `#[device] fn lerp<T: Float>(a: T, b: T, t: T) -> T { … }`",
     ) {
         Ok(f) => f,
         Err(tokens) => return tokens,
     };
+    super::spellings::accept_cuda_spellings(&mut item.block);
     if let Some((name, _)) = options.consts.first() {
         errors.at(
             name,

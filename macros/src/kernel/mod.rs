@@ -10,6 +10,7 @@ mod options;
 mod raw;
 mod relaxed;
 mod signature;
+mod spellings;
 mod translate;
 mod types;
 
@@ -65,13 +66,14 @@ pub(crate) fn device_fn_entry(args: TokenStream, input: TokenStream) -> TokenStr
 pub(crate) fn entry(args: TokenStream, input: TokenStream) -> TokenStream {
     let mut errors = Errors::default();
     let options = options::parse(args, &mut errors);
-    let item = match parse_fn(
+    let mut item = match parse_fn(
         input,
         "#[kernel] goes on a function: `#[kernel] fn saxpy<T: Float>(a: T, x: &[T], y: &mut [T]) { … }`",
     ) {
         Ok(f) => f,
         Err(tokens) => return tokens,
     };
+    spellings::accept_cuda_spellings(&mut item.block);
     let krate = crate::crate_path::runtime_path(options.krate.as_ref());
     let sig = signature::parse(&item, &mut errors, signature::Role::Kernel);
     check_const_values(&sig, &options.consts, &mut errors);
