@@ -60,7 +60,9 @@ fn exit_now(code: i32) -> ! {
 /// What the serving side shares across its threads and tasks.
 struct Serve {
     ctx: WorkerCtx,
-    socket: Mutex<UnixStream>,
+    /// Frames for the writer thread, the one writer of the socket: no task and not the
+    /// reading thread ever blocks on a socket buffer the user process is not draining.
+    outbox: Mutex<std::sync::mpsc::Sender<Outgoing>>,
     device: Device,
     in_flight: AtomicUsize,
     /// The `ActorGpu` serving each user `ActorGpu`'s requests (`device::origin`): made on its first
@@ -86,10 +88,29 @@ impl Serve {
 
 impl Serve {
     fn send(&self, kind: Kind, id: u64, payload: &[u8]) {
-        let mut s = self.socket.lock().unwrap_or_else(|p| p.into_inner());
-        if frame::write(&mut *s, kind, id, payload).is_err() {
-            // The user process is gone: so is the reason to exist.
+        let frame = Outgoing::Frame(frame::encode(kind, id, payload));
+        if self
+            .outbox
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .send(frame)
+            .is_err()
+        {
+            // The writer is gone, so is the user process: so is the reason to exist.
             exit_now(0);
+        }
+    }
+
+    /// Waits until every frame queued so far is written (before exiting on a fault).
+    fn flush(&self) {
+        let (done, written) = std::sync::mpsc::channel();
+        let queued = self
+            .outbox
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .send(Outgoing::Flush(done));
+        if queued.is_ok() {
+            let _ = written.recv_timeout(Duration::from_secs(5));
         }
     }
 
@@ -149,6 +170,21 @@ fn run(config: DeviceConfig) -> i32 {
             return 1;
         }
     };
+    let writer = match socket.try_clone() {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("atomr-accel-cuda worker: {e}");
+            return 1;
+        }
+    };
+    let (outbox, outgoing) = std::sync::mpsc::channel();
+    if let Err(e) = std::thread::Builder::new()
+        .name("atomr-worker-tx".into())
+        .spawn(move || write_loop(writer, outgoing))
+    {
+        eprintln!("atomr-accel-cuda worker: {e}");
+        return 1;
+    }
     let reader = match socket.try_clone() {
         Ok(r) => r,
         Err(e) => {
@@ -159,7 +195,7 @@ fn run(config: DeviceConfig) -> i32 {
     let info = device.state().info.expect("an open device has its info");
     let serve = Arc::new(Serve {
         ctx,
-        socket: Mutex::new(socket),
+        outbox: Mutex::new(outbox),
         device,
         in_flight: AtomicUsize::new(0),
         origins: Mutex::new(HashMap::new()),
@@ -173,6 +209,31 @@ fn run(config: DeviceConfig) -> i32 {
     serve_requests(&serve, reader, rt.handle());
     // End of file: the user process closed the channel (or exited).
     0
+}
+
+/// What the writer thread is handed.
+enum Outgoing {
+    /// An encoded frame to write.
+    Frame(Vec<u8>),
+    /// Say so once everything before is written.
+    Flush(std::sync::mpsc::Sender<()>),
+}
+
+/// The writer thread: writes each queued frame in turn; the user process gone (a write
+/// fails), the worker exits.
+fn write_loop(mut socket: UnixStream, outgoing: std::sync::mpsc::Receiver<Outgoing>) {
+    for item in outgoing {
+        match item {
+            Outgoing::Frame(f) => {
+                if socket.write_all(&f).and_then(|()| socket.flush()).is_err() {
+                    exit_now(0);
+                }
+            }
+            Outgoing::Flush(done) => {
+                let _ = done.send(());
+            }
+        }
+    }
 }
 
 /// Reads frames until the channel closes; each request runs as a task of its own.
@@ -264,5 +325,6 @@ async fn watch_for_fault(serve: Arc<Serve>) {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     serve.send_error(Kind::Fault, 0, &cause);
+    serve.flush();
     exit_now(FAULT_EXIT)
 }
