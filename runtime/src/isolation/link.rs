@@ -20,7 +20,7 @@ use crate::error::GpuError;
 use crate::gpu_ref::BufferOwner;
 use crate::observability::{decode_events, register_remote, RemoteTimeline, TimelineEvent};
 use crate::wire::arena::{io_error, Arena, Lease};
-use crate::wire::frame::{self, Kind};
+use crate::wire::frame::{self, Kind, Outgoing};
 use crate::wire::{ClientCtx, Reader, ReplySlot, Side, Wire, Writer};
 
 /// Tells the supervisor that the worker is gone, and why.
@@ -54,7 +54,7 @@ pub(crate) struct LinkShared {
     /// Frames for the writer thread, the one writer of the socket: no caller (a tokio
     /// thread, the reader thread answering a reply with a release) ever blocks on a
     /// socket buffer the worker is not draining.
-    outbox: Mutex<std::sync::mpsc::Sender<Vec<u8>>>,
+    outbox: Mutex<std::sync::mpsc::Sender<Outgoing>>,
     /// The socket, for shutting it down (its writing is the writer thread's).
     socket: UnixStream,
     requests: Mutex<Requests>,
@@ -115,7 +115,7 @@ impl LinkShared {
         let pid = child.id();
         let reader = ours.try_clone().map_err(|e| io_error("socket clone", e))?;
         let writer = ours.try_clone().map_err(|e| io_error("socket clone", e))?;
-        let (outbox, outgoing) = std::sync::mpsc::channel::<Vec<u8>>();
+        let (outbox, outgoing) = std::sync::mpsc::channel::<Outgoing>();
         let link = Arc::new_cyclic(|weak: &std::sync::Weak<LinkShared>| LinkShared {
             ctx: ClientCtx {
                 device_id: config.device_id,
@@ -152,7 +152,14 @@ impl LinkShared {
             .map_err(|e| io_error("reader thread", e))?;
         std::thread::Builder::new()
             .name(format!("atomr-worker-{}-tx", config.device_id))
-            .spawn(move || write_loop(writer, outgoing))
+            .spawn(move || {
+                let mut writer = writer;
+                // A write failed (the worker is gone): shut the socket so that the
+                // reader ends and fails what is pending.
+                if frame::write_loop(&mut writer, outgoing).is_err() {
+                    let _ = writer.shutdown(std::net::Shutdown::Both);
+                }
+            })
             .map_err(|e| io_error("writer thread", e))?;
         match tokio::time::timeout(iso.start_timeout, ready_rx).await {
             Ok(Ok(Ok(info))) => {
@@ -218,7 +225,7 @@ impl LinkShared {
     /// Queues a frame for the writer thread; an error once the writer is gone (the
     /// channel broke: the reader then fails every pending request).
     fn send_frame(&self, kind: Kind, id: u64, payload: &[u8]) -> Result<(), GpuError> {
-        let frame = frame::encode(kind, id, payload);
+        let frame = Outgoing::Frame(frame::encode(kind, id, payload));
         self.outbox
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -464,19 +471,6 @@ impl LinkShared {
         match self.child.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
             Some(c) => c.kill().map_err(|e| io_error("killing the worker", e)),
             None => Ok(()),
-        }
-    }
-}
-
-/// The writer thread: writes each queued frame in turn. A write that fails (the worker
-/// is gone) shuts the socket down, so the reader ends and fails what is pending; the
-/// thread ends when the link is dropped.
-fn write_loop(mut socket: UnixStream, frames: std::sync::mpsc::Receiver<Vec<u8>>) {
-    use std::io::Write;
-    for f in frames {
-        if socket.write_all(&f).and_then(|()| socket.flush()).is_err() {
-            let _ = socket.shutdown(std::net::Shutdown::Both);
-            return;
         }
     }
 }

@@ -17,7 +17,7 @@ use crate::device::route::Routed;
 use crate::device::{ActorGpu, Device, DeviceConfig};
 use crate::error::GpuError;
 use crate::wire::arena::Arena;
-use crate::wire::frame::{self, Kind};
+use crate::wire::frame::{self, Kind, Outgoing};
 use crate::wire::{Reader, Side, Wire, WorkerCtx, Writer};
 
 /// Exit status of a worker after a sticky fault.
@@ -180,7 +180,13 @@ fn run(config: DeviceConfig) -> i32 {
     let (outbox, outgoing) = std::sync::mpsc::channel();
     if let Err(e) = std::thread::Builder::new()
         .name("atomr-worker-tx".into())
-        .spawn(move || write_loop(writer, outgoing))
+        .spawn(move || {
+            let mut writer = writer;
+            // A write failed: the user process is gone, and with it the reason to exist.
+            if frame::write_loop(&mut writer, outgoing).is_err() {
+                exit_now(0);
+            }
+        })
     {
         eprintln!("atomr-accel-cuda worker: {e}");
         return 1;
@@ -209,31 +215,6 @@ fn run(config: DeviceConfig) -> i32 {
     serve_requests(&serve, reader, rt.handle());
     // End of file: the user process closed the channel (or exited).
     0
-}
-
-/// What the writer thread is handed.
-enum Outgoing {
-    /// An encoded frame to write.
-    Frame(Vec<u8>),
-    /// Say so once everything before is written.
-    Flush(std::sync::mpsc::Sender<()>),
-}
-
-/// The writer thread: writes each queued frame in turn; the user process gone (a write
-/// fails), the worker exits.
-fn write_loop(mut socket: UnixStream, outgoing: std::sync::mpsc::Receiver<Outgoing>) {
-    for item in outgoing {
-        match item {
-            Outgoing::Frame(f) => {
-                if socket.write_all(&f).and_then(|()| socket.flush()).is_err() {
-                    exit_now(0);
-                }
-            }
-            Outgoing::Flush(done) => {
-                let _ = done.send(());
-            }
-        }
-    }
 }
 
 /// Reads frames until the channel closes; each request runs as a task of its own.

@@ -500,6 +500,25 @@ mod tests {
             .0
     }
 
+    /// A hand-made rank 0 on `port`: challenges one rank, welcomes it with `proof`,
+    /// and holds the connection until the returned sender is dropped (its process
+    /// leaving the world).
+    async fn fake_coordinator(port: u16, proof: Option<Proof>) -> tokio::sync::oneshot::Sender<()> {
+        let fake = TcpListener::bind(("127.0.0.1", port)).await.unwrap();
+        let (leave, left) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let (mut s, _) = fake.accept().await.unwrap();
+            write_frame(&mut s, &Frame::Challenge { nonce: [1; 32] }, &[])
+                .await
+                .unwrap();
+            let _ = read_frame(&mut s, |_| 0).await;
+            let welcome = Frame::Welcome { nccl_id: None, proof };
+            write_frame(&mut s, &welcome, &[]).await.unwrap();
+            let _ = left.await;
+        });
+        leave
+    }
+
     fn sum_call(len: usize) -> Call {
         Call {
             kind: Kind::AllReduce(ReduceOp::Sum),
@@ -567,20 +586,7 @@ mod tests {
 
         // A rank with a token refuses a coordinator that cannot prove it knows it.
         let port = free_port();
-        let fake = TcpListener::bind(("127.0.0.1", port)).await.unwrap();
-        tokio::spawn(async move {
-            let (mut s, _) = fake.accept().await.unwrap();
-            write_frame(&mut s, &Frame::Challenge { nonce: [1; 32] }, &[])
-                .await
-                .unwrap();
-            let _ = read_frame(&mut s, |_| 0).await;
-            let welcome = Frame::Welcome {
-                nccl_id: None,
-                proof: Some([0; 32]),
-            };
-            write_frame(&mut s, &welcome, &[]).await.unwrap();
-            tokio::time::sleep(QUICK).await;
-        });
+        let _fake = fake_coordinator(port, Some([0; 32])).await;
         let e = join(world(port, 1, 2).with_token("s3cret"), QUICK)
             .await
             .err()
@@ -692,22 +698,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_member_hears_its_coordinator_leave() {
         let port = free_port();
-        let fake = TcpListener::bind(("127.0.0.1", port)).await.unwrap();
-        let (gone_tx, gone_rx) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(async move {
-            let (mut s, _) = fake.accept().await.unwrap();
-            write_frame(&mut s, &Frame::Challenge { nonce: [1; 32] }, &[])
-                .await
-                .unwrap();
-            let _ = read_frame(&mut s, |_| 0).await;
-            let welcome = Frame::Welcome {
-                nccl_id: None,
-                proof: None,
-            };
-            write_frame(&mut s, &welcome, &[]).await.unwrap();
-            let _ = gone_rx.await;
-            drop(s);
-        });
+        let gone_tx = fake_coordinator(port, None).await;
         let Joined::Member(client) = join(world(port, 1, 2), QUICK).await.unwrap() else {
             panic!("rank 1 is a member")
         };
@@ -722,7 +713,7 @@ mod tests {
                 codec,
             )
             .await;
-        gone_tx.send(()).unwrap();
+        drop(gone_tx);
         match tokio::time::timeout(QUICK, mine).await.unwrap().unwrap() {
             Err(GpuError::DeviceLost(m)) => assert!(m.contains("coordinator"), "{m}"),
             other => panic!("{:?}", other.map(|_| ())),

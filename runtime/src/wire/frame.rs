@@ -83,6 +83,33 @@ pub(crate) fn write(out: &mut impl Write, kind: Kind, id: u64, payload: &[u8]) -
     out.flush()
 }
 
+/// What a link's writer thread is handed.
+pub(crate) enum Outgoing {
+    /// An encoded frame ([`encode`]) to write.
+    Frame(Vec<u8>),
+    /// Answered once everything queued before it is written.
+    Flush(std::sync::mpsc::Sender<()>),
+}
+
+/// A link's writer thread: writes each queued frame in turn, as the one writer of its
+/// socket, so that no caller (a runtime thread, a reading thread) blocks on a socket
+/// buffer the other side is not draining. Returns when the queue closes, or with the
+/// error of a write that failed (the other side is gone).
+pub(crate) fn write_loop(out: &mut impl Write, queue: std::sync::mpsc::Receiver<Outgoing>) -> std::io::Result<()> {
+    for item in queue {
+        match item {
+            Outgoing::Frame(f) => {
+                out.write_all(&f)?;
+                out.flush()?;
+            }
+            Outgoing::Flush(done) => {
+                let _ = done.send(());
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Reads one frame; an unknown kind or an oversized length is an `InvalidData` error.
 pub(crate) fn read(input: &mut impl Read) -> std::io::Result<(Kind, u64, Vec<u8>)> {
     let mut head = [0u8; 17];
