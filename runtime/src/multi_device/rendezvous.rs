@@ -725,4 +725,35 @@ mod tests {
         keep_alive(&s);
         assert!(socket2::SockRef::from(&s).keepalive().unwrap());
     }
+
+    /// A member that is admitted and then says nothing more (as a half-open connection
+    /// to a host that vanished looks until keepalive gives up) holds no collective up
+    /// past the device's deadline: rank 0's call ends in `Timeout`, and the meeting is
+    /// abandoned for every party.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_silent_member_times_collectives_out() {
+        use crate::device::{Device, DeviceConfig};
+        use crate::multi_device::World;
+        let port = free_port();
+        let system = crate::actor::ActorSystem::new("silent-member");
+        let config = DeviceConfig {
+            request_timeout: Duration::from_millis(500),
+            ..DeviceConfig::cpu()
+        };
+        let dev = Device::open(&system, config).await.unwrap();
+        let rank0 = {
+            let dev = dev.clone();
+            tokio::spawn(async move { World::join(&dev, &world(port, 0, 2)).await })
+        };
+        let mut silent = say_hello(port, hello(1, 2, None)).await;
+        assert!(matches!(answer(&mut silent).await, Frame::Welcome { .. }));
+        let rank = rank0.await.unwrap().unwrap();
+        let x = dev.upload(vec![1.0f32; 4]).await.unwrap();
+        let t0 = Instant::now();
+        let e = rank.all_reduce(&x, &x, ReduceOp::Sum).await.unwrap_err();
+        assert!(matches!(e, GpuError::Timeout(_)), "{e}");
+        assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+        drop(silent);
+        system.shutdown().await;
+    }
 }
