@@ -252,21 +252,29 @@ async fn unjournalled(config: DeviceConfig) {
     let _ = std::fs::remove_file(&path);
 }
 
+/// Records an upload of fresh data and its download at `path`; returns the journal's
+/// five lines (begin, two requests, two answers).
+async fn small_journal(d: &Device, path: &std::path::Path) -> Vec<String> {
+    let r = Recorder::create(d, path).await.unwrap();
+    let host = f32s(&rand_vec(16));
+    let g = d.upload(host.clone()).await.unwrap();
+    assert_eq!(d.download(&g).await.unwrap(), host);
+    r.finish().unwrap();
+    let lines: Vec<String> = std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    assert_eq!(lines.len(), 5, "begin, two requests, two answers: {lines:?}");
+    lines
+}
+
 async fn bad(config: DeviceConfig) {
     let sys = ActorSystem::new("replay-bad");
     let d = Device::open(&sys, config).await.unwrap();
     // A small real journal to break.
     let path = journal("small");
-    let r = Recorder::create(&d, &path).await.unwrap();
-    let g = d.upload(f32s(&rand_vec(8))).await.unwrap();
-    d.download(&g).await.unwrap();
-    r.finish().unwrap();
-    let good: Vec<String> = std::fs::read_to_string(&path)
-        .unwrap()
-        .lines()
-        .map(String::from)
-        .collect();
-    assert_eq!(good.len(), 5, "begin, two requests, two answers: {good:?}");
+    let good = small_journal(&d, &path).await;
     let header = good[0].clone();
     let v1 = header.replace(&format!("\"version\":{VERSION}"), "\"version\":1");
     let no_upload: Vec<String> = good.iter().filter(|l| !l.contains("upload")).cloned().collect();
@@ -299,23 +307,13 @@ async fn torn_private_linked(config: DeviceConfig) {
     let sys = ActorSystem::new("replay-torn");
     let d = Device::open(&sys, config).await.unwrap();
     let path = journal("torn");
-    let r = Recorder::create(&d, &path).await.unwrap();
-    let host = f32s(&rand_vec(16));
-    let g = d.upload(host.clone()).await.unwrap();
-    assert_eq!(d.download(&g).await.unwrap(), host);
-    r.finish().unwrap();
+    let good = small_journal(&d, &path).await;
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600, "the journal holds every uploaded byte");
     }
-    let good: Vec<String> = std::fs::read_to_string(&path)
-        .unwrap()
-        .lines()
-        .map(String::from)
-        .collect();
-    assert_eq!(good.len(), 5, "begin, two requests, two answers: {good:?}");
     // Cut inside the last answer: both requests replay, one answer is checked.
     let last = &good[4];
     let torn = format!("{}\n{}", good[..4].join("\n"), &last[..last.len() / 2]);
