@@ -113,8 +113,9 @@ async fn waiting_does_not_block_the_event_actor() {
         .unwrap();
     let (start, end) = (d.create_event().await.unwrap(), d.create_event().await.unwrap());
     d.record_event(&start, &[&x]).await.unwrap();
-    // Long enough (hundreds of ms) that the query below comes while it runs even when the
-    // binary's other GPU tests share the card (4M iterations raced them once).
+    // Long enough (hundreds of ms) that the query below comes while it runs. The test
+    // still fails now and then beside the binary's other GPU tests, with this length too:
+    // its cause is open (issue note, BENCHMARKS.md).
     let call = spin::call(LaunchConfig::for_elements(n, 256), 40_000_000, &x, &mut y);
     let launch = {
         let d = d.clone();
