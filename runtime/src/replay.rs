@@ -178,23 +178,25 @@ pub async fn replay(path: impl AsRef<Path>, device: &Device) -> Result<ReplayRep
         let n = i + 1;
         // A line that cannot be read or parsed ends the recording when it is the last
         // (written in part before a crash); anywhere else the journal is corrupt.
+        // (A line that cannot be read elsewhere is an `Io` error, one that does not parse
+        // `InvalidArgument`.)
         let parsed = text
-            .map_err(|e| format!("journal line {n}: {e}"))
+            .map_err(|e| GpuError::io(format!("reading journal line {n}"), e))
             .and_then(|t| match t.trim().is_empty() {
                 true => Ok(None),
                 false => serde_json::from_str::<Line>(&t)
                     .map(|l| Some((l, t)))
-                    .map_err(|e| format!("journal line {n}: {e}")),
+                    .map_err(|e| GpuError::invalid(format!("journal line {n}: {e}"))),
             });
         let (line, text) = match parsed {
             Ok(Some(parsed)) => parsed,
             Ok(None) => continue,
-            Err(why) if n > 1 && lines.peek().is_none() => {
-                tracing::warn!(%why, "the journal ends in a torn line: replayed up to it");
-                report.torn_end = Some(why);
+            Err(e) if n > 1 && lines.peek().is_none() => {
+                tracing::warn!(error = %e, "the journal ends in a torn line: replayed up to it");
+                report.torn_end = Some(e.to_string());
                 break;
             }
-            Err(why) => return Err(GpuError::invalid(why)),
+            Err(e) => return Err(e),
         };
         let at = |e: GpuError| GpuError::invalid(format!("journal line {n}: {e}"));
         match (n, line) {
