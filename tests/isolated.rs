@@ -113,6 +113,9 @@ fn round_trip(config: DeviceConfig) -> Pin<Box<dyn Future<Output = ()> + Send>> 
         check_kernel(&dev, 10_000).await;
         check_sparse(&dev).await;
         check_library_kernels(&dev).await;
+        // Its memory and streams live in the worker: nothing to lend in this process.
+        let e = dev.interop().await.unwrap_err();
+        assert!(matches!(&e, GpuError::Unsupported(m) if m.contains("isolated")), "{e}");
         // Every element type crosses exactly: small (inline) and large (shared memory).
         for n in [3usize, 1 << 20] {
             let v: Vec<u8> = (0..n).map(|i| (i * 31 % 251) as u8).collect();

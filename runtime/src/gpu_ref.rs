@@ -5,9 +5,12 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::CudaSlice;
 
+mod host_elems;
 mod locked;
 mod operands;
 mod parts;
+
+pub(crate) use host_elems::HostElems;
 
 use locked::Held;
 pub(crate) use locked::{Locked, Region, RegionMut};
@@ -49,8 +52,8 @@ impl Drop for RemoteBuf {
 
 /// Where a buffer's elements live.
 pub(crate) enum Storage<T> {
-    /// Host memory of the CPU device.
-    Cpu(Vec<T>),
+    /// Host memory of the CPU device (its own, or borrowed from a foreign owner).
+    Cpu(HostElems<T>),
     /// Device memory. Stream ordering comes with it: cudarc records the last writer's
     /// event on the slice and makes later users on other streams wait on it, and frees it
     /// stream-ordered after pending work when dropped.
@@ -70,7 +73,16 @@ pub(crate) struct Buffer<T> {
     /// A buffer of an isolated device: the memory is in the worker process, this is its
     /// id there (the `Storage` is empty).
     remote: Option<RemoteBuf>,
+    /// Memory another library allocated (a cudarc program, PyTorch through DLPack, a raw
+    /// pointer): what keeps it alive while the buffer lives, released only after the
+    /// GPU work on the buffer has finished. The storage then never frees the memory.
+    foreign: Option<Foreign>,
 }
+
+/// The owner of memory a buffer borrows: dropped (which may free the memory — a DLPack
+/// deleter, a cudarc `CudaSlice`, a release callback) once the buffer is gone and its
+/// last use has completed.
+pub(crate) type Foreign = Box<dyn std::any::Any + Send + Sync>;
 
 impl<T> Drop for Buffer<T> {
     fn drop(&mut self) {
@@ -81,11 +93,26 @@ impl<T> Drop for Buffer<T> {
         // cudarc frees the slice after the uses its events know of: all of them, then.
         held.record();
         if self.managed {
-            if let Storage::Cuda(s) = std::mem::replace(&mut held.storage, Storage::Cpu(Vec::new())) {
+            if let Storage::Cuda(s) = std::mem::replace(&mut held.storage, Storage::Cpu(HostElems::empty())) {
                 if let Err(e) = crate::sys::managed::free_managed(s) {
                     tracing::warn!(error = %e, "could not free managed memory");
                 }
             }
+        }
+        if let Some(owner) = self.foreign.take() {
+            if let Storage::Cuda(s) = std::mem::replace(&mut held.storage, Storage::Cpu(HostElems::empty())) {
+                // `leak` orders the slice's stream after the buffer's last readers and
+                // writers without freeing: the memory is the owner's to free, once that
+                // work is done.
+                let stream = s.stream().clone();
+                s.leak();
+                if let Err(e) = stream.synchronize() {
+                    tracing::warn!(error = %e, "could not wait for the work on a borrowed buffer; its owner is kept");
+                    std::mem::forget(owner);
+                    return;
+                }
+            }
+            drop(owner);
         }
     }
 }
@@ -171,6 +198,7 @@ impl<T: DTypeBase> GpuRef<T> {
                 on_drop,
                 managed: false,
                 remote: None,
+                foreign: None,
             }),
             start: 0,
             len,
@@ -179,9 +207,29 @@ impl<T: DTypeBase> GpuRef<T> {
 
     /// A handle to a buffer of an isolated device's worker.
     pub(crate) fn new_remote(device_id: usize, generation: u64, len: usize, remote: RemoteBuf) -> Self {
-        let mut r = GpuRef::new(device_id, generation, len, Storage::Cpu(Vec::new()), None);
+        let mut r = GpuRef::new(device_id, generation, len, Storage::Cpu(HostElems::empty()), None);
         Arc::get_mut(&mut r.buf).expect("just created").remote = Some(remote);
         r
+    }
+
+    /// A handle to memory `owner` keeps alive (`interop`): the storage borrows it and
+    /// never frees it; `owner` is dropped after the buffer's last use has completed.
+    pub(crate) fn new_foreign(
+        device_id: usize,
+        generation: u64,
+        len: usize,
+        storage: Storage<T>,
+        owner: Foreign,
+    ) -> Self {
+        let mut r = GpuRef::new(device_id, generation, len, storage, None);
+        Arc::get_mut(&mut r.buf).expect("just created").foreign = Some(owner);
+        r
+    }
+
+    /// True for memory borrowed from another library (a cudarc slice, a DLPack tensor, a
+    /// raw pointer, an IPC handle): the buffer keeps its owner alive instead of freeing it.
+    pub fn is_borrowed(&self) -> bool {
+        self.buf.foreign.is_some()
     }
 
     /// A view of elements `range` of this handle's window (so views of views compose):

@@ -19,6 +19,7 @@ pub mod gpu_ref;
 pub mod graph;
 pub mod hopper;
 pub mod host;
+pub mod interop;
 mod invalid;
 pub mod isolation;
 pub mod kernel;

@@ -172,7 +172,7 @@ impl ContextCore {
                     self.device_id(),
                     self.generation,
                     len,
-                    Storage::Cpu(v),
+                    Storage::Cpu(v.into()),
                     Some(on_drop),
                 ));
             }
@@ -547,6 +547,16 @@ impl ContextCore {
             completer,
             generation: self.generation,
         })
+    }
+
+    /// The handle other libraries use this generation through: a new stream of the
+    /// context on a GPU, none on the CPU device.
+    pub(crate) fn interop(&self) -> Result<crate::interop::Interop, GpuError> {
+        let stream = match &self.engine {
+            Engine::Cpu => None,
+            Engine::Cuda(c) => Some(crate::sys::graph::new_stream(&c.ctx).map_err(|e| self.observe(e))?),
+        };
+        Ok(crate::interop::Interop::new(self.device_id(), self.generation, stream))
     }
 
     /// Enqueues the copy of pageable `data` into `dst`: through two pinned staging buffers

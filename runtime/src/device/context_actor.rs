@@ -364,6 +364,15 @@ impl ContextActor {
         self.core()?.lane()
     }
 
+    /// This device's context as other libraries see it — cudarc's context and a stream
+    /// of its own (none on the CPU device), and the current generation — to lend buffers
+    /// to cudarc, raw CUDA or DLPack consumers and to take theirs ([`crate::interop`]).
+    /// `Unsupported` on an isolated device, whose memory lives in its worker process.
+    #[handler(device)]
+    fn interop(&mut self) -> Result<crate::interop::Interop, GpuError> {
+        self.core()?.interop()
+    }
+
     /// Fault drill (`TestHooks::inject_fault`): the device behaves as if its stream had
     /// reported the sticky CUDA error `code` (700, 719, …) — lost, every pending and later
     /// request failing with typed errors; an isolated device's worker then reports the

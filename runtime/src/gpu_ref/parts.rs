@@ -155,7 +155,7 @@ mod tests {
 
     fn host_buffer(v: Vec<f64>) -> GpuRef<f64> {
         let len = v.len();
-        GpuRef::new(0, 0, len, Storage::Cpu(v), None)
+        GpuRef::new(0, 0, len, Storage::Cpu(v.into()), None)
     }
 
     fn contents(r: &GpuRef<f64>) -> Vec<f64> {
@@ -211,7 +211,7 @@ mod tests {
     #[test]
     fn the_extra_buffer_is_locked_with_them() {
         let one = host_buffer(vec![1.0, 2.0, 3.0, 4.0]);
-        let pivots = GpuRef::new(0, 0, 2, Storage::Cpu(vec![7i32, 8]), None);
+        let pivots = GpuRef::new(0, 0, 2, Storage::Cpu(vec![7i32, 8].into()), None);
         let (lo, hi) = (one.view(0..2).unwrap(), one.view(2..4).unwrap());
         let sum = with_parts_and("test", [(&hi, "hi"), (&lo, "lo")], Some(&pivots), |[hi, lo], p| {
             let p = p.expect("locked").host().unwrap().to_vec();

@@ -14,6 +14,7 @@ mod cufft;
 mod curand;
 pub mod cusolver;
 pub(crate) mod cusparse;
+pub(crate) mod foreign;
 pub(crate) mod graph;
 pub(crate) mod hopper;
 pub(crate) mod managed;
