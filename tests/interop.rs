@@ -11,10 +11,11 @@ use std::sync::Arc;
 use atomr_accel_cuda::actor::ActorSystem;
 use atomr_accel_cuda::interop::dlpack::ffi::{self, DLManagedTensor, DLManagedTensorVersioned};
 use atomr_accel_cuda::interop::dlpack::{dl_dtype, ConsumerStream, DlpackTensor};
+use atomr_accel_cuda::interop::IpcHandle;
 use atomr_accel_cuda::interop::{Access, Interop};
 use atomr_accel_cuda::prelude::*;
 use atomr_accel_cuda::testing::TestHooks;
-use common::{gemm_ref, rand_vec, rel_err};
+use common::{gemm_ref, rand_vec, rel_err, seeded_vec};
 
 on_both! {
     a_dlpack_tensor_round_trips_sharing_memory => round_trip;
@@ -25,6 +26,8 @@ on_both! {
     a_buffer_from_before_a_rebuild_is_stale => stale;
     ten_thousand_exchanges_leak_nothing => no_leaks;
     cudarc_views_and_slices => cudarc;
+    a_buffer_is_shared_with_another_process => ipc;
+    bad_ipc_handles_are_typed_errors => bad_ipc;
 }
 
 async fn open(config: DeviceConfig) -> (ActorSystem, Device, Interop) {
@@ -449,5 +452,145 @@ async fn cudarc(config: DeviceConfig) {
         let s = other.default_stream();
         assert!(buf.with_device_ptr(&iop, &s, Access::Read, |_| ()).is_err());
     }
+    sys.shutdown().await;
+}
+
+/// Starts this test binary again as the peer process of an IPC test (`ipc_peer`), with
+/// the handle, the backend and what to expect; returns what it printed, or panics with
+/// it if the peer failed.
+fn run_peer(handle: &IpcHandle, cuda: bool, expect: &str) -> String {
+    let hex: String = handle.to_bytes().iter().map(|b| format!("{b:02x}")).collect();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "ipc_peer", "--nocapture", "--test-threads=1"])
+        .env("ATOMR_TEST_IPC_HANDLE", hex)
+        .env("ATOMR_TEST_IPC_BACKEND", if cuda { "cuda" } else { "cpu" })
+        .env("ATOMR_TEST_IPC_EXPECT", expect)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && text.contains("ipc peer: done"),
+        "the peer process failed:\n{text}"
+    );
+    text
+}
+
+/// The other process of the IPC tests, started by `run_peer` with its instructions in the
+/// environment: `ATOMR_TEST_IPC_EXPECT` is either `seed:N` (open the handle, check its
+/// elements against `seeded_vec(len, N)` in float64, double them in place) or `stale`
+/// (opening must fail as stale). Run directly, without them, it is not a test and
+/// returns at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ipc_peer() {
+    let (Ok(hex), Ok(backend), Ok(expect)) = (
+        std::env::var("ATOMR_TEST_IPC_HANDLE"),
+        std::env::var("ATOMR_TEST_IPC_BACKEND"),
+        std::env::var("ATOMR_TEST_IPC_EXPECT"),
+    ) else {
+        return;
+    };
+    let bytes: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect();
+    let handle = IpcHandle::from_bytes(&bytes).unwrap();
+    let config = if backend == "cuda" {
+        DeviceConfig::cuda(0)
+    } else {
+        DeviceConfig::cpu()
+    };
+    let (sys, d, iop) = open(config).await;
+    if expect == "stale" {
+        let e = iop.open_ipc::<f64>(&handle).unwrap_err();
+        assert!(
+            matches!(&e, GpuError::InvalidArgument(i) if i.to_string().contains("stale")),
+            "{e}"
+        );
+    } else {
+        let seed: u64 = expect.strip_prefix("seed:").unwrap().parse().unwrap();
+        let shared = iop.open_ipc::<f64>(&handle).unwrap();
+        assert!(shared.is_borrowed());
+        let want = seeded_vec(handle.len(), seed);
+        assert_eq!(
+            d.download(&shared).await.unwrap(),
+            want,
+            "the peer sees the exporter's elements"
+        );
+        d.scal(2.0f64, &shared).await.unwrap();
+        // Finished (a download waits for it) before the exporter is told.
+        let doubled = d.download(&shared).await.unwrap();
+        assert!(rel_err(&doubled, &want.iter().map(|v| 2.0 * v).collect::<Vec<_>>()) < 1e-15);
+    }
+    println!("ipc peer: done");
+    sys.shutdown().await;
+}
+
+async fn ipc(config: DeviceConfig) {
+    let (sys, d, iop) = open(config).await;
+    let n = 3001;
+    let seed = rand_vec(1)[0].to_bits();
+    let x = seeded_vec(n, seed);
+    let shared = iop.alloc_shareable::<f64>(n + 16).unwrap();
+    assert_eq!(d.download(&shared).await.unwrap(), vec![0.0; n + 16], "zeroed");
+    // A view of it crosses (its window only), written by the device just before.
+    let window = shared.view(16..).unwrap();
+    d.write(&window, x.clone()).await.unwrap();
+    let handle = window.export_ipc(&iop).unwrap();
+    assert_eq!((handle.len(), handle.dtype()), (n, "f64"));
+    run_peer(&handle, iop.is_cuda(), &format!("seed:{seed}"));
+    // The peer doubled the elements in place: our memory, not a copy.
+    let want: Vec<f64> = x.iter().map(|v| 2.0 * v).collect();
+    assert!(rel_err(&d.download(&window).await.unwrap(), &want) < 1e-15);
+    assert_eq!(
+        d.download(&shared.view(..16).unwrap()).await.unwrap(),
+        vec![0.0; 16],
+        "outside the window, untouched"
+    );
+    // Once the exporter drops the buffer, the handle is stale.
+    drop((window, shared));
+    run_peer(&handle, iop.is_cuda(), "stale");
+    sys.shutdown().await;
+}
+
+async fn bad_ipc(config: DeviceConfig) {
+    let (sys, d, iop) = open(config).await;
+    let invalid = |e: GpuError, says: &str| match &e {
+        GpuError::InvalidArgument(i) if i.to_string().contains(says) => {}
+        _ => panic!("expected an InvalidArgument saying {says:?}, got {e}"),
+    };
+    // An ordinary buffer is not shareable memory.
+    let plain = d.upload(vec![1.0f32; 8]).await.unwrap();
+    invalid(plain.export_ipc(&iop).unwrap_err(), "alloc_shareable");
+    let shared = iop.alloc_shareable::<f32>(8).unwrap();
+    let handle = shared.export_ipc(&iop).unwrap();
+    // Another element type; this very process.
+    invalid(iop.open_ipc::<u32>(&handle).unwrap_err(), "opened as u32");
+    invalid(iop.open_ipc::<f32>(&handle).unwrap_err(), "this process exported");
+    // As if from another process: the pid rewritten (bytes 10..14 of the encoding).
+    let mut bytes = handle.to_bytes();
+    bytes[10..14].copy_from_slice(&(std::process::id() ^ 1).to_le_bytes());
+    if iop.is_cuda() {
+        // Another GPU: the UUID after the header, magic 8 + 2 + pid 4 + dtype 1+3 + 16.
+        let at = 8 + 2 + 4 + 1 + 3 + 16;
+        bytes[at] ^= 0xff;
+        invalid(
+            iop.open_ipc::<f32>(&IpcHandle::from_bytes(&bytes).unwrap())
+                .unwrap_err(),
+            "another GPU",
+        );
+    } else {
+        // A descriptor that process does not have: stale.
+        invalid(
+            iop.open_ipc::<f32>(&IpcHandle::from_bytes(&bytes).unwrap())
+                .unwrap_err(),
+            "stale",
+        );
+    }
+    invalid(IpcHandle::from_bytes(&bytes[..20]).unwrap_err(), "cut short");
+    invalid(IpcHandle::from_bytes(b"not a handle at all").unwrap_err(), "ATOMRIPC");
     sys.shutdown().await;
 }

@@ -226,6 +226,11 @@ impl<T: DTypeBase> GpuRef<T> {
         r
     }
 
+    /// The owner of borrowed memory (what `interop` put there), to recognise its kind.
+    pub(crate) fn foreign_owner(&self) -> Option<&(dyn std::any::Any + Send + Sync)> {
+        self.buf.foreign.as_deref()
+    }
+
     /// True for memory borrowed from another library (a cudarc slice, a DLPack tensor, a
     /// raw pointer, an IPC handle): the buffer keeps its owner alive instead of freeing it.
     pub fn is_borrowed(&self) -> bool {

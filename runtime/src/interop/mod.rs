@@ -15,6 +15,9 @@
 //!   memory someone else allocated, its owner kept alive until the buffer's last use.
 //! - **DLPack**: [`GpuRef::to_dlpack`] exports, [`Interop::from_dlpack`] imports
 //!   ([`dlpack`]).
+//! - **another process**: [`GpuRef::export_ipc`] gives an [`IpcHandle`] that
+//!   [`Interop::open_ipc`] opens in another process of the machine (CUDA IPC; a shared
+//!   memory file on the CPU device), for memory from [`Interop::alloc_shareable`].
 //!
 //! The generation check holds across all of it: a buffer adopted or imported through an
 //! `Interop` made before a context rebuild is `Stale` afterwards, like any other.
@@ -24,6 +27,7 @@
 mod adopt;
 mod cuda_views;
 pub mod dlpack;
+mod ipc;
 
 use std::sync::Arc;
 
@@ -34,6 +38,7 @@ use crate::error::GpuError;
 use crate::gpu_ref::GpuRef;
 
 pub use cuda_views::Access;
+pub use ipc::IpcHandle;
 
 /// A device's context as other libraries see it: the CUDA context and a stream of it
 /// (none on the CPU device), and the generation its buffers belong to.

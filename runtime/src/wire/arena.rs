@@ -65,6 +65,23 @@ impl Arena {
         Arena::map(file, ALIGN)
     }
 
+    /// Maps the arena another process holds open as descriptor `fd` (through
+    /// `/proc/<pid>/fd`, which the kernel lets a process of the same user open): a
+    /// CPU-device IPC handle. Gone (the process exited, the arena was dropped) is an
+    /// `InvalidArgument` saying so.
+    pub(crate) fn open_of(pid: u32, fd: RawFd) -> Result<Arc<Arena>, GpuError> {
+        let path = format!("/proc/{pid}/fd/{fd}");
+        let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).map_err(|e| {
+            GpuError::InvalidArgument(
+                crate::error::Invalid::new(format!(
+                    "the IPC handle cannot be opened ({path}: {e}): stale (its buffer was dropped or its process                      exited) or of another user"
+                ))
+                .arg("handle"),
+            )
+        })?;
+        Arena::map(file, ALIGN)
+    }
+
     fn map(file: File, align: usize) -> Result<Arc<Arena>, GpuError> {
         let map = MmapRaw::map_raw(&file).map_err(|e| io_error("mapping the shared arena", e))?;
         let len = map.len();
@@ -118,6 +135,22 @@ impl Arena {
     /// The start of the mapping.
     pub(crate) fn ptr(&self) -> *const u8 {
         self.map.as_ptr()
+    }
+
+    /// The inode of the arena's file: what names it across processes, where descriptor
+    /// numbers are reused.
+    pub(crate) fn inode(&self) -> Result<u64, GpuError> {
+        use std::os::unix::fs::MetadataExt;
+        Ok(self
+            .file
+            .metadata()
+            .map_err(|e| io_error("reading the shared arena's inode", e))?
+            .ino())
+    }
+
+    /// The mapping's size in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.map.len()
     }
 
     /// The start of the mapping, for writing.
