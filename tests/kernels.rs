@@ -1588,3 +1588,65 @@ async fn cpu_cuda_spelled_atomics_are_the_methods() {
     assert_eq!(d.download(&hist).await.unwrap(), want);
     system.shutdown().await;
 }
+
+/// A kernel launched by name with arguments assembled at run time (what the Python
+/// package's `Device.launch` does): `saxpy`'s f64 instance against float64, and each
+/// wrong call a typed error.
+async fn by_name(config: DeviceConfig) {
+    use atomr_accel_cuda::kernel::dsl::registry::launch_by_name;
+    use atomr_accel_cuda::wire::DynArgs;
+    let system = ActorSystem::new("by-name");
+    let d = Device::open(&system, config).await.unwrap();
+    let n = 1000;
+    let (x, y) = (rand_vec(n), rand_vec(n));
+    let (gx, gy) = (d.upload(x.clone()).await.unwrap(), d.upload(y.clone()).await.unwrap());
+    let cfg = LaunchConfig::for_elements(n, 128);
+    let mut args = DynArgs::new();
+    args.scalar(&2.5f64.to_le_bytes()).buffer(&gx).buffer(&gy);
+    let call = launch_by_name("saxpy", "f64", cfg, args).unwrap();
+    d.launch_kernel(call).await.unwrap();
+    let want: Vec<f64> = x.iter().zip(&y).map(|(x, y)| 2.5 * x + y).collect();
+    assert!(rel_err(&d.download(&gy).await.unwrap(), &want) < 1e-15);
+    let wrong = |name: &str, dtypes: &str, build: &dyn Fn(&mut DynArgs)| {
+        let mut a = DynArgs::new();
+        build(&mut a);
+        match launch_by_name(name, dtypes, cfg, a) {
+            Err(GpuError::InvalidArgument(i)) => i.to_string(),
+            other => panic!("{name} {dtypes}: expected InvalidArgument, got {other:?}"),
+        }
+    };
+    assert!(
+        wrong("no_such_kernel", "f32", &|_| {}).contains("saxpy"),
+        "lists what there is"
+    );
+    assert!(wrong("saxpy", "i8", &|_| {}).contains("no instantiation"));
+    // A 4-byte scalar where the f64 instance takes 8; an f64 buffer where it takes f32.
+    assert!(wrong("saxpy", "f64", &|a| {
+        a.scalar(&1.0f32.to_le_bytes()).buffer(&gx).buffer(&gy);
+    })
+    .contains("4 bytes of scalar"));
+    assert!(wrong("saxpy", "f32", &|a| {
+        a.scalar(&1.0f32.to_le_bytes()).buffer(&gx).buffer(&gy);
+    })
+    .contains("element type"));
+    assert!(wrong("saxpy", "f64", &|a| {
+        a.scalar(&1.0f64.to_le_bytes()).buffer(&gx);
+    })
+    .contains("too few"));
+    assert!(wrong("saxpy", "f64", &|a| {
+        a.scalar(&1.0f64.to_le_bytes()).buffer(&gx).buffer(&gy).scalar(&[0]);
+    })
+    .contains("more arguments"));
+    system.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kernel_launches_by_name_on_the_cpu_device() {
+    by_name(DeviceConfig::cpu()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs a CUDA GPU"]
+async fn a_kernel_launches_by_name_on_the_gpu() {
+    by_name(DeviceConfig::cuda(0)).await;
+}

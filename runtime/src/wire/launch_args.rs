@@ -12,17 +12,21 @@ use crate::dtype::DTypeBase;
 use crate::error::GpuError;
 use crate::gpu_ref::GpuRef;
 
-/// One argument of a `#[kernel]` launch, as read by the worker.
+/// One argument of a `#[kernel]` launch, as read by the worker (or assembled in this
+/// process by [`DynArgs`]).
 enum WireArg {
     Buffer(BufferOnWire),
     Scalar(Vec<u8>),
+    /// A buffer of this process: a boxed `GpuRef<T>`.
+    Local(Box<dyn std::any::Any + Send>),
 }
 
 /// The arguments of a `#[kernel]` launch read by the worker, consumed in parameter
 /// order by the kernel's generated `call_from_wire`.
 pub struct WireArgs<'a> {
     items: std::vec::IntoIter<WireArg>,
-    side: Side<'a>,
+    /// Where wire buffers resolve; `None` for arguments of this process ([`DynArgs`]).
+    side: Option<Side<'a>>,
 }
 
 impl WireArgs<'_> {
@@ -36,7 +40,19 @@ impl WireArgs<'_> {
     #[doc(hidden)]
     pub fn buffer<T: DTypeBase>(&mut self) -> Result<GpuRef<T>, GpuError> {
         match self.next()? {
-            WireArg::Buffer(b) => b.resolve(self.side),
+            WireArg::Buffer(b) => match self.side {
+                Some(side) => b.resolve(side),
+                None => Err(GpuError::invalid("a wire buffer among a launch's local arguments")),
+            },
+            WireArg::Local(b) => b.downcast::<GpuRef<T>>().map(|b| *b).map_err(|_| {
+                GpuError::InvalidArgument(
+                    crate::error::Invalid::new(format!(
+                        "a buffer of another element type where the kernel takes {}",
+                        T::NAME
+                    ))
+                    .mismatch(format_args!("a buffer of {}", T::NAME), "another element type"),
+                )
+            }),
             WireArg::Scalar(_) => Err(GpuError::invalid("a scalar where the kernel takes a buffer")),
         }
     }
@@ -56,11 +72,13 @@ impl WireArgs<'_> {
                 Ok(unsafe { std::ptr::read_unaligned(b.as_ptr() as *const V) })
             }
             WireArg::Scalar(b) => Err(GpuError::invalid(format!(
-                "a {}-byte scalar where the kernel takes {} bytes",
+                "{} bytes of scalar where the kernel takes {} bytes",
                 b.len(),
                 std::mem::size_of::<V>()
             ))),
-            WireArg::Buffer(_) => Err(GpuError::invalid("a buffer where the kernel takes a scalar")),
+            WireArg::Buffer(_) | WireArg::Local(_) => {
+                Err(GpuError::invalid("a buffer where the kernel takes a scalar"))
+            }
         }
     }
 
@@ -100,6 +118,60 @@ pub(crate) fn take_launch_args<'a>(r: &mut Reader<'a>) -> Result<WireArgs<'a>, G
     }
     Ok(WireArgs {
         items: items.into_iter(),
-        side: r.side,
+        side: Some(r.side),
     })
+}
+
+/// The arguments of a launch assembled at run time, in the kernel's parameter order: what
+/// a binding that knows a kernel only by name (Python's `Device.launch`) passes to
+/// [`launch_by_name`](crate::kernel::dsl::registry::launch_by_name). Each is checked
+/// against the parameter's type when the call is built: a buffer of another element
+/// type, or a scalar of another size, is an `InvalidArgument`.
+#[derive(Default)]
+pub struct DynArgs {
+    items: Vec<WireArg>,
+}
+
+impl std::fmt::Debug for DynArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DynArgs({} items)", self.items.len())
+    }
+}
+
+impl DynArgs {
+    /// No arguments yet.
+    pub fn new() -> Self {
+        DynArgs::default()
+    }
+
+    /// A buffer parameter (`&[T]` or `&mut [T]`).
+    pub fn buffer<T: DTypeBase>(&mut self, r: &GpuRef<T>) -> &mut Self {
+        self.items.push(WireArg::Local(Box::new(r.clone())));
+        // Its length parameter, which the launcher recomputes.
+        self.items
+            .push(WireArg::Scalar((r.len() as u64).to_le_bytes().to_vec()));
+        self
+    }
+
+    /// A scalar parameter: its bytes, little-endian (4 for an `f32`, 8 for an `f64`, …).
+    pub fn scalar(&mut self, bytes: &[u8]) -> &mut Self {
+        self.items.push(WireArg::Scalar(bytes.to_vec()));
+        self
+    }
+
+    /// The arguments as the generated `call_from_wire` reads them.
+    pub(crate) fn into_wire(self) -> WireArgs<'static> {
+        WireArgs {
+            items: self.items.into_iter(),
+            side: None,
+        }
+    }
+}
+
+impl WireArgs<'_> {
+    /// Arguments left unread after the kernel read its parameters: a launch with too
+    /// many is refused.
+    pub(crate) fn remaining(&self) -> usize {
+        self.items.len()
+    }
 }

@@ -28,8 +28,8 @@ mod remote;
 
 pub use self::host_data::HostData;
 pub use self::journal::{Journalled, ReplyTap};
-pub use self::launch_args::WireArgs;
 pub(crate) use self::launch_args::{put_buffer_arg, put_scalar_arg, take_launch_args};
+pub use self::launch_args::{DynArgs, WireArgs};
 pub(crate) use self::pinned::{PinnedArena, SharedRange};
 pub(crate) use self::remote::{put_remote_object, BufferOnWire, RemoteObject};
 use crate::gpu_ref::BufferOwner;

@@ -12,25 +12,68 @@ use crate::interop::Interop;
 /// caller's mistake).
 const MAX_DIMS: usize = 32;
 
-/// What an exported tensor's `manager_ctx` owns: the buffer and the extents its
-/// `shape`/`strides` pointers point into.
-struct Exported<T: DTypeBase> {
-    _buffer: GpuRef<T>,
+/// What an exported tensor's `manager_ctx` owns: the memory's owner (a clone of the
+/// buffer, a host vector) and the extents its `shape`/`strides` pointers point into.
+struct Exported {
+    _owner: Box<dyn std::any::Any + Send + Sync>,
     shape: Box<[i64]>,
     strides: Option<Box<[i64]>>,
 }
 
 /// Frees an exported tensor: what a consumer calls once, when done with it.
-unsafe extern "C" fn delete_exported<M: ManagedTensor, T: DTypeBase>(this: *mut M) {
+unsafe extern "C" fn delete_exported<M: ManagedTensor>(this: *mut M) {
     if this.is_null() {
         return;
     }
-    // SAFETY: `this` and its context were made by `Box::into_raw` in `export`, and DLPack's
-    // contract has the deleter called once.
+    // SAFETY: `this` and its context were made by `Box::into_raw` in `managed`, and
+    // DLPack's contract has the deleter called once.
     unsafe {
         let managed = Box::from_raw(this);
-        drop(Box::from_raw(managed.manager_ctx() as *mut Exported<T>));
+        drop(Box::from_raw(managed.manager_ctx() as *mut Exported));
     }
+}
+
+/// A managed tensor of `T` elements at `data` on `device`, laid out as `extents` says,
+/// whose deleter drops `owner`.
+fn managed<M: ManagedTensor, T: DTypeBase>(
+    owner: Box<dyn std::any::Any + Send + Sync>,
+    data: *mut std::ffi::c_void,
+    device: DLDevice,
+    (shape, strides): Extents,
+) -> DlpackTensor<M> {
+    let mut ctx = Box::new(Exported {
+        _owner: owner,
+        shape,
+        strides,
+    });
+    let tensor = DLTensor {
+        data,
+        device,
+        ndim: ctx.shape.len() as i32,
+        dtype: dl_dtype::<T>(),
+        shape: ctx.shape.as_mut_ptr(),
+        strides: ctx.strides.as_mut().map_or(std::ptr::null_mut(), |s| s.as_mut_ptr()),
+        byte_offset: 0,
+    };
+    let ctx = Box::into_raw(ctx);
+    let managed = Box::new(M::assemble(tensor, 0, ctx.cast(), delete_exported::<M>));
+    let ptr = std::ptr::NonNull::new(Box::into_raw(managed)).expect("a box is never null");
+    // SAFETY: just built: live, its deleter unrun, its extents owned by its context.
+    unsafe { DlpackTensor::from_raw(ptr) }
+}
+
+/// A host vector as a `kDLCPU` managed tensor of extents `shape` (row-major, their
+/// product the vector's length) that owns it: how results reach NumPy without a copy
+/// (`numpy.from_dlpack`), or any DLPack consumer of host memory.
+pub fn host_tensor<M: ManagedTensor, T: DTypeBase>(v: Vec<T>, shape: &[usize]) -> Result<DlpackTensor<M>, GpuError> {
+    let extents = layout(v.len(), shape, None)?;
+    let mut v = v.into_boxed_slice();
+    let data = v.as_mut_ptr().cast();
+    let device = DLDevice {
+        device_type: device_type::CPU,
+        device_id: 0,
+    };
+    Ok(managed::<M, T>(Box::new(v), data, device, extents))
 }
 
 impl<T: DTypeBase> GpuRef<T> {
@@ -110,25 +153,7 @@ impl<T: DTypeBase> GpuRef<T> {
             }
         };
         drop(guard);
-        let mut ctx = Box::new(Exported {
-            _buffer: self.clone(),
-            shape,
-            strides,
-        });
-        let tensor = DLTensor {
-            data,
-            device,
-            ndim: ctx.shape.len() as i32,
-            dtype: dl_dtype::<T>(),
-            shape: ctx.shape.as_mut_ptr(),
-            strides: ctx.strides.as_mut().map_or(std::ptr::null_mut(), |s| s.as_mut_ptr()),
-            byte_offset: 0,
-        };
-        let ctx = Box::into_raw(ctx);
-        let managed = Box::new(M::assemble(tensor, 0, ctx.cast(), delete_exported::<M, T>));
-        let ptr = std::ptr::NonNull::new(Box::into_raw(managed)).expect("a box is never null");
-        // SAFETY: just built: live, its deleter unrun, its extents owned by its context.
-        Ok(unsafe { DlpackTensor::from_raw(ptr) })
+        Ok(managed::<M, T>(Box::new(self.clone()), data, device, (shape, strides)))
     }
 }
 
@@ -191,6 +216,25 @@ fn layout(len: usize, shape: &[usize], strides: Option<&[usize]>) -> Result<Exte
 #[cfg(test)]
 mod tests {
     use super::layout;
+    use crate::interop::dlpack::ffi::{device_type, DLManagedTensor, DLManagedTensorVersioned};
+    use crate::interop::dlpack::{dl_dtype, host_tensor, DlpackTensor};
+
+    #[test]
+    fn a_host_vector_leaves_as_its_own_tensor() {
+        let v: Vec<f64> = (0..12).map(|i| i as f64 * 0.5).collect();
+        let addr = v.as_ptr() as u64;
+        let t: DlpackTensor<DLManagedTensorVersioned> = host_tensor(v, &[3, 4]).unwrap();
+        assert_eq!(t.data_ptr(), addr, "the vector itself, not a copy");
+        assert_eq!((t.shape(), t.strides()), (vec![3, 4], None));
+        assert_eq!(t.tensor().device.device_type, device_type::CPU);
+        assert_eq!(t.tensor().dtype, dl_dtype::<f64>());
+        // SAFETY: 12 f64 alive until `t` drops.
+        let seen = unsafe { std::slice::from_raw_parts(t.data_ptr() as *const f64, 12) };
+        assert_eq!(seen[11], 5.5);
+        drop(t);
+        let old: Result<DlpackTensor<DLManagedTensor>, _> = host_tensor(vec![1u8; 5], &[2, 2]);
+        assert!(old.is_err(), "a shape that does not hold the vector");
+    }
 
     #[test]
     fn layouts_are_checked_against_the_window() {

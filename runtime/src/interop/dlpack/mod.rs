@@ -17,6 +17,8 @@
 
 mod export;
 pub mod ffi;
+
+pub use export::host_tensor;
 mod import;
 
 use std::ptr::NonNull;
