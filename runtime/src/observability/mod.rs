@@ -27,6 +27,7 @@
 mod export;
 mod histogram;
 mod interrupts;
+mod nvtx;
 mod svg;
 mod timeline;
 

@@ -367,6 +367,12 @@ pub(crate) fn gpu_timed<R>(
     name: impl Into<String>,
     enqueue: impl FnOnce() -> R,
 ) -> R {
+    let profiling = super::nvtx::profiling();
+    if !profiling && !enabled_for(device) {
+        return enqueue();
+    }
+    let name: String = name.into();
+    let _range = profiling.then(|| super::nvtx::Range::push(lane, &name));
     let timed = gpu_op(stream, device, lane, name);
     let r = enqueue();
     if let Some(t) = timed {
@@ -375,26 +381,40 @@ pub(crate) fn gpu_timed<R>(
     r
 }
 
-/// A CPU-device operation: timed on the host until dropped.
+/// A CPU-device operation: timed on the host until dropped (and an NVTX range while a
+/// profiler is attached).
 pub(crate) struct CpuOp {
     name: String,
     device: usize,
     lane: &'static str,
     start: Instant,
+    /// Whether the timeline records it (else only the range).
+    timed: bool,
+    _range: Option<super::nvtx::Range>,
 }
 
-/// Starts timing an operation the CPU device runs now; `None` when the timeline is off.
+/// Starts timing an operation the CPU device runs now; `None` when the timeline is off
+/// and no profiler is attached.
 pub(crate) fn cpu_op(device: usize, lane: &'static str, name: impl Into<String>) -> Option<CpuOp> {
-    enabled_for(device).then(|| CpuOp {
-        name: name.into(),
-        device,
-        lane,
-        start: Instant::now(),
+    let (timed, profiling) = (enabled_for(device), super::nvtx::profiling());
+    (timed || profiling).then(|| {
+        let name = name.into();
+        CpuOp {
+            _range: profiling.then(|| super::nvtx::Range::push(lane, &name)),
+            name,
+            device,
+            lane,
+            start: Instant::now(),
+            timed,
+        }
     })
 }
 
 impl Drop for CpuOp {
     fn drop(&mut self) {
+        if !self.timed {
+            return;
+        }
         let dur_us = self.start.elapsed().as_secs_f64() * 1e6;
         let mut s = lock();
         let start_us = since_origin(&mut s, self.start);
