@@ -186,6 +186,18 @@ impl Device {
     /// (A method, not a constructor: the array becomes a buffer of this device.)
     #[allow(clippy::wrong_self_convention)]
     fn from_dlpack(&self, py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Buffer> {
+        // Asked first, so that an array of another device is refused before its producer
+        // is asked for a capsule (a host array would refuse a CUDA stream anyway).
+        let (kind, id): (i32, i32) = obj.call_method0("__dlpack_device__")?.extract()?;
+        let ours = self.shared.dlpack_device();
+        let host_on_cpu = ours.0 == 1 && matches!(kind, 1 | 3);
+        let managed_on_gpu = ours.0 == 2 && kind == 13;
+        if (kind, id) != ours && !host_on_cpu && !managed_on_gpu {
+            return Err(invalid(format!(
+                "an array of DLPack device ({kind}, {id}), not of this device {ours:?}: upload() copies a host array; \
+                 move a device array to this device first"
+            )));
+        }
         let stream = match self.shared.iop.stream() {
             Ok(s) => Some(s.cu_stream() as usize),
             Err(_) => None,
