@@ -17,6 +17,12 @@
 //! Typed errors: a handle of this very process (use the buffer itself), of another GPU,
 //! of another element type, malformed bytes, or stale (its buffer dropped, its process
 //! gone) are each an `InvalidArgument` saying which.
+//!
+//! Stale is told by a *liveness file*: every shareable buffer holds a small shared memory
+//! file open, named in its handle by descriptor and inode; the opener checks that the
+//! exporter still holds it. CUDA alone cannot tell: `cuIpcOpenMemHandle` still opens the
+//! handle of an allocation its exporter has freed (seen on an H100, driver 580), which
+//! would map memory that may belong to something else by then.
 
 use std::sync::Arc;
 
@@ -37,8 +43,14 @@ const MAX_DTYPE: usize = 16;
 /// Where the shared memory is.
 #[derive(Clone, PartialEq, Eq)]
 enum Memory {
-    /// A CUDA IPC handle of the GPU with this UUID.
-    Cuda { uuid: [u8; 16], handle: [u8; HANDLE_BYTES] },
+    /// A CUDA IPC handle of the GPU with this UUID, alive while the exporting process
+    /// holds descriptor `fd` (the buffer's liveness file) of inode `inode`.
+    Cuda {
+        uuid: [u8; 16],
+        handle: [u8; HANDLE_BYTES],
+        fd: i32,
+        inode: u64,
+    },
     /// A shared memory file the exporting process holds open as descriptor `fd`, with
     /// inode `inode` (so a descriptor number reused after the buffer went is told apart).
     Host { fd: i32, inode: u64 },
@@ -102,9 +114,16 @@ impl IpcHandle {
         out.extend_from_slice(&self.offset.to_le_bytes());
         out.extend_from_slice(&self.len.to_le_bytes());
         match &self.memory {
-            Memory::Cuda { uuid, handle } => {
+            Memory::Cuda {
+                uuid,
+                handle,
+                fd,
+                inode,
+            } => {
                 out.extend_from_slice(uuid);
                 out.extend_from_slice(handle);
+                out.extend_from_slice(&fd.to_le_bytes());
+                out.extend_from_slice(&inode.to_le_bytes());
             }
             Memory::Host { fd, inode } => {
                 out.extend_from_slice(&fd.to_le_bytes());
@@ -142,6 +161,8 @@ impl IpcHandle {
             1 => Memory::Cuda {
                 uuid: r.array()?,
                 handle: r.array()?,
+                fd: i32::from_le_bytes(r.array()?),
+                inode: u64::from_le_bytes(r.array()?),
             },
             2 => Memory::Host {
                 fd: i32::from_le_bytes(r.array()?),
@@ -199,8 +220,11 @@ impl Interop {
             })?;
         match &self.stream {
             Some(stream) => {
-                let memory = Shareable::alloc(stream.context(), bytes)?;
-                let base = memory.base;
+                let memory = SharedGpu {
+                    memory: Shareable::alloc(stream.context(), bytes)?,
+                    alive: Arena::create("atomr-ipc-alive", 1)?,
+                };
+                let base = memory.memory.base;
                 // SAFETY: `len` zeroed elements (a valid value of every dtype) of a live
                 // allocation the buffer owns through `memory`.
                 unsafe { self.from_raw_parts::<T, _>(base, len, memory) }
@@ -242,7 +266,15 @@ impl Interop {
             .and_then(|b| b.checked_add(handle.offset))
             .ok_or_else(|| malformed("its range overflows"))?;
         match (&handle.memory, &self.stream) {
-            (Memory::Cuda { uuid, handle: h }, Some(stream)) => {
+            (
+                Memory::Cuda {
+                    uuid,
+                    handle: h,
+                    fd,
+                    inode,
+                },
+                Some(stream),
+            ) => {
                 if *uuid != crate::sys::ipc::uuid(stream.context())? {
                     return Err(GpuError::InvalidArgument(
                         Invalid::new(format!(
@@ -252,6 +284,7 @@ impl Interop {
                         .arg("handle"),
                     ));
                 }
+                alive(handle.pid, *fd, *inode)?;
                 let opened = Opened::open(stream.context(), h)?;
                 let first = opened.base + handle.offset;
                 // SAFETY: the exporter's elements of `T` (checked by name), alive while it
@@ -260,17 +293,7 @@ impl Interop {
                 unsafe { self.from_raw_parts::<T, _>(first, handle.len as usize, opened) }
             }
             (Memory::Host { fd, inode }, None) => {
-                let arena: Arc<Arena> = Arena::open_of(handle.pid, *fd)?;
-                if arena.inode()? != *inode {
-                    return Err(GpuError::InvalidArgument(
-                        Invalid::new(format!(
-                            "the IPC handle is stale: descriptor {fd} of process {} is another file now (its buffer \
-                             was dropped)",
-                            handle.pid
-                        ))
-                        .arg("handle"),
-                    ));
-                }
+                let arena = alive(handle.pid, *fd, *inode)?;
                 if bytes > arena.len() as u64 {
                     return Err(malformed("its range runs past the shared memory"));
                 }
@@ -287,6 +310,28 @@ impl Interop {
             )),
         }
     }
+}
+
+/// A GPU's shareable buffer: its `cuMemAlloc` memory and its liveness file.
+struct SharedGpu {
+    memory: Shareable,
+    alive: Arc<Arena>,
+}
+
+/// The shared memory file process `pid` holds open as `fd`, if it is still the one of
+/// inode `inode`; a closed or reused descriptor, or a process gone, is stale.
+fn alive(pid: u32, fd: i32, inode: u64) -> Result<Arc<Arena>, GpuError> {
+    let arena = Arena::open_of(pid, fd)?;
+    if arena.inode()? != inode {
+        return Err(GpuError::InvalidArgument(
+            Invalid::new(format!(
+                "the IPC handle is stale: descriptor {fd} of process {pid} is another file now (its buffer was \
+                 dropped)"
+            ))
+            .arg("handle"),
+        ));
+    }
+    Ok(arena)
 }
 
 impl<T: DTypeBase> GpuRef<T> {
@@ -308,7 +353,7 @@ impl<T: DTypeBase> GpuRef<T> {
         let owner = self.foreign_owner().ok_or_else(not_shareable)?;
         let offset = (self.offset() * std::mem::size_of::<T>()) as u64;
         let memory = match (
-            owner.downcast_ref::<Shareable>(),
+            owner.downcast_ref::<SharedGpu>(),
             owner.downcast_ref::<Arc<Arena>>(),
             &interop.stream,
         ) {
@@ -321,7 +366,9 @@ impl<T: DTypeBase> GpuRef<T> {
                 stream.synchronize()?;
                 Memory::Cuda {
                     uuid: crate::sys::ipc::uuid(stream.context())?,
-                    handle: shared.handle()?,
+                    handle: shared.memory.handle()?,
+                    fd: shared.alive.fd(),
+                    inode: shared.alive.inode()?,
                 }
             }
             (_, Some(arena), None) => Memory::Host {
@@ -353,6 +400,8 @@ mod tests {
             memory: Memory::Cuda {
                 uuid: [7; 16],
                 handle: [9; HANDLE_BYTES],
+                fd: 12,
+                inode: 345,
             },
         }
     }
