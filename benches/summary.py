@@ -6,6 +6,7 @@ commit and date.
     python3 benches/summary.py                 # every bench below, then the torch scripts
     python3 benches/summary.py sgemm fft       # only these
     python3 benches/summary.py --logs DIR      # no runs: tables from saved outputs (*.txt)
+    python3 benches/summary.py --timeout 120   # each bench stopped after 120 s (its lines so far kept)
 
 A bench runs through `.gpu/run.sh bench NAME` when a gpu-pack is present (the lent GPU
 host has no Rust toolchain), else `cargo bench --bench NAME`. Every bench prints
@@ -35,20 +36,22 @@ def sh(cmd):
         return ""
 
 
-def run_bench(name):
-    if os.path.isdir(".gpu"):
-        cmd = ["bash", ".gpu/run.sh", "bench", name]
-    else:
-        cmd = ["cargo", "bench", "--bench", name]
+def run(cmd, timeout):
+    """`cmd`'s output; what it printed before `timeout` seconds if it runs longer."""
     print(f"running {' '.join(cmd)} ...", file=sys.stderr, flush=True)
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    return p.stdout + p.stderr
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        return p.stdout + p.stderr
+    except subprocess.TimeoutExpired as e:
+        print(f"  stopped after {timeout} s", file=sys.stderr, flush=True)
+        text = lambda b: b.decode(errors="replace") if isinstance(b, bytes) else (b or "")
+        return text(e.stdout) + text(e.stderr)
 
 
-def run_torch(script):
-    print(f"running python3 {script} ...", file=sys.stderr, flush=True)
-    p = subprocess.run([sys.executable, script], capture_output=True, text=True)
-    return p.stdout + p.stderr
+def run_bench(name, timeout):
+    if os.path.isdir(".gpu"):
+        return run(["bash", ".gpu/run.sh", "bench", name], timeout)
+    return run(["cargo", "bench", "--bench", name], timeout)
 
 
 def results(text):
@@ -111,14 +114,22 @@ def table(rows, header):
 
 def context():
     card = sh("nvidia-smi --query-gpu=name,driver_version --format=csv,noheader") or "no nvidia-smi"
-    commit = sh("git rev-parse --short HEAD") or (open(".gpu/commit").read().strip() if os.path.exists(".gpu/commit") else "unknown commit")
+    # A pack's binaries are of the commit it was built from, whatever tree they run in.
+    if os.path.exists(".gpu/commit"):
+        commit = open(".gpu/commit").read().strip()
+    else:
+        commit = sh("git rev-parse --short HEAD") or "unknown commit"
     torch = sh(f"{sys.executable} -c 'import torch; print(torch.__version__)'") or "no torch"
     day = datetime.date.today().isoformat()
     return f"**{card}** — commit {commit}, {day}, PyTorch {torch}"
 
 
 def main(argv):
-    logs = None
+    logs, timeout = None, None
+    if "--timeout" in argv:
+        i = argv.index("--timeout")
+        timeout = float(argv[i + 1])
+        argv = argv[:i] + argv[i + 2:]
     if "--logs" in argv:
         i = argv.index("--logs")
         logs = argv[i + 1]
@@ -133,9 +144,9 @@ def main(argv):
         outputs = {k: "\n".join(v) for k, v in outputs.items()}
         torch_out = "\n".join(torch_out)
     else:
-        outputs = {n: run_bench(n) for n in names}
+        outputs = {n: run_bench(n, timeout) for n in names}
         have_torch = subprocess.run([sys.executable, "-c", "import torch, cupy"], capture_output=True).returncode == 0
-        torch_out = "\n".join(run_torch(s) for s in TORCH_SCRIPTS) if have_torch else ""
+        torch_out = "\n".join(run([sys.executable, s], timeout) for s in TORCH_SCRIPTS) if have_torch else ""
     rows, ours_all = [], []
     for bench, text in outputs.items():
         lines = list(results(text))
