@@ -17,8 +17,6 @@ pub(crate) struct Allocation {
     pub(crate) bytes: usize,
     /// The ordinal of the GPU it lives on.
     pub(crate) device: i32,
-    /// Managed (unified) memory.
-    pub(crate) managed: bool,
 }
 
 /// The driver's view of `ptr`: the allocation it lies in and its GPU, with `ctx` current.
@@ -45,30 +43,13 @@ pub(crate) fn allocation_of(ctx: &Arc<CudaContext>, ptr: u64) -> Result<Allocati
     if r != ds::CUresult::CUDA_SUCCESS {
         return Err(unknown("cuPointerGetAttribute", r));
     }
-    let mut managed: u32 = 0;
-    // SAFETY: as above; the attribute is a 32-bit boolean.
-    let r = unsafe {
-        ds::cuPointerGetAttribute(
-            (&mut managed as *mut u32).cast(),
-            Pa::CU_POINTER_ATTRIBUTE_IS_MANAGED,
-            ptr,
-        )
-    };
-    if r != ds::CUresult::CUDA_SUCCESS {
-        return Err(unknown("cuPointerGetAttribute", r));
-    }
     let (mut base, mut bytes) = (0u64, 0usize);
     // SAFETY: two valid out-parameters of the documented types.
     let r = unsafe { ds::cuMemGetAddressRange_v2(&mut base, &mut bytes, ptr) };
     if r != ds::CUresult::CUDA_SUCCESS {
         return Err(unknown("cuMemGetAddressRange", r));
     }
-    Ok(Allocation {
-        base,
-        bytes,
-        device,
-        managed: managed != 0,
-    })
+    Ok(Allocation { base, bytes, device })
 }
 
 /// Makes `consumer` — a raw stream handle of another library (1: the legacy default
