@@ -167,9 +167,8 @@ impl HostArray {
             .make
             .take()
             .ok_or_else(|| PyBufferError::new_err("exported already"))?;
-        match make(max_version.is_some_and(|(major, _)| major >= 1)).map_err(to_py)? {
-            crate::capsule::Taken::Versioned(t) => into_capsule(py, t),
-            crate::capsule::Taken::Legacy(t) => into_capsule(py, t),
-        }
+        make(max_version.is_some_and(|(major, _)| major >= 1))
+            .map_err(to_py)?
+            .into_capsule(py)
     }
 }

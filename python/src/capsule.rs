@@ -71,6 +71,16 @@ pub enum Taken {
     Legacy(DlpackTensor<DLManagedTensor>),
 }
 
+impl Taken {
+    /// The tensor as a capsule again, in its ABI: handed on to a consumer.
+    pub fn into_capsule(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        match self {
+            Taken::Versioned(t) => into_capsule(py, t),
+            Taken::Legacy(t) => into_capsule(py, t),
+        }
+    }
+}
+
 /// Consumes a capsule from `__dlpack__`: renames it as used and takes its tensor.
 pub fn take(capsule: &Bound<'_, PyAny>) -> PyResult<Taken> {
     fn grab<M: Capsule>(capsule: &Bound<'_, PyAny>) -> Option<DlpackTensor<M>> {

@@ -12,7 +12,7 @@ use pyo3::prelude::*;
 
 use crate::buffer::{Buffer, HostArray, MakeTensor};
 use crate::capsule::{request, take, Taken};
-use crate::dtype::{any_type, name_of, on_types, scalar, with_dtype, AnyRef};
+use crate::dtype::{any_type, name_of, on_types, real_type, scalar, with_dtype, AnyRef};
 use crate::errors::{invalid, to_py};
 use crate::runtime::block;
 
@@ -246,42 +246,42 @@ impl Device {
     fn sum(&self, py: Python<'_>, x: &Buffer) -> PyResult<Py<PyAny>> {
         self.check_own(x)?;
         let dev = &self.shared.dev;
-        on_types!(&x.r, "sum", v => scalar(py, block(py, dev.sum(v))?), [F32, F64, F16, BF16, I8, I16, I32, I64, U8, U16, U32, U64])
+        real_type!(&x.r, "sum", v => scalar(py, block(py, dev.sum(v))?))
     }
 
     /// The smallest element.
     fn min(&self, py: Python<'_>, x: &Buffer) -> PyResult<Py<PyAny>> {
         self.check_own(x)?;
         let dev = &self.shared.dev;
-        on_types!(&x.r, "min", v => scalar(py, block(py, dev.min(v))?), [F32, F64, F16, BF16, I8, I16, I32, I64, U8, U16, U32, U64])
+        real_type!(&x.r, "min", v => scalar(py, block(py, dev.min(v))?))
     }
 
     /// The largest element.
     fn max(&self, py: Python<'_>, x: &Buffer) -> PyResult<Py<PyAny>> {
         self.check_own(x)?;
         let dev = &self.shared.dev;
-        on_types!(&x.r, "max", v => scalar(py, block(py, dev.max(v))?), [F32, F64, F16, BF16, I8, I16, I32, I64, U8, U16, U32, U64])
+        real_type!(&x.r, "max", v => scalar(py, block(py, dev.max(v))?))
     }
 
     /// The flat index of the smallest element (the first of equals; `None` if all are NaN).
     fn argmin(&self, py: Python<'_>, x: &Buffer) -> PyResult<Option<usize>> {
         self.check_own(x)?;
         let dev = &self.shared.dev;
-        on_types!(&x.r, "argmin", v => block(py, dev.argmin(v)), [F32, F64, F16, BF16, I8, I16, I32, I64, U8, U16, U32, U64])
+        real_type!(&x.r, "argmin", v => block(py, dev.argmin(v)))
     }
 
     /// The flat index of the largest element (the first of equals; `None` if all are NaN).
     fn argmax(&self, py: Python<'_>, x: &Buffer) -> PyResult<Option<usize>> {
         self.check_own(x)?;
         let dev = &self.shared.dev;
-        on_types!(&x.r, "argmax", v => block(py, dev.argmax(v)), [F32, F64, F16, BF16, I8, I16, I32, I64, U8, U16, U32, U64])
+        real_type!(&x.r, "argmax", v => block(py, dev.argmax(v)))
     }
 
     /// Sorts the buffer's elements in place, ascending (NaNs last), as one flat array.
     fn sort(&self, py: Python<'_>, x: &Buffer) -> PyResult<()> {
         self.check_own(x)?;
         let dev = &self.shared.dev;
-        on_types!(&x.r, "sort", v => block(py, dev.sort(v)), [F32, F64, F16, BF16, I8, I16, I32, I64, U8, U16, U32, U64])
+        real_type!(&x.r, "sort", v => block(py, dev.sort(v)))
     }
 
     /// Seeds the device's random number generator.

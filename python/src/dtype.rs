@@ -115,6 +115,14 @@ macro_rules! any_type {
 }
 pub(crate) use any_type;
 
+/// The real number types (floats and integers): what the reductions and sort take.
+macro_rules! real_type {
+    ($r:expr, $op:literal, $x:ident => $body:expr) => {
+        $crate::dtype::on_types!($r, $op, $x => $body, [F32, F64, F16, BF16, I8, I16, I32, I64, U8, U16, U32, U64])
+    };
+}
+pub(crate) use real_type;
+
 /// A value of an element type as a Python number: a float, an int (every bit of 64-bit
 /// integers kept) or a complex.
 pub fn scalar<T: DTypeBase>(py: Python<'_>, v: T) -> PyResult<Py<PyAny>> {
