@@ -243,6 +243,16 @@ impl GpuError {
         GpuError::InvalidArgument(Invalid::new(message))
     }
 
+    /// What a call of a library this build was compiled without gets (`Unsupported`,
+    /// naming the cargo feature of `krate` that brings it): a program written against
+    /// every library compiles with a lean build and says at run time what it lacks.
+    pub fn without_feature(what: &str, feature: &str, krate: &str) -> GpuError {
+        GpuError::Unsupported(format!(
+            "{what} needs the `{feature}` cargo feature of {krate}, which this build was compiled without \
+             (features = [\"{feature}\"] on the {krate} dependency in Cargo.toml)"
+        ))
+    }
+
     /// The `DeviceLost` a request to `device` gets once the device is lost because of
     /// `cause`: the cause in its own words, without a second `DeviceLost:` prefix when
     /// the cause is itself a loss ("device 0 is lost: the device was stopped").

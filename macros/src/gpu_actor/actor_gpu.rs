@@ -26,8 +26,9 @@ fn direct(h: &Handler) -> bool {
 }
 
 /// The shims: `fn __direct_<handler>` runs the handler on this value and answers
-/// `Result<Deferred<R>, GpuError>` whatever the handler's own return shape.
-pub(crate) fn shims(def: &ActorDef, krate: &syn::Path) -> TokenStream {
+/// `Result<Deferred<R>, GpuError>` whatever the handler's own return shape — or, for an
+/// actor built without its cargo feature (`off`), answers `Unsupported` naming it.
+pub(crate) fn shims(def: &ActorDef, krate: &syn::Path, off: Option<&syn::LitStr>) -> TokenStream {
     if def.options.device.is_none() {
         return quote!();
     }
@@ -45,6 +46,10 @@ pub(crate) fn shims(def: &ActorDef, krate: &syn::Path) -> TokenStream {
         let invoke = quote!(self.#method #turbofish(#(#fields),*));
         let now = quote!(#krate::actor::Deferred::Now);
         let body = match &h.ret {
+            _ if off.is_some() => {
+                let error = super::expand::without_feature(def, krate, off.expect("checked"));
+                quote!(::core::result::Result::Err(#error))
+            }
             Ret::Unit => quote!({ #invoke; ::core::result::Result::Ok(#now(())) }),
             Ret::Plain(_) => quote!(::core::result::Result::Ok(#now(#invoke))),
             Ret::Result(_) => quote!(#invoke.map(#now)),
@@ -54,7 +59,7 @@ pub(crate) fn shims(def: &ActorDef, krate: &syn::Path) -> TokenStream {
         let allows = &h.allows;
         quote! {
             #[doc(hidden)]
-            #[allow(dead_code)]
+            #[allow(dead_code, unused_variables)]
             #(#allows)*
             pub(crate) fn #shim #generics(&mut self, #(#args),*)
                 -> ::core::result::Result<#krate::actor::Deferred<#p>, #krate::GpuError> {

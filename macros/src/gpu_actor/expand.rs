@@ -649,7 +649,10 @@ fn wire_impl(def: &ActorDef, krate: &syn::Path) -> TokenStream {
     }
 }
 
-/// Everything.
+/// Everything. An actor with `feature = "…"` gets its handlers and dispatch under that
+/// cargo feature, and without it a dispatch that answers every request `Unsupported`
+/// (`feature_off`): the messages, client and surfaces are the same either way, so the
+/// crate's callers compile alike with the feature on or off.
 pub(crate) fn expand(def: &ActorDef) -> TokenStream {
     let krate = runtime_path(def.options.krate.as_ref());
     let item = &def.item;
@@ -662,21 +665,66 @@ pub(crate) fn expand(def: &ActorDef) -> TokenStream {
     let wire = wire_impl(def, &krate);
     let set_traits = super::device::set_traits(def);
     let device = super::device::device_methods(def, &krate);
-    let shims = super::actor_gpu::shims(def, &krate);
+    let shims = super::actor_gpu::shims(def, &krate, None);
     let actor_gpu = super::actor_gpu::surface(def, &krate);
+    let handlers = match &def.options.feature {
+        None => quote! { #item #shims #actor },
+        Some(f) => {
+            let off = feature_off(def, &krate, f);
+            let shims_off = super::actor_gpu::shims(def, &krate, Some(f));
+            quote! {
+                #[cfg(feature = #f)]
+                #item
+                #[cfg(feature = #f)]
+                #shims
+                #[cfg(feature = #f)]
+                #actor
+                #[cfg(not(feature = #f))]
+                #shims_off
+                #[cfg(not(feature = #f))]
+                #off
+            }
+        }
+    };
     quote! {
-        #item
         #msg
         #wire
         #(#traits)*
         #set_traits
         #device
-        #shims
         #actor_gpu
-        #actor
+        #handlers
         #client
         #props
         #sends
+    }
+}
+
+/// The error every request of an actor built without its feature gets.
+pub(crate) fn without_feature(def: &ActorDef, krate: &syn::Path, feature: &syn::LitStr) -> TokenStream {
+    let what = def.name.to_string();
+    quote!(#krate::GpuError::without_feature(#what, #feature, ::core::env!("CARGO_PKG_NAME")))
+}
+
+/// `impl Actor` of an actor built without its feature: each request answered
+/// `Unsupported` naming the feature (a `tell` has no one to answer).
+fn feature_off(def: &ActorDef, krate: &syn::Path, feature: &syn::LitStr) -> TokenStream {
+    let (msg, _) = names(def);
+    let self_ty = &def.self_ty;
+    let error = without_feature(def, krate, feature);
+    quote! {
+        impl #krate::actor::Actor for #self_ty {
+            type Msg = #msg;
+
+            fn message_name(msg: &#msg) -> &'static str {
+                msg.name()
+            }
+
+            async fn handle(&mut self, _ctx: &mut #krate::actor::Context<Self>, msg: #msg) -> ::core::result::Result<(), #krate::GpuError> {
+                msg.fail(#error);
+                ::core::result::Result::Ok(())
+            }
+        }
     }
 }
 

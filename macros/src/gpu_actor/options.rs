@@ -9,7 +9,7 @@ use syn::{Ident, LitInt, LitStr};
 
 use crate::errors::Errors;
 
-const KEYS: &str = "`crate`, `supervision`, `dispatcher`, `mailbox`, `ask_timeout`, `wire`, `device`";
+const KEYS: &str = "`crate`, `supervision`, `dispatcher`, `mailbox`, `ask_timeout`, `wire`, `device`, `feature`";
 const SUPERVISION_KEYS: &str = "`restart_on`, `resume_on`, `max_restarts`, `within`";
 
 /// Parsed options.
@@ -30,6 +30,11 @@ pub(crate) struct Options {
     /// `Device` methods (through a generated `<actor>_device_surface!` the device tier
     /// expands), and whose named dtype sets get one mapping trait each.
     pub(crate) device: Option<DeviceOption>,
+    /// `feature = "fft"`: the handlers exist only with that cargo feature of the crate
+    /// that declares the actor; without it the messages, client and surfaces stay (so
+    /// callers compile the same) and every request is answered `Unsupported`, naming
+    /// the feature.
+    pub(crate) feature: Option<LitStr>,
 }
 
 /// `device` on a library actor.
@@ -188,6 +193,23 @@ pub(crate) fn parse(args: TokenStream, errors: &mut Errors) -> Options {
                 return skip_value(&meta);
             }
             o.device = Some(DeviceOption { span: meta.path.span() });
+        } else if meta.path.is_ident("feature") {
+            let value = meta.value()?;
+            let mut written = TokenStream::new();
+            while !value.is_empty() && !value.peek(syn::Token![,]) {
+                written.extend([value.parse::<proc_macro2::TokenTree>()?]);
+            }
+            match syn::parse2::<LitStr>(written.clone()) {
+                Ok(f) if !f.value().is_empty() => o.feature = Some(f),
+                _ if written.is_empty() => pending.at(
+                    &meta.path,
+                    "`feature` takes the cargo feature's name as a string, e.g. `feature = \"fft\"`",
+                ),
+                _ => pending.at(
+                    &written,
+                    "`feature` takes the cargo feature's name as a string, e.g. `feature = \"fft\"`",
+                ),
+            }
         } else if meta.path.is_ident("ask_timeout") {
             let lit: LitStr = meta.value()?.parse()?;
             match parse_duration(&lit) {
