@@ -323,6 +323,7 @@ impl From<cudarc::driver::DriverError> for GpuError {
     }
 }
 
+#[cfg(feature = "blas")]
 impl From<cudarc::cublas::result::CublasError> for GpuError {
     fn from(e: cudarc::cublas::result::CublasError) -> Self {
         GpuError::Library {

@@ -30,6 +30,7 @@ use crate::error::GpuError;
 use crate::gpu_ref::GpuRef;
 use crate::library::blas::matmul::{Epilogue, Matmul, MatmulBuffer};
 use crate::library::blas::{Batch, BlasActor, Gemm, Gemv, Strided};
+use crate::library::catalog::Lib;
 use crate::library::fft::{FftActor, FftShape};
 use crate::library::kernels::KernelActor;
 use crate::library::rng::RngKind;
@@ -92,7 +93,7 @@ pub(crate) struct Local {
 pub(crate) type Served = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 macro_rules! in_place {
-    ($($field:ident: $actor:ident, $variant:ident, $enabled:expr, $what:literal;)*) => {
+    ($($field:ident: $actor:ident, $variant:ident $(, $lib:ident)?;)*) => {
         impl Local {
             /// Whether `routed` is for a library actor that runs in place here (others —
             /// allocation, copies, modules, events, graphs — go to the device at once,
@@ -124,10 +125,7 @@ macro_rules! in_place {
                         .seed
                         .as_ref()
                         .ok_or_else(|| GpuError::Internal("an ActorGpu used before its seed".into()))?;
-                    let enabled: fn(&crate::backend::config::Libraries) -> bool = $enabled;
-                    if !enabled(&seed.shared.config.libraries) {
-                        return Err(super::route::disabled($what));
-                    }
+                    $(Lib::$lib.check(&seed.shared.config.libraries)?;)?
                     if self.$field.is_none() {
                         self.$field = Some($actor(Library::lazy(seed.clone())));
                     }
@@ -139,12 +137,12 @@ macro_rules! in_place {
 }
 
 in_place! {
-    blas: BlasActor, Blas, |l| l.blas, "BLAS";
-    rng: RngActor, Rng, |l| l.rng, "RNG";
-    fft: FftActor, Fft, |l| l.fft, "FFT";
-    solver: SolverActor, Solver, |l| l.solver, "the solver";
-    sparse: SparseActor, Sparse, |l| l.sparse, "cuSPARSE";
-    kernel: KernelActor, Kernel, |_| true, "the kernel launcher";
+    blas: BlasActor, Blas, Blas;
+    rng: RngActor, Rng, Rng;
+    fft: FftActor, Fft, Fft;
+    solver: SolverActor, Solver, Solver;
+    sparse: SparseActor, Sparse, Sparse;
+    kernel: KernelActor, Kernel;
 }
 
 crate::library::blas::blas_actor_actor_gpu_surface!(via = blas; float = BlasScalar, blas1 = Blas1Scalar);

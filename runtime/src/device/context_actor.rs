@@ -19,6 +19,7 @@ use crate::gpu_ref::GpuRef;
 use crate::graph::{GraphActor, GraphActorRef};
 use crate::host::{PinnedBuf, Uploaded};
 use crate::library::blas::{BlasActor, BlasActorRef};
+use crate::library::catalog::Lib;
 use crate::library::fft::{FftActor, FftActorRef};
 use crate::library::kernels::{KernelActor, KernelActorRef};
 use crate::library::modules::{ModuleActor, ModuleActorRef};
@@ -124,7 +125,7 @@ impl ContextActor {
             own.set_idle_spin(spin);
         }
         let libs = self.shared.config.libraries;
-        let blas = if libs.blas {
+        let blas = if Lib::Blas.on(&libs) {
             Some(self.spawn_pool(
                 ctx,
                 "blas",
@@ -137,7 +138,7 @@ impl ContextActor {
         } else {
             None
         };
-        let rng = if libs.rng {
+        let rng = if Lib::Rng.on(&libs) {
             let seed = seed.clone();
             let props = RngActor::gpu_props(move || RngActor(Library::new(seed.clone())));
             Some(RngActorRef::new(self.spawn_library(ctx, "rng", props, spin)?))
@@ -168,7 +169,7 @@ impl ContextActor {
             let props = GraphActor::gpu_props(move || GraphActor(Library::new(seed.clone())));
             GraphActorRef::new(self.spawn_library(ctx, "graph", props, spin)?)
         };
-        let solver = if libs.solver {
+        let solver = if Lib::Solver.on(&libs) {
             Some(self.spawn_pool(
                 ctx,
                 "solver",
@@ -181,14 +182,14 @@ impl ContextActor {
         } else {
             None
         };
-        let sparse = if libs.sparse {
+        let sparse = if Lib::Sparse.on(&libs) {
             let seed = seed.clone();
             let props = SparseActor::gpu_props(move || SparseActor(Library::new(seed.clone())));
             Some(SparseActorRef::new(self.spawn_library(ctx, "sparse", props, spin)?))
         } else {
             None
         };
-        let fft = if libs.fft {
+        let fft = if Lib::Fft.on(&libs) {
             Some(self.spawn_pool(ctx, "fft", &seed, spin, FftActor, FftActor::gpu_props, FftActorRef::new)?)
         } else {
             None

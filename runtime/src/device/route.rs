@@ -18,6 +18,7 @@ use crate::wire::{Journalled, Reader, ReplySlot, ReplyTap, ReplyWait, WireMessag
 
 use super::context_actor::{ContextActorMsg, ContextActorRef};
 use super::pool::{Busy, Pool};
+use crate::library::catalog::Lib;
 use crate::library::seed::LibrarySeed;
 
 /// Declares the inner actors of a device once — variant, message and client types, the
@@ -29,7 +30,7 @@ use crate::library::seed::LibrarySeed;
 macro_rules! inner_actors {
     ($(
         $(#[$doc:meta])*
-        $variant:ident($msg:ty, $client:ty) at $field:ident, $presence:ident $(($lib:literal))?, wire($tag:literal);
+        $variant:ident($msg:ty, $client:ty) at $field:ident, $presence:ident $(($lib:ident))?, wire($tag:literal);
     )*) => {
         /// The addresses of the current inner tier, and the seed its library actors were
         /// built from (an actor's own GPU builds its cores from it).
@@ -97,7 +98,7 @@ macro_rules! inner_actors {
             /// actor drops the message, whose reply then tells its asker.
             async fn send_local(self, inner: &InnerRefs) -> Result<Option<Busy>, GpuError> {
                 match self {
-                    $(Routed::$variant(m) => inner_actors!(@send $presence $(($lib))?, m, inner.$field),)*
+                    $(Routed::$variant(m) => inner_actors!(@send $presence $(($lib))?, m, inner.$field, inner),)*
                 }
             }
         }
@@ -112,27 +113,27 @@ macro_rules! inner_actors {
     (@field optional, $client:ty) => { Option<$client> };
     (@field pooled, $client:ty) => { Pool<$client> };
     (@field pooled_optional, $client:ty) => { Option<Pool<$client>> };
-    (@send required, $m:ident, $at:expr) => {
+    (@send required, $m:ident, $at:expr, $inner:ident) => {
         $at.actor_ref().send($m).await.map(|()| None)
     };
-    (@send optional($lib:literal), $m:ident, $at:expr) => {
+    (@send optional($lib:ident), $m:ident, $at:expr, $inner:ident) => {
         match &$at {
             Some(a) => a.actor_ref().send($m).await.map(|()| None),
             None => {
-                $m.fail(disabled($lib));
+                $m.fail(disabled(Lib::$lib, $inner));
                 Ok(None)
             }
         }
     };
-    (@send pooled, $m:ident, $at:expr) => {{
+    (@send pooled, $m:ident, $at:expr, $inner:ident) => {{
         let (a, busy) = $at.pick();
         a.actor_ref().send($m).await.map(|()| Some(busy))
     }};
-    (@send pooled_optional($lib:literal), $m:ident, $at:expr) => {
+    (@send pooled_optional($lib:ident), $m:ident, $at:expr, $inner:ident) => {
         match &$at {
-            Some(pool) => inner_actors!(@send pooled, $m, pool),
+            Some(pool) => inner_actors!(@send pooled, $m, pool, $inner),
             None => {
-                $m.fail(disabled($lib));
+                $m.fail(disabled(Lib::$lib, $inner));
                 Ok(None)
             }
         }
@@ -143,13 +144,13 @@ inner_actors! {
     /// For the context actor.
     Ctx(ContextActorMsg, ContextActorRef) at ctx, required, wire(0);
     /// For the BLAS actors.
-    Blas(BlasActorMsg, BlasActorRef) at blas, pooled_optional("BLAS"), wire(1);
+    Blas(BlasActorMsg, BlasActorRef) at blas, pooled_optional(Blas), wire(1);
     /// For the RNG actor (one: a seeded generator's sequence is its state).
-    Rng(RngActorMsg, RngActorRef) at rng, optional("RNG"), wire(2);
+    Rng(RngActorMsg, RngActorRef) at rng, optional(Rng), wire(2);
     /// For the FFT actors.
-    Fft(FftActorMsg, FftActorRef) at fft, pooled_optional("FFT"), wire(3);
+    Fft(FftActorMsg, FftActorRef) at fft, pooled_optional(Fft), wire(3);
     /// For the solver actors.
-    Solver(SolverActorMsg, SolverActorRef) at solver, pooled_optional("the solver"), wire(4);
+    Solver(SolverActorMsg, SolverActorRef) at solver, pooled_optional(Solver), wire(4);
     /// For the kernel actors.
     Kernel(KernelActorMsg, KernelActorRef) at kernel, pooled, wire(5);
     /// For the module actor.
@@ -160,13 +161,16 @@ inner_actors! {
     Graph(GraphActorMsg, GraphActorRef) at graph, required, wire(7);
     /// For the sparse actor (one, as the RNG's: on a GPU most calls run in place on the
     /// device's slots; the actor serves the rest).
-    Sparse(SparseActorMsg, SparseActorRef) at sparse, optional("cuSPARSE"), wire(9);
+    Sparse(SparseActorMsg, SparseActorRef) at sparse, optional(Sparse), wire(9);
 }
 
-/// What a request for a library the `DeviceConfig` left out gets (from the `Device` or
-/// an `ActorGpu`).
-pub(crate) fn disabled(library: &str) -> GpuError {
-    GpuError::Unsupported(format!("{library} is disabled in this DeviceConfig (libraries)"))
+/// What a request for a library the device does not serve gets: the build left its
+/// cargo feature out, or the `DeviceConfig` the library (`Lib::check`).
+fn disabled(lib: Lib, inner: &InnerRefs) -> GpuError {
+    match lib.check(&inner.seed.shared.config.libraries) {
+        Err(e) => e,
+        Ok(()) => GpuError::Internal(format!("{} is configured but has no actor", lib.what())),
+    }
 }
 
 /// Where requests go while a device is ready.

@@ -11,6 +11,7 @@ use super::Device;
 use crate::dtype::c32;
 use crate::error::GpuError;
 use crate::library::blas::Gemm;
+use crate::library::catalog::Lib;
 use crate::library::fft::FftShape;
 
 impl Device {
@@ -24,12 +25,12 @@ impl Device {
         }
         let libs = self.config().libraries;
         let (blas, rng, fft, solver) = futures::join!(
-            when(libs.blas, async {
+            when(Lib::Blas.on(&libs), async {
                 self.warm_gemm::<f32>().await.and(self.warm_gemm::<f64>().await)
             }),
-            when(libs.rng, self.warm_rng()),
-            when(libs.fft, self.warm_fft()),
-            when(libs.solver, self.warm_solver()),
+            when(Lib::Rng.on(&libs), self.warm_rng()),
+            when(Lib::Fft.on(&libs), self.warm_fft()),
+            when(Lib::Solver.on(&libs), self.warm_solver()),
         );
         for (what, r) in [("BLAS", blas), ("RNG", rng), ("FFT", fft), ("solver", solver)] {
             if let Err(e) = r {

@@ -6,9 +6,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use atomr_accel_cuda_macros::gpu_actor;
-use cudarc::cublas::CudaBlas;
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
+use cudarc::driver::{CudaContext, CudaStream};
 
+use super::blas_handles::BlasHandles;
 use super::op::{Capture, GraphNode};
 use super::{GraphBuilder, GraphRef};
 use crate::actor::{Context, Deferred};
@@ -19,22 +19,15 @@ use crate::launch::{order_on, KernelArgs};
 use crate::library::seed::LibrarySeed;
 use crate::library::shell::{Core, Library};
 use crate::observability::{cpu_op, gpu_timed};
-use crate::sys::graph::{set_cublas_workspace, GraphExec};
+use crate::sys::graph::GraphExec;
 
 static NEXT_GRAPH: AtomicU64 = AtomicU64::new(1);
 
-/// The cuBLAS workspace of captured GEMMs (NVIDIA's recommendation for Hopper).
-const CUBLAS_WORKSPACE: usize = 32 << 20;
-
 /// The GPU side: a stream nobody else enqueues on (a capture must see only its own
-/// work), a cuBLAS handle with a fixed workspace, and the completer.
+/// work), the BLAS handles its GEMM and matmul nodes capture with, and the completer.
 struct CudaEngine {
     stream: Arc<CudaStream>,
-    blas: CudaBlas,
-    /// Made at the first capture of a matmul (with its 32 MiB workspace, which the
-    /// graphs' matmuls then use at every replay: they all replay on `stream`, in order).
-    lt: std::cell::RefCell<Option<crate::sys::cublaslt::LtHandle>>,
-    _workspace: CudaSlice<u8>,
+    blas: BlasHandles,
     completer: Completer,
 }
 
@@ -92,14 +85,9 @@ impl Core for GraphCore {
 impl CudaParts {
     fn engine(&self) -> Result<CudaEngine, GpuError> {
         let stream = crate::sys::graph::new_stream(&self.ctx)?;
-        let blas = CudaBlas::new(stream.clone())?;
-        let mut workspace = stream.alloc_zeros::<u8>(CUBLAS_WORKSPACE)?;
-        set_cublas_workspace(&blas, &mut workspace)?;
         Ok(CudaEngine {
+            blas: BlasHandles::new(&stream)?,
             stream,
-            blas,
-            lt: std::cell::RefCell::new(None),
-            _workspace: workspace,
             completer: self.completer.clone(),
         })
     }
@@ -218,16 +206,14 @@ fn capture_on(c: &CudaEngine, nodes: &[Box<dyn GraphNode>]) -> Result<GraphExec,
     for n in nodes {
         n.prepare(&c.stream)?;
     }
-    if nodes.iter().any(|n| n.uses_matmul()) && c.lt.borrow().is_none() {
-        // Outside the capture: the handle allocates its workspace.
-        *c.lt.borrow_mut() = Some(crate::sys::cublaslt::LtHandle::new(c.stream.clone())?);
+    if nodes.iter().any(|n| n.uses_matmul()) {
+        c.blas.ready_for_matmul(&c.stream)?;
     }
     let args: Vec<&KernelArgs> = nodes.iter().map(|n| n.args()).collect();
     let addresses = order_on(&args, &c.stream)?;
     let cx = Capture {
         stream: &c.stream,
         blas: &c.blas,
-        lt: &c.lt,
         addresses: &addresses,
     };
     crate::sys::graph::capture(&c.stream, || nodes.iter().try_for_each(|n| n.capture(&cx)))

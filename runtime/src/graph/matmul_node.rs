@@ -5,7 +5,9 @@
 use super::op::{Capture, GraphNode, MATMUL};
 use crate::error::GpuError;
 use crate::launch::KernelArgs;
-use crate::library::blas::matmul::{enqueue_at, lock_all, run_cpu, Epilogue, Matmul, MatmulBuffer};
+#[cfg(feature = "blas")]
+use crate::library::blas::matmul::{enqueue_at, lock_all, run_cpu};
+use crate::library::blas::matmul::{Epilogue, Matmul, MatmulBuffer};
 use crate::wire::{Reader, Wire, Writer};
 
 /// `C = act(alpha·op(A)·op(B) + beta·C + bias)`, as `Device::matmul`.
@@ -52,7 +54,10 @@ impl GraphNode for MatmulNode {
         &self.args
     }
 
+    // Without the `blas` feature `check` refuses the node first: neither `capture` nor
+    // `run_cpu` runs.
     fn check(&self) -> Result<(), GpuError> {
+        super::blas_handles::without_blas()?;
         self.op.check(&self.epilogue, &self.a, &self.b, &self.c).map(|_| ())
     }
 
@@ -61,32 +66,49 @@ impl GraphNode for MatmulNode {
     }
 
     fn capture(&self, cx: &Capture<'_>) -> Result<(), GpuError> {
-        let key = self.op.check(&self.epilogue, &self.a, &self.b, &self.c)?;
-        let mut lt = cx.lt.borrow_mut();
-        let handle = lt
-            .as_mut()
-            .ok_or_else(|| GpuError::Internal("graph matmul captured without a cuBLASLt handle".into()))?;
-        for o in self.operands().into_iter().chain(self.epilogue.bias.as_ref()) {
-            if !cx.addresses.contains_key(&o.id()) {
-                return Err(GpuError::Internal(format!(
-                    "graph: buffer #{} was not resolved before capture",
-                    o.id()
-                )));
+        super::blas_handles::without_blas()?;
+        #[cfg(feature = "blas")]
+        {
+            let key = self.op.check(&self.epilogue, &self.a, &self.b, &self.c)?;
+            let mut lt = cx.blas.lt.borrow_mut();
+            let handle = lt
+                .as_mut()
+                .ok_or_else(|| GpuError::Internal("graph matmul captured without a cuBLASLt handle".into()))?;
+            for o in self.operands().into_iter().chain(self.epilogue.bias.as_ref()) {
+                if !cx.addresses.contains_key(&o.id()) {
+                    return Err(GpuError::Internal(format!(
+                        "graph: buffer #{} was not resolved before capture",
+                        o.id()
+                    )));
+                }
             }
+            let base = |o: &MatmulBuffer| cx.addresses[&o.id()];
+            // SAFETY: every operand's buffer address was resolved (and ordered) on the
+            // capturing stream before the capture began (checked present above); `key` is
+            // `check`'s for these operands.
+            unsafe { enqueue_at(handle, (&self.op, &self.epilogue), self.operands(), base, key) }
         }
-        let base = |o: &MatmulBuffer| cx.addresses[&o.id()];
-        // SAFETY: every operand's buffer address was resolved (and ordered) on the
-        // capturing stream before the capture began (checked present above); `key` is
-        // `check`'s for these operands.
-        unsafe { enqueue_at(handle, (&self.op, &self.epilogue), self.operands(), base, key) }
+        #[cfg(not(feature = "blas"))]
+        {
+            let _ = cx;
+            Ok(())
+        }
     }
 
     fn run_cpu(&self) -> Result<(), GpuError> {
-        let key = self.op.check(&self.epilogue, &self.a, &self.b, &self.c)?;
-        let mut operands = self.operands().to_vec();
-        operands.extend(self.epilogue.bias.as_ref());
-        let mut held = lock_all(&operands);
-        run_cpu(&self.op, &self.epilogue, key.tf32, self.operands(), &mut held)
+        super::blas_handles::without_blas()?;
+        #[cfg(feature = "blas")]
+        {
+            let key = self.op.check(&self.epilogue, &self.a, &self.b, &self.c)?;
+            let mut operands = self.operands().to_vec();
+            operands.extend(self.epilogue.bias.as_ref());
+            let mut held = lock_all(&operands);
+            run_cpu(&self.op, &self.epilogue, key.tf32, self.operands(), &mut held)
+        }
+        #[cfg(not(feature = "blas"))]
+        {
+            Ok(())
+        }
     }
 
     fn put_wire(&self, w: &mut Writer<'_>) -> Result<(), GpuError> {

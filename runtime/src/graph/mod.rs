@@ -23,6 +23,7 @@
 //!
 //! A graph is freed when its last `GraphRef` is dropped.
 
+mod blas_handles;
 mod graph_actor;
 mod matmul_node;
 mod node;

@@ -14,7 +14,9 @@ use crate::error::GpuError;
 use crate::gpu_ref::{with_operands, GpuRef, Region, RegionMut};
 use crate::kernel::dsl::KernelCall;
 use crate::launch::{with_host_buffers, Arg, KernelArgs};
-use crate::library::blas::{cpu_gemm, enqueue_gemm, validate as validate_gemm, Batch, Gemm};
+#[cfg(feature = "blas")]
+use crate::library::blas::{cpu_gemm, enqueue_gemm};
+use crate::library::blas::{validate as validate_gemm, Batch, Gemm};
 use crate::wire::{Reader, Wire, Writer};
 
 /// Reads an operation written by [`GraphNode::put_wire`] (in the worker): its kind, then
@@ -87,6 +89,7 @@ impl<T: BlasBase> GraphNode for GemmNode<T> {
     }
 
     fn check(&self) -> Result<(), GpuError> {
+        super::blas_handles::without_blas()?;
         if self.c.overlaps(&self.a) || self.c.overlaps(&self.b) {
             return Err(GpuError::InvalidArgument(
                 crate::error::Invalid::new("graph GEMM: the output C must not overlap A or B")
@@ -97,15 +100,29 @@ impl<T: BlasBase> GraphNode for GemmNode<T> {
         validate_gemm(&self.g, &self.batch, self.a.len(), self.b.len(), self.c.len())
     }
 
+    // Without the `blas` feature `check` refuses the node first: neither runs.
     fn capture(&self, cx: &Capture<'_>) -> Result<(), GpuError> {
-        let (a, b, mut c) = (cx.view(&self.a)?, cx.view(&self.b)?, cx.view(&self.c)?);
-        enqueue_gemm(cx.blas, &self.g, &self.batch, &a, &b, &mut c).map_err(GpuError::from)
+        super::blas_handles::without_blas()?;
+        #[cfg(feature = "blas")]
+        {
+            let (a, b, mut c) = (cx.view(&self.a)?, cx.view(&self.b)?, cx.view(&self.c)?);
+            enqueue_gemm(&cx.blas.blas, &self.g, &self.batch, &a, &b, &mut c).map_err(GpuError::from)
+        }
+        #[cfg(not(feature = "blas"))]
+        {
+            let _ = cx;
+            Ok(())
+        }
     }
 
     fn run_cpu(&self) -> Result<(), GpuError> {
+        super::blas_handles::without_blas()?;
         with_operands([&self.a, &self.b], &self.c, |[a, b], c| match (a, b, c) {
             (Region::Cpu(a), Region::Cpu(b), RegionMut::Cpu(c)) => {
+                #[cfg(feature = "blas")]
                 cpu_gemm(&self.g, &self.batch, a, b, c);
+                #[cfg(not(feature = "blas"))]
+                let _ = (a, b, c);
                 Ok(())
             }
             _ => Err(GpuError::invalid("graph GEMM: buffers of another backend")),

@@ -5,9 +5,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use cudarc::cublas::CudaBlas;
 use cudarc::driver::CudaStream;
 
+use super::blas_handles::BlasHandles;
 use super::raw::RawDevice;
 use crate::dtype::DTypeBase;
 use crate::error::GpuError;
@@ -15,13 +15,12 @@ use crate::gpu_ref::GpuRef;
 use crate::launch::KernelArgs;
 use crate::wire::Writer;
 
-/// What a node captures with: the capturing stream, the graph's cuBLAS handle (and
-/// cuBLASLt handle, once a matmul needed one), and the address of every buffer (by id),
+/// What a node captures with: the capturing stream, the graph's BLAS handles (the
+/// cuBLASLt one made once a matmul needed it), and the address of every buffer (by id),
 /// resolved before the capture began.
 pub(crate) struct Capture<'a> {
     pub(crate) stream: &'a Arc<CudaStream>,
-    pub(crate) blas: &'a CudaBlas,
-    pub(crate) lt: &'a std::cell::RefCell<Option<crate::sys::cublaslt::LtHandle>>,
+    pub(crate) blas: &'a BlasHandles,
     pub(crate) addresses: &'a HashMap<u64, u64>,
 }
 

@@ -2,8 +2,13 @@
 //! equivalent) and the stream it enqueues on, and is written with `#[gpu_actor]`. They
 //! build on the shared floor (`backend`, `gpu_ref`, `completion`, `wire`) and are named
 //! only by the device tier above them.
+//!
+//! A library whose cargo feature a build leaves out keeps its public types, messages
+//! and methods; its handlers are compiled only with the feature (`#[gpu_actor(feature
+//! = …)]`), and its calls answer `Unsupported` naming it (`catalog.rs`).
 
 pub mod blas;
+pub(crate) mod catalog;
 pub mod fft;
 pub mod kernels;
 pub mod modules;

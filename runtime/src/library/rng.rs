@@ -8,9 +8,13 @@
 use std::sync::Arc;
 
 use atomr_accel_cuda_macros::gpu_actor;
+#[cfg(feature = "rand")]
 use cudarc::driver::CudaStream;
+#[cfg(feature = "rand")]
 use rand::SeedableRng;
+#[cfg(feature = "rand")]
 use rand_chacha::ChaCha12Rng;
+#[cfg(feature = "rand")]
 use rand_distr::{Distribution, LogNormal, Normal, Poisson, StandardUniform};
 
 use crate::actor::{Context, Deferred};
@@ -22,11 +26,14 @@ use crate::gpu_ref::{GpuRef, RegionMut};
 use crate::library::seed::LibrarySeed;
 use crate::library::shell::{Core, Library};
 use crate::observability::{cpu_op, gpu_timed};
+#[cfg(feature = "rand")]
 use crate::sys::{CurandGen, Draw};
 
 pub mod sobol;
 
-use sobol::{check_dimensions, check_length, SobolSeq};
+#[cfg(feature = "rand")]
+use sobol::SobolSeq;
+use sobol::{check_dimensions, check_length};
 
 /// The seed a device's generator starts from.
 pub const DEFAULT_SEED: u64 = 0x5EED_A70A;
@@ -115,6 +122,7 @@ impl RngKind {
         }
     }
 
+    #[cfg(feature = "rand")]
     /// cuRAND's generator type.
     fn curand(self) -> cudarc::curand::sys::curandRngType_t {
         use cudarc::curand::sys::curandRngType_t as T;
@@ -130,6 +138,7 @@ impl RngKind {
     }
 }
 
+#[cfg(feature = "rand")]
 enum RngEngine {
     Cpu {
         rng: Box<ChaCha12Rng>,
@@ -142,6 +151,7 @@ enum RngEngine {
     },
 }
 
+#[cfg(feature = "rand")]
 /// The generator of one generation of a device.
 pub(crate) struct RngCore {
     shared: Arc<DeviceShared>,
@@ -152,6 +162,7 @@ pub(crate) struct RngCore {
     engine: RngEngine,
 }
 
+#[cfg(feature = "rand")]
 /// The CPU device's generator of `kind` from `seed` (a Sobol kind in `dims` dimensions).
 fn cpu_engine(kind: RngKind, seed: u64, dims: u32) -> Result<RngEngine, GpuError> {
     // The kind mixed into the seed: two kinds of one seed are two sequences, as on a GPU.
@@ -165,6 +176,7 @@ fn cpu_engine(kind: RngKind, seed: u64, dims: u32) -> Result<RngEngine, GpuError
     })
 }
 
+#[cfg(feature = "rand")]
 /// cuRAND's generator of `kind` on `stream` from `seed` (a Sobol kind in `dims`
 /// dimensions).
 fn cuda_gen(stream: &Arc<CudaStream>, kind: RngKind, seed: u64, dims: u32) -> Result<CurandGen, GpuError> {
@@ -175,6 +187,7 @@ fn cuda_gen(stream: &Arc<CudaStream>, kind: RngKind, seed: u64, dims: u32) -> Re
     Ok(gen)
 }
 
+#[cfg(feature = "rand")]
 impl Core for RngCore {
     const WHAT: &'static str = "RNG actor";
 
@@ -262,6 +275,7 @@ fn uniform_to_range<T: Float>(x: &mut [T], lo: T, hi: T) {
     }
 }
 
+#[cfg(feature = "rand")]
 impl RngCore {
     fn check<T: crate::dtype::DTypeBase>(&self, r: &GpuRef<T>) -> Result<(), GpuError> {
         r.validate(self.shared.config.device_id, self.generation)
@@ -457,7 +471,10 @@ impl RngCore {
 /// The RNG actor of a device. Written with `#[gpu_actor]`.
 pub struct RngActor(pub(crate) Library<RngCore>);
 
-#[gpu_actor(crate = crate, wire, device)]
+#[cfg(not(feature = "rand"))]
+use crate::library::shell::Absent as RngCore;
+
+#[gpu_actor(crate = crate, wire, device, feature = "rand")]
 impl RngActor {
     /// Creates the generator on the actor's own stream, seeded with [`DEFAULT_SEED`].
     #[pre_start]

@@ -80,3 +80,29 @@ impl<C> Drop for Library<C> {
         }
     }
 }
+
+/// The core of a library this build was compiled without (its cargo feature off). Never
+/// built in practice — the route and an `ActorGpu` answer the library's requests with
+/// `Lib::check`'s error, naming the feature, before any actor exists — and failing as
+/// `Unsupported` if it were.
+#[cfg_attr(
+    all(
+        feature = "blas",
+        feature = "fft",
+        feature = "rand",
+        feature = "solver",
+        feature = "sparse"
+    ),
+    allow(dead_code)
+)]
+pub(crate) struct Absent;
+
+impl Core for Absent {
+    const WHAT: &'static str = "library left out of this build";
+
+    fn build(_seed: &LibrarySeed) -> Result<Self, GpuError> {
+        Err(GpuError::Unsupported(
+            "this library's cargo feature is off in this build of atomr-accel-cuda".into(),
+        ))
+    }
+}

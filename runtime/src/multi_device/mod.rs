@@ -24,6 +24,7 @@
 
 mod exchange;
 mod host;
+#[cfg(feature = "nccl")]
 mod nccl;
 mod rank;
 mod reduce;

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::exchange::{Answer, Call, Data, Exchange, Key, Kind};
+#[cfg(feature = "nccl")]
 use super::nccl::{self, NcclPart, NcclRank, NcclWorld};
 use super::reduce::{CollectiveScalar, ReduceOp};
 use super::remote::{Client, Codec};
@@ -74,9 +75,11 @@ enum Plane {
     Host,
     /// NCCL between the GPUs of this process, every rank's call enqueued by the last
     /// arrival.
+    #[cfg(feature = "nccl")]
     Nccl(NcclWorld),
     /// NCCL from this process's one rank of a world spread over processes, enqueued once
     /// the coordinator saw every rank call the same.
+    #[cfg(feature = "nccl")]
     NcclRank(NcclRank),
 }
 
@@ -163,15 +166,7 @@ impl World {
                     devices[i].config().device_id
                 )));
             }
-            if !crate::sys::nccl::nccl_present() {
-                return Err(GpuError::Unsupported(
-                    "a world of GPUs needs NCCL (libnccl.so.2, e.g. the nvidia-nccl-cu13 wheel's lib/) on the library path"
-                        .into(),
-                ));
-            }
-            let nccl = NcclWorld::new(devices.to_vec());
-            nccl.formed().await?;
-            Plane::Nccl(nccl)
+            nccl_plane(devices).await?
         } else {
             Plane::Host
         };
@@ -203,24 +198,13 @@ impl World {
         // An isolated device's context lives in a worker process, out of NCCL's reach:
         // it joins a world whose collectives run through the host.
         let gpu = device.ready().await?.backend == BackendKind::Cuda && device.config().isolation.is_none();
-        if gpu && !crate::sys::nccl::nccl_present() {
-            return Err(GpuError::Unsupported(
-                "a world of GPUs needs NCCL (libnccl.so.2, e.g. the nvidia-nccl-cu13 wheel's lib/) on the library path"
-                    .into(),
-            ));
+        if gpu {
+            nccl_ready()?;
         }
         let deadline = device.config().request_timeout;
-        let make_id = || crate::sys::nccl::UniqueId::new().map(|id| id.to_bytes());
-        let (joined, id) = rendezvous.join(gpu, make_id, deadline).await?;
+        let (joined, id) = rendezvous.join(gpu, nccl_unique_id, deadline).await?;
         let plane = match id {
-            Some(id) => {
-                let id = crate::sys::nccl::UniqueId::from_bytes(&id)?;
-                let join = NcclRank::join(device, id, rendezvous.rank, rendezvous.size);
-                let rank = tokio::time::timeout(deadline, join)
-                    .await
-                    .map_err(|_| GpuError::Timeout(deadline))??;
-                Plane::NcclRank(rank)
-            }
+            Some(id) => nccl_rank_plane(device, rendezvous, &id, deadline).await?,
             None => Plane::Host,
         };
         let meeting = match joined {
@@ -432,6 +416,7 @@ impl Rank {
                     .write(recv, *part.downcast::<Vec<T>>().expect("a Vec of T"))
                     .await
             }
+            #[cfg(feature = "nccl")]
             Plane::Nccl(nccl) => {
                 let formed = match local {
                     Ok(()) => nccl.formed().await,
@@ -458,6 +443,7 @@ impl Rank {
                 self.wait(answer, key, party.of, &generations).await?;
                 formed?.done(self.index).await
             }
+            #[cfg(feature = "nccl")]
             Plane::NcclRank(rank) => {
                 let local = local.and_then(|()| self.same_generation(rank));
                 let data = local.map(|()| Box::new(()) as Data);
@@ -471,6 +457,7 @@ impl Rank {
     }
 
     /// `Ok` while this rank's device is of the generation its communicator was made in.
+    #[cfg(feature = "nccl")]
     fn same_generation(&self, rank: &NcclRank) -> Result<(), GpuError> {
         let now = self.device().state().generation;
         if now == rank.generation() {
@@ -677,4 +664,71 @@ fn windows_fit<T: CollectiveScalar>(
             "a partly overlapping window",
         ),
     ))
+}
+
+/// `Ok` when a world of GPUs can form here: the build has NCCL's bindings (the `nccl`
+/// feature) and the library is on the library path.
+fn nccl_ready() -> Result<(), GpuError> {
+    #[cfg(feature = "nccl")]
+    if crate::sys::nccl::nccl_present() {
+        return Ok(());
+    }
+    if !cfg!(feature = "nccl") {
+        return Err(GpuError::without_feature("a world of GPUs", "nccl", crate::CRATE));
+    }
+    Err(GpuError::Unsupported(
+        "a world of GPUs needs NCCL (libnccl.so.2, e.g. the nvidia-nccl-cu13 wheel's lib/) on the library path".into(),
+    ))
+}
+
+/// The plane of a world of this process's GPUs: one NCCL clique, formed.
+async fn nccl_plane(devices: &[Device]) -> Result<Plane, GpuError> {
+    nccl_ready()?;
+    #[cfg(feature = "nccl")]
+    {
+        let nccl = NcclWorld::new(devices.to_vec());
+        nccl.formed().await?;
+        Ok(Plane::Nccl(nccl))
+    }
+    #[cfg(not(feature = "nccl"))]
+    {
+        let _ = devices;
+        Err(GpuError::without_feature("a world of GPUs", "nccl", crate::CRATE))
+    }
+}
+
+/// A new NCCL clique's id, as the coordinator of a world spread over processes hands
+/// it to every rank.
+fn nccl_unique_id() -> Result<Vec<u8>, GpuError> {
+    #[cfg(feature = "nccl")]
+    {
+        crate::sys::nccl::UniqueId::new().map(|id| id.to_bytes())
+    }
+    #[cfg(not(feature = "nccl"))]
+    {
+        Err(GpuError::without_feature("a world of GPUs", "nccl", crate::CRATE))
+    }
+}
+
+/// This process's rank of an NCCL clique spread over processes, joined within `deadline`.
+async fn nccl_rank_plane(
+    device: &Device,
+    rendezvous: &Rendezvous,
+    id: &[u8],
+    deadline: Duration,
+) -> Result<Plane, GpuError> {
+    #[cfg(feature = "nccl")]
+    {
+        let id = crate::sys::nccl::UniqueId::from_bytes(id)?;
+        let join = NcclRank::join(device, id, rendezvous.rank, rendezvous.size);
+        let rank = tokio::time::timeout(deadline, join)
+            .await
+            .map_err(|_| GpuError::Timeout(deadline))??;
+        Ok(Plane::NcclRank(rank))
+    }
+    #[cfg(not(feature = "nccl"))]
+    {
+        let _ = (device, rendezvous, id, deadline);
+        Err(GpuError::without_feature("a world of GPUs", "nccl", crate::CRATE))
+    }
 }

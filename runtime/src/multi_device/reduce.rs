@@ -19,7 +19,7 @@ pub enum ReduceOp {
 
 /// The element types of collectives: those NCCL reduces in floating point (f32, f64,
 /// f16, bf16). Sealed: NCCL has no complex or 8-bit float reductions to match.
-pub trait CollectiveScalar: crate::device::DType + cudarc::nccl::NcclType + sealed::Sealed {}
+pub trait CollectiveScalar: crate::device::DType + crate::sys::NcclType + sealed::Sealed {}
 
 mod sealed {
     pub trait Sealed {}

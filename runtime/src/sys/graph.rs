@@ -17,6 +17,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+#[cfg(feature = "blas")]
 use cudarc::cublas::CudaBlas;
 use cudarc::driver::{sys as ds, CudaContext, CudaGraph, CudaSlice, CudaStream, DevicePtrMut};
 
@@ -162,6 +163,7 @@ impl Drop for Holding {
     }
 }
 
+#[cfg(feature = "blas")]
 /// Gives `blas` a workspace of its own, so a captured cuBLAS call allocates nothing
 /// during capture (NVIDIA's advice for graph capture). `workspace` must outlive `blas`'s
 /// use.

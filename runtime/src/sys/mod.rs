@@ -8,11 +8,17 @@ use cudarc::driver::{result as dresult, CudaStream};
 
 use crate::error::GpuError;
 
+mod absent;
+#[cfg(feature = "blas")]
 mod cublas;
 pub(crate) mod cublaslt;
+#[cfg(feature = "fft")]
 mod cufft;
+#[cfg(feature = "rand")]
 mod curand;
+#[cfg(feature = "solver")]
 pub mod cusolver;
+#[cfg(feature = "sparse")]
 pub(crate) mod cusparse;
 pub(crate) mod foreign;
 pub(crate) mod graph;
@@ -21,15 +27,37 @@ pub(crate) mod ipc;
 pub(crate) mod managed;
 pub(crate) mod mapped;
 pub(crate) mod matrix_pointers;
+#[cfg(feature = "nccl")]
 pub(crate) mod nccl;
 mod nvrtc;
 pub(crate) mod peer;
 pub(crate) mod pinned;
 pub(crate) mod plain;
 
+#[cfg(not(feature = "fft"))]
+pub use absent::CufftFloat;
+#[cfg(not(feature = "rand"))]
+pub use absent::CurandFloat;
+#[cfg(not(feature = "solver"))]
+pub use absent::CusolverFloat;
+#[cfg(not(feature = "sparse"))]
+pub use absent::CusparseFloat;
+#[cfg(not(feature = "nccl"))]
+pub use absent::NcclType;
+#[cfg(not(feature = "blas"))]
+pub use absent::{CublasBatchedLu, CublasGemm, CublasLevel1};
+#[cfg(feature = "blas")]
 pub use cublas::{CublasBatchedLu, CublasGemm, CublasLevel1, Vector, VectorMut};
+#[cfg(feature = "nccl")]
+pub use cudarc::nccl::NcclType;
+#[cfg(feature = "fft")]
 pub use cufft::CufftFloat;
+#[cfg(feature = "rand")]
 pub use curand::{CurandFloat, CurandGen, Draw};
+#[cfg(feature = "solver")]
+pub use cusolver::CusolverFloat;
+#[cfg(feature = "sparse")]
+pub use cusparse::CusparseFloat;
 pub use nvrtc::CUDA_INCLUDE_ENV;
 pub(crate) use nvrtc::{compile_image, nvrtc_version};
 

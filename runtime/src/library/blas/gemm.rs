@@ -260,6 +260,7 @@ pub(crate) fn validate<T: BlasBase>(g: &Gemm<T>, batch: &Batch, a: usize, b: usi
     Ok(())
 }
 
+#[cfg(feature = "blas")]
 /// The CPU device's GEMM: widen to the accumulation type, multiply with the `gemm`
 /// crate, round back — the arithmetic cuBLAS does for f16/bf16 (f32 accumulation).
 pub(crate) fn cpu_gemm<T: BlasBase>(g: &Gemm<T>, batch: &Batch, a: &[T], b: &[T], c: &mut [T]) {

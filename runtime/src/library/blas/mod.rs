@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
+#[cfg(feature = "blas")]
 use cudarc::cublas::{sys as cbsys, CudaBlas, GemmConfig, GemvConfig, StridedBatchedConfig};
+#[cfg(feature = "blas")]
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 
 use self::matmul::{Epilogue, Matmul, MatmulBuffer};
@@ -17,7 +19,9 @@ use crate::gpu_ref::{with_inputs, with_operands, with_span, GpuRef, Region, Regi
 use crate::library::seed::LibrarySeed;
 use crate::library::shell::{Core, Library};
 use crate::observability::{cpu_op, gpu_timed};
+#[cfg(feature = "blas")]
 use crate::sys::cublaslt::LtHandle;
+#[cfg(feature = "blas")]
 use crate::sys::{Vector, VectorMut};
 use atomr_accel_cuda_macros::gpu_actor;
 
@@ -25,7 +29,9 @@ mod gemm;
 pub mod matmul;
 mod strided;
 
-pub(crate) use gemm::{cpu_gemm, validate};
+#[cfg(feature = "blas")]
+pub(crate) use gemm::cpu_gemm;
+pub(crate) use gemm::validate;
 use gemm::{invalid, over_32_bits, span};
 pub use gemm::{Batch, Gemm};
 pub use strided::Strided;
@@ -171,6 +177,7 @@ fn op_name<T: DTypeBase>(op: &str) -> String {
     format!("{op}<{}>", T::NAME)
 }
 
+#[cfg(feature = "blas")]
 /// Enqueues one GEMM (strided-batched when `batch.count > 1`) on `blas`'s stream, over
 /// any device slices — the BLAS actor passes its buffers, a graph's capture untracked
 /// views of them. `g` and `batch` must have passed [`validate`] for the slices' lengths.
@@ -208,6 +215,7 @@ pub(crate) fn enqueue_gemm<T: BlasBase, A: DevicePtr<T>, B: DevicePtr<T>, C: Dev
     }
 }
 
+#[cfg(feature = "blas")]
 /// The BLAS actor's state for one generation: the cuBLAS handle and its stream, or the
 /// CPU device.
 pub(crate) struct BlasCore {
@@ -216,6 +224,7 @@ pub(crate) struct BlasCore {
     engine: BlasEngine,
 }
 
+#[cfg(feature = "blas")]
 enum BlasEngine {
     Cpu,
     Cuda {
@@ -228,6 +237,7 @@ enum BlasEngine {
     },
 }
 
+#[cfg(feature = "blas")]
 impl Core for BlasCore {
     const WHAT: &'static str = "BLAS actor";
 
@@ -250,6 +260,7 @@ impl Core for BlasCore {
     }
 }
 
+#[cfg(feature = "blas")]
 impl BlasCore {
     fn check<T: DTypeBase>(&self, r: &GpuRef<T>) -> Result<(), GpuError> {
         r.validate(self.shared.config.device_id, self.generation)
@@ -696,6 +707,7 @@ impl BlasCore {
     }
 }
 
+#[cfg(feature = "blas")]
 /// Classifies a failed cuBLAS call: after a sticky fault cuBLAS only says
 /// EXECUTION_FAILED, so the stream is asked for the real (sticky) error.
 fn library_failure(shared: &DeviceShared, stream: &Arc<CudaStream>, e: GpuError) -> GpuError {
@@ -719,16 +731,19 @@ fn same_count<T: DTypeBase>(what: &str, x: &Strided<T>, y: &Strided<T>) -> Resul
     Ok(())
 }
 
+#[cfg(feature = "blas")]
 /// A locked window as cuBLAS's strided vector.
 fn vector<'a, T>(data: &'a CudaView<'a, T>, inc: usize) -> Vector<'a, CudaView<'a, T>> {
     Vector { data, inc }
 }
 
+#[cfg(feature = "blas")]
 /// As [`vector`], written.
 fn vector_mut<'a, 'b, T>(data: &'a mut CudaViewMut<'b, T>, inc: usize) -> VectorMut<'a, CudaViewMut<'b, T>> {
     VectorMut { data, inc }
 }
 
+#[cfg(feature = "blas")]
 fn op(t: bool) -> cbsys::cublasOperation_t {
     if t {
         cbsys::cublasOperation_t::CUBLAS_OP_T
@@ -742,7 +757,10 @@ fn op(t: bool) -> cbsys::cublasOperation_t {
 /// completion never stalls the context actor. Written with `#[gpu_actor]`.
 pub struct BlasActor(pub(crate) Library<BlasCore>);
 
-#[gpu_actor(crate = crate, wire, device)]
+#[cfg(not(feature = "blas"))]
+use crate::library::shell::Absent as BlasCore;
+
+#[gpu_actor(crate = crate, wire, device, feature = "blas")]
 impl BlasActor {
     /// Creates the cuBLAS handle on the actor's own stream.
     #[pre_start]

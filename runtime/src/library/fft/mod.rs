@@ -13,9 +13,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use atomr_accel_cuda_macros::gpu_actor;
+#[cfg(feature = "fft")]
 use cudarc::cufft::CudaFft;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
+#[cfg(feature = "fft")]
 use rustfft::num_complex::Complex64;
+#[cfg(feature = "fft")]
 use rustfft::FftPlanner;
 
 use crate::actor::{Context, Deferred};
@@ -29,8 +32,10 @@ use crate::library::shell::{Core, Library};
 use crate::observability::{cpu_op, gpu_timed};
 use crate::stream::StreamStrategy;
 
+#[cfg(feature = "fft")]
 mod replay;
 
+#[cfg(feature = "fft")]
 use replay::Replays;
 
 /// The shape of a batch of transforms.
@@ -158,8 +163,10 @@ impl Kind {
     }
 }
 
+#[cfg(feature = "fft")]
 type PlanKey = (u8, TypeId, FftShape);
 
+#[cfg(feature = "fft")]
 /// A cuFFT plan and its transforms captured as graphs (dropped first: a graph uses the
 /// plan's work area).
 struct Planned {
@@ -167,6 +174,7 @@ struct Planned {
     plan: CudaFft,
 }
 
+#[cfg(feature = "fft")]
 enum FftEngine {
     Cpu(Box<FftPlanner<f64>>),
     Cuda {
@@ -180,6 +188,7 @@ enum FftEngine {
     },
 }
 
+#[cfg(feature = "fft")]
 /// The FFT state of one generation.
 pub(crate) struct FftCore {
     shared: Arc<DeviceShared>,
@@ -187,6 +196,7 @@ pub(crate) struct FftCore {
     engine: FftEngine,
 }
 
+#[cfg(feature = "fft")]
 impl Core for FftCore {
     const WHAT: &'static str = "FFT actor";
 
@@ -208,6 +218,7 @@ impl Core for FftCore {
     }
 }
 
+#[cfg(feature = "fft")]
 /// One C2C transform of every axis of `data` (row-major `dims`), in place.
 fn cpu_fft_nd(planner: &mut FftPlanner<f64>, data: &mut [Complex64], dims: &[usize], inverse: bool) {
     let mut line = Vec::new();
@@ -247,6 +258,7 @@ fn ravel(idx: &[usize], dims: &[usize]) -> usize {
     idx.iter().zip(dims).fold(0, |acc, (i, d)| acc * d + i)
 }
 
+#[cfg(feature = "fft")]
 /// The CPU device's transform of one batch of `shape`.
 fn cpu_transform(planner: &mut FftPlanner<f64>, kind: Kind, shape: &FftShape, input: &[Complex64]) -> Vec<Complex64> {
     let dims = &shape.dims;
@@ -290,6 +302,7 @@ fn cpu_transform(planner: &mut FftPlanner<f64>, kind: Kind, shape: &FftShape, in
     out
 }
 
+#[cfg(feature = "fft")]
 impl FftCore {
     fn transform<I: DTypeBase, O: DTypeBase, T: FftFloat>(
         &mut self,
@@ -452,6 +465,7 @@ impl FftCore {
     }
 }
 
+#[cfg(feature = "fft")]
 fn fft_error(e: cudarc::cufft::result::CufftError) -> GpuError {
     GpuError::Library {
         lib: crate::error::Lib::Cufft,
@@ -460,10 +474,12 @@ fn fft_error(e: cudarc::cufft::result::CufftError) -> GpuError {
     }
 }
 
+#[cfg(feature = "fft")]
 fn c<T: FftFloat>(z: Complex<T>) -> Complex64 {
     Complex64::new(z.re.to_f64(), z.im.to_f64())
 }
 
+#[cfg(feature = "fft")]
 fn z<T: FftFloat>(c: Complex64) -> Complex<T> {
     Complex::new(T::from_f64(c.re), T::from_f64(c.im))
 }
@@ -471,7 +487,10 @@ fn z<T: FftFloat>(c: Complex64) -> Complex<T> {
 /// The FFT actor of a device. Written with `#[gpu_actor]`.
 pub struct FftActor(pub(crate) Library<FftCore>);
 
-#[gpu_actor(crate = crate, wire, device)]
+#[cfg(not(feature = "fft"))]
+use crate::library::shell::Absent as FftCore;
+
+#[gpu_actor(crate = crate, wire, device, feature = "fft")]
 impl FftActor {
     /// Prepares the plan cache on the actor's own stream.
     #[pre_start]

@@ -19,8 +19,11 @@
 
 use std::sync::OnceLock;
 
+#[cfg(feature = "rand")]
 use rand::{Rng, SeedableRng};
+#[cfg(feature = "rand")]
 use rand_chacha::ChaCha12Rng;
+#[cfg(feature = "rand")]
 use sobol::params::JoeKuoD6;
 
 use crate::error::{GpuError, Invalid};
@@ -32,6 +35,7 @@ pub const MAX_SOBOL_DIMENSIONS: u32 = 20_000;
 /// is the same on every run and ignores the generator's seed).
 const SCRAMBLE_SEED: u64 = 0x50B0_15C4_A3B1_ED00;
 
+#[cfg(feature = "rand")]
 /// Joe–Kuo's parameters, parsed once (the smallest table that holds `dims`).
 fn joe_kuo(dims: usize) -> &'static JoeKuoD6 {
     static MINIMAL: OnceLock<JoeKuoD6> = OnceLock::new();
@@ -75,6 +79,7 @@ pub(crate) fn check_length(len: usize, dims: u32) -> Result<(), GpuError> {
     Ok(())
 }
 
+#[cfg(feature = "rand")]
 /// One Sobol sequence on the CPU device, at its next point.
 pub(crate) struct SobolSeq {
     /// 32 or 64: the width of a point's coordinates.
@@ -90,6 +95,7 @@ pub(crate) struct SobolSeq {
     next: u64,
 }
 
+#[cfg(feature = "rand")]
 impl SobolSeq {
     /// The sequence of `dims` dimensions, `bits` (32 or 64) wide, scrambled or not, at
     /// its first point.

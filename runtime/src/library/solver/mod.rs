@@ -15,7 +15,9 @@
 //! may differ between backends (each is a valid factorization); everything unique
 //! (LU, Cholesky, singular values, eigenvalues) agrees to rounding.
 
+#[cfg(feature = "solver")]
 mod cpu;
+#[cfg(feature = "solver")]
 mod cuda;
 
 use std::sync::Arc;
@@ -33,10 +35,7 @@ use crate::observability::{cpu_op, gpu_timed};
 
 /// Float types of the dense solvers (f32, f64): the bound of the `SolverActor`'s
 /// handlers (cuSOLVER's entry points, and the `#[kernel]` that extracts QR's R).
-pub trait SolverFloat:
-    crate::kernel::dsl::Float + crate::sys::cusolver::CusolverFloat + crate::sys::CublasBatchedLu
-{
-}
+pub trait SolverFloat: crate::kernel::dsl::Float + crate::sys::CusolverFloat + crate::sys::CublasBatchedLu {}
 impl SolverFloat for f32 {}
 impl SolverFloat for f64 {}
 
@@ -231,11 +230,13 @@ fn tall(m: usize, n: usize, op: Op) -> Result<(), GpuError> {
     Ok(())
 }
 
+#[cfg(feature = "solver")]
 enum SolverEngine {
     Cpu,
     Cuda(Box<cuda::CudaSolver>),
 }
 
+#[cfg(feature = "solver")]
 /// The solver of one generation.
 pub(crate) struct SolverCore {
     shared: Arc<DeviceShared>,
@@ -243,6 +244,7 @@ pub(crate) struct SolverCore {
     engine: SolverEngine,
 }
 
+#[cfg(feature = "solver")]
 impl Core for SolverCore {
     const WHAT: &'static str = "solver actor";
 
@@ -263,6 +265,7 @@ impl Core for SolverCore {
     }
 }
 
+#[cfg(feature = "solver")]
 impl SolverCore {
     fn check<T: DTypeBase>(&self, r: &GpuRef<T>) -> Result<(), GpuError> {
         r.validate(self.shared.config.device_id, self.generation)
@@ -734,7 +737,10 @@ impl SolverCore {
 /// per routine, expanded to f32 and f64.
 pub struct SolverActor(pub(crate) Library<SolverCore>);
 
-#[gpu_actor(crate = crate, wire, device)]
+#[cfg(not(feature = "solver"))]
+use crate::library::shell::Absent as SolverCore;
+
+#[gpu_actor(crate = crate, wire, device, feature = "solver")]
 impl SolverActor {
     /// Creates the cuSOLVER handle on the actor's own stream.
     #[pre_start]

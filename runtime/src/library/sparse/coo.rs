@@ -7,7 +7,7 @@
 //! is only made from a `CsrMatrix` (`Device::csr_to_coo`) — whose structure was checked
 //! or written by the library — and its structure buffers are never handed out.
 
-use super::matrix::CsrMatrix;
+use super::matrix::{CsrMatrix, HostCsr};
 use crate::dtype::DTypeBase;
 use crate::error::GpuError;
 use crate::gpu_ref::GpuRef;
@@ -153,6 +153,44 @@ pub(crate) fn offsets_of_rows(rows_of: &[i32], rows: usize) -> Vec<i32> {
         offsets[r + 1] += offsets[r];
     }
     offsets
+}
+
+/// Triplets (row, column, value) as a CSR matrix: sorted by row then column, duplicates
+/// summed in float64 (as cuSPARSE's `coo2csr` after a sort and a reduce by key). The
+/// indices must lie inside `rows × cols` (checked by the caller). Plain host code, so
+/// a build without the `sparse` feature uploads COO data too.
+pub(crate) fn coo_to_csr<T: DTypeBase>(
+    (rows, cols): (usize, usize),
+    row_indices: &[i32],
+    col_indices: &[i32],
+    values: &[T],
+) -> HostCsr<T> {
+    let mut order: Vec<usize> = (0..values.len()).collect();
+    order.sort_by_key(|&k| (row_indices[k], col_indices[k]));
+    let mut offsets = vec![0i32; rows + 1];
+    let (mut indices, mut sums) = (Vec::new(), Vec::<f64>::new());
+    let mut last = None;
+    for k in order {
+        let at = (row_indices[k], col_indices[k]);
+        if last == Some(at) {
+            *sums.last_mut().expect("a previous element") += values[k].to_f64();
+        } else {
+            indices.push(at.1);
+            sums.push(values[k].to_f64());
+            offsets[at.0 as usize + 1] += 1;
+            last = Some(at);
+        }
+    }
+    for r in 0..rows {
+        offsets[r + 1] += offsets[r];
+    }
+    HostCsr {
+        rows,
+        cols,
+        offsets,
+        indices,
+        values: sums.into_iter().map(T::from_f64).collect(),
+    }
 }
 
 #[cfg(test)]

@@ -3,9 +3,8 @@
 //! zero-based indices, dense matrices column-major), so a program reads the same
 //! results on either backend. The caller has validated every length and the structure.
 
-use sprs::{CsMatViewI, TriMatI};
+use sprs::CsMatViewI;
 
-use super::matrix::HostCsr;
 use crate::dtype::DTypeBase;
 use crate::error::GpuError;
 
@@ -91,28 +90,5 @@ pub(super) fn densify<T: DTypeBase>(a: &CsrHost<'_, T>, dense: &mut [T]) {
         for k in a.offsets[r] as usize..a.offsets[r + 1] as usize {
             dense[a.indices[k] as usize * a.rows + r] = a.values[k];
         }
-    }
-}
-
-/// Triplets (row, column, value) as a CSR matrix: sorted, duplicates summed (through
-/// `sprs`' triplet matrix). The indices must lie inside `rows × cols` (checked by the
-/// caller).
-pub(crate) fn coo_to_csr<T: DTypeBase>(
-    (rows, cols): (usize, usize),
-    row_indices: &[i32],
-    col_indices: &[i32],
-    values: &[T],
-) -> HostCsr<T> {
-    let mut tri = TriMatI::<f64, i32>::with_capacity((rows, cols), values.len());
-    for ((&r, &c), v) in row_indices.iter().zip(col_indices).zip(values) {
-        tri.add_triplet(r as usize, c as usize, v.to_f64());
-    }
-    let csr: sprs::CsMatI<f64, i32, i32> = tri.to_csr();
-    HostCsr {
-        rows,
-        cols,
-        offsets: csr.indptr().raw_storage().to_vec(),
-        indices: csr.indices().to_vec(),
-        values: csr.data().iter().map(|&v| T::from_f64(v)).collect(),
     }
 }

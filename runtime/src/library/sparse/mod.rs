@@ -8,20 +8,24 @@
 //! argument is checked here first, each fault a typed error naming the argument.
 
 mod coo;
+#[cfg(feature = "sparse")]
 mod cpu;
+#[cfg(feature = "sparse")]
 mod cuda;
 mod matrix;
+#[cfg(feature = "sparse")]
 mod product;
 
 use std::sync::Arc;
 
 use atomr_accel_cuda_macros::gpu_actor;
 
+pub(crate) use self::coo::coo_to_csr;
 pub use self::coo::{CooMatrix, SparseMatrix};
-pub(crate) use self::cpu::coo_to_csr;
 pub(crate) use self::matrix::check_structure;
 pub use self::matrix::{CsrMatrix, HostCsr, SparseOp, MAX_DIM};
 
+#[cfg(feature = "sparse")]
 use self::product::{host_matrix, row_offsets, Product};
 use crate::actor::{Context, Deferred};
 use crate::backend::state::DeviceShared;
@@ -34,22 +38,25 @@ use crate::observability::{cpu_op, gpu_timed};
 
 /// Float types of the sparse routines (f32, f64): the bound of the `SparseActor`'s
 /// handlers.
-pub trait SparseFloat: DTypeBase + crate::sys::cusparse::CusparseFloat {}
+pub trait SparseFloat: DTypeBase + crate::sys::CusparseFloat {}
 impl SparseFloat for f32 {}
 impl SparseFloat for f64 {}
 
+#[cfg(feature = "sparse")]
 enum SparseEngine {
     Cpu,
     Cuda(Box<cuda::CudaSparse>),
 }
 
 /// The sparse routines of one generation.
+#[cfg(feature = "sparse")]
 pub(crate) struct SparseCore {
     shared: Arc<DeviceShared>,
     generation: u64,
     engine: SparseEngine,
 }
 
+#[cfg(feature = "sparse")]
 impl Core for SparseCore {
     const WHAT: &'static str = "sparse actor";
 
@@ -131,6 +138,7 @@ fn parts<T: DTypeBase>(a: &SparseMatrix<T>) -> [(u64, &'static str); 3] {
     ]
 }
 
+#[cfg(feature = "sparse")]
 impl SparseCore {
     fn check<T: DTypeBase>(&self, r: &GpuRef<T>) -> Result<(), GpuError> {
         r.validate(self.shared.config.device_id, self.generation)
@@ -256,7 +264,10 @@ impl SparseCore {
 /// routine, expanded to f32 and f64.
 pub struct SparseActor(pub(crate) Library<SparseCore>);
 
-#[gpu_actor(crate = crate, wire, device)]
+#[cfg(not(feature = "sparse"))]
+use crate::library::shell::Absent as SparseCore;
+
+#[gpu_actor(crate = crate, wire, device, feature = "sparse")]
 impl SparseActor {
     /// Creates the cuSPARSE handle on the actor's own stream.
     #[pre_start]

@@ -9,7 +9,9 @@
 //! C. Per-tensor FP8 scales are folded into `alpha` (the product of the two dequantizing
 //! scales).
 
+#[cfg(feature = "blas")]
 mod cpu;
+#[cfg(feature = "blas")]
 mod cuda;
 mod operand;
 
@@ -376,5 +378,7 @@ pub(crate) fn timeline_name(a: &MatmulBuffer, c: &MatmulBuffer) -> String {
     format!("matmul<{}→{}>", a.dtype_name(), c.dtype_name())
 }
 
+#[cfg(feature = "blas")]
 pub(crate) use cpu::run as run_cpu;
+#[cfg(feature = "blas")]
 pub(crate) use cuda::{enqueue_at, run as run_cuda};
