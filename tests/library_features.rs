@@ -3,7 +3,7 @@
 //! feature this build left out answers `Unsupported` naming that feature — from the
 //! `Device`, from an `ActorGpu`, inside a graph — while the rest of the device (buffers,
 //! copies, `#[kernel]` reductions, COO → CSR on the host) works; one whose feature is in
-//! answers (its own tests check the numbers).
+//! answers (its own tests check the numbers). The same for isolated devices (`isolation`).
 
 use atomr_accel_cuda::graph::GraphBuilder;
 use atomr_accel_cuda::prelude::SparseOp;
@@ -86,5 +86,20 @@ async fn each_library_answers_or_names_its_missing_feature() {
             .await,
         "blas",
     );
+    system.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_isolated_device_opens_or_names_its_feature() {
+    let system = ActorSystem::new("lean-isolated");
+    let opened = Device::open(&system, DeviceConfig::cpu().isolated()).await;
+    // The test binary is not `#[gpu_main]`: a worker it spawned could not serve, so
+    // with the feature the device is refused by the worker, not by the build.
+    match opened {
+        Err(GpuError::Unsupported(m)) if cfg!(feature = "isolation") => {
+            assert!(!m.contains("cargo feature"), "{m}")
+        }
+        other => answered(cfg!(feature = "isolation"), other, "isolation"),
+    }
     system.shutdown().await;
 }

@@ -5,8 +5,9 @@
 
 #![warn(missing_docs)]
 // A build without one of the library features (`blas`, `fft`, `rand`, `solver`,
-// `sparse`, `nccl`) compiles out that library's handlers, which leaves some shared
-// helpers only they call unused; the full build (CI's clippy) still flags dead code.
+// `sparse`, `nccl`) or without isolated devices (the `isolation` feature, Linux)
+// compiles out their code, which leaves some shared helpers only it calls unused; the
+// full build (CI's clippy) still flags dead code.
 #![cfg_attr(
     not(all(
         feature = "blas",
@@ -14,7 +15,8 @@
         feature = "rand",
         feature = "solver",
         feature = "sparse",
-        feature = "nccl"
+        feature = "nccl",
+        isolation
     )),
     allow(dead_code, unused_imports)
 )]

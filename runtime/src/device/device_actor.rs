@@ -13,7 +13,9 @@ use crate::actor::{Context, Directive, StopReason, SupervisorStrategy, Terminate
 use crate::backend::state::{DeviceShared, Status};
 use crate::dispatcher::GpuDispatcher;
 use crate::error::GpuError;
+#[cfg(isolation)]
 use crate::isolation::standby::Standby;
+#[cfg(isolation)]
 use crate::isolation::worker_actor::WorkerActor;
 
 /// The outer tier of one device.
@@ -95,6 +97,8 @@ impl DeviceActor {
     /// watches the published state.
     #[pre_start]
     async fn start(&mut self, ctx: &mut Context<Self>) -> Result<(), GpuError> {
+        // `Device::start` refused an isolated config in a build without isolated devices.
+        #[cfg(isolation)]
         if self.shared.config.isolation.is_some() {
             let shared = self.shared.clone();
             let standby = Standby::new(shared.clone(), tokio::runtime::Handle::current());

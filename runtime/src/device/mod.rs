@@ -126,6 +126,9 @@ impl Device {
     /// at once; requests made before the inner tier is ready are queued.
     pub fn start(system: &ActorSystem, config: DeviceConfig) -> Result<Device, GpuError> {
         config.check_pinned()?;
+        if let Some(e) = config.isolation.as_ref().and_then(|_| crate::isolation::unavailable()) {
+            return Err(e);
+        }
         let name = format!("device-{}", config.device_id);
         let shared = DeviceShared::new(config);
         let s2 = shared.clone();

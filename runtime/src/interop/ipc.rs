@@ -320,6 +320,7 @@ struct SharedGpu {
 
 /// The shared memory file process `pid` holds open as `fd`, if it is still the one of
 /// inode `inode`; a closed or reused descriptor, or a process gone, is stale.
+#[cfg(linux)]
 fn alive(pid: u32, fd: i32, inode: u64) -> Result<Arc<Arena>, GpuError> {
     let arena = Arena::open_of(pid, fd)?;
     if arena.inode()? != inode {
@@ -332,6 +333,25 @@ fn alive(pid: u32, fd: i32, inode: u64) -> Result<Arc<Arena>, GpuError> {
         ));
     }
     Ok(arena)
+}
+
+/// Off Linux no process shares an arena (`Arena::create` refuses), so no handle opens.
+#[cfg(not(linux))]
+fn alive(_pid: u32, _fd: i32, _inode: u64) -> Result<Arc<Arena>, GpuError> {
+    Err(GpuError::Unsupported("IPC handles need Linux".into()))
+}
+
+/// What names a shared memory file across processes: the descriptor this process holds
+/// it open as, and its inode.
+#[cfg(linux)]
+fn named(arena: &Arena) -> Result<(i32, u64), GpuError> {
+    Ok((arena.fd(), arena.inode()?))
+}
+
+/// Off Linux there are no shared memory files to name (`Arena::create` refuses).
+#[cfg(not(linux))]
+fn named(_arena: &Arena) -> Result<(i32, u64), GpuError> {
+    Err(GpuError::Unsupported("IPC handles need Linux".into()))
 }
 
 impl<T: DTypeBase> GpuRef<T> {
@@ -364,17 +384,18 @@ impl<T: DTypeBase> GpuRef<T> {
                 drop(recorded);
                 drop(guard);
                 stream.synchronize()?;
+                let (fd, inode) = named(&shared.alive)?;
                 Memory::Cuda {
                     uuid: crate::sys::ipc::uuid(stream.context())?,
                     handle: shared.memory.handle()?,
-                    fd: shared.alive.fd(),
-                    inode: shared.alive.inode()?,
+                    fd,
+                    inode,
                 }
             }
-            (_, Some(arena), None) => Memory::Host {
-                fd: arena.fd(),
-                inode: arena.inode()?,
-            },
+            (_, Some(arena), None) => {
+                let (fd, inode) = named(arena)?;
+                Memory::Host { fd, inode }
+            }
             _ => return Err(not_shareable()),
         };
         Ok(IpcHandle {

@@ -24,16 +24,51 @@
 //! child at fixed descriptors; nothing listens on a path or a port. A frame that does
 //! not decode is an error for its request, never a crash of either side.
 
+#[cfg(isolation)]
 pub(crate) mod link;
+#[cfg(not(isolation))]
+#[path = "absent.rs"]
+pub(crate) mod link;
+#[cfg(isolation)]
 pub(crate) mod standby;
+#[cfg(isolation)]
 mod worker;
+#[cfg(isolation)]
 pub(crate) mod worker_actor;
 
 pub use crate::backend::config::IsolationConfig;
+#[cfg(isolation)]
 pub use worker::enter_worker_if_requested;
+
+/// Runs this process as an isolated device's GPU worker if it was started as one. This
+/// build has no isolated devices (the `isolation` feature is off, or the platform is not
+/// Linux), so no process is ever started as one: it returns at once. Kept so that
+/// `#[gpu_main]` and programs calling it compile in every build.
+#[cfg(not(isolation))]
+pub fn enter_worker_if_requested() {}
+
+/// Whether this build has isolated devices (the `isolation` feature, on Linux); without,
+/// an isolated `DeviceConfig` answers `Unsupported` at `Device::open`.
+pub(crate) fn unavailable() -> Option<crate::error::GpuError> {
+    if cfg!(isolation) {
+        None
+    } else if cfg!(target_os = "linux") {
+        Some(crate::error::GpuError::without_feature(
+            "an isolated device",
+            "isolation",
+            crate::CRATE,
+        ))
+    } else {
+        Some(crate::error::GpuError::Unsupported(
+            "isolated devices need Linux (a worker process reached through memfd shared memory and a Unix socket)"
+                .into(),
+        ))
+    }
+}
 
 pub use crate::process_role::WORKER_ENV;
 
 /// Descriptors the worker inherits: the socket, the request arena, the reply arena, the
 /// pinned arena.
+#[cfg(isolation)]
 const WORKER_FDS: [i32; 4] = [3, 4, 5, 6];

@@ -91,11 +91,20 @@ pub(crate) fn launch_host_fn(stream: &Arc<CudaStream>, f: Box<dyn FnOnce() + Sen
 
 /// Microseconds on the machine's monotonic clock (`CLOCK_MONOTONIC`): one clock for every
 /// process of the machine, so timelines of a user process and its workers line up.
+#[cfg(unix)]
 pub(crate) fn monotonic_us() -> f64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: `ts` is a valid timespec to write; CLOCK_MONOTONIC always exists on Linux.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as f64 * 1e6 + ts.tv_nsec as f64 / 1e3
+}
+
+/// Microseconds on a monotonic clock: this process's own off Unix, where no worker
+/// process shares the timeline (isolated devices are Linux-only).
+#[cfg(not(unix))]
+pub(crate) fn monotonic_us() -> f64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START.get_or_init(std::time::Instant::now).elapsed().as_secs_f64() * 1e6
 }
 
 /// This process's effective user id: who files it creates belong to, and so who the

@@ -7,9 +7,14 @@
 //! A range stays leased until its reader is done with it, so one writer never
 //! overwrites what the other side is still reading. When an arena has no room the data
 //! goes inline through the socket instead: slower, never an error.
+//!
+//! Linux only (memfd, descriptors inherited or opened through `/proc`): elsewhere an
+//! arena cannot be made (`Unsupported`), which only isolated devices and IPC handles —
+//! themselves Linux-only — ask for.
 
 use std::collections::BTreeMap;
 use std::fs::File;
+#[cfg(linux)]
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::sync::{Arc, Mutex};
 
@@ -31,7 +36,7 @@ pub(crate) struct Arena {
 
 impl std::fmt::Debug for Arena {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Arena({} bytes, fd {})", self.map.len(), self.file.as_raw_fd())
+        write!(f, "Arena({} bytes)", self.map.len())
     }
 }
 
@@ -42,6 +47,7 @@ impl Arena {
     }
 
     /// A new arena whose ranges start (and end) at multiples of `align`, a power of two.
+    #[cfg(linux)]
     pub(crate) fn create_aligned(name: &str, bytes: usize, align: usize) -> Result<Arc<Arena>, GpuError> {
         let cname = std::ffi::CString::new(name).map_err(|_| GpuError::invalid("arena name"))?;
         // SAFETY: FFI edge: `cname` is a valid NUL-terminated string; the flags are
@@ -57,7 +63,16 @@ impl Arena {
         Arena::map(file, align)
     }
 
+    /// No shared arenas off Linux (see the module docs).
+    #[cfg(not(linux))]
+    pub(crate) fn create_aligned(_name: &str, _bytes: usize, _align: usize) -> Result<Arc<Arena>, GpuError> {
+        Err(GpuError::Unsupported(
+            "shared-memory arenas (isolated devices, IPC handles) need Linux".into(),
+        ))
+    }
+
     /// Maps an arena inherited as descriptor `fd` (in the worker).
+    #[cfg(linux)]
     pub(crate) fn inherit(fd: RawFd) -> Result<Arc<Arena>, GpuError> {
         // SAFETY: the parent placed the arena's memfd at `fd` before exec; this process
         // takes ownership of it once, at start-up.
@@ -69,12 +84,13 @@ impl Arena {
     /// `/proc/<pid>/fd`, which the kernel lets a process of the same user open): a
     /// CPU-device IPC handle. Gone (the process exited, the arena was dropped) is an
     /// `InvalidArgument` saying so.
+    #[cfg(linux)]
     pub(crate) fn open_of(pid: u32, fd: RawFd) -> Result<Arc<Arena>, GpuError> {
         let path = format!("/proc/{pid}/fd/{fd}");
         let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).map_err(|e| {
             GpuError::InvalidArgument(
                 crate::error::Invalid::new(format!(
-                    "the IPC handle cannot be opened ({path}: {e}): stale (its buffer was dropped or its process                      exited) or of another user"
+                    "the IPC handle cannot be opened ({path}: {e}): stale (its buffer was dropped or its process exited) or of another user"
                 ))
                 .arg("handle"),
             )
@@ -93,6 +109,7 @@ impl Arena {
     }
 
     /// The descriptor (passed to the worker at spawn).
+    #[cfg(linux)]
     pub(crate) fn fd(&self) -> RawFd {
         self.file.as_raw_fd()
     }
@@ -139,6 +156,7 @@ impl Arena {
 
     /// The inode of the arena's file: what names it across processes, where descriptor
     /// numbers are reused.
+    #[cfg(linux)]
     pub(crate) fn inode(&self) -> Result<u64, GpuError> {
         use std::os::unix::fs::MetadataExt;
         Ok(self

@@ -52,6 +52,7 @@ impl PinnedArena {
     }
 
     /// The arena's descriptor (every worker of the device inherits it).
+    #[cfg(linux)]
     pub(crate) fn fd(&self) -> std::os::fd::RawFd {
         self.arena.fd()
     }
