@@ -29,17 +29,16 @@ use crate::dispatcher::GpuDispatcher;
 use crate::error::GpuError;
 use crate::gpu_ref::GpuRef;
 use crate::library::blas::matmul::{Epilogue, Matmul, MatmulBuffer};
-use crate::library::blas::{Batch, BlasActor, Gemm, Gemv, Strided};
+use crate::library::blas::{Batch, Gemm, Gemv, Strided};
 use crate::library::catalog::Lib;
-use crate::library::fft::{FftActor, FftShape};
+use crate::library::fft::FftShape;
 use crate::library::kernels::KernelActor;
 use crate::library::rng::RngKind;
-use crate::library::rng::{RngActor, DEFAULT_SEED};
+use crate::library::rng::DEFAULT_SEED;
 use crate::library::seed::LibrarySeed;
 use crate::library::shell::Library;
 use crate::library::solver::Eigh;
-use crate::library::solver::SolverActor;
-use crate::library::sparse::{SparseActor, SparseMatrix, SparseOp};
+use crate::library::sparse::{SparseMatrix, SparseOp};
 
 use super::bounds::{Blas1Scalar, BlasScalar, DType, FftScalar, RandomScalar, SolverScalar, SparseScalar};
 use crate::dtype::Complex;
@@ -74,32 +73,45 @@ impl std::fmt::Debug for ActorGpu {
     }
 }
 
-/// The in-place library actors of one `ActorGpu`, for the generation they were built in.
-pub(crate) struct Local {
-    /// The seed (with the actor's own stream) of the current generation; `None` before
-    /// the first call.
-    seed: Option<LibrarySeed>,
-    blas: Option<BlasActor>,
-    rng: Option<RngActor>,
-    fft: Option<FftActor>,
-    solver: Option<SolverActor>,
-    sparse: Option<SparseActor>,
-    kernel: Option<KernelActor>,
-}
-
 /// An accessor of one in-place library actor, built on first use from the seed; a
 /// library the device was configured without is `Unsupported`, as on the `Device`.
 /// A request served in place: the future that sends its reply when the GPU is done.
 pub(crate) type Served = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 macro_rules! in_place {
-    ($($field:ident: $actor:ident, $variant:ident $(, $lib:ident)?;)*) => {
+    (
+        $($field:ident: $actor:ident, $variant:ident;)*
+        @libraries
+        $($(#[$ldoc:meta])* $lvariant:ident: $lfield:ident {
+            $lactor:ident, $lmsg:ident, $lclient:ident, $pool:ident, wire($ltag:literal), $what:literal,
+            $feature:literal, $dsurf:ident, $gsurf:ident, [$($set:ident = $bound:ident),*]
+        })*
+    ) => {
+        /// The in-place library actors of one `ActorGpu`, for the generation they were
+        /// built in.
+        pub(crate) struct Local {
+            /// The seed (with the actor's own stream) of the current generation; `None`
+            /// before the first call.
+            seed: Option<LibrarySeed>,
+            $($field: Option<$actor>,)*
+            $($lfield: Option<crate::library::$lfield::$lactor>,)*
+        }
+
         impl Local {
+            /// No library actor built yet, for `seed`'s generation.
+            fn new(seed: Option<LibrarySeed>) -> Self {
+                Local {
+                    seed,
+                    $($field: None,)*
+                    $($lfield: None,)*
+                }
+            }
+
             /// Whether `routed` is for a library actor that runs in place here (others —
             /// allocation, copies, modules, events, graphs — go to the device at once,
             /// without taking a slot or making its stream).
             fn runs_in_place(routed: &Routed) -> bool {
-                matches!(routed, $(Routed::$variant(_))|*)
+                matches!(routed, $(Routed::$variant(_))|* $(| Routed::$lvariant(_))*)
             }
 
             /// Runs a request in place, on this actor's stream (an isolated device's
@@ -115,42 +127,56 @@ macro_rules! in_place {
                             Ok(None)
                         }
                     },)*
+                    $(Routed::$lvariant(m) => match self.$lfield() {
+                        Ok(actor) => actor.__serve(m).map_err(Routed::$lvariant),
+                        Err(e) => {
+                            m.fail(e);
+                            Ok(None)
+                        }
+                    },)*
                     other => Err(other),
                 }
             }
 
             $(
                 pub(crate) fn $field(&mut self) -> Result<&mut $actor, GpuError> {
-                    let seed = self
-                        .seed
-                        .as_ref()
-                        .ok_or_else(|| GpuError::Internal("an ActorGpu used before its seed".into()))?;
-                    $(Lib::$lib.check(&seed.shared.config.libraries)?;)?
+                    let seed = self.seed()?;
                     if self.$field.is_none() {
-                        self.$field = Some($actor(Library::lazy(seed.clone())));
+                        self.$field = Some($actor(Library::lazy(seed)));
                     }
                     Ok(self.$field.as_mut().expect("just built"))
                 }
             )*
+
+            $(
+                pub(crate) fn $lfield(&mut self) -> Result<&mut crate::library::$lfield::$lactor, GpuError> {
+                    let seed = self.seed()?;
+                    Lib::$lvariant.check(&seed.shared.config.libraries)?;
+                    if self.$lfield.is_none() {
+                        self.$lfield = Some(crate::library::$lfield::$lactor(Library::lazy(seed)));
+                    }
+                    Ok(self.$lfield.as_mut().expect("just built"))
+                }
+            )*
         }
+
+        $(crate::library::$lfield::$gsurf!(via = $lfield; $($set = $bound),*);)*
     };
 }
 
-in_place! {
-    blas: BlasActor, Blas, Blas;
-    rng: RngActor, Rng, Rng;
-    fft: FftActor, Fft, Fft;
-    solver: SolverActor, Solver, Solver;
-    sparse: SparseActor, Sparse, Sparse;
+crate::library::catalog::library_table!(in_place {
     kernel: KernelActor, Kernel;
-}
-
-crate::library::blas::blas_actor_actor_gpu_surface!(via = blas; float = BlasScalar, blas1 = Blas1Scalar);
-crate::library::rng::rng_actor_actor_gpu_surface!(via = rng; blas1 = RandomScalar);
-crate::library::fft::fft_actor_actor_gpu_surface!(via = fft; blas1 = FftScalar);
-crate::library::solver::solver_actor_actor_gpu_surface!(via = solver; blas1 = SolverScalar);
-crate::library::sparse::sparse_actor_actor_gpu_surface!(via = sparse; blas1 = SparseScalar);
+});
 crate::library::kernels::kernel_actor_actor_gpu_surface!(via = kernel; any = DType);
+
+impl Local {
+    /// The seed of the current generation (a clone for a library built from it).
+    fn seed(&self) -> Result<LibrarySeed, GpuError> {
+        self.seed
+            .clone()
+            .ok_or_else(|| GpuError::Internal("an ActorGpu used before its seed".into()))
+    }
+}
 
 /// An `ActorGpu` without its device: its number and its in-place library actors. The
 /// `Device` keeps a few of its own, so that a library call from outside any actor runs
@@ -222,21 +248,6 @@ fn route_seed<R>(device: &Device, f: impl FnOnce(&LibrarySeed) -> R) -> Option<R
         Some(Inner::Local(refs)) => Some(f(&refs.seed)),
         _ => None,
     })
-}
-
-impl Local {
-    /// No library actor built yet, for `seed`'s generation.
-    fn new(seed: Option<LibrarySeed>) -> Self {
-        Local {
-            seed,
-            blas: None,
-            rng: None,
-            fft: None,
-            solver: None,
-            sparse: None,
-            kernel: None,
-        }
-    }
 }
 
 impl ActorGpu {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use atomr_accel_cuda_macros::gpu_actor;
 
 use super::pool::Pool;
-use super::route::{Inner, InnerRefs};
+use super::route::{Inner, InnerRefs, LibraryRefs};
 use crate::actor::{Context, Deferred, Failure};
 use crate::backend::engine::ContextCore;
 use crate::backend::state::{DeviceShared, RouteSlot, Status};
@@ -18,16 +18,11 @@ use crate::event::{EventActor, EventActorRef};
 use crate::gpu_ref::GpuRef;
 use crate::graph::{GraphActor, GraphActorRef};
 use crate::host::{PinnedBuf, Uploaded};
-use crate::library::blas::{BlasActor, BlasActorRef};
 use crate::library::catalog::Lib;
-use crate::library::fft::{FftActor, FftActorRef};
 use crate::library::kernels::{KernelActor, KernelActorRef};
 use crate::library::modules::{ModuleActor, ModuleActorRef};
-use crate::library::rng::{RngActor, RngActorRef};
 use crate::library::seed::LibrarySeed;
 use crate::library::shell::Library;
-use crate::library::solver::{SolverActor, SolverActorRef};
-use crate::library::sparse::{SparseActor, SparseActorRef};
 use crate::memory::{Advice, Location};
 use crate::stream::Lane;
 use crate::wire::HostData;
@@ -109,6 +104,48 @@ impl ContextActor {
     }
 }
 
+/// Writes `ContextActor::spawn_libraries` from the table of optional libraries.
+macro_rules! spawn_libraries {
+    (@libraries $($(#[$doc:meta])* $variant:ident: $field:ident {
+        $actor:ident, $msg:ident, $client:ident, $pool:ident, wire($tag:literal), $what:literal, $feature:literal,
+        $dsurf:ident, $gsurf:ident, [$($set:ident = $bound:ident),*]
+    })*) => {
+        impl ContextActor {
+            /// Starts the actors of every library this device serves (`Lib::on`: built
+            /// in and asked for), each a pool or one actor as the table says.
+            fn spawn_libraries(
+                &self,
+                ctx: &mut Context<Self>,
+                seed: &LibrarySeed,
+                spin: std::time::Duration,
+            ) -> Result<LibraryRefs, GpuError> {
+                let libs = self.shared.config.libraries;
+                Ok(LibraryRefs {
+                    $($field: if Lib::$variant.on(&libs) {
+                        Some(spawn_libraries!(@spawn $pool, self, ctx, seed, spin, $field, crate::library::$field::$actor, crate::library::$field::$client))
+                    } else {
+                        None
+                    },)*
+                })
+            }
+        }
+    };
+    (@spawn pooled, $me:ident, $ctx:ident, $seed:ident, $spin:ident, $field:ident, $actor:path, $client:path) => {{
+        use $actor as A;
+        use $client as C;
+        $me.spawn_pool($ctx, stringify!($field), $seed, $spin, A, A::gpu_props, C::new)?
+    }};
+    (@spawn single, $me:ident, $ctx:ident, $seed:ident, $spin:ident, $field:ident, $actor:path, $client:path) => {{
+        use $actor as A;
+        use $client as C;
+        let seed = $seed.clone();
+        let props = A::gpu_props(move || A(Library::new(seed.clone())));
+        C::new($me.spawn_library($ctx, stringify!($field), props, $spin)?)
+    }};
+}
+
+crate::library::catalog::library_table!(spawn_libraries {});
+
 #[gpu_actor(crate = crate, wire, device)]
 impl ContextActor {
     /// Builds the context, bumps the generation, starts the library actors and
@@ -124,27 +161,7 @@ impl ContextActor {
         if let Dispatcher::Gpu(own) = ctx.dispatcher() {
             own.set_idle_spin(spin);
         }
-        let libs = self.shared.config.libraries;
-        let blas = if Lib::Blas.on(&libs) {
-            Some(self.spawn_pool(
-                ctx,
-                "blas",
-                &seed,
-                spin,
-                BlasActor,
-                BlasActor::gpu_props,
-                BlasActorRef::new,
-            )?)
-        } else {
-            None
-        };
-        let rng = if Lib::Rng.on(&libs) {
-            let seed = seed.clone();
-            let props = RngActor::gpu_props(move || RngActor(Library::new(seed.clone())));
-            Some(RngActorRef::new(self.spawn_library(ctx, "rng", props, spin)?))
-        } else {
-            None
-        };
+        let libs = self.spawn_libraries(ctx, &seed, spin)?;
         let kernel = self.spawn_pool(
             ctx,
             "kernel",
@@ -169,31 +186,6 @@ impl ContextActor {
             let props = GraphActor::gpu_props(move || GraphActor(Library::new(seed.clone())));
             GraphActorRef::new(self.spawn_library(ctx, "graph", props, spin)?)
         };
-        let solver = if Lib::Solver.on(&libs) {
-            Some(self.spawn_pool(
-                ctx,
-                "solver",
-                &seed,
-                spin,
-                SolverActor,
-                SolverActor::gpu_props,
-                SolverActorRef::new,
-            )?)
-        } else {
-            None
-        };
-        let sparse = if Lib::Sparse.on(&libs) {
-            let seed = seed.clone();
-            let props = SparseActor::gpu_props(move || SparseActor(Library::new(seed.clone())));
-            Some(SparseActorRef::new(self.spawn_library(ctx, "sparse", props, spin)?))
-        } else {
-            None
-        };
-        let fft = if Lib::Fft.on(&libs) {
-            Some(self.spawn_pool(ctx, "fft", &seed, spin, FftActor, FftActor::gpu_props, FftActorRef::new)?)
-        } else {
-            None
-        };
         let (generation, info) = (core.generation, core.info.clone());
         tracing::info!(device = self.shared.config.device_id, generation, name = %info.name, "device ready");
         let me = ContextActorRef::new(ctx.self_ref().clone());
@@ -203,11 +195,7 @@ impl ContextActor {
             s.info = Some(info);
             s.inner = Some(RouteSlot::new(Inner::Local(InnerRefs {
                 ctx: me,
-                blas,
-                rng,
-                fft,
-                solver,
-                sparse,
+                libs,
                 kernel,
                 module,
                 event,

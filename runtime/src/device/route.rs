@@ -1,19 +1,14 @@
 //! The route of a request inside the device tier: which inner actor serves it, and how
 //! it gets there — to that actor in this process, or across to an isolated device's
-//! worker. Every library actor's message type appears here and nowhere below.
+//! worker. Every inner actor's message type is routed here and nowhere below.
 
 use std::sync::Arc;
 
 use crate::error::GpuError;
 use crate::event::{EventActorMsg, EventActorRef};
 use crate::graph::{GraphActorMsg, GraphActorRef};
-use crate::library::blas::{BlasActorMsg, BlasActorRef};
-use crate::library::fft::{FftActorMsg, FftActorRef};
 use crate::library::kernels::{KernelActorMsg, KernelActorRef};
 use crate::library::modules::{ModuleActorMsg, ModuleActorRef};
-use crate::library::rng::{RngActorMsg, RngActorRef};
-use crate::library::solver::{SolverActorMsg, SolverActorRef};
-use crate::library::sparse::{SparseActorMsg, SparseActorRef};
 use crate::wire::{Journalled, Reader, ReplySlot, ReplyTap, ReplyWait, WireMessage, Writer};
 
 use super::context_actor::{ContextActorMsg, ContextActorRef};
@@ -22,24 +17,45 @@ use crate::library::catalog::Lib;
 use crate::library::seed::LibrarySeed;
 
 /// Declares the inner actors of a device once — variant, message and client types, the
-/// field of [`InnerRefs`] that holds its address, whether a `DeviceConfig` may leave it
-/// out (`optional`, with its name for the error), and the tag its messages cross to an
-/// isolated device's worker (and into a replay journal) under — and writes from that table [`InnerRefs`], [`Routed`], its `fail`, `encode`, `decode` and
-/// local delivery, and the [`Routable`] impls. Adding an actor is one row; adding an
-/// operation to an actor touches none.
+/// field that holds its address, whether it is one actor or a pool, and the tag its
+/// messages cross to an isolated device's worker (and into a replay journal) under — and
+/// writes from that table [`InnerRefs`], [`LibraryRefs`], [`Routed`], its `fail`,
+/// `encode`, `decode` and local delivery, and the [`Routable`] impls. The device's own
+/// actors are the rows here; the optional libraries come from `library_table!` (each
+/// `Option`al: left out by the build or the `DeviceConfig`). Adding an operation to an
+/// actor touches none of this.
 macro_rules! inner_actors {
-    ($(
-        $(#[$doc:meta])*
-        $variant:ident($msg:ty, $client:ty) at $field:ident, $presence:ident $(($lib:ident))?, wire($tag:literal);
-    )*) => {
+    (
+        $($(#[$doc:meta])* $variant:ident($msg:ty, $client:ty) at $field:ident, $presence:ident, wire($tag:literal);)*
+        @libraries
+        $($(#[$ldoc:meta])* $lvariant:ident: $lfield:ident {
+            $lactor:ident, $lmsg:ident, $lclient:ident, $pool:ident, wire($ltag:literal), $what:literal,
+            $feature:literal, $dsurf:ident, $gsurf:ident, [$($set:ident = $bound:ident),*]
+        })*
+    ) => {
         /// The addresses of the current inner tier, and the seed its library actors were
         /// built from (an actor's own GPU builds its cores from it).
         #[derive(Clone)]
         pub(crate) struct InnerRefs {
             $(pub(crate) $field: inner_actors!(@field $presence, $client),)*
+            /// The optional libraries' actors.
+            pub(crate) libs: LibraryRefs,
             pub(crate) seed: LibrarySeed,
         }
 
+        /// The addresses of the optional libraries' actors (`None`: left out of the
+        /// build or the `DeviceConfig`).
+        #[derive(Clone)]
+        pub(crate) struct LibraryRefs {
+            $(pub(crate) $lfield: Option<inner_actors!(@field $pool, crate::library::$lfield::$lclient)>,)*
+        }
+
+        inner_actors!(@routed
+            $($(#[$doc])* $variant($msg) at ($field), $presence, wire($tag);)*
+            $($(#[$ldoc])* $lvariant(crate::library::$lfield::$lmsg) at (libs.$lfield), lib($pool, $lvariant), wire($ltag);)*
+        );
+    };
+    (@routed $($(#[$doc:meta])* $variant:ident($msg:ty) at ($($at:ident).+), $presence:ident $(($($how:tt)*))?, wire($tag:literal);)*) => {
         /// A request addressed to one of the inner actors.
         pub enum Routed {
             $($(#[$doc])* $variant($msg),)*
@@ -94,11 +110,11 @@ macro_rules! inner_actors {
 
             /// Sends the request to the inner actor it is for (the least busy member of a
             /// pooled library, counted busy while the returned guard lives). A library the
-            /// device was configured without answers `Unsupported`; a send to a stopped
-            /// actor drops the message, whose reply then tells its asker.
+            /// device does not serve answers `Unsupported`; a send to a stopped actor drops
+            /// the message, whose reply then tells its asker.
             async fn send_local(self, inner: &InnerRefs) -> Result<Option<Busy>, GpuError> {
                 match self {
-                    $(Routed::$variant(m) => inner_actors!(@send $presence $(($lib))?, m, inner.$field, inner),)*
+                    $(Routed::$variant(m) => inner_actors!(@send $presence $(($($how)*))?, m, inner.$($at).+, inner),)*
                 }
             }
         }
@@ -110,47 +126,36 @@ macro_rules! inner_actors {
         })*
     };
     (@field required, $client:ty) => { $client };
-    (@field optional, $client:ty) => { Option<$client> };
+    (@field single, $client:ty) => { $client };
     (@field pooled, $client:ty) => { Pool<$client> };
-    (@field pooled_optional, $client:ty) => { Option<Pool<$client>> };
     (@send required, $m:ident, $at:expr, $inner:ident) => {
         $at.actor_ref().send($m).await.map(|()| None)
-    };
-    (@send optional($lib:ident), $m:ident, $at:expr, $inner:ident) => {
-        match &$at {
-            Some(a) => a.actor_ref().send($m).await.map(|()| None),
-            None => {
-                $m.fail(disabled(Lib::$lib, $inner));
-                Ok(None)
-            }
-        }
     };
     (@send pooled, $m:ident, $at:expr, $inner:ident) => {{
         let (a, busy) = $at.pick();
         a.actor_ref().send($m).await.map(|()| Some(busy))
     }};
-    (@send pooled_optional($lib:ident), $m:ident, $at:expr, $inner:ident) => {
+    (@send lib($pool:ident, $lib:ident), $m:ident, $at:expr, $inner:ident) => {
         match &$at {
-            Some(pool) => inner_actors!(@send pooled, $m, pool, $inner),
+            Some(a) => inner_actors!(@send_present $pool, $m, a),
             None => {
                 $m.fail(disabled(Lib::$lib, $inner));
                 Ok(None)
             }
         }
     };
+    (@send_present single, $m:ident, $a:ident) => {
+        $a.actor_ref().send($m).await.map(|()| None)
+    };
+    (@send_present pooled, $m:ident, $a:ident) => {{
+        let (a, busy) = $a.pick();
+        a.actor_ref().send($m).await.map(|()| Some(busy))
+    }};
 }
 
-inner_actors! {
+crate::library::catalog::library_table!(inner_actors {
     /// For the context actor.
     Ctx(ContextActorMsg, ContextActorRef) at ctx, required, wire(0);
-    /// For the BLAS actors.
-    Blas(BlasActorMsg, BlasActorRef) at blas, pooled_optional(Blas), wire(1);
-    /// For the RNG actor (one: a seeded generator's sequence is its state).
-    Rng(RngActorMsg, RngActorRef) at rng, optional(Rng), wire(2);
-    /// For the FFT actors.
-    Fft(FftActorMsg, FftActorRef) at fft, pooled_optional(Fft), wire(3);
-    /// For the solver actors.
-    Solver(SolverActorMsg, SolverActorRef) at solver, pooled_optional(Solver), wire(4);
     /// For the kernel actors.
     Kernel(KernelActorMsg, KernelActorRef) at kernel, pooled, wire(5);
     /// For the module actor.
@@ -159,10 +164,7 @@ inner_actors! {
     Event(EventActorMsg, EventActorRef) at event, required, wire(6);
     /// For the graph actor.
     Graph(GraphActorMsg, GraphActorRef) at graph, required, wire(7);
-    /// For the sparse actor (one, as the RNG's: on a GPU most calls run in place on the
-    /// device's slots; the actor serves the rest).
-    Sparse(SparseActorMsg, SparseActorRef) at sparse, optional(Sparse), wire(9);
-}
+});
 
 /// What a request for a library the device does not serve gets: the build left its
 /// cargo feature out, or the `DeviceConfig` the library (`Lib::check`).

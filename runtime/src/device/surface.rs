@@ -22,11 +22,16 @@ use crate::memory::{Advice, Location};
 use crate::wire::HostData;
 
 super::context_actor::context_actor_device_surface!(crate::device::context_actor; any = DType);
-crate::library::blas::blas_actor_device_surface!(crate::library::blas; float = BlasScalar, blas1 = Blas1Scalar);
-crate::library::rng::rng_actor_device_surface!(crate::library::rng; blas1 = RandomScalar);
-crate::library::fft::fft_actor_device_surface!(crate::library::fft; blas1 = FftScalar);
-crate::library::solver::solver_actor_device_surface!(crate::library::solver; blas1 = SolverScalar);
-crate::library::sparse::sparse_actor_device_surface!(crate::library::sparse; blas1 = SparseScalar);
+/// Expands each optional library's `Device` methods, from the table of libraries.
+macro_rules! library_surfaces {
+    (@libraries $($(#[$doc:meta])* $variant:ident: $field:ident {
+        $actor:ident, $msg:ident, $client:ident, $pool:ident, wire($tag:literal), $what:literal, $feature:literal,
+        $dsurf:ident, $gsurf:ident, [$($set:ident = $bound:ident),*]
+    })*) => {
+        $(crate::library::$field::$dsurf!(crate::library::$field; $($set = $bound),*);)*
+    };
+}
+crate::library::catalog::library_table!(library_surfaces {});
 crate::library::kernels::kernel_actor_device_surface!(crate::library::kernels; any = DType);
 crate::event::event_actor_device_surface!(crate::event);
 
