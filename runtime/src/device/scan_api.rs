@@ -1,16 +1,22 @@
 //! Prefix sums as library calls: `Device::inclusive_scan` and `Device::exclusive_scan` of a
 //! buffer (or view) of f16, bf16, f32 or f64 into another (or into itself).
 //!
-//! Written as `#[kernel]`s, like the reductions (no CUDA library cudarc reaches scans):
-//! reduce, then scan — one pass totals each tile of [`TILE`] elements in f64; one block
-//! turns the tile totals (one per 1024 elements) into offsets in place, in a fixed order;
-//! a second pass scans each tile in f64 again — four elements per thread, then the
-//! threads' sums across the block — from its offset, rounding once to the element type
-//! straight into the output. No scratch as long as the input (the first version kept
-//! each tile's f64 scan between the passes: 8 bytes per element, twice the traffic).
-//! Every sum is carried in f64, so f16/bf16 scans keep their small terms, and the order
-//! of additions is fixed by the tile shape: the same bits on every run. The three
-//! launches go to the device as one sequence (`Device::launch_all`), waited for once.
+//! Written as `#[kernel]`s, like the reductions (no CUDA library cudarc reaches scans).
+//!
+//! Floats scan in one pass with decoupled look-back (Merrill & Garland, 2016): each block
+//! takes the next tile of [`TILE`] elements in the order blocks start (a ticket), totals
+//! it in f64 (16 elements per thread, four per 16-byte load), publishes the total, and
+//! one thread looks back over the tiles before it until one has published its inclusive
+//! prefix; the block then scans its tile from that offset, rounding once per element
+//! straight into the output. Each element is read from memory once and written once —
+//! what a copy does — where reduce-then-scan read it twice.
+//!
+//! The same bits on every run: a tile's offset is the *left fold* of the tile totals
+//! before it — the inclusive prefix found first, then the totals after it, added in tile
+//! order — and a left fold continued from one of its own intermediate results gives the
+//! same bits however far back the look-back went. Totals inside a tile are added in an
+//! order fixed by the block shape. Every sum is carried in f64, so f16/bf16 scans keep
+//! their small terms.
 //!
 //! Integers (i8, i16, i32, i64 and their unsigned twins) scan into 64-bit outputs
 //! (`i64`, `u64` for the unsigned types: what [`Reduce::Sum`](crate::device::Reduce)
@@ -26,7 +32,7 @@ use crate::gpu_ref::GpuRef;
 use crate::kernel::dsl::{Float, Int, KernelCall};
 use crate::launch::LaunchConfig;
 
-/// Elements a block scans: 256 threads × 4.
+/// Elements a block of an integer scan takes: 256 threads × 4.
 const TILE: usize = 1024;
 
 /// The one block that turns tile totals into offsets.
@@ -36,101 +42,166 @@ const ONE_BLOCK: LaunchConfig = LaunchConfig {
     shared_mem_bytes: 0,
 };
 
-/// Pass 1: block `b` totals its tile of `x` in f64 into `totals[b]` — four elements per
-/// thread, then the threads' sums across the block.
-#[atomr_accel_cuda_macros::kernel(crate = crate)]
-fn scan_totals<T: Float>(x: &[T], totals: &mut [f64]) {
-    let mut part = shared_array::<f64, 256>();
-    let t = thread_idx_x();
-    let base = block_idx_x() * 1024 + t * 4;
-    let mut s: f64 = 0.0;
-    let mut k: usize = 0;
-    while k < 4 {
-        if base + k < x.len() {
-            s += x[base + k].to_f64();
-        }
-        k += 1;
-    }
-    part[t] = s;
-    sync_threads();
-    let mut half: usize = 128;
-    while half > 0 {
-        if t < half {
-            part[t] = part[t] + part[t + half];
-        }
-        sync_threads();
-        half /= 2;
-    }
-    if t == 0 {
-        totals[block_idx_x()] = part[0];
-    }
-}
+/// The elements of a float scan's tile: 256 threads × 16.
+const FLOAT_TILE: usize = 4096;
 
-/// Pass 2: block `b` scans its tile of `x` in f64 (exclusive when `exclusive` is 1) from
-/// the tile's offset `offsets[b]` into `out`, each element rounded once to `T`.
+/// The single pass of a float scan (see the module docs). `status[0]` hands out tiles
+/// (a ticket: tile = ticket mod tiles, epoch = ticket / tiles, so a reused status buffer
+/// needs no clearing: every launch on it takes exactly `tiles` tickets); `status[1 + t]`
+/// is tile `t`'s state beside the launch's epoch (`epoch << 2 | state`: nothing yet, its
+/// total, its inclusive prefix); `sums[t]` its total and `sums[tiles + t]` its inclusive
+/// prefix.
+/// `vec4` = 1: both `x` and `out` start at a multiple of four elements (16-byte loads).
 #[atomr_accel_cuda_macros::kernel(crate = crate)]
-fn scan_tiles<T: Float>(x: &[T], offsets: &[f64], exclusive: u32, out: &mut [T]) {
-    let mut part = shared_array::<f64, 256>();
+fn scan_single<T: Float>(x: &[T], status: &mut [u64], sums: &mut [f64], exclusive: u32, vec4: u32, out: &mut [T]) {
+    const TOTAL: u64 = 1;
+    const PREFIX: u64 = 2;
+    let mut warps = shared_array::<f64, 8>();
+    let mut shared = shared_array::<f64, 2>();
+    let mut ticket = shared_array::<u64, 1>();
     let t = thread_idx_x();
-    let base = block_idx_x() * 1024 + t * 4;
-    let mut a0: f64 = 0.0;
-    let mut a1: f64 = 0.0;
-    let mut a2: f64 = 0.0;
-    let mut a3: f64 = 0.0;
-    if base < x.len() {
-        a0 = x[base].to_f64();
+    let tiles = (status.len() - 1) as u64;
+    if t == 0 {
+        ticket[0] = status.atomic_add(0, 1u64);
     }
-    if base + 1 < x.len() {
-        a1 = x[base + 1].to_f64();
-    }
-    if base + 2 < x.len() {
-        a2 = x[base + 2].to_f64();
-    }
-    if base + 3 < x.len() {
-        a3 = x[base + 3].to_f64();
-    }
-    let s1 = a0 + a1;
-    let s2 = s1 + a2;
-    let s3 = s2 + a3;
-    part[t] = s3;
     sync_threads();
-    // The threads' sums, scanned across the block (Hillis–Steele, inclusive).
-    let mut off: usize = 1;
-    while off < 256 {
-        let mut add: f64 = 0.0;
-        if t >= off {
-            add = part[t - off];
+    let tile = ticket[0] % tiles;
+    let epoch = ticket[0] / tiles;
+    let n = x.len();
+    let first = tile as usize * 4096 + t * 16;
+    let quads = vec4 == 1 && (tile as usize + 1) * 4096 <= n;
+    // This thread's 16 elements, in order.
+    let mut s: f64 = 0.0;
+    if quads {
+        let mut k: usize = 0;
+        while k < 4 {
+            let v: Vec4<T> = x.load4(first / 4 + k);
+            s += v.x.to_f64();
+            s += v.y.to_f64();
+            s += v.z.to_f64();
+            s += v.w.to_f64();
+            k += 1;
         }
-        sync_threads();
-        part[t] = part[t] + add;
-        sync_threads();
-        off *= 2;
+    } else {
+        let mut k: usize = 0;
+        while k < 16 {
+            if first + k < n {
+                s += x[first + k].to_f64();
+            }
+            k += 1;
+        }
     }
-    let mut before = offsets[block_idx_x()];
-    if t > 0 {
-        before = before + part[t - 1];
+    // The threads' sums scanned across each warp, then the warps' in order.
+    let lane = lane_id();
+    let mut v = s;
+    let mut d: u32 = 1;
+    while d < 32 {
+        let up = shfl_up(v, d);
+        if lane >= d {
+            v += up;
+        }
+        d *= 2;
     }
-    let mut e0 = before + a0;
-    let mut e1 = before + s1;
-    let mut e2 = before + s2;
-    let mut e3 = before + s3;
-    if exclusive == 1 {
-        e0 = before;
-        e1 = before + a0;
-        e2 = before + s1;
-        e3 = before + s2;
+    let mut before = shfl_up(v, 1);
+    if lane == 0 {
+        before = 0.0;
     }
-    if base < out.len() {
-        out[base] = T::from_f64(e0);
+    if lane == 31 {
+        warps[t / 32] = v;
     }
-    if base + 1 < out.len() {
-        out[base + 1] = T::from_f64(e1);
+    sync_threads();
+    if t == 0 {
+        // The warps' exclusive offsets and the tile's total, in warp order.
+        let mut run: f64 = warps[0];
+        warps[0] = 0.0;
+        let mut w: usize = 1;
+        while w < 8 {
+            let total = warps[w];
+            warps[w] = run;
+            run += total;
+            w += 1;
+        }
+        // The tile's offset: the left fold of the totals before it (decoupled look-back).
+        let me = tile as usize;
+        let mut offset: f64 = 0.0;
+        if me == 0 {
+            sums[tiles as usize] = run;
+            thread_fence();
+            status.atomic_exch(1, (epoch << 2) | PREFIX);
+        } else {
+            sums[me] = run;
+            thread_fence();
+            status.atomic_exch(1 + me, (epoch << 2) | TOTAL);
+            let mut j = me - 1;
+            loop {
+                let seen = status.atomic_add(1 + j, 0u64);
+                if seen >> 2 == epoch && (seen & 3) == PREFIX {
+                    break;
+                }
+                if seen >> 2 == epoch && (seen & 3) == TOTAL && j > 0 {
+                    j -= 1;
+                }
+            }
+            thread_fence();
+            // Read through atomics (coherent with the writer's fence); adding -0.0
+            // changes no value, -0.0 included.
+            offset = sums.atomic_add(tiles as usize + j, -0.0);
+            let mut k = j + 1;
+            while k < me {
+                offset += sums.atomic_add(k, -0.0);
+                k += 1;
+            }
+            sums[tiles as usize + me] = offset + run;
+            thread_fence();
+            status.atomic_exch(1 + me, (epoch << 2) | PREFIX);
+        }
+        shared[0] = offset;
     }
-    if base + 2 < out.len() {
-        out[base + 2] = T::from_f64(e2);
-    }
-    if base + 3 < out.len() {
-        out[base + 3] = T::from_f64(e3);
+    sync_threads();
+    // This thread's elements again (from cache), each written once from its offset.
+    let mut run = shared[0] + warps[t / 32] + before;
+    if quads {
+        let mut k: usize = 0;
+        while k < 4 {
+            let v: Vec4<T> = x.load4(first / 4 + k);
+            let mut w: Vec4<T> = v;
+            if exclusive == 1 {
+                w.x = T::from_f64(run);
+                run += v.x.to_f64();
+                w.y = T::from_f64(run);
+                run += v.y.to_f64();
+                w.z = T::from_f64(run);
+                run += v.z.to_f64();
+                w.w = T::from_f64(run);
+                run += v.w.to_f64();
+            } else {
+                run += v.x.to_f64();
+                w.x = T::from_f64(run);
+                run += v.y.to_f64();
+                w.y = T::from_f64(run);
+                run += v.z.to_f64();
+                w.z = T::from_f64(run);
+                run += v.w.to_f64();
+                w.w = T::from_f64(run);
+            }
+            out.store4(first / 4 + k, w);
+            k += 1;
+        }
+    } else {
+        let mut k: usize = 0;
+        while k < 16 {
+            if first + k < n {
+                let e = x[first + k].to_f64();
+                if exclusive == 1 {
+                    out[first + k] = T::from_f64(run);
+                    run += e;
+                } else {
+                    run += e;
+                    out[first + k] = T::from_f64(run);
+                }
+            }
+            k += 1;
+        }
     }
 }
 
@@ -232,50 +303,11 @@ fn int_tile_scan<T: Int, O: Int>(x: &[T], offsets: &[i64], exclusive: u32, out: 
     }
 }
 
-/// Between the passes of a float scan: `totals` (one per tile) turned in place into
-/// the tiles' offsets — their exclusive prefix sums — by one block of 1024 threads: each
-/// sums a contiguous chunk in order, the chunk sums are scanned across the block, each
-/// chunk is rewritten from its offset. A fixed order of additions (the same bits on
-/// every run and backend), and no trip to the host between the passes.
-#[atomr_accel_cuda_macros::kernel(crate = crate)]
-fn float_tile_offsets(totals: &mut [f64]) {
-    let mut part = shared_array::<f64, 1024>();
-    let t = thread_idx_x();
-    let chunk = (totals.len() + 1023) / 1024;
-    let first = t * chunk;
-    let mut sum: f64 = 0.0;
-    let mut i = first;
-    while i < first + chunk && i < totals.len() {
-        sum += totals[i];
-        i += 1;
-    }
-    part[t] = sum;
-    sync_threads();
-    let mut off: usize = 1;
-    while off < 1024 {
-        let mut add: f64 = 0.0;
-        if t >= off {
-            add = part[t - off];
-        }
-        sync_threads();
-        part[t] += add;
-        sync_threads();
-        off *= 2;
-    }
-    let mut run: f64 = 0.0;
-    if t > 0 {
-        run = part[t - 1];
-    }
-    i = first;
-    while i < first + chunk && i < totals.len() {
-        let total = totals[i];
-        totals[i] = run;
-        run += total;
-        i += 1;
-    }
-}
-
-/// As [`float_tile_offsets`], for an integer scan's totals (wrapping 64-bit).
+/// An integer scan's tile totals (one per [`TILE`] elements) turned in place into the
+/// tiles' offsets — their exclusive prefix sums, wrapping 64-bit — by one block of 1024
+/// threads: each sums a contiguous chunk in order, the chunk sums are scanned across the
+/// block, each chunk is rewritten from its offset. No trip to the host between the
+/// passes.
 #[atomr_accel_cuda_macros::kernel(crate = crate)]
 fn int_tile_offsets(totals: &mut [i64]) {
     let mut part = shared_array::<i64, 1024>();
@@ -432,19 +464,31 @@ impl Device {
         let n = x.len();
         same_len(n, out.len())?;
         let x = &self.scan_input(x, out.id()).await?;
-        let tiles = n.div_ceil(TILE);
+        if n == 0 {
+            return Ok(());
+        }
+        let tiles = n.div_ceil(FLOAT_TILE);
         let shape = LaunchConfig {
             grid: (tiles as u32, 1, 1),
             block: (256, 1, 1),
             shared_mem_bytes: 0,
         };
-        let mut totals = self.scratch::<f64>(tiles).await?;
+        // The ticket and each tile's state (zeroed when new; a reused one — only ever
+        // this kernel's — is told apart by the epoch), and each tile's total and
+        // inclusive prefix (written before read).
+        let mut status = self.owned_scratch::<u64>("float scan", tiles + 1).await?;
+        let mut sums = self.scratch::<f64>(2 * tiles).await?;
+        let vec4 = x.offset() % 4 == 0 && out.offset() % 4 == 0;
         let mut out = out.clone();
-        self.launch_all([
-            scan_totals::call::<T>(shape, x, &mut totals),
-            float_tile_offsets::call(ONE_BLOCK, &mut totals),
-            scan_tiles::call::<T>(shape, x, &totals, exclusive as u32, &mut out),
-        ])
+        self.launch_all([scan_single::call::<T>(
+            shape,
+            x,
+            &mut status,
+            &mut sums,
+            exclusive as u32,
+            vec4 as u32,
+            &mut out,
+        )])
         .await
     }
 }

@@ -26,8 +26,9 @@ const MAX_BYTES: usize = 64 << 10;
 /// Free buffers kept per element type and length: as many as calls in flight at once.
 const PER_SIZE: usize = 4;
 
-/// Kept buffers (each a `GpuRef<T>`, boxed) by element type and length.
-type Kept = HashMap<(TypeId, usize), Vec<Box<dyn Any + Send>>>;
+/// Kept buffers (each a `GpuRef<T>`, boxed) by element type, length and owner (see
+/// [`Device::owned_scratch`]; "" for any).
+type Kept = HashMap<(TypeId, usize, &'static str), Vec<Box<dyn Any + Send>>>;
 
 /// Free scratch buffers by element type and length.
 #[derive(Default)]
@@ -36,18 +37,18 @@ pub(crate) struct ScratchPool {
 }
 
 impl ScratchPool {
-    fn take<T: DType>(&self, len: usize) -> Option<GpuRef<T>> {
+    fn take<T: DType>(&self, len: usize, owner: &'static str) -> Option<GpuRef<T>> {
         let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
-        let boxed = free.get_mut(&(TypeId::of::<T>(), len))?.pop()?;
+        let boxed = free.get_mut(&(TypeId::of::<T>(), len, owner))?.pop()?;
         boxed.downcast::<GpuRef<T>>().ok().map(|b| *b)
     }
 
-    fn give_back<T: DType>(&self, buf: GpuRef<T>) {
+    fn give_back<T: DType>(&self, buf: GpuRef<T>, owner: &'static str) {
         if buf.is_view() || buf.num_bytes() > MAX_BYTES {
             return;
         }
         let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
-        let list = free.entry((TypeId::of::<T>(), buf.len())).or_default();
+        let list = free.entry((TypeId::of::<T>(), buf.len(), owner)).or_default();
         if list.len() < PER_SIZE {
             list.push(Box::new(buf));
         }
@@ -58,6 +59,7 @@ impl ScratchPool {
 pub(crate) struct Scratch<T: DType> {
     buf: Option<GpuRef<T>>,
     pool: Arc<ScratchPool>,
+    owner: &'static str,
 }
 
 impl<T: DType> std::ops::Deref for Scratch<T> {
@@ -76,7 +78,7 @@ impl<T: DType> std::ops::DerefMut for Scratch<T> {
 impl<T: DType> Drop for Scratch<T> {
     fn drop(&mut self) {
         if let Some(buf) = self.buf.take() {
-            self.pool.give_back(buf);
+            self.pool.give_back(buf, self.owner);
         }
     }
 }
@@ -85,13 +87,28 @@ impl Device {
     /// A scratch buffer of `len` elements (contents unspecified): a kept one of this
     /// generation, else a new allocation.
     pub(crate) async fn scratch<T: DType>(&self, len: usize) -> Result<Scratch<T>, GpuError> {
+        self.owned_scratch("", len).await
+    }
+
+    /// As [`Device::scratch`], kept apart for `owner`: a buffer whose contents its next
+    /// user relies on (zeros when new, else what the same owner's kernels left: a float
+    /// scan's look-back states, told apart by their epoch) is never handed to another.
+    pub(crate) async fn owned_scratch<T: DType>(
+        &self,
+        owner: &'static str,
+        len: usize,
+    ) -> Result<Scratch<T>, GpuError> {
         let pool = self.scratch.clone();
         let generation = self.state().generation;
-        let buf = match pool.take::<T>(len).filter(|b| b.generation() == generation) {
+        let buf = match pool.take::<T>(len, owner).filter(|b| b.generation() == generation) {
             Some(b) => b,
             None => self.alloc::<T>(len).await?,
         };
-        Ok(Scratch { buf: Some(buf), pool })
+        Ok(Scratch {
+            buf: Some(buf),
+            pool,
+            owner,
+        })
     }
 }
 
