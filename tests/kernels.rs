@@ -408,6 +408,7 @@ on_both! {
     tuple_lets_bind_after_computing => tuples;
     struct_values_built_in_kernels => struct_values;
     vec2_packed_half_arithmetic => packed_pairs;
+    atomic_loads_read_what_other_blocks_published => chained_blocks;
 }
 
 /// CPU-device faults of the emulation: typed errors, no hang, the device keeps serving.
@@ -1649,4 +1650,44 @@ async fn a_kernel_launches_by_name_on_the_cpu_device() {
 #[ignore = "needs a CUDA GPU"]
 async fn a_kernel_launches_by_name_on_the_gpu() {
     by_name(DeviceConfig::cuda(0)).await;
+}
+
+/// A chain across blocks: each block takes a ticket, waits (`atomic_load`) until the
+/// block before it has published, reads its running total and publishes its own — what
+/// a single-pass scan's look-back does. `state[0]` hands out tickets, `state[1 + k]` is
+/// ticket `k`'s flag.
+#[kernel]
+pub fn chained_totals(state: &mut [u32], totals: &mut [f64]) {
+    if thread_idx_x() == 0 {
+        let me = state.atomic_add(0, 1u32) as usize;
+        let mut before: f64 = 0.0;
+        if me > 0 {
+            while state.atomic_load(me) == 0 {
+                thread_fence();
+            }
+            thread_fence();
+            before = totals.atomic_load(me - 1);
+        }
+        totals[me] = before + (me + 1) as f64;
+        thread_fence();
+        state.atomic_exch(me + 1, 1u32);
+    }
+}
+
+async fn chained_blocks(config: DeviceConfig) {
+    let system = ActorSystem::new("k");
+    let d = Device::open(&system, config).await.unwrap();
+    let blocks = 300;
+    let mut state = d.alloc::<u32>(blocks + 1).await.unwrap();
+    let mut totals = d.alloc::<f64>(blocks).await.unwrap();
+    let cfg = LaunchConfig {
+        grid: (blocks as u32, 1, 1),
+        block: (32, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    chained_totals::launch(&d, cfg, &mut state, &mut totals).await.unwrap();
+    let got = d.download(&totals).await.unwrap();
+    let want: Vec<f64> = (0..blocks).map(|k| ((k + 1) * (k + 2) / 2) as f64).collect();
+    assert_eq!(got, want);
+    system.shutdown().await;
 }

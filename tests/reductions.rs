@@ -200,11 +200,12 @@ async fn check_scan<T: Float + Scan + Reduce<Sum = T>>(d: &Device, n: usize, tol
 
 async fn scans(config: DeviceConfig) {
     let (_s, d, gpu) = open(config).await;
-    // Float scans take tiles of 4096 (one block each, in the order blocks start, each
-    // looking back at those before it); 300 007 is 74 tiles, which the CPU device runs
-    // on several threads at once, as a GPU runs many blocks.
-    let big = if gpu { 5_000_011 } else { 300_007 };
-    for n in [1, 3, 1023, 1024, 1025, 4096, 4097, 5000, 8195, big] {
+    // Float scans take tiles of 8192 (16 384 from 4M elements: the GPU's 5 000 011), one
+    // block each, in the order blocks start, each looking back at those before it;
+    // 600 007 is 74 tiles, which the CPU device runs on several threads at once, as a
+    // GPU runs many blocks.
+    let big = if gpu { 5_000_011 } else { 600_007 };
+    for n in [1, 3, 1023, 1024, 1025, 8192, 8193, 10_000, 16_387, big] {
         check_scan::<f32>(&d, n, 1e-6).await;
         check_scan::<f64>(&d, n, 1e-14).await;
         check_scan::<f16>(&d, n, 1e-3).await;

@@ -73,7 +73,11 @@ pub(crate) const UNARY_MATH: &[&str] = &[
 pub(crate) const BINARY_MATH: &[&str] = &["min", "max", "powf", "atan2", "hypot", "copysign"];
 
 /// Atomic methods of writable buffers and shared arrays: `(rust, cuda helper, args)`.
+/// `atomic_load` reads what another block stored (through an atomic or after a fence)
+/// without a read-modify-write: many readers of one element do not queue behind each
+/// other, as read-modify-writes of one address do.
 pub(crate) const ATOMICS: &[(&str, &str, usize)] = &[
+    ("atomic_load", "k_atomic_load", 1),
     ("atomic_add", "k_atomic_add", 2),
     ("atomic_min", "k_atomic_min", 2),
     ("atomic_max", "k_atomic_max", 2),

@@ -4,10 +4,10 @@
 //! Written as `#[kernel]`s, like the reductions (no CUDA library cudarc reaches scans).
 //!
 //! Floats scan in one pass with decoupled look-back (Merrill & Garland, 2016): each block
-//! takes the next tile of [`TILE`] elements in the order blocks start (a ticket), totals
-//! it in f64 (16 elements per thread, four per 16-byte load), publishes the total, and
-//! one thread looks back over the tiles before it until one has published its inclusive
-//! prefix; the block then scans its tile from that offset, rounding once per element
+//! takes the next tile (8192 elements, or 16 384 for large inputs) in the order blocks
+//! start (a ticket), totals it in f64 (four elements per 16-byte load), publishes the total, and
+//! its first warp looks back over the tiles before it, 32 at a time, until one has
+//! published its inclusive prefix; the block then scans its tile from that offset, rounding once per element
 //! straight into the output. Each element is read from memory once and written once —
 //! what a copy does — where reduce-then-scan read it twice.
 //!
@@ -42,8 +42,18 @@ const ONE_BLOCK: LaunchConfig = LaunchConfig {
     shared_mem_bytes: 0,
 };
 
-/// The elements of a float scan's tile: 256 threads × 16.
-const FLOAT_TILE: usize = 4096;
+/// A float scan's 16-byte loads per thread: each block's tile is 256 threads × this × 4
+/// elements. The look-back reads 32 tiles per memory round trip, so small tiles make it
+/// the bound (64M f32 took 1.16 ms at 2048 elements a tile, 0.50 ms at 16 384), while
+/// the tile is read twice — totalled, then scanned — and past 16 384 the second read
+/// misses the cache (BENCHMARKS.md, "Single-pass float scans").
+fn float_quads_per_thread(n: usize) -> usize {
+    if n >= 1 << 22 {
+        16
+    } else {
+        8
+    }
+}
 
 /// The single pass of a float scan (see the module docs). `status[0]` hands out tiles
 /// (a ticket: tile = ticket mod tiles, epoch = ticket / tiles, so a reused status buffer
@@ -51,13 +61,23 @@ const FLOAT_TILE: usize = 4096;
 /// is tile `t`'s state beside the launch's epoch (`epoch << 2 | state`: nothing yet, its
 /// total, its inclusive prefix); `sums[t]` its total and `sums[tiles + t]` its inclusive
 /// prefix.
+/// Each thread takes `per_thread` quads of four elements (the tile: 1024 · `per_thread`);
 /// `vec4` = 1: both `x` and `out` start at a multiple of four elements (16-byte loads).
 #[atomr_accel_cuda_macros::kernel(crate = crate)]
-fn scan_single<T: Float>(x: &[T], status: &mut [u64], sums: &mut [f64], exclusive: u32, vec4: u32, out: &mut [T]) {
+fn scan_single<T: Float>(
+    x: &[T],
+    status: &mut [u64],
+    sums: &mut [f64],
+    per_thread: u32,
+    exclusive: u32,
+    vec4: u32,
+    out: &mut [T],
+) {
     const TOTAL: u64 = 1;
     const PREFIX: u64 = 2;
     let mut warps = shared_array::<f64, 8>();
     let mut shared = shared_array::<f64, 2>();
+    let mut window = shared_array::<f64, 32>();
     let mut ticket = shared_array::<u64, 1>();
     let t = thread_idx_x();
     let tiles = (status.len() - 1) as u64;
@@ -68,13 +88,15 @@ fn scan_single<T: Float>(x: &[T], status: &mut [u64], sums: &mut [f64], exclusiv
     let tile = ticket[0] % tiles;
     let epoch = ticket[0] / tiles;
     let n = x.len();
-    let first = tile as usize * 4096 + t * 16;
-    let quads = vec4 == 1 && (tile as usize + 1) * 4096 <= n;
-    // This thread's 16 elements, in order.
+    let q = per_thread as usize;
+    let size = 1024 * q;
+    let first = tile as usize * size + t * 4 * q;
+    let quads = vec4 == 1 && (tile as usize + 1) * size <= n;
+    // This thread's 4·q elements, in order.
     let mut s: f64 = 0.0;
     if quads {
         let mut k: usize = 0;
-        while k < 4 {
+        while k < q {
             let v: Vec4<T> = x.load4(first / 4 + k);
             s += v.x.to_f64();
             s += v.y.to_f64();
@@ -84,7 +106,7 @@ fn scan_single<T: Float>(x: &[T], status: &mut [u64], sums: &mut [f64], exclusiv
         }
     } else {
         let mut k: usize = 0;
-        while k < 16 {
+        while k < 4 * q {
             if first + k < n {
                 s += x[first + k].to_f64();
             }
@@ -110,59 +132,111 @@ fn scan_single<T: Float>(x: &[T], status: &mut [u64], sums: &mut [f64], exclusiv
         warps[t / 32] = v;
     }
     sync_threads();
-    if t == 0 {
-        // The warps' exclusive offsets and the tile's total, in warp order.
-        let mut run: f64 = warps[0];
-        warps[0] = 0.0;
-        let mut w: usize = 1;
-        while w < 8 {
-            let total = warps[w];
-            warps[w] = run;
-            run += total;
-            w += 1;
-        }
-        // The tile's offset: the left fold of the totals before it (decoupled look-back).
+    // Warp 0 finds the tile's offset: the left fold of the totals before it.
+    if t < 32 {
         let me = tile as usize;
-        let mut offset: f64 = 0.0;
-        if me == 0 {
-            sums[tiles as usize] = run;
-            thread_fence();
-            status.atomic_exch(1, (epoch << 2) | PREFIX);
-        } else {
-            sums[me] = run;
-            thread_fence();
-            status.atomic_exch(1 + me, (epoch << 2) | TOTAL);
-            let mut j = me - 1;
-            loop {
-                let seen = status.atomic_add(1 + j, 0u64);
-                if seen >> 2 == epoch && (seen & 3) == PREFIX {
-                    break;
-                }
-                if seen >> 2 == epoch && (seen & 3) == TOTAL && j > 0 {
-                    j -= 1;
-                }
+        if t == 0 {
+            // The warps' exclusive offsets and the tile's total, in warp order, published.
+            let mut run: f64 = warps[0];
+            warps[0] = 0.0;
+            let mut w: usize = 1;
+            while w < 8 {
+                let total = warps[w];
+                warps[w] = run;
+                run += total;
+                w += 1;
             }
-            thread_fence();
-            // Read through atomics (coherent with the writer's fence); adding -0.0
-            // changes no value, -0.0 included.
-            offset = sums.atomic_add(tiles as usize + j, -0.0);
-            let mut k = j + 1;
-            while k < me {
-                offset += sums.atomic_add(k, -0.0);
-                k += 1;
+            shared[1] = run;
+            if me == 0 {
+                sums[tiles as usize] = run;
+                thread_fence();
+                status.atomic_exch(1, (epoch << 2) | PREFIX);
+            } else {
+                sums[me] = run;
+                thread_fence();
+                status.atomic_exch(1 + me, (epoch << 2) | TOTAL);
             }
-            sums[tiles as usize + me] = offset + run;
-            thread_fence();
-            status.atomic_exch(1 + me, (epoch << 2) | PREFIX);
+            shared[0] = 0.0;
         }
-        shared[0] = offset;
+        sync_warp();
+        if me > 0 {
+            // Decoupled look-back, 32 tiles at a time: the nearest tile with its prefix
+            // out, every tile after it at least with its total (else the window is read
+            // again). States and sums are read with `atomic_load` (coherent with the
+            // writers' fences; many blocks read one tile's state without queueing).
+            let lane = lane_id() as i64;
+            let mut end = me as i64;
+            let mut found: i64 = -1;
+            while found < 0 {
+                let k = end - 32 + lane;
+                let mut state: u64 = 0;
+                if k >= 0 {
+                    let seen = status.atomic_load(1 + k as usize);
+                    if seen >> 2 == epoch {
+                        state = seen & 3;
+                    }
+                }
+                let mut nearest: i64 = -1;
+                if k >= 0 && state == PREFIX {
+                    nearest = lane;
+                }
+                let mut m: u32 = 16;
+                while m > 0 {
+                    let other = shfl_xor(nearest, m);
+                    if other > nearest {
+                        nearest = other;
+                    }
+                    m /= 2;
+                }
+                let settled = warp_all(k < 0 || state != 0 || lane <= nearest);
+                if settled {
+                    if nearest >= 0 {
+                        found = end - 32 + nearest;
+                    } else {
+                        end -= 32;
+                    }
+                }
+            }
+            thread_fence();
+            // The fold, in tile order: the prefix found, then each total after it —
+            // read 32 at a time, added one by one by lane 0.
+            let mut offset: f64 = 0.0;
+            if lane == 0 {
+                offset = sums.atomic_load(tiles as usize + found as usize);
+            }
+            let mut from = found + 1;
+            while from < me as i64 {
+                let k = from + lane;
+                let mut total: f64 = 0.0;
+                if k < me as i64 {
+                    total = sums.atomic_load(k as usize);
+                }
+                window[lane as usize] = total;
+                sync_warp();
+                if lane == 0 {
+                    let mut q: i64 = 0;
+                    while q < 32 && from + q < me as i64 {
+                        offset += window[q as usize];
+                        q += 1;
+                    }
+                }
+                sync_warp();
+                from += 32;
+            }
+            if lane == 0 {
+                sums[tiles as usize + me] = offset + shared[1];
+                thread_fence();
+                status.atomic_exch(1 + me, (epoch << 2) | PREFIX);
+                shared[0] = offset;
+            }
+        }
     }
     sync_threads();
     // This thread's elements again (from cache), each written once from its offset.
     let mut run = shared[0] + warps[t / 32] + before;
     if quads {
         let mut k: usize = 0;
-        while k < 4 {
+        while k < q {
             let v: Vec4<T> = x.load4(first / 4 + k);
             let mut w: Vec4<T> = v;
             if exclusive == 1 {
@@ -189,7 +263,7 @@ fn scan_single<T: Float>(x: &[T], status: &mut [u64], sums: &mut [f64], exclusiv
         }
     } else {
         let mut k: usize = 0;
-        while k < 16 {
+        while k < 4 * q {
             if first + k < n {
                 let e = x[first + k].to_f64();
                 if exclusive == 1 {
@@ -467,7 +541,8 @@ impl Device {
         if n == 0 {
             return Ok(());
         }
-        let tiles = n.div_ceil(FLOAT_TILE);
+        let per_thread = float_quads_per_thread(n);
+        let tiles = n.div_ceil(1024 * per_thread);
         let shape = LaunchConfig {
             grid: (tiles as u32, 1, 1),
             block: (256, 1, 1),
@@ -485,6 +560,7 @@ impl Device {
             x,
             &mut status,
             &mut sums,
+            per_thread as u32,
             exclusive as u32,
             vec4 as u32,
             &mut out,

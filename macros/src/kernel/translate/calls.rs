@@ -256,13 +256,12 @@ impl Tr<'_> {
                         }
                     };
                     if m.args.len() != *n {
-                        return self.err(
-                            &m.method,
-                            format!(
-                                "`{name}` takes {n} arguments (the index, then the value{})",
-                                if *n == 3 { "s" } else { "" }
-                            ),
-                        );
+                        let what = match n {
+                            1 => "argument (the index)",
+                            2 => "arguments (the index, then the value)",
+                            _ => "arguments (the index, then the values)",
+                        };
+                        return self.err(&m.method, format!("`{name}` takes {n} {what}"));
                     }
                     let (i, _) = self.expr(&m.args[0], None);
                     let mut args = vec![format!("&{cname}[{i}]")];

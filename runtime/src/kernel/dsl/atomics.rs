@@ -29,6 +29,9 @@ pub trait AtomicSwap: Copy {
     fn atomic_exch(p: *mut Self, v: Self) -> Self;
     /// Stores `new` if `*p == current` (bitwise); returns the old value.
     fn atomic_cas(p: *mut Self, current: Self, new: Self) -> Self;
+    /// Reads the value at `p` atomically (acquire: what a writer stored before its
+    /// atomic, or before a fence, is seen).
+    fn atomic_load(p: *mut Self) -> Self;
 }
 
 /// Applies `f` to the value at `p` atomically through a CAS loop on its bits.
@@ -75,6 +78,12 @@ macro_rules! atomics {
             }
             fn atomic_cas(p: *mut Self, current: Self, new: Self) -> Self {
                 rmw!($atomic, p, $to, $from, |x: $t| if $to(x) == $to(current) { new } else { x })
+            }
+            fn atomic_load(p: *mut Self) -> Self {
+                // SAFETY: as in `rmw!`: an aligned, live element, every concurrent
+                // access to it through atomics.
+                let a = unsafe { <$atomic>::from_ptr(p as *mut _) };
+                $from(a.load(Ordering::Acquire))
             }
         }
     )*};

@@ -87,6 +87,18 @@ __device__ __forceinline__ long long k_atomic_exch(long long* p, long long v) {
 __device__ __forceinline__ double k_atomic_exch(double* p, double v) {
   return __longlong_as_double((long long)atomicExch((unsigned long long*)p, (unsigned long long)__double_as_longlong(v)));
 }
+// A relaxed load at GPU scope (`ld.relaxed.gpu`): what another block stored, read
+// coherently (not from this SM's L1), without the read-modify-write of an atomicAdd of 0.
+#define K_ATOMIC_LOAD(T, PTX, C) \
+  __device__ __forceinline__ T k_atomic_load(T* p) { \
+    T v; asm volatile("ld.relaxed.gpu." PTX " %0, [%1];" : "=" C(v) : "l"(p) : "memory"); return v; }
+K_ATOMIC_LOAD(int, "s32", "r")
+K_ATOMIC_LOAD(unsigned int, "u32", "r")
+K_ATOMIC_LOAD(long long, "s64", "l")
+K_ATOMIC_LOAD(unsigned long long, "u64", "l")
+K_ATOMIC_LOAD(float, "f32", "f")
+K_ATOMIC_LOAD(double, "f64", "d")
+#undef K_ATOMIC_LOAD
 template <class T> __device__ __forceinline__ T k_atomic_cas(T* p, T c, T v) { return atomicCAS(p, c, v); }
 __device__ __forceinline__ long long k_atomic_cas(long long* p, long long c, long long v) {
   return (long long)atomicCAS((unsigned long long*)p, (unsigned long long)c, (unsigned long long)v);

@@ -345,6 +345,13 @@ macro_rules! atomic_methods {
             pub fn atomic_cas(&self, i: impl KernelIndex, current: T, new: T) -> T where T: AtomicSwap {
                 T::atomic_cas(self.slot(i), current, new)
             }
+            /// Reads element `i` atomically — what another block stored through an
+            /// atomic, or before a `thread_fence()` — without modifying it (CUDA: a
+            /// relaxed load at GPU scope).
+            #[track_caller]
+            pub fn atomic_load(&self, i: impl KernelIndex) -> T where T: AtomicSwap {
+                T::atomic_load(self.slot(i))
+            }
         }
     )*};
 }
