@@ -73,8 +73,6 @@ impl std::fmt::Debug for ActorGpu {
     }
 }
 
-/// An accessor of one in-place library actor, built on first use from the seed; a
-/// library the device was configured without is `Unsupported`, as on the `Device`.
 /// A request served in place: the future that sends its reply when the GPU is done.
 pub(crate) type Served = Pin<Box<dyn Future<Output = ()> + Send>>;
 
@@ -149,6 +147,8 @@ macro_rules! in_place {
             )*
 
             $(
+                /// The in-place actor of this library, built on first use from the seed;
+                /// a library the device does not serve is `Unsupported`, as on the `Device`.
                 pub(crate) fn $lfield(&mut self) -> Result<&mut crate::library::$lfield::$lactor, GpuError> {
                     let seed = self.seed()?;
                     Lib::$lvariant.check(&seed.shared.config.libraries)?;

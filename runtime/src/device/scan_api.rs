@@ -7,9 +7,10 @@
 //! takes the next tile (8192 elements, or 16 384 for large inputs) in the order blocks
 //! start (a ticket), totals it in f64 (four elements per 16-byte load), publishes the total, and
 //! its first warp looks back over the tiles before it, 32 at a time, until one has
-//! published its inclusive prefix; the block then scans its tile from that offset, rounding once per element
-//! straight into the output. Each element is read from memory once and written once —
-//! what a copy does — where reduce-then-scan read it twice.
+//! published its inclusive prefix; the block then reads its tile again (from cache, as
+//! long as tiles stay within it) and scans it from that offset, rounding once per element
+//! straight into the output: one launch, each element written once, where
+//! reduce-then-scan took three launches and read every element twice from memory.
 //!
 //! The same bits on every run: a tile's offset is the *left fold* of the tile totals
 //! before it — the inclusive prefix found first, then the totals after it, added in tile
@@ -44,9 +45,9 @@ const ONE_BLOCK: LaunchConfig = LaunchConfig {
 
 /// A float scan's 16-byte loads per thread: each block's tile is 256 threads × this × 4
 /// elements. The look-back reads 32 tiles per memory round trip, so small tiles make it
-/// the bound (64M f32 took 1.16 ms at 2048 elements a tile, 0.50 ms at 16 384), while
-/// the tile is read twice — totalled, then scanned — and past 16 384 the second read
-/// misses the cache (BENCHMARKS.md, "Single-pass float scans").
+/// the bound, while the tile is read twice — totalled, then scanned — and past 16 384
+/// elements the second read misses the cache (the measured sizes: BENCHMARKS.md,
+/// "Single-pass float scans").
 fn float_quads_per_thread(n: usize) -> usize {
     if n >= 1 << 22 {
         16
