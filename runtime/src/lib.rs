@@ -44,6 +44,7 @@ mod invalid;
 pub mod isolation;
 pub mod kernel;
 pub mod launch;
+mod libraries;
 pub mod library;
 pub mod memory;
 pub mod module;

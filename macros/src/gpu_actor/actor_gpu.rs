@@ -134,8 +134,8 @@ fn surface_macro_name(def: &ActorDef) -> Ident {
 }
 
 /// A `macro_rules!` writing `impl ActorGpu { … }`, one method per direct handler, for the
-/// device tier to expand: `<actor>_actor_gpu_surface!(via = blas; float = BlasScalar, …)`
-/// names the `ActorGpu` accessor of the actor's in-place instance and the public bound of
+/// device tier to expand: `<actor>_actor_gpu_surface!(crate::library::blas, via = blas;
+/// float = BlasScalar, …)` names the actor's module, the `ActorGpu` accessor of the actor's in-place instance and the public bound of
 /// each dtype set. Each method runs the handler on the actor's own stream when the device
 /// is in this process, else it is the `Device` method of the same name.
 pub(crate) fn surface(def: &ActorDef, krate: &syn::Path) -> TokenStream {
@@ -196,5 +196,12 @@ pub(crate) fn surface(def: &ActorDef, krate: &syn::Path) -> TokenStream {
     });
     let name = surface_macro_name(def);
     let target = quote!(#krate::device::ActorGpu);
-    surface_macro(def, &name, quote!(via = $via:ident), &sets, target, methods.collect())
+    surface_macro(
+        def,
+        &name,
+        quote!($($m:ident)::+, via = $via:ident),
+        &sets,
+        target,
+        methods.collect(),
+    )
 }

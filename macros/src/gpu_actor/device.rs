@@ -202,8 +202,11 @@ pub(crate) fn device_methods(def: &ActorDef, krate: &syn::Path) -> TokenStream {
 }
 
 /// The `macro_rules! <name>` that writes `impl <target> { <methods> }` for the device tier
-/// to expand, taking `<lead>` and then `<set> = <bound>` for each named dtype set (the
-/// methods name the bounds as `$<set>`), and re-exported within the crate.
+/// to expand, taking `<lead>` (which starts with the actor's module path, `$m`) and then
+/// `<set> = <bound>` for each named dtype set (the methods name the bounds as `$<set>`),
+/// and re-exported within the crate. The impl sees the actor module's public items, so
+/// the argument types its handlers name (`Contraction`, `FftShape`) need no import where
+/// the device tier expands it: a new library adds no `use` line there.
 pub(crate) fn surface_macro(
     def: &ActorDef,
     name: &Ident,
@@ -224,9 +227,13 @@ pub(crate) fn surface_macro(
         #[allow(unused_macros)]
         macro_rules! #name {
             (#lead #sep #(#sets = $#sets:path),*) => {
-                impl #target {
-                    #(#methods)*
-                }
+                const _: () = {
+                    #[allow(unused_imports)]
+                    use $($m)::+::*;
+                    impl #target {
+                        #(#methods)*
+                    }
+                };
             };
         }
         #[allow(unused_imports)]

@@ -19,36 +19,42 @@ pub enum BackendChoice {
     Auto,
 }
 
-/// The CUDA libraries a device starts actors for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Libraries {
-    /// `BlasActor` (cuBLAS / host GEMM).
-    pub blas: bool,
-    /// `RngActor` (cuRAND / a seeded ChaCha12 generator).
-    pub rng: bool,
-    /// `FftActor` (cuFFT / rustfft).
-    pub fft: bool,
-    /// `SolverActor` (cuSOLVER / nalgebra).
-    pub solver: bool,
-    /// `SparseActor` (cuSPARSE / sprs).
-    #[serde(default = "sparse_default")]
-    pub sparse: bool,
-}
-
-fn sparse_default() -> bool {
-    true
-}
-
-impl Default for Libraries {
-    fn default() -> Self {
-        Libraries {
-            blas: true,
-            rng: true,
-            fft: true,
-            solver: true,
-            sparse: true,
+/// Writes [`Libraries`] from the table of the optional libraries (`crate::libraries`):
+/// one switch per library, documented by its row, on by default (and when a saved
+/// config predates it).
+macro_rules! library_switches {
+    (@libraries $($(#[$doc:meta])* $variant:ident: $field:ident { $($row:tt)* })*) => {
+        /// The CUDA libraries a device starts actors for (each also needs its cargo
+        /// feature; all on by default).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+        pub struct Libraries {
+            $(
+                $(#[$doc])*
+                #[serde(default = "on")]
+                pub $field: bool,
+            )*
         }
-    }
+
+        impl Default for Libraries {
+            fn default() -> Self {
+                Libraries { $($field: true,)* }
+            }
+        }
+
+        impl Libraries {
+            /// Every library off: a device of kernels and copies only, or a start for
+            /// switching on just the ones a program uses.
+            pub fn none() -> Self {
+                Libraries { $($field: false,)* }
+            }
+        }
+    };
+}
+
+crate::libraries::library_table!(library_switches {});
+
+fn on() -> bool {
+    true
 }
 
 /// Everything that configures one device.

@@ -29,18 +29,14 @@ use crate::dispatcher::GpuDispatcher;
 use crate::error::GpuError;
 use crate::gpu_ref::GpuRef;
 use crate::library::blas::matmul::{Epilogue, Matmul, MatmulBuffer};
-use crate::library::blas::{Batch, Gemm, Gemv, Strided};
+use crate::library::blas::Gemm;
 use crate::library::catalog::Lib;
-use crate::library::fft::FftShape;
 use crate::library::kernels::KernelActor;
-use crate::library::rng::RngKind;
 use crate::library::rng::DEFAULT_SEED;
 use crate::library::seed::LibrarySeed;
 use crate::library::shell::Library;
-use crate::library::solver::Eigh;
-use crate::library::sparse::{SparseMatrix, SparseOp};
 
-use super::bounds::{Blas1Scalar, BlasScalar, DType, FftScalar, RandomScalar, SolverScalar, SparseScalar};
+use super::bounds::{BlasScalar, DType};
 use crate::dtype::Complex;
 use crate::kernel::dsl::{KernelCall, KernelSequence};
 
@@ -83,6 +79,7 @@ macro_rules! in_place {
         $($(#[$ldoc:meta])* $lvariant:ident: $lfield:ident {
             $lactor:ident, $lmsg:ident, $lclient:ident, $pool:ident, wire($ltag:literal), $what:literal,
             $feature:literal, $dsurf:ident, $gsurf:ident, [$($set:ident = $bound:ident),*]
+            bounds { $($bounds:tt)* }
         })*
     ) => {
         /// The in-place library actors of one `ActorGpu`, for the generation they were
@@ -160,14 +157,14 @@ macro_rules! in_place {
             )*
         }
 
-        $(crate::library::$lfield::$gsurf!(via = $lfield; $($set = $bound),*);)*
+        $(crate::library::$lfield::$gsurf!(crate::library::$lfield, via = $lfield; $($set = crate::device::$bound),*);)*
     };
 }
 
-crate::library::catalog::library_table!(in_place {
+crate::libraries::library_table!(in_place {
     kernel: KernelActor, Kernel;
 });
-crate::library::kernels::kernel_actor_actor_gpu_surface!(via = kernel; any = DType);
+crate::library::kernels::kernel_actor_actor_gpu_surface!(crate::library::kernels, via = kernel; any = DType);
 
 impl Local {
     /// The seed of the current generation (a clone for a library built from it).

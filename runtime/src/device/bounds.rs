@@ -7,14 +7,11 @@
 
 use super::context_actor::ContextActorAny;
 use crate::dtype::{c32, c64, f8e4m3, f8e5m2};
+#[allow(unused_imports)] // named by the libraries' rows
 use crate::dtype::{Blas1Base, BlasBase, DTypeBase, FftFloat, RngFloat};
+#[allow(unused_imports)] // named by the libraries' rows
 use crate::kernel::dsl::Float;
-use crate::library::blas::{BlasActorBlas1, BlasActorFloat};
-use crate::library::fft::FftActorBlas1;
 use crate::library::kernels::KernelActorAny;
-use crate::library::rng::RngActorBlas1;
-use crate::library::solver::{SolverActorBlas1, SolverFloat};
-use crate::library::sparse::{SparseActorBlas1, SparseFloat};
 use half::{bf16, f16};
 
 /// Declares a public bound that names a base trait plus the generated message mappings of
@@ -38,36 +35,26 @@ bound_alias!(
     DType("`{Self}` is not an element type: buffers hold f16, bf16, f32, f64, i8–i64, u8–u64, f8e4m3, f8e5m2, c32 or c64") for [f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, f8e4m3, f8e5m2, c32, c64]: DTypeBase, ContextActorAny, KernelActorAny
 );
 
-bound_alias!(
-    /// Element types the device multiplies (GEMM): f16, bf16, f32, f64.
-    BlasScalar("`{Self}` is not a GEMM dtype: GEMM takes f16, bf16, f32 or f64") for [f16, bf16, f32, f64]: DType, BlasBase, BlasActorFloat
-);
+/// Declares each optional library's bounds from its row of `crate::libraries`, in a module
+/// that sees the library's public items (its element-type marker, its generated dtype-set
+/// traits) beside this one's, re-exported here.
+macro_rules! library_bounds {
+    (@libraries $($(#[$doc:meta])* $variant:ident: $field:ident {
+        $actor:ident, $msg:ident, $client:ident, $pool:ident, wire($tag:literal), $what:literal, $feature:literal,
+        $dsurf:ident, $gsurf:ident, [$($set:ident = $bound:ident),*]
+        bounds { $($(#[$bdoc:meta])* $name:ident($message:literal) for [$($t:ty),+]: $($super:path),+;)* }
+    })*) => {
+        $(
+            mod $field {
+                #[allow(unused_imports)]
+                use super::*;
+                #[allow(unused_imports)]
+                use crate::library::$field::*;
+                $(bound_alias!($(#[$bdoc])* $name($message) for [$($t),+]: $($super),+);)*
+            }
+            pub use self::$field::*;
+        )*
+    };
+}
 
-bound_alias!(
-    /// Element types of the level-1/2 BLAS calls (GEMV, AXPY, SCAL, DOT, NRM2): f32, f64.
-    Blas1Scalar("`{Self}` is not a level-1/2 BLAS dtype: GEMV, AXPY, SCAL, DOT and NRM2 take f32 or f64") for [f32, f64]: BlasScalar, Blas1Base, BlasActorBlas1
-);
-
-bound_alias!(
-    /// Element types the RNG fills with uniform, normal and log-normal numbers: f32, f64.
-    RandomScalar("`{Self}` is not an RNG dtype: the generator fills f32 or f64 (u32 for Poisson)") for [f32, f64]:
-        DType, RngFloat, RngActorBlas1
-);
-
-bound_alias!(
-    /// Float types of the dense solvers (LU, Cholesky, QR, SVD, symmetric eigen): f32, f64.
-    SolverScalar("`{Self}` is not a solver dtype: the dense factorizations take f32 or f64") for [f32, f64]:
-        DType, SolverFloat, SolverActorBlas1
-);
-
-bound_alias!(
-    /// Float types of the sparse routines (SpMV, SpMM, dense ↔ CSR): f32, f64.
-    SparseScalar("`{Self}` is not a sparse dtype: cuSPARSE's routines here take f32 or f64") for [f32, f64]:
-        DType, SparseFloat, SparseActorBlas1, Float
-);
-
-bound_alias!(
-    /// Float types of the FFT: f32 (with c32) and f64 (with c64).
-    FftScalar("`{Self}` is not an FFT dtype: transforms take f32/c32 or f64/c64") for [f32, f64]:
-        DType, FftFloat, FftActorBlas1
-);
+crate::libraries::library_table!(library_bounds {});

@@ -109,6 +109,7 @@ macro_rules! spawn_libraries {
     (@libraries $($(#[$doc:meta])* $variant:ident: $field:ident {
         $actor:ident, $msg:ident, $client:ident, $pool:ident, wire($tag:literal), $what:literal, $feature:literal,
         $dsurf:ident, $gsurf:ident, [$($set:ident = $bound:ident),*]
+        bounds { $($bounds:tt)* }
     })*) => {
         impl ContextActor {
             /// Starts the actors of every library this device serves (`Lib::on`: built
@@ -144,7 +145,7 @@ macro_rules! spawn_libraries {
     }};
 }
 
-crate::library::catalog::library_table!(spawn_libraries {});
+crate::libraries::library_table!(spawn_libraries {});
 
 #[gpu_actor(crate = crate, wire, device)]
 impl ContextActor {

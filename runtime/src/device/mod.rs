@@ -33,7 +33,7 @@ use std::sync::Arc;
 use tokio::sync::{oneshot, watch};
 
 pub use self::actor_gpu::ActorGpu;
-pub use self::bounds::{Blas1Scalar, BlasScalar, DType, FftScalar, RandomScalar, SolverScalar, SparseScalar};
+pub use self::bounds::*;
 pub use self::precompile::{precompile_all, precompile_all_with, PrecompileStep, PrecompileSummary};
 pub use self::reduce_api::Reduce;
 pub use self::scan_api::Scan;

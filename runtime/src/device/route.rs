@@ -31,6 +31,7 @@ macro_rules! inner_actors {
         $($(#[$ldoc:meta])* $lvariant:ident: $lfield:ident {
             $lactor:ident, $lmsg:ident, $lclient:ident, $pool:ident, wire($ltag:literal), $what:literal,
             $feature:literal, $dsurf:ident, $gsurf:ident, [$($set:ident = $bound:ident),*]
+            bounds { $($bounds:tt)* }
         })*
     ) => {
         /// The addresses of the current inner tier, and the seed its library actors were
@@ -153,7 +154,7 @@ macro_rules! inner_actors {
     }};
 }
 
-crate::library::catalog::library_table!(inner_actors {
+crate::libraries::library_table!(inner_actors {
     /// For the context actor.
     Ctx(ContextActorMsg, ContextActorRef) at ctx, required, wire(0);
     /// For the kernel actors.

@@ -6,18 +6,13 @@
 //! an argument type of a kind no handler took before: the methods name their argument
 //! types as the handlers wrote them, so those types are in scope here).
 
-use super::bounds::{Blas1Scalar, BlasScalar, DType, FftScalar, RandomScalar, SolverScalar, SparseScalar};
+use super::bounds::{BlasScalar, DType};
 use crate::dtype::Complex;
-use crate::event::GpuEvent;
 use crate::gpu_ref::GpuRef;
 use crate::host::{PinnedBuf, Uploaded};
 use crate::kernel::dsl::{KernelCall, KernelSequence};
 use crate::library::blas::matmul::{Epilogue, Matmul, MatmulBuffer};
-use crate::library::blas::{Batch, Gemm, Gemv, Strided};
-use crate::library::fft::FftShape;
-use crate::library::rng::RngKind;
-use crate::library::solver::Eigh;
-use crate::library::sparse::{SparseMatrix, SparseOp};
+use crate::library::blas::Gemm;
 use crate::memory::{Advice, Location};
 use crate::wire::HostData;
 
@@ -27,11 +22,12 @@ macro_rules! library_surfaces {
     (@libraries $($(#[$doc:meta])* $variant:ident: $field:ident {
         $actor:ident, $msg:ident, $client:ident, $pool:ident, wire($tag:literal), $what:literal, $feature:literal,
         $dsurf:ident, $gsurf:ident, [$($set:ident = $bound:ident),*]
+        bounds { $($bounds:tt)* }
     })*) => {
-        $(crate::library::$field::$dsurf!(crate::library::$field; $($set = $bound),*);)*
+        $(crate::library::$field::$dsurf!(crate::library::$field; $($set = crate::device::$bound),*);)*
     };
 }
-crate::library::catalog::library_table!(library_surfaces {});
+crate::libraries::library_table!(library_surfaces {});
 crate::library::kernels::kernel_actor_device_surface!(crate::library::kernels; any = DType);
 crate::event::event_actor_device_surface!(crate::event);
 

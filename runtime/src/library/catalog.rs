@@ -1,15 +1,6 @@
-//! The optional libraries of a device, declared once (`library_table!`): each one's
-//! actor and its generated types and surfaces, whether the device keeps a pool of it,
-//! its wire tag, its name in errors, the cargo feature that compiles it in, the
-//! `DeviceConfig::libraries` switch, and the public bound of each of its dtype sets.
-//! Every place that lists the libraries expands the table — the route
-//! (`device/route.rs`), an `ActorGpu`'s in-place actors and methods
-//! (`device/actor_gpu.rs`), the `Device` methods (`device/surface.rs`), the context
-//! actor that spawns them (`device/context_actor.rs`) and [`Lib`] here. Adding a library
-//! is its folder (with its `mod` line in `library/mod.rs`), its row below, its public
-//! bounds (`device/bounds.rs`, re-exported by `device/mod.rs`), its switch in
-//! `DeviceConfig::libraries` (`backend/config.rs`, below the actors) and its cargo
-//! feature (the runtime's and the facade's `Cargo.toml`).
+//! [`Lib`]: one optional library of a device (the table of them is
+//! `crate::libraries::library_table!`), its name, its cargo feature, and whether it
+//! serves a device.
 //!
 //! Whether a library serves a device is asked here and nowhere else, so the answer and
 //! its error are the same on every path.
@@ -17,61 +8,12 @@
 use crate::backend::config::Libraries;
 use crate::error::GpuError;
 
-/// Hands the table of the optional libraries to `$callback!`, after the tokens in
-/// braces: `library_table!(my_macro { leading tokens })` expands
-/// `my_macro! { leading tokens @libraries Variant: module { … } … }`. Each row:
-/// `Variant: module` (the library's folder under `library/`, also its field in
-/// `DeviceConfig::libraries` and on the route), then its actor, message and client
-/// types, `pooled` (a pool of `DeviceConfig::library_pool` actors) or `single`, its wire
-/// tag (stable: journals and workers decode by it), how errors name it, its cargo
-/// feature, its two generated surface macros and the public bound of each dtype set.
-macro_rules! library_table {
-    ($callback:path { $($lead:tt)* }) => {
-        $callback! {
-            $($lead)*
-            @libraries
-            /// cuBLAS and cuBLASLt (host GEMM on the CPU device).
-            Blas: blas {
-                BlasActor, BlasActorMsg, BlasActorRef, pooled, wire(1), "BLAS", "blas",
-                blas_actor_device_surface, blas_actor_actor_gpu_surface,
-                [float = BlasScalar, blas1 = Blas1Scalar]
-            }
-            /// cuRAND (ChaCha12 and Sobol on the CPU device). One actor: a seeded
-            /// generator's sequence is its state.
-            Rng: rng {
-                RngActor, RngActorMsg, RngActorRef, single, wire(2), "RNG", "rand",
-                rng_actor_device_surface, rng_actor_actor_gpu_surface,
-                [blas1 = RandomScalar]
-            }
-            /// cuFFT (rustfft on the CPU device).
-            Fft: fft {
-                FftActor, FftActorMsg, FftActorRef, pooled, wire(3), "FFT", "fft",
-                fft_actor_device_surface, fft_actor_actor_gpu_surface,
-                [blas1 = FftScalar]
-            }
-            /// cuSOLVER (nalgebra on the CPU device).
-            Solver: solver {
-                SolverActor, SolverActorMsg, SolverActorRef, pooled, wire(4), "the solver", "solver",
-                solver_actor_device_surface, solver_actor_actor_gpu_surface,
-                [blas1 = SolverScalar]
-            }
-            /// cuSPARSE (sprs on the CPU device). One actor: on a GPU most calls run in
-            /// place on the device's slots; the actor serves the rest.
-            Sparse: sparse {
-                SparseActor, SparseActorMsg, SparseActorRef, single, wire(9), "cuSPARSE", "sparse",
-                sparse_actor_device_surface, sparse_actor_actor_gpu_surface,
-                [blas1 = SparseScalar]
-            }
-        }
-    };
-}
-pub(crate) use library_table;
-
 /// Writes [`Lib`] from the table.
 macro_rules! declare_lib {
     (@libraries $($(#[$doc:meta])* $variant:ident: $field:ident {
         $actor:ident, $msg:ident, $client:ident, $pool:ident, wire($tag:literal), $what:literal, $feature:literal,
         $dsurf:ident, $gsurf:ident, [$($set:ident = $bound:ident),*]
+        bounds { $($bounds:tt)* }
     })*) => {
         /// One optional library of a device.
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,7 +57,7 @@ macro_rules! declare_lib {
     };
 }
 
-library_table!(declare_lib {});
+crate::libraries::library_table!(declare_lib {});
 
 impl Lib {
     /// Whether the library serves a device of this config: built in and asked for.
@@ -155,13 +97,7 @@ mod tests {
                     "{e}"
                 );
             }
-            libs = Libraries {
-                blas: false,
-                rng: false,
-                fft: false,
-                solver: false,
-                sparse: false,
-            };
+            libs = Libraries::none();
             let e = lib.check(&libs).expect_err("switched off");
             let wanted = if lib.built() { "DeviceConfig" } else { "cargo feature" };
             assert!(e.to_string().contains(wanted), "{e}");

@@ -7,14 +7,17 @@
 //! and methods; its handlers are compiled only with the feature (`#[gpu_actor(feature
 //! = …)]`), and its calls answer `Unsupported` naming it (`catalog.rs`).
 
-pub mod blas;
 pub(crate) mod catalog;
-pub mod fft;
 pub mod kernels;
 pub mod modules;
 pub(crate) mod pivots;
-pub mod rng;
 pub(crate) mod seed;
 pub(crate) mod shell;
-pub mod solver;
-pub mod sparse;
+
+/// Declares the folder of each optional library (`crate::libraries`).
+macro_rules! library_modules {
+    (@libraries $($(#[$doc:meta])* $variant:ident: $field:ident { $($row:tt)* })*) => {
+        $(pub mod $field;)*
+    };
+}
+crate::libraries::library_table!(library_modules {});

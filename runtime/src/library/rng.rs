@@ -545,3 +545,8 @@ impl RngActor {
         self.0.core()?.poisson(&dst, lambda)
     }
 }
+
+/// What `atomr_accel_cuda::prelude` takes from this library.
+pub mod prelude {
+    pub use super::RngKind;
+}

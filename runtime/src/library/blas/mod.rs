@@ -872,3 +872,9 @@ impl BlasActor {
         self.0.core()?.matmul(op, epilogue, [&a, &b, &c])
     }
 }
+
+/// What `atomr_accel_cuda::prelude` takes from this library.
+pub mod prelude {
+    pub use super::matmul::{Activation, Compute, Epilogue, Matmul, MatmulBuffer};
+    pub use super::{Batch, Gemm, Gemv, Strided};
+}

@@ -548,3 +548,8 @@ impl FftActor {
             })
     }
 }
+
+/// What `atomr_accel_cuda::prelude` takes from this library.
+pub mod prelude {
+    pub use super::FftShape;
+}

@@ -957,3 +957,8 @@ impl SolverActor {
         self.0.core()?.svd_values(&a, &s, (m, n))
     }
 }
+
+/// What `atomr_accel_cuda::prelude` takes from this library.
+pub mod prelude {
+    pub use super::{Eigh, Triangle};
+}

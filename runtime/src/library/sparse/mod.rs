@@ -312,3 +312,8 @@ impl SparseActor {
         self.0.core()?.densify(&a, &dense)
     }
 }
+
+/// What `atomr_accel_cuda::prelude` takes from this library.
+pub mod prelude {
+    pub use super::{CooMatrix, CsrMatrix, HostCsr, SparseMatrix, SparseOp};
+}
