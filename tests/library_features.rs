@@ -44,6 +44,12 @@ async fn each_library_answers_or_names_its_missing_feature() {
         "blas",
     );
     answered(cfg!(feature = "rand"), dev.fill_uniform(&c).await, "rand");
+    answered(
+        cfg!(feature = "tensor"),
+        dev.contract(Contraction::new("ij,jk->ik", &[8, 8], &[8, 8]), &a, &a, &c)
+            .await,
+        "tensor",
+    );
     let z = dev.alloc::<c32>(8).await.unwrap();
     answered(
         cfg!(feature = "fft"),

@@ -88,6 +88,18 @@ macro_rules! library_table {
                         for [f32, f64]: DType, SparseFloat, SparseActorBlas1, Float;
                 }
             }
+            /// Tensor contractions in einsum notation (cuBLAS batched GEMMs and our own
+            /// permutation kernels; the same plan on the CPU device).
+            Tensor: tensor {
+                TensorActor, TensorActorMsg, TensorActorRef, pooled, wire(10), "the tensor library", "tensor",
+                tensor_actor_device_surface, tensor_actor_actor_gpu_surface,
+                [float = TensorScalar]
+                bounds {
+                    /// Element types of tensor contractions (einsum): f16, bf16, f32, f64.
+                    TensorScalar("`{Self}` is not a tensor dtype: contractions take f16, bf16, f32 or f64")
+                        for [f16, bf16, f32, f64]: DType, TensorFloat, TensorActorFloat;
+                }
+            }
         }
     };
 }

@@ -1,0 +1,263 @@
+//! The tensor library's core: a contraction's plan (`einsum.rs`) carried out on one
+//! backend shape — temporaries, kernel launches and the GEMM — by the GPU (cuBLAS and
+//! our kernels on the actor's stream, replying when the stream has finished) or the CPU
+//! device (the kernels emulated, the host GEMM).
+
+use std::sync::Arc;
+
+use cudarc::cublas::CudaBlas;
+use cudarc::driver::CudaStream;
+
+use super::einsum::{self, merge, Dim, Equation, Plan, Sink, Source, MAX_RANK};
+use super::kernels::{gather, scatter, Dims8};
+use super::{Contraction, TensorFloat};
+use crate::actor::Deferred;
+use crate::backend::state::DeviceShared;
+use crate::completion::Completer;
+use crate::dtype::DTypeBase;
+use crate::error::{GpuError, Invalid};
+use crate::gpu_ref::{with_operands, GpuRef, Region, RegionMut, Storage};
+use crate::kernel::dsl::KernelCall;
+use crate::launch::{with_host_buffers, LaunchConfig};
+use crate::library::blas::{cpu_gemm, enqueue_gemm, validate, Batch, Gemm};
+use crate::library::seed::LibrarySeed;
+use crate::library::shell::Core;
+use crate::observability::{cpu_op, gpu_timed};
+
+enum Engine {
+    Cpu,
+    Cuda {
+        blas: CudaBlas,
+        stream: Arc<CudaStream>,
+        completer: Completer,
+    },
+}
+
+/// The tensor library of one generation.
+pub(crate) struct TensorCore {
+    shared: Arc<DeviceShared>,
+    generation: u64,
+    engine: Engine,
+}
+
+impl Core for TensorCore {
+    const WHAT: &'static str = "tensor actor";
+
+    fn build(seed: &LibrarySeed) -> Result<Self, GpuError> {
+        let engine = match seed.cuda_stream()? {
+            None => Engine::Cpu,
+            Some((stream, completer)) => Engine::Cuda {
+                blas: CudaBlas::new(stream.clone())?,
+                stream,
+                completer,
+            },
+        };
+        Ok(TensorCore {
+            shared: seed.shared.clone(),
+            generation: seed.generation,
+            engine,
+        })
+    }
+}
+
+/// Threads per block of the gather and scatter kernels; blocks beyond what fills the
+/// GPU loop over the rest (grid-stride).
+const THREADS: u32 = 256;
+const MAX_BLOCKS: usize = 65_536;
+
+fn config(n: usize) -> LaunchConfig {
+    let mut cfg = LaunchConfig::for_elements(n, THREADS);
+    cfg.grid.0 = cfg.grid.0.min(MAX_BLOCKS as u32);
+    cfg
+}
+
+/// The dimensions of a gather or scatter, merged, at most [`MAX_RANK`].
+fn dims8(dims: &[Dim], what: &str) -> Result<Dims8, GpuError> {
+    let merged = merge(dims);
+    if merged.len() > MAX_RANK {
+        return Err(GpuError::Unsupported(format!(
+            "einsum: {what} needs a permutation of {} dimensions that do not merge; at most {MAX_RANK} are supported",
+            merged.len()
+        )));
+    }
+    Ok(Dims8::of(&merged))
+}
+
+impl TensorCore {
+    /// Carries out `spec` (see `TensorActor::contract`).
+    pub(crate) fn contract<T: TensorFloat>(
+        &self,
+        spec: &Contraction,
+        a: &GpuRef<T>,
+        b: &GpuRef<T>,
+        c: &GpuRef<T>,
+    ) -> Result<Deferred<()>, GpuError> {
+        for r in [a, b, c] {
+            r.validate(self.shared.config.device_id, self.generation)?;
+        }
+        let eq = Equation::parse(&spec.equation)?;
+        let c_layout = spec.output_layout()?;
+        spec.a.check(a.len(), "A", false)?;
+        spec.b.check(b.len(), "B", false)?;
+        c_layout.check(c.len(), "C", true)?;
+        if c.overlaps(a) || c.overlaps(b) {
+            return Err(GpuError::InvalidArgument(
+                Invalid::new("einsum: the output C must not overlap A or B (disjoint views of one buffer may)")
+                    .arg("c")
+                    .mismatch("elements apart from A's and B's", "elements of A or B"),
+            ));
+        }
+        let plan = einsum::plan(&eq, &spec.a, &spec.b, &c_layout)?;
+        let device = self.shared.config.device_id;
+        match &self.engine {
+            Engine::Cpu => {
+                let _timed = cpu_op(device, "tensor", "contract");
+                self.run(spec, &plan, &c_layout, (a, b, c))?;
+                Ok(Deferred::Now(()))
+            }
+            Engine::Cuda { stream, completer, .. } => {
+                gpu_timed(stream, device, "tensor", "contract", || self.run(spec, &plan, &c_layout, (a, b, c)))
+                    .map_err(|e| self.failure(stream, e))?;
+                Ok(self.shared.deferred(completer.done(stream)))
+            }
+        }
+    }
+
+    /// Enqueues (or, on the CPU device, runs) the plan's steps.
+    fn run<T: TensorFloat>(
+        &self,
+        spec: &Contraction,
+        plan: &Plan,
+        c_layout: &super::TensorLayout,
+        (a, b, c): (&GpuRef<T>, &GpuRef<T>, &GpuRef<T>),
+    ) -> Result<(), GpuError> {
+        if plan.out_len == 0 {
+            return Ok(());
+        }
+        if plan.k == 0 {
+            // Nothing to sum: C = beta · C, through a zeroed temporary.
+            let zeros = self.temp::<T>(plan.out_len)?;
+            let dims: Vec<Dim> = c_layout.shape.iter().copied().zip(c_layout.strides.iter().copied()).rev().collect();
+            return self.launch(scatter::call::<T>(config(plan.out_len), &zeros, dims8(&dims, "C")?, spec.beta, &mut c.clone()));
+        }
+        let (x1, x2) = if plan.swapped { (b, a) } else { (a, b) };
+        let (m, n, k, count) = (plan.m, plan.n, plan.k, plan.batch);
+        let first = self.source(x1, &plan.first, elements([m, k, count])?, "the first operand")?;
+        let second = self.source(x2, &plan.second, elements([k, n, count])?, "the second operand")?;
+        let (out, beta, ldc, stride_c) = match &plan.sink {
+            Sink::Direct { ld, batch_stride } => (c.clone(), spec.beta, *ld, *batch_stride),
+            Sink::Scatter(_) => (self.temp::<T>(elements([m, n, count])?)?, 0.0, m, m * n),
+        };
+        let (transa, lda, stride_a) = shape_of(&plan.first, m);
+        let (transb, ldb, stride_b) = shape_of(&plan.second, k);
+        let g = Gemm {
+            transa,
+            transb,
+            m,
+            n,
+            k,
+            alpha: T::from_f64(spec.alpha),
+            beta: T::from_f64(beta),
+            lda,
+            ldb,
+            ldc,
+        };
+        let batch = Batch {
+            count,
+            stride_a: stride_a.unwrap_or(m * k),
+            stride_b: stride_b.unwrap_or(k * n),
+            stride_c,
+        };
+        validate(&g, &batch, first.len(), second.len(), out.len())?;
+        self.gemm(&g, &batch, (&first, &second, &out))?;
+        if let Sink::Scatter(dims) = &plan.sink {
+            self.launch(scatter::call::<T>(config(out.len()), &out, dims8(dims, "C")?, spec.beta, &mut c.clone()))?;
+        }
+        Ok(())
+    }
+
+    /// The operand as the GEMM reads it: itself, or gathered into a tight temporary.
+    fn source<T: TensorFloat>(
+        &self,
+        x: &GpuRef<T>,
+        how: &Source,
+        len: usize,
+        what: &str,
+    ) -> Result<GpuRef<T>, GpuError> {
+        match how {
+            Source::Direct { .. } => Ok(x.clone()),
+            Source::Gather(dims) => {
+                let mut t = self.temp::<T>(len)?;
+                self.launch(gather::call::<T>(config(len), x, dims8(dims, what)?, &mut t))?;
+                Ok(t)
+            }
+        }
+    }
+
+    /// A tight temporary of `len` elements on this backend, freed (stream-ordered on a
+    /// GPU) when its last handle drops.
+    fn temp<T: DTypeBase>(&self, len: usize) -> Result<GpuRef<T>, GpuError> {
+        let storage = match &self.engine {
+            Engine::Cpu => Storage::Cpu(vec![T::default(); len].into()),
+            Engine::Cuda { stream, .. } => Storage::Cuda(stream.alloc_zeros::<T>(len)?),
+        };
+        Ok(GpuRef::new(self.shared.config.device_id, self.generation, len, storage, None))
+    }
+
+    /// Runs a kernel: enqueued on the actor's stream, or emulated now.
+    fn launch(&self, call: KernelCall) -> Result<(), GpuError> {
+        match &self.engine {
+            Engine::Cpu => with_host_buffers(&call.args, |bufs| (call.emulate)(&bufs)),
+            Engine::Cuda { stream, .. } => call.enqueue_on(stream),
+        }
+    }
+
+    /// The strided-batched GEMM of the plan.
+    fn gemm<T: TensorFloat>(
+        &self,
+        g: &Gemm<T>,
+        batch: &Batch,
+        (a, b, c): (&GpuRef<T>, &GpuRef<T>, &GpuRef<T>),
+    ) -> Result<(), GpuError> {
+        with_operands([a, b], c, |[ra, rb], rc| match (&self.engine, ra, rb, rc) {
+            (Engine::Cpu, Region::Cpu(av), Region::Cpu(bv), RegionMut::Cpu(cv)) => {
+                cpu_gemm(g, batch, av, bv, cv);
+                Ok(())
+            }
+            (Engine::Cuda { blas, .. }, Region::Cuda(av), Region::Cuda(bv), RegionMut::Cuda(mut cv)) => {
+                enqueue_gemm(blas, g, batch, &av, &bv, &mut cv).map_err(GpuError::from)
+            }
+            _ => Err(GpuError::invalid("einsum: buffers of another backend")),
+        })?
+    }
+
+    /// A failed enqueue, classified: after a sticky fault the stream knows the real error.
+    fn failure(&self, stream: &Arc<CudaStream>, e: GpuError) -> GpuError {
+        match crate::completion::stream_fault(stream) {
+            Some(sticky) => self.shared.observe(sticky),
+            None => self.shared.observe(e),
+        }
+    }
+}
+
+/// The elements of a temporary of these extents; an error where they overflow (a
+/// broadcast mode can make a temporary far larger than its operand).
+fn elements<const N: usize>(extents: [usize; N]) -> Result<usize, GpuError> {
+    extents
+        .iter()
+        .try_fold(1usize, |acc, &e| acc.checked_mul(e))
+        .ok_or_else(|| GpuError::invalid(format!("einsum: a temporary of {extents:?} elements overflows")))
+}
+
+/// A GEMM operand's transpose flag, leading dimension and batch stride (`None`: a
+/// gathered temporary, tight: `rows` is its leading dimension).
+fn shape_of(how: &Source, rows: usize) -> (bool, usize, Option<usize>) {
+    match how {
+        Source::Direct {
+            trans,
+            ld,
+            batch_stride,
+        } => (*trans, *ld, Some(*batch_stride)),
+        Source::Gather(_) => (false, rows, None),
+    }
+}
