@@ -8,6 +8,7 @@
 //! = …)]`), and its calls answer `Unsupported` naming it (`catalog.rs`).
 
 pub(crate) mod catalog;
+pub(crate) mod engine;
 pub mod kernels;
 pub mod modules;
 pub(crate) mod pivots;

@@ -1,62 +1,39 @@
-//! The tensor library's core: a contraction's plan (`einsum.rs`) carried out on one
-//! backend shape — temporaries, kernel launches and the GEMM — by the GPU (cuBLAS and
-//! our kernels on the actor's stream, replying when the stream has finished) or the CPU
-//! device (the kernels emulated, the host GEMM).
-
-use std::sync::Arc;
+//! The tensor library's core: a contraction's plan (`einsum.rs`) carried out on the
+//! kernel libraries' backend shape (`library/engine.rs`: temporaries and kernel launches
+//! on the actor's stream, or emulated on the CPU device) plus the GEMM — cuBLAS on that
+//! stream, or the host GEMM.
 
 use cudarc::cublas::CudaBlas;
-use cudarc::driver::CudaStream;
 
 use super::einsum::{self, merge, Dim, Equation, Plan, Sink, Source, MAX_RANK};
 use super::kernels::{gather, scatter, Dims8};
 use super::{Contraction, TensorFloat};
 use crate::actor::Deferred;
-use crate::backend::state::DeviceShared;
-use crate::completion::Completer;
-use crate::dtype::DTypeBase;
 use crate::error::{GpuError, Invalid};
-use crate::gpu_ref::{with_operands, GpuRef, Region, RegionMut, Storage};
-use crate::kernel::dsl::KernelCall;
-use crate::launch::{with_host_buffers, LaunchConfig};
+use crate::gpu_ref::{with_operands, GpuRef, Region, RegionMut};
+use crate::launch::LaunchConfig;
 use crate::library::blas::{cpu_gemm, enqueue_gemm, validate, Batch, Gemm};
+use crate::library::engine::Kernels;
 use crate::library::seed::LibrarySeed;
 use crate::library::shell::Core;
-use crate::observability::{cpu_op, gpu_timed};
 
-enum Engine {
-    Cpu,
-    Cuda {
-        blas: CudaBlas,
-        stream: Arc<CudaStream>,
-        completer: Completer,
-    },
-}
-
-/// The tensor library of one generation.
+/// The tensor library of one generation: our kernels and, on a GPU, a cuBLAS handle on
+/// the same stream.
 pub(crate) struct TensorCore {
-    shared: Arc<DeviceShared>,
-    generation: u64,
-    engine: Engine,
+    kernels: Kernels,
+    blas: Option<CudaBlas>,
 }
 
 impl Core for TensorCore {
     const WHAT: &'static str = "tensor actor";
 
     fn build(seed: &LibrarySeed) -> Result<Self, GpuError> {
-        let engine = match seed.cuda_stream()? {
-            None => Engine::Cpu,
-            Some((stream, completer)) => Engine::Cuda {
-                blas: CudaBlas::new(stream.clone())?,
-                stream,
-                completer,
-            },
+        let kernels = Kernels::build(seed)?;
+        let blas = match kernels.stream() {
+            Some(stream) => Some(CudaBlas::new(stream.clone())?),
+            None => None,
         };
-        Ok(TensorCore {
-            shared: seed.shared.clone(),
-            generation: seed.generation,
-            engine,
-        })
+        Ok(TensorCore { kernels, blas })
     }
 }
 
@@ -93,7 +70,7 @@ impl TensorCore {
         c: &GpuRef<T>,
     ) -> Result<Deferred<()>, GpuError> {
         for r in [a, b, c] {
-            r.validate(self.shared.config.device_id, self.generation)?;
+            self.kernels.check(r)?;
         }
         let eq = Equation::parse(&spec.equation)?;
         let c_layout = spec.output_layout()?;
@@ -108,19 +85,8 @@ impl TensorCore {
             ));
         }
         let plan = einsum::plan(&eq, &spec.a, &spec.b, &c_layout)?;
-        let device = self.shared.config.device_id;
-        match &self.engine {
-            Engine::Cpu => {
-                let _timed = cpu_op(device, "tensor", "contract");
-                self.run(spec, &plan, &c_layout, (a, b, c))?;
-                Ok(Deferred::Now(()))
-            }
-            Engine::Cuda { stream, completer, .. } => {
-                gpu_timed(stream, device, "tensor", "contract", || self.run(spec, &plan, &c_layout, (a, b, c)))
-                    .map_err(|e| self.failure(stream, e))?;
-                Ok(self.shared.deferred(completer.done(stream)))
-            }
-        }
+        self.kernels
+            .run("tensor", "contract", || self.run(spec, &plan, &c_layout, (a, b, c)))
     }
 
     /// Enqueues (or, on the CPU device, runs) the plan's steps.
@@ -136,9 +102,9 @@ impl TensorCore {
         }
         if plan.k == 0 {
             // Nothing to sum: C = beta · C, through a zeroed temporary.
-            let zeros = self.temp::<T>(plan.out_len)?;
+            let zeros = self.kernels.temp::<T>(plan.out_len)?;
             let dims: Vec<Dim> = c_layout.shape.iter().copied().zip(c_layout.strides.iter().copied()).rev().collect();
-            return self.launch(scatter::call::<T>(config(plan.out_len), &zeros, dims8(&dims, "C")?, spec.beta, &mut c.clone()));
+            return self.kernels.launch(scatter::call::<T>(config(plan.out_len), &zeros, dims8(&dims, "C")?, spec.beta, &mut c.clone()));
         }
         let (x1, x2) = if plan.swapped { (b, a) } else { (a, b) };
         let (m, n, k, count) = (plan.m, plan.n, plan.k, plan.batch);
@@ -146,7 +112,7 @@ impl TensorCore {
         let second = self.source(x2, &plan.second, elements([k, n, count])?, "the second operand")?;
         let (out, beta, ldc, stride_c) = match &plan.sink {
             Sink::Direct { ld, batch_stride } => (c.clone(), spec.beta, *ld, *batch_stride),
-            Sink::Scatter(_) => (self.temp::<T>(elements([m, n, count])?)?, 0.0, m, m * n),
+            Sink::Scatter(_) => (self.kernels.temp::<T>(elements([m, n, count])?)?, 0.0, m, m * n),
         };
         let (transa, lda, stride_a) = shape_of(&plan.first, m);
         let (transb, ldb, stride_b) = shape_of(&plan.second, k);
@@ -171,7 +137,7 @@ impl TensorCore {
         validate(&g, &batch, first.len(), second.len(), out.len())?;
         self.gemm(&g, &batch, (&first, &second, &out))?;
         if let Sink::Scatter(dims) = &plan.sink {
-            self.launch(scatter::call::<T>(config(out.len()), &out, dims8(dims, "C")?, spec.beta, &mut c.clone()))?;
+            self.kernels.launch(scatter::call::<T>(config(out.len()), &out, dims8(dims, "C")?, spec.beta, &mut c.clone()))?;
         }
         Ok(())
     }
@@ -187,28 +153,10 @@ impl TensorCore {
         match how {
             Source::Direct { .. } => Ok(x.clone()),
             Source::Gather(dims) => {
-                let mut t = self.temp::<T>(len)?;
-                self.launch(gather::call::<T>(config(len), x, dims8(dims, what)?, &mut t))?;
+                let mut t = self.kernels.temp::<T>(len)?;
+                self.kernels.launch(gather::call::<T>(config(len), x, dims8(dims, what)?, &mut t))?;
                 Ok(t)
             }
-        }
-    }
-
-    /// A tight temporary of `len` elements on this backend, freed (stream-ordered on a
-    /// GPU) when its last handle drops.
-    fn temp<T: DTypeBase>(&self, len: usize) -> Result<GpuRef<T>, GpuError> {
-        let storage = match &self.engine {
-            Engine::Cpu => Storage::Cpu(vec![T::default(); len].into()),
-            Engine::Cuda { stream, .. } => Storage::Cuda(stream.alloc_zeros::<T>(len)?),
-        };
-        Ok(GpuRef::new(self.shared.config.device_id, self.generation, len, storage, None))
-    }
-
-    /// Runs a kernel: enqueued on the actor's stream, or emulated now.
-    fn launch(&self, call: KernelCall) -> Result<(), GpuError> {
-        match &self.engine {
-            Engine::Cpu => with_host_buffers(&call.args, |bufs| (call.emulate)(&bufs)),
-            Engine::Cuda { stream, .. } => call.enqueue_on(stream),
         }
     }
 
@@ -219,25 +167,18 @@ impl TensorCore {
         batch: &Batch,
         (a, b, c): (&GpuRef<T>, &GpuRef<T>, &GpuRef<T>),
     ) -> Result<(), GpuError> {
-        with_operands([a, b], c, |[ra, rb], rc| match (&self.engine, ra, rb, rc) {
-            (Engine::Cpu, Region::Cpu(av), Region::Cpu(bv), RegionMut::Cpu(cv)) => {
+        with_operands([a, b], c, |[ra, rb], rc| match (&self.blas, ra, rb, rc) {
+            (None, Region::Cpu(av), Region::Cpu(bv), RegionMut::Cpu(cv)) => {
                 cpu_gemm(g, batch, av, bv, cv);
                 Ok(())
             }
-            (Engine::Cuda { blas, .. }, Region::Cuda(av), Region::Cuda(bv), RegionMut::Cuda(mut cv)) => {
+            (Some(blas), Region::Cuda(av), Region::Cuda(bv), RegionMut::Cuda(mut cv)) => {
                 enqueue_gemm(blas, g, batch, &av, &bv, &mut cv).map_err(GpuError::from)
             }
             _ => Err(GpuError::invalid("einsum: buffers of another backend")),
         })?
     }
 
-    /// A failed enqueue, classified: after a sticky fault the stream knows the real error.
-    fn failure(&self, stream: &Arc<CudaStream>, e: GpuError) -> GpuError {
-        match crate::completion::stream_fault(stream) {
-            Some(sticky) => self.shared.observe(sticky),
-            None => self.shared.observe(e),
-        }
-    }
 }
 
 /// The elements of a temporary of these extents; an error where they overflow (a
