@@ -44,6 +44,7 @@ async fn each_library_answers_or_names_its_missing_feature() {
         "blas",
     );
     answered(cfg!(feature = "rand"), dev.fill_uniform(&c).await, "rand");
+    answered(cfg!(feature = "dnn"), dev.softmax(Rows::new(8, 8), &a, &c).await, "dnn");
     answered(
         cfg!(feature = "tensor"),
         dev.contract(Contraction::new("ij,jk->ik", &[8, 8], &[8, 8]), &a, &a, &c)

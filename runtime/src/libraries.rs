@@ -100,6 +100,18 @@ macro_rules! library_table {
                         for [f16, bf16, f32, f64]: DType, TensorFloat, TensorActorFloat;
                 }
             }
+            /// Row-wise neural-network ops — softmax, layer and RMS norm, bias and
+            /// activation — as our own kernels (emulated on the CPU device).
+            Dnn: dnn {
+                DnnActor, DnnActorMsg, DnnActorRef, pooled, wire(11), "the dnn library", "dnn",
+                dnn_actor_device_surface, dnn_actor_actor_gpu_surface,
+                [float = DnnScalar]
+                bounds {
+                    /// Element types of the dnn library: f16, bf16, f32, f64.
+                    DnnScalar("`{Self}` is not a dnn dtype: softmax, norms and activations take f16, bf16, f32 or f64")
+                        for [f16, bf16, f32, f64]: DType, DnnFloat, DnnActorFloat;
+                }
+            }
         }
     };
 }

@@ -1,0 +1,175 @@
+//! The dnn library's `#[kernel]`s: row-wise softmax, layer norm and RMS norm (one block
+//! of [`THREADS`] per row, its reductions through warp shuffles and one shared slot per
+//! warp), and a bias added before a pointwise nonlinearity. Each is generic over the
+//! element type `T` and the type `A` it computes in: f32 for f16, bf16 and f32 (as
+//! PyTorch does), f64 for f64.
+
+use crate::kernel::dsl::prelude::*;
+
+/// Threads of a row's block.
+pub(crate) const THREADS: u32 = 256;
+
+/// `y = softmax(x)` (`log` 0) or `log_softmax(x)` (`log` 1) of each row of `cols`
+/// elements: `exp(x − max) / Σ exp(x − max)`, or `x − max − ln Σ exp(x − max)`.
+#[atomr_accel_cuda_macros::kernel(crate = crate)]
+pub(crate) fn softmax_rows<T: Float, A: Float>(x: &[T], cols: usize, log: u32, y: &mut [T]) {
+    let mut part = shared_array::<A, 8>();
+    let t = thread_idx_x();
+    let (lane, warp) = (t % 32, t / 32);
+    let warps = block_dim_x() / 32;
+    let base = block_idx_x() * cols;
+    let mut m = -A::infinity();
+    let mut j = t;
+    while j < cols {
+        m = m.max(A::from_f64(x[base + j].to_f64()));
+        j += block_dim_x();
+    }
+    m = m.max(shfl_xor(m, 16));
+    m = m.max(shfl_xor(m, 8));
+    m = m.max(shfl_xor(m, 4));
+    m = m.max(shfl_xor(m, 2));
+    m = m.max(shfl_xor(m, 1));
+    if lane == 0 {
+        part[warp] = m;
+    }
+    sync_threads();
+    m = part[0];
+    let mut w = 1;
+    while w < warps {
+        m = m.max(part[w]);
+        w += 1;
+    }
+    sync_threads();
+    let mut s = A::zero();
+    j = t;
+    while j < cols {
+        s += (A::from_f64(x[base + j].to_f64()) - m).exp();
+        j += block_dim_x();
+    }
+    s += shfl_xor(s, 16);
+    s += shfl_xor(s, 8);
+    s += shfl_xor(s, 4);
+    s += shfl_xor(s, 2);
+    s += shfl_xor(s, 1);
+    if lane == 0 {
+        part[warp] = s;
+    }
+    sync_threads();
+    s = part[0];
+    w = 1;
+    while w < warps {
+        s += part[w];
+        w += 1;
+    }
+    let (inv, ln) = (s.recip(), s.ln());
+    j = t;
+    while j < cols {
+        let v = A::from_f64(x[base + j].to_f64()) - m;
+        if log == 1 {
+            y[base + j] = T::from_f64((v - ln).to_f64());
+        } else {
+            y[base + j] = T::from_f64((v.exp() * inv).to_f64());
+        }
+        j += block_dim_x();
+    }
+}
+
+/// Layer norm (`rms` 0) of each row of `cols` elements — `(x − mean) / √(var + eps) · γ
+/// + β`, the biased variance, as PyTorch — or RMS norm (`rms` 1): `x / √(mean(x²) + eps)
+/// · γ` (`beta` not read).
+#[atomr_accel_cuda_macros::kernel(crate = crate)]
+pub(crate) fn norm_rows<T: Float, A: Float>(
+    x: &[T],
+    gamma: &[T],
+    beta: &[T],
+    cols: usize,
+    eps: f64,
+    rms: u32,
+    y: &mut [T],
+) {
+    let mut part = shared_array::<A, 8>();
+    let t = thread_idx_x();
+    let (lane, warp) = (t % 32, t / 32);
+    let warps = block_dim_x() / 32;
+    let base = block_idx_x() * cols;
+    let n = A::from_f64(cols as f64);
+    let mut mean = A::zero();
+    if rms == 0 {
+        let mut s = A::zero();
+        let mut j = t;
+        while j < cols {
+            s += A::from_f64(x[base + j].to_f64());
+            j += block_dim_x();
+        }
+        s += shfl_xor(s, 16);
+        s += shfl_xor(s, 8);
+        s += shfl_xor(s, 4);
+        s += shfl_xor(s, 2);
+        s += shfl_xor(s, 1);
+        if lane == 0 {
+            part[warp] = s;
+        }
+        sync_threads();
+        s = part[0];
+        let mut w = 1;
+        while w < warps {
+            s += part[w];
+            w += 1;
+        }
+        sync_threads();
+        mean = s / n;
+    }
+    let mut q = A::zero();
+    let mut j = t;
+    while j < cols {
+        let d = A::from_f64(x[base + j].to_f64()) - mean;
+        q += d * d;
+        j += block_dim_x();
+    }
+    q += shfl_xor(q, 16);
+    q += shfl_xor(q, 8);
+    q += shfl_xor(q, 4);
+    q += shfl_xor(q, 2);
+    q += shfl_xor(q, 1);
+    if lane == 0 {
+        part[warp] = q;
+    }
+    sync_threads();
+    q = part[0];
+    let mut w = 1;
+    while w < warps {
+        q += part[w];
+        w += 1;
+    }
+    let scale = (q / n + A::from_f64(eps)).rsqrt();
+    j = t;
+    while j < cols {
+        let mut v = (A::from_f64(x[base + j].to_f64()) - mean) * scale * A::from_f64(gamma[j].to_f64());
+        if rms == 0 {
+            v += A::from_f64(beta[j].to_f64());
+        }
+        y[base + j] = T::from_f64(v.to_f64());
+        j += block_dim_x();
+    }
+}
+
+/// `y = f(x + bias[column])` over rows of `cols` elements, `f` by `act`: 0 identity,
+/// 1 ReLU, 2 GELU (tanh form), 3 SiLU.
+#[atomr_accel_cuda_macros::kernel(crate = crate)]
+pub(crate) fn bias_act<T: Float, A: Float>(x: &[T], bias: &[T], cols: usize, act: u32, y: &mut [T]) {
+    let mut i = global_index();
+    while i < y.len() {
+        let v = A::from_f64(x[i].to_f64()) + A::from_f64(bias[i % cols].to_f64());
+        let mut r = v;
+        if act == 1 {
+            r = v.max(A::zero());
+        } else if act == 2 {
+            let c = A::from_f64(0.7978845608028654);
+            r = A::from_f64(0.5) * v * (A::one() + (c * (v + A::from_f64(0.044715) * v * v * v)).tanh());
+        } else if act == 3 {
+            r = v / (A::one() + (-v).exp());
+        }
+        y[i] = T::from_f64(r.to_f64());
+        i += grid_stride();
+    }
+}

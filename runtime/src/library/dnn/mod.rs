@@ -1,0 +1,372 @@
+//! `DnnActor`: the row-wise building blocks of neural networks over f16, bf16, f32 and
+//! f64 — softmax and log-softmax over the last axis, layer norm and RMS norm (forward),
+//! and a bias added before a nonlinearity (ReLU, GELU, SiLU) — written as `#[kernel]`s
+//! of ours (`kernels.rs`), computed in f32 for the 16-bit types and f32 (f64 for f64),
+//! as PyTorch computes them. The CPU device runs the same kernels emulated.
+//!
+//! Tensors are row-major: the ops act on the last axis, `cols` long, of `rows` rows
+//! (any leading axes flattened into `rows`). cuDNN's convolutions, pooling and fused
+//! attention are not here yet (README lists them as missing).
+
+#[cfg(feature = "dnn")]
+mod kernels;
+
+use atomr_accel_cuda_macros::gpu_actor;
+
+use crate::actor::{Context, Deferred};
+use crate::error::{GpuError, Invalid};
+use crate::gpu_ref::GpuRef;
+use crate::library::shell::Library;
+
+/// Element types of the dnn library, with the type each computes in.
+pub trait DnnFloat: crate::kernel::dsl::Float {
+    /// f32 for f16, bf16 and f32; f64 for f64.
+    type Acc: crate::kernel::dsl::Float;
+}
+impl DnnFloat for half::f16 {
+    type Acc = f32;
+}
+impl DnnFloat for half::bf16 {
+    type Acc = f32;
+}
+impl DnnFloat for f32 {
+    type Acc = f32;
+}
+impl DnnFloat for f64 {
+    type Acc = f64;
+}
+
+/// The rows of a row-major tensor that a row-wise op acts on: `rows` rows of `cols`
+/// elements (the last axis; leading axes flattened into `rows`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rows {
+    /// Number of rows.
+    pub rows: usize,
+    /// Elements per row: the axis the op acts on.
+    pub cols: usize,
+}
+
+crate::wire::wire_struct!(Rows { rows, cols });
+
+impl Rows {
+    /// `rows` rows of `cols` elements.
+    pub fn new(rows: usize, cols: usize) -> Self {
+        Rows { rows, cols }
+    }
+}
+
+/// A layer norm or RMS norm: its rows and the epsilon added to the variance.
+///
+/// # Example
+///
+/// ```
+/// # use atomr_accel_cuda_runtime::prelude::*;
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() -> Result<(), GpuError> {
+/// # let system = ActorSystem::new("doc");
+/// # let dev = Device::open(&system, DeviceConfig::cpu()).await?;
+/// let x = dev.upload(vec![1.0f32, 2.0, 3.0, 4.0]).await?; // one row of four
+/// let gamma = dev.upload(vec![1.0f32; 4]).await?;
+/// let beta = dev.upload(vec![0.0f32; 4]).await?;
+/// let y = dev.alloc::<f32>(4).await?;
+/// dev.layer_norm(Norm::new(1, 4), &x, &gamma, &beta, &y).await?;
+/// let y = dev.download(&y).await?;
+/// assert!((y[0] + 1.3416).abs() < 1e-3 && (y[3] - 1.3416).abs() < 1e-3);
+/// # system.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Norm {
+    /// Number of rows.
+    pub rows: usize,
+    /// Elements per row: the normalized axis.
+    pub cols: usize,
+    /// Added to the variance (or mean square) before the square root.
+    pub eps: f64,
+}
+
+crate::wire::wire_struct!(Norm { rows, cols, eps });
+
+impl Norm {
+    /// `rows` rows of `cols`, with PyTorch's default epsilon (1e-5).
+    pub fn new(rows: usize, cols: usize) -> Self {
+        Norm { rows, cols, eps: 1e-5 }
+    }
+
+    /// Sets epsilon.
+    pub fn eps(mut self, eps: f64) -> Self {
+        self.eps = eps;
+        self
+    }
+}
+
+/// The nonlinearity `bias_activation` applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Nonlinearity {
+    /// None: the bias only.
+    #[default]
+    Identity,
+    /// `max(x, 0)`.
+    Relu,
+    /// GELU in its tanh form (PyTorch's `approximate="tanh"`, cuBLASLt's epilogue):
+    /// `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`.
+    Gelu,
+    /// SiLU (swish): `x / (1 + e^(−x))`.
+    Silu,
+}
+
+crate::wire::wire_enum!(Nonlinearity {
+    Nonlinearity::Identity,
+    Nonlinearity::Relu,
+    Nonlinearity::Gelu,
+    Nonlinearity::Silu
+});
+
+impl Nonlinearity {
+    /// The kernel's code for it.
+    #[cfg_attr(not(feature = "dnn"), allow(dead_code))]
+    fn code(self) -> u32 {
+        match self {
+            Nonlinearity::Identity => 0,
+            Nonlinearity::Relu => 1,
+            Nonlinearity::Gelu => 2,
+            Nonlinearity::Silu => 3,
+        }
+    }
+}
+
+/// Checks that `r` holds `need` elements.
+#[cfg_attr(not(feature = "dnn"), allow(dead_code))]
+fn holds<T: crate::dtype::DTypeBase>(op: &str, r: &GpuRef<T>, need: usize, what: &str) -> Result<(), GpuError> {
+    if r.len() < need {
+        return Err(GpuError::InvalidArgument(
+            Invalid::new(format!("{op}: {what} must hold {need} elements, it has {}", r.len()))
+                .arg(what)
+                .mismatch(format_args!("≥ {need} elements"), format_args!("{} elements", r.len())),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks that the output `y` is apart from each input, or (in place) exactly `x`'s
+/// window: every element is read and then written by the same thread, so a row op may
+/// overwrite its input, but a shifted overlap would read what another row wrote.
+#[cfg_attr(not(feature = "dnn"), allow(dead_code))]
+fn apart<T: crate::dtype::DTypeBase>(op: &str, y: &GpuRef<T>, x: &GpuRef<T>, params: &[&GpuRef<T>]) -> Result<(), GpuError> {
+    let same = y.same_buffer(x) && y.offset() == x.offset() && y.len() == x.len();
+    if (y.overlaps(x) && !same) || params.iter().any(|p| y.overlaps(*p)) {
+        return Err(GpuError::InvalidArgument(
+            Invalid::new(format!(
+                "{op}: the output y overlaps an input; give it its own buffer, or x's exact window to work in place"
+            ))
+            .arg("y")
+            .mismatch("apart from the inputs, or x itself", "an overlapping window"),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a row shape: at least one element per row, rows within a grid.
+#[cfg_attr(not(feature = "dnn"), allow(dead_code))]
+fn shape(op: &str, rows: usize, cols: usize) -> Result<usize, GpuError> {
+    if cols == 0 {
+        return Err(GpuError::InvalidArgument(
+            Invalid::new(format!("{op}: rows need at least one element (cols = 0)"))
+                .arg("cols")
+                .mismatch("≥ 1", 0),
+        ));
+    }
+    if rows > i32::MAX as usize {
+        return Err(GpuError::InvalidArgument(
+            Invalid::new(format!("{op}: {rows} rows is more than a grid holds (2³¹ − 1)"))
+                .arg("rows")
+                .mismatch("≤ 2³¹ − 1", rows),
+        ));
+    }
+    rows.checked_mul(cols)
+        .ok_or_else(|| GpuError::invalid(format!("{op}: {rows} × {cols} elements overflow")))
+}
+
+#[cfg(feature = "dnn")]
+pub(crate) use core_impl::DnnCore;
+#[cfg(not(feature = "dnn"))]
+use crate::library::shell::Absent as DnnCore;
+
+#[cfg(feature = "dnn")]
+mod core_impl {
+    use super::kernels::{bias_act, norm_rows, softmax_rows, THREADS};
+    use super::{apart, holds, shape, DnnFloat, Nonlinearity, Norm, Rows};
+    use crate::actor::Deferred;
+    use crate::error::{GpuError, Invalid};
+    use crate::gpu_ref::GpuRef;
+    use crate::launch::LaunchConfig;
+    use crate::library::engine::Kernels;
+    use crate::library::seed::LibrarySeed;
+    use crate::library::shell::Core;
+
+    /// The dnn library of one generation: its kernels on the actor's stream.
+    pub(crate) struct DnnCore(Kernels);
+
+    impl Core for DnnCore {
+        const WHAT: &'static str = "dnn actor";
+
+        fn build(seed: &LibrarySeed) -> Result<Self, GpuError> {
+            Ok(DnnCore(Kernels::build(seed)?))
+        }
+    }
+
+    /// One block per row.
+    fn per_row(rows: usize) -> LaunchConfig {
+        LaunchConfig {
+            grid: (rows as u32, 1, 1),
+            block: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        }
+    }
+
+    fn valid_eps(op: &str, eps: f64) -> Result<(), GpuError> {
+        if !(eps.is_finite() && eps >= 0.0) {
+            return Err(GpuError::InvalidArgument(
+                Invalid::new(format!("{op}: eps must be finite and ≥ 0, got {eps}"))
+                    .arg("eps")
+                    .mismatch("finite, ≥ 0", eps),
+            ));
+        }
+        Ok(())
+    }
+
+    impl DnnCore {
+        /// Softmax (`log` false) or log-softmax of each row.
+        pub(crate) fn softmax<T: DnnFloat>(&self, op: &'static str, s: Rows, x: &GpuRef<T>, y: &GpuRef<T>, log: bool) -> Result<Deferred<()>, GpuError> {
+            for r in [x, y] {
+                self.0.check(r)?;
+            }
+            let n = shape(op, s.rows, s.cols)?;
+            holds(op, x, n, "x")?;
+            holds(op, y, n, "y")?;
+            apart(op, y, x, &[])?;
+            if s.rows == 0 {
+                return Ok(Deferred::Now(()));
+            }
+            let mut y = y.clone();
+            self.0.run("dnn", op, || {
+                self.0.launch(softmax_rows::call::<T, T::Acc>(per_row(s.rows), x, s.cols, u32::from(log), &mut y))
+            })
+        }
+
+        /// Layer norm (with `beta`) or RMS norm (`beta` None) of each row.
+        pub(crate) fn norm<T: DnnFloat>(&self, op: &'static str, s: Norm, x: &GpuRef<T>, gamma: &GpuRef<T>, beta: Option<&GpuRef<T>>, y: &GpuRef<T>) -> Result<Deferred<()>, GpuError> {
+            for r in [x, gamma, y].into_iter().chain(beta) {
+                self.0.check(r)?;
+            }
+            let n = shape(op, s.rows, s.cols)?;
+            valid_eps(op, s.eps)?;
+            holds(op, x, n, "x")?;
+            holds(op, y, n, "y")?;
+            holds(op, gamma, s.cols, "gamma")?;
+            if let Some(b) = beta {
+                holds(op, b, s.cols, "beta")?;
+            }
+            apart(op, y, x, &[gamma].into_iter().chain(beta).collect::<Vec<_>>())?;
+            if s.rows == 0 {
+                return Ok(Deferred::Now(()));
+            }
+            let mut y = y.clone();
+            // RMS norm reads no beta: gamma stands in for the parameter.
+            let (b, rms) = match beta {
+                Some(b) => (b, 0),
+                None => (gamma, 1),
+            };
+            self.0.run("dnn", op, || {
+                self.0.launch(norm_rows::call::<T, T::Acc>(per_row(s.rows), x, gamma, b, s.cols, s.eps, rms, &mut y))
+            })
+        }
+
+        /// `y = act(x + bias[column])`.
+        pub(crate) fn bias_activation<T: DnnFloat>(&self, s: Rows, act: Nonlinearity, x: &GpuRef<T>, bias: &GpuRef<T>, y: &GpuRef<T>) -> Result<Deferred<()>, GpuError> {
+            let op = "bias_activation";
+            for r in [x, bias, y] {
+                self.0.check(r)?;
+            }
+            let n = shape(op, s.rows, s.cols)?;
+            holds(op, x, n, "x")?;
+            holds(op, bias, s.cols, "bias")?;
+            holds(op, y, n, "y")?;
+            apart(op, y, x, &[bias])?;
+            if n == 0 {
+                return Ok(Deferred::Now(()));
+            }
+            let mut y = y.view(..n)?;
+            let mut cfg = LaunchConfig::for_elements(n, THREADS);
+            cfg.grid.0 = cfg.grid.0.min(65_536);
+            self.0.run("dnn", op, || {
+                self.0.launch(bias_act::call::<T, T::Acc>(cfg, x, bias, s.cols, act.code(), &mut y))
+            })
+        }
+    }
+}
+
+/// The dnn library of a device: row-wise kernels on its own stream.
+pub struct DnnActor(pub(crate) Library<DnnCore>);
+
+#[gpu_actor(crate = crate, wire, device, feature = "dnn")]
+impl DnnActor {
+    /// Builds the core on the actor's own stream.
+    #[pre_start]
+    async fn start(&mut self, _ctx: &mut Context<Self>) -> Result<(), GpuError> {
+        self.0.start()
+    }
+
+    /// `y = softmax(x)` over each row (the last axis): `exp(x − max) / Σ exp(x − max)`,
+    /// computed in f32 (f64 for f64). `y` is apart from `x`, or `x` itself (in place).
+    #[handler(dtypes(float), device)]
+    fn softmax<T: DnnFloat>(&mut self, shape: Rows, x: GpuRef<T>, y: GpuRef<T>) -> Result<Deferred<()>, GpuError> {
+        self.0.core()?.softmax("softmax", shape, &x, &y, false)
+    }
+
+    /// `y = log_softmax(x)` over each row: `x − max − ln Σ exp(x − max)`.
+    #[handler(dtypes(float), device)]
+    fn log_softmax<T: DnnFloat>(&mut self, shape: Rows, x: GpuRef<T>, y: GpuRef<T>) -> Result<Deferred<()>, GpuError> {
+        self.0.core()?.softmax("log_softmax", shape, &x, &y, true)
+    }
+
+    /// Layer norm of each row: `(x − mean) / √(var + eps) · gamma + beta` (the biased
+    /// variance, as PyTorch's `layer_norm`), `gamma` and `beta` one value per column.
+    #[handler(dtypes(float), device)]
+    fn layer_norm<T: DnnFloat>(
+        &mut self,
+        op: Norm,
+        x: GpuRef<T>,
+        gamma: GpuRef<T>,
+        beta: GpuRef<T>,
+        y: GpuRef<T>,
+    ) -> Result<Deferred<()>, GpuError> {
+        self.0.core()?.norm("layer_norm", op, &x, &gamma, Some(&beta), &y)
+    }
+
+    /// RMS norm of each row: `x / √(mean(x²) + eps) · gamma`.
+    #[handler(dtypes(float), device)]
+    fn rms_norm<T: DnnFloat>(&mut self, op: Norm, x: GpuRef<T>, gamma: GpuRef<T>, y: GpuRef<T>) -> Result<Deferred<()>, GpuError> {
+        self.0.core()?.norm("rms_norm", op, &x, &gamma, None, &y)
+    }
+
+    /// `y = act(x + bias[column])` over each row (a linear layer's bias and activation);
+    /// `y` is apart from the inputs, or `x` itself (in place).
+    #[handler(dtypes(float), device)]
+    fn bias_activation<T: DnnFloat>(
+        &mut self,
+        shape: Rows,
+        act: Nonlinearity,
+        x: GpuRef<T>,
+        bias: GpuRef<T>,
+        y: GpuRef<T>,
+    ) -> Result<Deferred<()>, GpuError> {
+        self.0.core()?.bias_activation(shape, act, &x, &bias, &y)
+    }
+}
+
+/// What `atomr_accel_cuda::prelude` takes from this library.
+pub mod prelude {
+    pub use super::{Nonlinearity, Norm, Rows};
+}
