@@ -1,0 +1,80 @@
+//! The dnn library's row-wise ops (`Device::softmax`, `layer_norm`, `rms_norm`,
+//! `bias_activation` with GELU) on transformer-sized f32 and f16 tensors, each call
+//! awaited, median of rounds; the same ops in PyTorch on the same card come from
+//! `benches/dnn_torch.py`, run in the same device session. Reported as time per call and
+//! effective bandwidth (bytes read and written once / time).
+
+use atomr_accel_cuda::prelude::*;
+
+#[path = "support/gpu_bench.rs"]
+mod gpu_bench;
+#[path = "support/random.rs"]
+mod random;
+
+use gpu_bench::run_gpu;
+
+async fn timed<F: std::future::Future<Output = ()>>(mut call: impl FnMut() -> F) -> f64 {
+    for _ in 0..3 {
+        call().await;
+    }
+    let mut rounds = vec![];
+    for _ in 0..7 {
+        let t = std::time::Instant::now();
+        for _ in 0..20 {
+            call().await;
+        }
+        rounds.push(t.elapsed().as_secs_f64() / 20.0);
+    }
+    gpu_bench::median(&mut rounds)
+}
+
+async fn measure<T: DnnScalar + Float>(dev: &Device, dtype: &str) {
+    // Attention probabilities (8 × 16 heads × 1024 queries, 1024 keys); a hidden state
+    // of 16 384 tokens × 4096.
+    for (what, rows, cols) in [
+        ("softmax", 8 * 16 * 1024, 1024),
+        ("layer_norm", 16384, 4096),
+        ("rms_norm", 16384, 4096),
+        ("bias_gelu", 16384, 4096),
+    ] {
+        let n = rows * cols;
+        let host = |len: usize, seed: u64| {
+            random::random_f32(len, seed)
+                .into_iter()
+                .map(|v| T::from_f64(v as f64))
+                .collect::<Vec<T>>()
+        };
+        let x = dev.upload(host(n, 1)).await.unwrap();
+        let g = dev.upload(host(cols, 2)).await.unwrap();
+        let b = dev.upload(host(cols, 3)).await.unwrap();
+        let y = dev.alloc::<T>(n).await.unwrap();
+        let s = match what {
+            "softmax" => timed(|| async { dev.softmax(Rows::new(rows, cols), &x, &y).await.unwrap() }).await,
+            "layer_norm" => {
+                timed(|| async { dev.layer_norm(Norm::new(rows, cols), &x, &g, &b, &y).await.unwrap() }).await
+            }
+            "rms_norm" => timed(|| async { dev.rms_norm(Norm::new(rows, cols), &x, &g, &y).await.unwrap() }).await,
+            _ => {
+                timed(|| async {
+                    dev.bias_activation(Rows::new(rows, cols), Nonlinearity::Gelu, &x, &b, &y)
+                        .await
+                        .unwrap()
+                })
+                .await
+            }
+        };
+        let bytes = 2.0 * (n * std::mem::size_of::<T>()) as f64;
+        println!(
+            "RESULT | dnn.{what} {rows}x{cols} {dtype} | {:.1} µs per call, {:.0} GB/s",
+            s * 1e6,
+            bytes / s / 1e9
+        );
+    }
+}
+
+fn main() {
+    run_gpu("dnn", DeviceConfig::cuda(0), |dev, _ctx, _stream| async move {
+        measure::<f32>(&dev, "f32").await;
+        measure::<f16>(&dev, "f16").await;
+    });
+}
