@@ -3,6 +3,10 @@
 //! warp), and a bias added before a pointwise nonlinearity. Each is generic over the
 //! element type `T` and the type `A` it computes in: f32 for f16, bf16 and f32 (as
 //! PyTorch does), f64 for f64.
+//!
+//! In place, a kernel reads its input from `y` (`from_y` 1; `x` is then a stand-in that
+//! is not read): two parameters may not alias, and each element is read and then
+//! written by the same thread, so one buffer serves both.
 
 use crate::kernel::dsl::prelude::*;
 
@@ -11,8 +15,18 @@ pub(crate) const THREADS: u32 = 256;
 
 /// `y = softmax(x)` (`log` 0) or `log_softmax(x)` (`log` 1) of each row of `cols`
 /// elements: `exp(x − max) / Σ exp(x − max)`, or `x − max − ln Σ exp(x − max)`.
+/// The input element `i`: from `x`, or from `y` in place.
+#[atomr_accel_cuda_macros::device(crate = crate)]
+fn input<T: Float>(x: &[T], y: &mut [T], from_y: u32, i: usize) -> f64 {
+    if from_y == 1 {
+        y[i].to_f64()
+    } else {
+        x[i].to_f64()
+    }
+}
+
 #[atomr_accel_cuda_macros::kernel(crate = crate)]
-pub(crate) fn softmax_rows<T: Float, A: Float>(x: &[T], cols: usize, log: u32, y: &mut [T]) {
+pub(crate) fn softmax_rows<T: Float, A: Float>(x: &[T], cols: usize, log: u32, from_y: u32, y: &mut [T]) {
     let mut part = shared_array::<A, 8>();
     let t = thread_idx_x();
     let (lane, warp) = (t % 32, t / 32);
@@ -21,7 +35,7 @@ pub(crate) fn softmax_rows<T: Float, A: Float>(x: &[T], cols: usize, log: u32, y
     let mut m = -A::infinity();
     let mut j = t;
     while j < cols {
-        m = m.max(A::from_f64(x[base + j].to_f64()));
+        m = m.max(A::from_f64(input(x, y, from_y, base + j)));
         j += block_dim_x();
     }
     m = m.max(shfl_xor(m, 16));
@@ -43,7 +57,7 @@ pub(crate) fn softmax_rows<T: Float, A: Float>(x: &[T], cols: usize, log: u32, y
     let mut s = A::zero();
     j = t;
     while j < cols {
-        s += (A::from_f64(x[base + j].to_f64()) - m).exp();
+        s += (A::from_f64(input(x, y, from_y, base + j)) - m).exp();
         j += block_dim_x();
     }
     s += shfl_xor(s, 16);
@@ -64,7 +78,7 @@ pub(crate) fn softmax_rows<T: Float, A: Float>(x: &[T], cols: usize, log: u32, y
     let (inv, ln) = (s.recip(), s.ln());
     j = t;
     while j < cols {
-        let v = A::from_f64(x[base + j].to_f64()) - m;
+        let v = A::from_f64(input(x, y, from_y, base + j)) - m;
         if log == 1 {
             y[base + j] = T::from_f64((v - ln).to_f64());
         } else {
@@ -85,6 +99,7 @@ pub(crate) fn norm_rows<T: Float, A: Float>(
     cols: usize,
     eps: f64,
     rms: u32,
+    from_y: u32,
     y: &mut [T],
 ) {
     let mut part = shared_array::<A, 8>();
@@ -98,7 +113,7 @@ pub(crate) fn norm_rows<T: Float, A: Float>(
         let mut s = A::zero();
         let mut j = t;
         while j < cols {
-            s += A::from_f64(x[base + j].to_f64());
+            s += A::from_f64(input(x, y, from_y, base + j));
             j += block_dim_x();
         }
         s += shfl_xor(s, 16);
@@ -122,7 +137,7 @@ pub(crate) fn norm_rows<T: Float, A: Float>(
     let mut q = A::zero();
     let mut j = t;
     while j < cols {
-        let d = A::from_f64(x[base + j].to_f64()) - mean;
+        let d = A::from_f64(input(x, y, from_y, base + j)) - mean;
         q += d * d;
         j += block_dim_x();
     }
@@ -144,7 +159,7 @@ pub(crate) fn norm_rows<T: Float, A: Float>(
     let scale = (q / n + A::from_f64(eps)).rsqrt();
     j = t;
     while j < cols {
-        let mut v = (A::from_f64(x[base + j].to_f64()) - mean) * scale * A::from_f64(gamma[j].to_f64());
+        let mut v = (A::from_f64(input(x, y, from_y, base + j)) - mean) * scale * A::from_f64(gamma[j].to_f64());
         if rms == 0 {
             v += A::from_f64(beta[j].to_f64());
         }
@@ -156,10 +171,10 @@ pub(crate) fn norm_rows<T: Float, A: Float>(
 /// `y = f(x + bias[column])` over rows of `cols` elements, `f` by `act`: 0 identity,
 /// 1 ReLU, 2 GELU (tanh form), 3 SiLU.
 #[atomr_accel_cuda_macros::kernel(crate = crate)]
-pub(crate) fn bias_act<T: Float, A: Float>(x: &[T], bias: &[T], cols: usize, act: u32, y: &mut [T]) {
+pub(crate) fn bias_act<T: Float, A: Float>(x: &[T], bias: &[T], cols: usize, act: u32, from_y: u32, y: &mut [T]) {
     let mut i = global_index();
     while i < y.len() {
-        let v = A::from_f64(x[i].to_f64()) + A::from_f64(bias[i % cols].to_f64());
+        let v = A::from_f64(input(x, y, from_y, i)) + A::from_f64(bias[i % cols].to_f64());
         let mut r = v;
         if act == 1 {
             r = v.max(A::zero());

@@ -237,6 +237,17 @@ mod core_impl {
     }
 
     impl DnnCore {
+        /// The input and output of a launch: `x` and `y`, or — in place (`y` is `x`'s
+        /// window, which `apart` has let through) — a one-element stand-in for `x`
+        /// and `from_y` 1, since a kernel's two parameters may not alias.
+        fn source<T: DnnFloat>(&self, x: &GpuRef<T>, y: &GpuRef<T>) -> Result<(GpuRef<T>, u32, GpuRef<T>), GpuError> {
+            if y.overlaps(x) {
+                Ok((self.0.temp::<T>(1)?, 1, y.clone()))
+            } else {
+                Ok((x.clone(), 0, y.clone()))
+            }
+        }
+
         /// Softmax (`log` false) or log-softmax of each row.
         pub(crate) fn softmax<T: DnnFloat>(&self, op: &'static str, s: Rows, x: &GpuRef<T>, y: &GpuRef<T>, log: bool) -> Result<Deferred<()>, GpuError> {
             for r in [x, y] {
@@ -249,9 +260,9 @@ mod core_impl {
             if s.rows == 0 {
                 return Ok(Deferred::Now(()));
             }
-            let mut y = y.clone();
+            let (x, from_y, mut y) = self.source(x, y)?;
             self.0.run("dnn", op, || {
-                self.0.launch(softmax_rows::call::<T, T::Acc>(per_row(s.rows), x, s.cols, u32::from(log), &mut y))
+                self.0.launch(softmax_rows::call::<T, T::Acc>(per_row(s.rows), &x, s.cols, u32::from(log), from_y, &mut y))
             })
         }
 
@@ -272,14 +283,14 @@ mod core_impl {
             if s.rows == 0 {
                 return Ok(Deferred::Now(()));
             }
-            let mut y = y.clone();
+            let (x, from_y, mut y) = self.source(x, y)?;
             // RMS norm reads no beta: gamma stands in for the parameter.
             let (b, rms) = match beta {
                 Some(b) => (b, 0),
                 None => (gamma, 1),
             };
             self.0.run("dnn", op, || {
-                self.0.launch(norm_rows::call::<T, T::Acc>(per_row(s.rows), x, gamma, b, s.cols, s.eps, rms, &mut y))
+                self.0.launch(norm_rows::call::<T, T::Acc>(per_row(s.rows), &x, gamma, b, s.cols, s.eps, rms, from_y, &mut y))
             })
         }
 
@@ -297,11 +308,12 @@ mod core_impl {
             if n == 0 {
                 return Ok(Deferred::Now(()));
             }
+            let (x, from_y, y) = self.source(x, y)?;
             let mut y = y.view(..n)?;
             let mut cfg = LaunchConfig::for_elements(n, THREADS);
             cfg.grid.0 = cfg.grid.0.min(65_536);
             self.0.run("dnn", op, || {
-                self.0.launch(bias_act::call::<T, T::Acc>(cfg, x, bias, s.cols, act.code(), &mut y))
+                self.0.launch(bias_act::call::<T, T::Acc>(cfg, &x, bias, s.cols, act.code(), from_y, &mut y))
             })
         }
     }
