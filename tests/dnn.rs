@@ -27,7 +27,7 @@ async fn open(config: DeviceConfig) -> (ActorSystem, Device, bool) {
 
 /// Shapes: (rows, cols) — one element, under a warp, odd, over a block, wide.
 fn shapes(gpu: bool) -> Vec<(usize, usize)> {
-    let mut s = vec![(1, 1), (3, 17), (5, 255), (7, 257), (2, 1000)];
+    let mut s = vec![(1, 1), (3, 17), (5, 255), (7, 257), (2, 1000), (2, 1500)];
     if gpu {
         s.extend([(4096, 1024), (129, 8191)]);
     }

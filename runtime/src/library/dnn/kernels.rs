@@ -13,6 +13,9 @@ use crate::kernel::dsl::prelude::*;
 /// Threads of a row's block.
 pub(crate) const THREADS: u32 = 256;
 
+/// The longest row a warp takes alone ([`softmax_warp_rows`]).
+pub(crate) const WARP_ROW_MAX: usize = 1024;
+
 /// `y = softmax(x)` (`log` 0) or `log_softmax(x)` (`log` 1) of each row of `cols`
 /// elements: `exp(x − max) / Σ exp(x − max)`, or `x − max − ln Σ exp(x − max)`.
 /// The input element `i`: from `x`, or from `y` in place.
@@ -85,6 +88,52 @@ pub(crate) fn softmax_rows<T: Float, A: Float>(x: &[T], cols: usize, log: u32, f
             y[base + j] = T::from_f64((v.exp() * inv).to_f64());
         }
         j += block_dim_x();
+    }
+}
+
+/// Rows of [`WARP_ROW_MAX`] elements or fewer: [`softmax_rows`] with one warp per row
+/// (eight rows per block): no block-wide barriers, only shuffles, and a block's rows in
+/// flight together.
+#[atomr_accel_cuda_macros::kernel(crate = crate)]
+pub(crate) fn softmax_warp_rows<T: Float, A: Float>(x: &[T], rows: usize, cols: usize, log: u32, from_y: u32, y: &mut [T]) {
+    let lane = thread_idx_x() % 32;
+    let row = block_idx_x() * (block_dim_x() / 32) + thread_idx_x() / 32;
+    // `row` is the same for the whole warp: the shuffles below see every lane.
+    if row < rows {
+        let base = row * cols;
+        let mut m = -A::infinity();
+        let mut j = lane;
+        while j < cols {
+            m = m.max(A::from_f64(input(x, y, from_y, base + j)));
+            j += 32;
+        }
+        m = m.max(shfl_xor(m, 16));
+        m = m.max(shfl_xor(m, 8));
+        m = m.max(shfl_xor(m, 4));
+        m = m.max(shfl_xor(m, 2));
+        m = m.max(shfl_xor(m, 1));
+        let mut s = A::zero();
+        j = lane;
+        while j < cols {
+            s += (A::from_f64(input(x, y, from_y, base + j)) - m).exp();
+            j += 32;
+        }
+        s += shfl_xor(s, 16);
+        s += shfl_xor(s, 8);
+        s += shfl_xor(s, 4);
+        s += shfl_xor(s, 2);
+        s += shfl_xor(s, 1);
+        let (inv, ln) = (s.recip(), s.ln());
+        j = lane;
+        while j < cols {
+            let v = A::from_f64(input(x, y, from_y, base + j)) - m;
+            if log == 1 {
+                y[base + j] = T::from_f64((v - ln).to_f64());
+            } else {
+                y[base + j] = T::from_f64((v.exp() * inv).to_f64());
+            }
+            j += 32;
+        }
     }
 }
 

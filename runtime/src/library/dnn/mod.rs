@@ -195,7 +195,7 @@ use crate::library::shell::Absent as DnnCore;
 
 #[cfg(feature = "dnn")]
 mod core_impl {
-    use super::kernels::{bias_act, norm_rows, softmax_rows, THREADS};
+    use super::kernels::{bias_act, norm_rows, softmax_rows, softmax_warp_rows, THREADS, WARP_ROW_MAX};
     use super::{apart, holds, shape, DnnFloat, Nonlinearity, Norm, Rows};
     use crate::actor::Deferred;
     use crate::error::{GpuError, Invalid};
@@ -261,9 +261,18 @@ mod core_impl {
                 return Ok(Deferred::Now(()));
             }
             let (x, from_y, mut y) = self.source(x, y)?;
-            self.0.run("dnn", op, || {
-                self.0.launch(softmax_rows::call::<T, T::Acc>(per_row(s.rows), &x, s.cols, u32::from(log), from_y, &mut y))
-            })
+            let log = u32::from(log);
+            let call = if s.cols <= WARP_ROW_MAX {
+                let warps = (THREADS / 32) as usize;
+                let cfg = LaunchConfig {
+                    grid: (s.rows.div_ceil(warps) as u32, 1, 1),
+                    ..per_row(1)
+                };
+                softmax_warp_rows::call::<T, T::Acc>(cfg, &x, s.rows, s.cols, log, from_y, &mut y)
+            } else {
+                softmax_rows::call::<T, T::Acc>(per_row(s.rows), &x, s.cols, log, from_y, &mut y)
+            };
+            self.0.run("dnn", op, || self.0.launch(call))
         }
 
         /// Layer norm (with `beta`) or RMS norm (`beta` None) of each row.
