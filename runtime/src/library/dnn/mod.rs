@@ -195,7 +195,7 @@ use crate::library::shell::Absent as DnnCore;
 
 #[cfg(feature = "dnn")]
 mod core_impl {
-    use super::kernels::{bias_act, norm_rows, softmax_rows, softmax_warp_rows, THREADS, WARP_ROW_MAX};
+    use super::kernels::{bias_act, norm_rows, softmax_rows, softmax_warp_rows, softmax_warp_rows4, THREADS, WARP_ROW_MAX};
     use super::{apart, holds, shape, DnnFloat, Nonlinearity, Norm, Rows};
     use crate::actor::Deferred;
     use crate::error::{GpuError, Invalid};
@@ -268,7 +268,12 @@ mod core_impl {
                     grid: (s.rows.div_ceil(warps) as u32, 1, 1),
                     ..per_row(1)
                 };
-                softmax_warp_rows::call::<T, T::Acc>(cfg, &x, s.rows, s.cols, log, from_y, &mut y)
+                // 16-byte accesses where every row starts 16-byte aligned.
+                if s.cols % 4 == 0 && x.offset() % 4 == 0 && y.offset() % 4 == 0 {
+                    softmax_warp_rows4::call::<T, T::Acc>(cfg, &x, s.rows, s.cols, log, from_y, &mut y)
+                } else {
+                    softmax_warp_rows::call::<T, T::Acc>(cfg, &x, s.rows, s.cols, log, from_y, &mut y)
+                }
             } else {
                 softmax_rows::call::<T, T::Acc>(per_row(s.rows), &x, s.cols, log, from_y, &mut y)
             };
