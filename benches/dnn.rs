@@ -13,21 +13,6 @@ mod random;
 
 use gpu_bench::run_gpu;
 
-async fn timed<F: std::future::Future<Output = ()>>(mut call: impl FnMut() -> F) -> f64 {
-    for _ in 0..3 {
-        call().await;
-    }
-    let mut rounds = vec![];
-    for _ in 0..7 {
-        let t = std::time::Instant::now();
-        for _ in 0..20 {
-            call().await;
-        }
-        rounds.push(t.elapsed().as_secs_f64() / 20.0);
-    }
-    gpu_bench::median(&mut rounds)
-}
-
 async fn measure<T: DnnScalar + Float>(dev: &Device, dtype: &str) {
     // Attention probabilities (8 × 16 heads × 1024 queries, 1024 keys); a hidden state
     // of 16 384 tokens × 4096.
@@ -49,13 +34,26 @@ async fn measure<T: DnnScalar + Float>(dev: &Device, dtype: &str) {
         let b = dev.upload(host(cols, 3)).await.unwrap();
         let y = dev.alloc::<T>(n).await.unwrap();
         let s = match what {
-            "softmax" => timed(|| async { dev.softmax(Rows::new(rows, cols), &x, &y).await.unwrap() }).await,
-            "layer_norm" => {
-                timed(|| async { dev.layer_norm(Norm::new(rows, cols), &x, &g, &b, &y).await.unwrap() }).await
+            "softmax" => {
+                gpu_bench::per_call(20, || async {
+                    dev.softmax(Rows::new(rows, cols), &x, &y).await.unwrap()
+                })
+                .await
             }
-            "rms_norm" => timed(|| async { dev.rms_norm(Norm::new(rows, cols), &x, &g, &y).await.unwrap() }).await,
+            "layer_norm" => {
+                gpu_bench::per_call(20, || async {
+                    dev.layer_norm(Norm::new(rows, cols), &x, &g, &b, &y).await.unwrap()
+                })
+                .await
+            }
+            "rms_norm" => {
+                gpu_bench::per_call(20, || async {
+                    dev.rms_norm(Norm::new(rows, cols), &x, &g, &y).await.unwrap()
+                })
+                .await
+            }
             _ => {
-                timed(|| async {
+                gpu_bench::per_call(20, || async {
                     dev.bias_activation(Rows::new(rows, cols), Nonlinearity::Gelu, &x, &b, &y)
                         .await
                         .unwrap()

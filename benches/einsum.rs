@@ -7,7 +7,6 @@
 //! strided-batched GEMM the contraction is, then a stream synchronize; median of rounds.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use atomr_accel_cuda::library::tensor::Contraction;
 use atomr_accel_cuda::prelude::TensorScalar;
@@ -23,22 +22,6 @@ mod gpu_bench;
 mod random;
 
 use gpu_bench::run_gpu;
-
-/// Seconds per call of `call`, median of 7 rounds of `reps` (after 3 warm-up calls).
-async fn timed<F: std::future::Future<Output = ()>>(reps: usize, mut call: impl FnMut() -> F) -> f64 {
-    for _ in 0..3 {
-        call().await;
-    }
-    let mut rounds = vec![];
-    for _ in 0..7 {
-        let t = Instant::now();
-        for _ in 0..reps {
-            call().await;
-        }
-        rounds.push(t.elapsed().as_secs_f64() / reps as f64);
-    }
-    gpu_bench::median(&mut rounds)
-}
 
 /// The strided-batched GEMM a contraction is when nothing is permuted: (transa, transb,
 /// m, n, k, lda, ldb, ldc, batch, stride a, b, c), A and B as cuBLAS sees them.
@@ -185,7 +168,7 @@ async fn measure<T: TensorScalar + DeviceRepr + ValidAsZeroBits>(
         let b = dev.upload(hb.clone()).await.unwrap();
         let c = dev.alloc::<T>(nc).await.unwrap();
         let reps = 20;
-        let ours = timed(reps, || async {
+        let ours = gpu_bench::per_call(reps, || async {
             dev.contract(case.op.clone(), &a, &b, &c).await.unwrap()
         })
         .await;
@@ -196,7 +179,7 @@ async fn measure<T: TensorScalar + DeviceRepr + ValidAsZeroBits>(
                 let mut rc = stream.alloc_zeros::<T>(nc).unwrap();
                 let (first, second) = if *swapped { (&rb, &ra) } else { (&ra, &rb) };
                 let alpha = of(case.op.alpha as f32);
-                let raw = timed(reps, || {
+                let raw = gpu_bench::per_call(reps, || {
                     raw_call(blas, stream, r, first, second, &mut rc, (alpha, of(0.0)));
                     async {}
                 })

@@ -14,6 +14,23 @@ pub fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
+/// Seconds per call of `call`: 3 warm-up calls, then the median of 7 rounds of `reps`
+/// awaited calls.
+pub async fn per_call<F: Future<Output = ()>>(reps: usize, mut call: impl FnMut() -> F) -> f64 {
+    for _ in 0..3 {
+        call().await;
+    }
+    let mut rounds = vec![];
+    for _ in 0..7 {
+        let t = std::time::Instant::now();
+        for _ in 0..reps {
+            call().await;
+        }
+        rounds.push(t.elapsed().as_secs_f64() / reps as f64);
+    }
+    median(&mut rounds)
+}
+
 /// Opens GPU 0 with `config`, or prints why the bench measures nothing and returns None.
 pub async fn open_gpu(bench: &str, config: DeviceConfig) -> Option<(ActorSystem, Device)> {
     let sys = ActorSystem::new(bench);
