@@ -16,6 +16,29 @@ pub(crate) const THREADS: u32 = 256;
 /// The longest row a warp takes alone ([`softmax_warp_rows`]).
 pub(crate) const WARP_ROW_MAX: usize = 1024;
 
+/// The largest of `v` over the warp's 32 lanes, in every lane (a butterfly of
+/// shuffles: every lane must take part).
+#[atomr_accel_cuda_macros::device(crate = crate)]
+pub(crate) fn warp_max<A: Float>(v: A) -> A {
+    let mut m = v;
+    m = m.max(shfl_xor(m, 16));
+    m = m.max(shfl_xor(m, 8));
+    m = m.max(shfl_xor(m, 4));
+    m = m.max(shfl_xor(m, 2));
+    m.max(shfl_xor(m, 1))
+}
+
+/// The sum of `v` over the warp's 32 lanes, in every lane.
+#[atomr_accel_cuda_macros::device(crate = crate)]
+pub(crate) fn warp_sum<A: Float>(v: A) -> A {
+    let mut s = v;
+    s += shfl_xor(s, 16);
+    s += shfl_xor(s, 8);
+    s += shfl_xor(s, 4);
+    s += shfl_xor(s, 2);
+    s + shfl_xor(s, 1)
+}
+
 /// `y = softmax(x)` (`log` 0) or `log_softmax(x)` (`log` 1) of each row of `cols`
 /// elements: `exp(x − max) / Σ exp(x − max)`, or `x − max − ln Σ exp(x − max)`.
 /// The input element `i`: from `x`, or from `y` in place.
@@ -41,11 +64,7 @@ pub(crate) fn softmax_rows<T: Float, A: Float>(x: &[T], cols: usize, log: u32, f
         m = m.max(A::from_f64(input(x, y, from_y, base + j)));
         j += block_dim_x();
     }
-    m = m.max(shfl_xor(m, 16));
-    m = m.max(shfl_xor(m, 8));
-    m = m.max(shfl_xor(m, 4));
-    m = m.max(shfl_xor(m, 2));
-    m = m.max(shfl_xor(m, 1));
+    m = warp_max(m);
     if lane == 0 {
         part[warp] = m;
     }
@@ -63,11 +82,7 @@ pub(crate) fn softmax_rows<T: Float, A: Float>(x: &[T], cols: usize, log: u32, f
         s += (A::from_f64(input(x, y, from_y, base + j)) - m).exp();
         j += block_dim_x();
     }
-    s += shfl_xor(s, 16);
-    s += shfl_xor(s, 8);
-    s += shfl_xor(s, 4);
-    s += shfl_xor(s, 2);
-    s += shfl_xor(s, 1);
+    s = warp_sum(s);
     if lane == 0 {
         part[warp] = s;
     }
@@ -107,22 +122,14 @@ pub(crate) fn softmax_warp_rows<T: Float, A: Float>(x: &[T], rows: usize, cols: 
             m = m.max(A::from_f64(input(x, y, from_y, base + j)));
             j += 32;
         }
-        m = m.max(shfl_xor(m, 16));
-        m = m.max(shfl_xor(m, 8));
-        m = m.max(shfl_xor(m, 4));
-        m = m.max(shfl_xor(m, 2));
-        m = m.max(shfl_xor(m, 1));
+        m = warp_max(m);
         let mut s = A::zero();
         j = lane;
         while j < cols {
             s += (A::from_f64(input(x, y, from_y, base + j)) - m).exp();
             j += 32;
         }
-        s += shfl_xor(s, 16);
-        s += shfl_xor(s, 8);
-        s += shfl_xor(s, 4);
-        s += shfl_xor(s, 2);
-        s += shfl_xor(s, 1);
+        s = warp_sum(s);
         let (inv, ln) = (s.recip(), s.ln());
         j = lane;
         while j < cols {
@@ -156,11 +163,7 @@ pub(crate) fn softmax_warp_rows4<T: Float, A: Float>(x: &[T], rows: usize, cols:
             m = m.max(a.max(b));
             q += 32;
         }
-        m = m.max(shfl_xor(m, 16));
-        m = m.max(shfl_xor(m, 8));
-        m = m.max(shfl_xor(m, 4));
-        m = m.max(shfl_xor(m, 2));
-        m = m.max(shfl_xor(m, 1));
+        m = warp_max(m);
         let mut s = A::zero();
         q = lane;
         while q < quads {
@@ -169,11 +172,7 @@ pub(crate) fn softmax_warp_rows4<T: Float, A: Float>(x: &[T], rows: usize, cols:
             s += (A::from_f64(v.z.to_f64()) - m).exp() + (A::from_f64(v.w.to_f64()) - m).exp();
             q += 32;
         }
-        s += shfl_xor(s, 16);
-        s += shfl_xor(s, 8);
-        s += shfl_xor(s, 4);
-        s += shfl_xor(s, 2);
-        s += shfl_xor(s, 1);
+        s = warp_sum(s);
         let (inv, ln) = (s.recip(), s.ln());
         q = lane;
         while q < quads {
@@ -226,11 +225,7 @@ pub(crate) fn norm_rows<T: Float, A: Float>(
             s += A::from_f64(input(x, y, from_y, base + j));
             j += block_dim_x();
         }
-        s += shfl_xor(s, 16);
-        s += shfl_xor(s, 8);
-        s += shfl_xor(s, 4);
-        s += shfl_xor(s, 2);
-        s += shfl_xor(s, 1);
+        s = warp_sum(s);
         if lane == 0 {
             part[warp] = s;
         }
@@ -251,11 +246,7 @@ pub(crate) fn norm_rows<T: Float, A: Float>(
         q += d * d;
         j += block_dim_x();
     }
-    q += shfl_xor(q, 16);
-    q += shfl_xor(q, 8);
-    q += shfl_xor(q, 4);
-    q += shfl_xor(q, 2);
-    q += shfl_xor(q, 1);
+    q = warp_sum(q);
     if lane == 0 {
         part[warp] = q;
     }
