@@ -2,22 +2,9 @@
 random data), each call synchronized, median of 7 rounds of 20. Run on the GPU host:
 python3 benches/einsum_torch.py
 """
-import time
-
 import torch
 
-
-def timed(f, reps=20):
-    for _ in range(3):
-        f()
-    v = []
-    for _ in range(7):
-        t = time.perf_counter()
-        for _ in range(reps):
-            f()
-        v.append((time.perf_counter() - t) / reps)
-    v.sort()
-    return v[len(v) // 2]
+from torch_timing import timed
 
 
 b, h, s, d, n = 8, 16, 1024, 64, 4096

@@ -7,18 +7,7 @@ import time
 import cupy as cp
 import torch
 
-
-def timed(f, reps):
-    v = []
-    for _ in range(3):
-        f()
-    for _ in range(7):
-        t = time.perf_counter()
-        for _ in range(reps):
-            f()
-        v.append((time.perf_counter() - t) / reps)
-    v.sort()
-    return v[len(v) // 2]
+from torch_timing import timed
 
 
 for n in (64 << 20, 1 << 20):
