@@ -1,5 +1,6 @@
 //! The dnn library's row-wise ops (`Device::softmax`, `layer_norm`, `rms_norm`,
-//! `bias_activation` with GELU) on transformer-sized f32 and f16 tensors, each call
+//! `bias_activation` with GELU) on transformer-sized f32 and f16 tensors, and
+//! scaled-dot-product attention (`Device::attention`, causal and not), each call
 //! awaited, median of rounds; the same ops in PyTorch on the same card come from
 //! `benches/dnn_torch.py`, run in the same device session. Reported as time per call and
 //! effective bandwidth (bytes read and written once / time).
@@ -70,9 +71,42 @@ async fn measure<T: DnnScalar + Float>(dev: &Device, dtype: &str) {
     }
 }
 
+/// Attention of 8 × 16 heads × 1024 queries over 1024 keys, head dimension 64 (the
+/// `[batch, heads, seq, head_dim]` layout), causal and not.
+async fn attention<T: DnnScalar + Float>(dev: &Device, dtype: &str) {
+    let (b, h, l, d) = (8, 16, 1024, 64);
+    let host = |seed: u64| {
+        random::random_f32(b * h * l * d, seed)
+            .into_iter()
+            .map(|v| T::from_f64(v as f64))
+            .collect::<Vec<T>>()
+    };
+    let (q, k, v) = (
+        dev.upload(host(1)).await.unwrap(),
+        dev.upload(host(2)).await.unwrap(),
+        dev.upload(host(3)).await.unwrap(),
+    );
+    let o = dev.alloc::<T>(b * h * l * d).await.unwrap();
+    for causal in [false, true] {
+        let a = Attention::new(b, h, l, l, d).causal(causal);
+        let s = gpu_bench::per_call(5, || async { dev.attention(a, &q, &k, &v, &o).await.unwrap() }).await;
+        // Two products of 2·l·l·d per head (half of them under a causal mask).
+        let flops = 4.0 * (b * h * l * l * d) as f64 / if causal { 2.0 } else { 1.0 };
+        println!(
+            "RESULT | dnn.attention {b}x{h}x{l}x{d}{} {dtype} | {:.1} µs per call, {:.1} TFLOP/s",
+            if causal { " causal" } else { "" },
+            s * 1e6,
+            flops / s / 1e12
+        );
+    }
+}
+
 fn main() {
     run_gpu("dnn", DeviceConfig::cuda(0), |dev, _ctx, _stream| async move {
         measure::<f32>(&dev, "f32").await;
         measure::<f16>(&dev, "f16").await;
+        attention::<f32>(&dev, "f32").await;
+        attention::<f16>(&dev, "f16").await;
+        attention::<bf16>(&dev, "bf16").await;
     });
 }

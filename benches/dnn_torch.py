@@ -1,24 +1,11 @@
-"""PyTorch's softmax, layer_norm, rms_norm and GELU(x + bias) (tanh form) for the shapes
-of benches/dnn.rs, each call synchronized, median of 7 rounds of 20. Run on the GPU
-host: python3 benches/dnn_torch.py
+"""PyTorch's softmax, layer_norm, rms_norm, GELU(x + bias) (tanh form) and
+scaled_dot_product_attention for the shapes of benches/dnn.rs, each call synchronized,
+median of 7 rounds of 20 (5 for attention). Run on the GPU host: python3 benches/dnn_torch.py
 """
-import time
-
 import torch
 import torch.nn.functional as F
 
-
-def timed(f, reps=20):
-    for _ in range(3):
-        f()
-    v = []
-    for _ in range(7):
-        t = time.perf_counter()
-        for _ in range(reps):
-            f()
-        v.append((time.perf_counter() - t) / reps)
-    v.sort()
-    return v[len(v) // 2]
+from torch_timing import timed
 
 
 def sync(t):
@@ -41,3 +28,12 @@ for dtype, name in ((torch.float32, "f32"), (torch.float16, "f16")):
         s = timed(f)
         gbs = 2 * x.numel() * x.element_size() / s / 1e9
         print(f"RESULT | dnn.{what} {rows}x{cols} {name} | torch {s * 1e6:.1f} µs per call, {gbs:.0f} GB/s")
+
+for dtype, name in ((torch.float32, "f32"), (torch.float16, "f16"), (torch.bfloat16, "bf16")):
+    b, h, l, d = 8, 16, 1024, 64
+    q, k, v = (torch.rand(b, h, l, d, device="cuda", dtype=dtype) * 2 - 1 for _ in range(3))
+    for causal in (False, True):
+        s = timed(lambda: sync(F.scaled_dot_product_attention(q, k, v, is_causal=causal)), reps=5)
+        flops = 4.0 * b * h * l * l * d / (2.0 if causal else 1.0)
+        tag = " causal" if causal else ""
+        print(f"RESULT | dnn.attention {b}x{h}x{l}x{d}{tag} {name} | torch {s * 1e6:.1f} µs per call, {flops / s / 1e12:.1f} TFLOP/s")

@@ -2,7 +2,13 @@
 //! activation (identity, ReLU, GELU, SiLU) — of f16, bf16, f32 and f64 against float64
 //! references on fresh random data (rows of odd lengths, shorter and longer than a
 //! block; large magnitudes that overflow a naive softmax); bad shapes, short buffers,
-//! bad epsilons and overlapping outputs as typed errors. On the CPU device and the GPU.
+//! bad epsilons and overlapping outputs as typed errors. 2-D convolutions (forward,
+//! backward-data, backward-filter; NCHW and NHWC; padding, stride, dilation, groups)
+//! and pooling (max with NaNs, average with and without the padding counted) against
+//! float64 references, the two backward directions also through the adjoint identity
+//! ⟨conv(x, w), dy⟩ = ⟨x, dx⟩ = ⟨w, dw⟩. Scaled-dot-product attention (causal or not,
+//! head dimensions 1 to 256, partial tiles) against float64. On the CPU device and the
+//! GPU.
 
 #[macro_use]
 mod common;
@@ -16,6 +22,11 @@ on_both! {
     norms_match_a_float64_reference => norms;
     bias_activations_match_a_float64_reference => activations;
     bad_dnn_calls_are_typed_errors => errors;
+    convolutions_match_a_float64_reference => convolutions;
+    pooling_matches_a_float64_reference => poolings;
+    bad_convolutions_and_pooling_are_typed_errors => conv_errors;
+    attention_matches_a_float64_reference => attentions;
+    bad_attention_calls_are_typed_errors => attention_errors;
 }
 
 async fn open(config: DeviceConfig) -> (ActorSystem, Device, bool) {
@@ -261,4 +272,443 @@ async fn errors(config: DeviceConfig) {
     // Zero rows: nothing to do. The device still serves.
     d.softmax(Rows::new(0, 8), &x, &y).await.unwrap();
     d.softmax(Rows::new(8, 8), &x, &y).await.unwrap();
+}
+
+/// The element `(n, c, h, w)` of images of `(channels, height, width)` in `layout`.
+fn at(layout: ImageLayout, (cs, hs, ws): (usize, usize, usize), (n, c, h, w): (usize, usize, usize, usize)) -> usize {
+    match layout {
+        ImageLayout::Nchw => n * cs * hs * ws + c * hs * ws + h * ws + w,
+        ImageLayout::Nhwc => n * hs * ws * cs + h * ws * cs + w * cs + c,
+    }
+}
+
+/// Every multiply-add of `g`: (input, filter, output) elements.
+fn taps(g: &Conv2d) -> Vec<(usize, usize, usize)> {
+    let (p, q) = g.output();
+    let (cg, kg) = (g.in_channels / g.groups, g.out_channels / g.groups);
+    let mut t = vec![];
+    for n in 0..g.batch {
+        for k in 0..g.out_channels {
+            for oh in 0..p {
+                for ow in 0..q {
+                    for c in 0..cg {
+                        for r in 0..g.kernel.0 {
+                            for s in 0..g.kernel.1 {
+                                let ih = (oh * g.stride.0 + r * g.dilation.0) as i64 - g.padding.0 as i64;
+                                let iw = (ow * g.stride.1 + s * g.dilation.1) as i64 - g.padding.1 as i64;
+                                if ih < 0 || iw < 0 || ih >= g.input.0 as i64 || iw >= g.input.1 as i64 {
+                                    continue;
+                                }
+                                let ci = (k / kg) * cg + c;
+                                t.push((
+                                    at(
+                                        g.layout,
+                                        (g.in_channels, g.input.0, g.input.1),
+                                        (n, ci, ih as usize, iw as usize),
+                                    ),
+                                    at(g.layout, (cg, g.kernel.0, g.kernel.1), (k, c, r, s)),
+                                    at(g.layout, (g.out_channels, p, q), (n, k, oh, ow)),
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    t
+}
+
+/// Sums of products into `len` outputs, and the sums of their magnitudes (the scale of
+/// each one's rounding error).
+fn accumulate(len: usize, terms: impl Iterator<Item = (usize, f64)>) -> (Vec<f64>, Vec<f64>) {
+    let (mut sum, mut mag) = (vec![0.0; len], vec![0.0; len]);
+    for (i, v) in terms {
+        sum[i] += v;
+        mag[i] += v.abs();
+    }
+    (sum, mag)
+}
+
+/// `got` against `want` within `tol` of each element's magnitude sum (plus a hair).
+fn close_sums(what: &str, got: &[f64], (want, mag): &(Vec<f64>, Vec<f64>), tol: f64) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    for i in 0..got.len() {
+        assert!(
+            (got[i] - want[i]).abs() <= tol * mag[i] + 1e-30,
+            "{what}: element {i} is {}, want {} (terms' magnitude {})",
+            got[i],
+            want[i],
+            mag[i]
+        );
+    }
+}
+
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+/// Shapes: plain 3×3 with padding; strided, dilated, grouped NHWC; depthwise; 1×1;
+/// on a GPU a ResNet-like layer.
+fn convs(gpu: bool) -> Vec<Conv2d> {
+    let mut v = vec![
+        Conv2d::new(2, 3, (9, 7), 4, (3, 3)).padding((1, 1)),
+        Conv2d::new(1, 4, (8, 10), 6, (3, 2))
+            .padding((0, 1))
+            .stride((2, 1))
+            .dilation((1, 2))
+            .groups(2)
+            .layout(ImageLayout::Nhwc),
+        Conv2d::new(2, 6, (7, 7), 6, (3, 3)).padding((1, 1)).groups(6),
+        Conv2d::new(3, 16, (5, 5), 8, (1, 1)).layout(ImageLayout::Nhwc),
+        Conv2d::new(1, 2, (6, 5), 3, (5, 4)).padding((2, 1)).stride((3, 2)),
+    ];
+    if gpu {
+        for (layout, search) in [
+            (ImageLayout::Nchw, AlgoSearch::Heuristic),
+            (ImageLayout::Nhwc, AlgoSearch::Benchmark),
+        ] {
+            v.push(
+                Conv2d::new(2, 16, (20, 20), 24, (3, 3))
+                    .padding((1, 1))
+                    .layout(layout)
+                    .search(search),
+            );
+        }
+    }
+    v
+}
+
+async fn convolutions_of<T: DnnScalar + Float>(d: &Device, gpu: bool) {
+    let name = std::any::type_name::<T>();
+    for g in convs(gpu) {
+        let x = through::<T>(&rand_vec(g.input_len()));
+        let w = through::<T>(&rand_vec(g.filter_len()));
+        let dy = through::<T>(&rand_vec(g.output_len()));
+        let (gx, gw, gdy) = (
+            upload::<T>(d, &x).await,
+            upload::<T>(d, &w).await,
+            upload::<T>(d, &dy).await,
+        );
+        let (gy, gdx, gdw) = (
+            d.alloc::<T>(g.output_len()).await.unwrap(),
+            d.alloc::<T>(g.input_len()).await.unwrap(),
+            d.alloc::<T>(g.filter_len()).await.unwrap(),
+        );
+        d.conv2d(g, &gx, &gw, &gy).await.unwrap();
+        d.conv2d_backward_data(g, &gdy, &gw, &gdx).await.unwrap();
+        d.conv2d_backward_filter(g, &gx, &gdy, &gdw).await.unwrap();
+        let (y, dx, dw) = (download(d, &gy).await, download(d, &gdx).await, download(d, &gdw).await);
+        let t = taps(&g);
+        let tol = tol::<T>() * 2.0;
+        close_sums(
+            &format!("conv2d {name} {g:?}"),
+            &y,
+            &accumulate(y.len(), t.iter().map(|&(xi, wi, yi)| (yi, x[xi] * w[wi]))),
+            tol,
+        );
+        close_sums(
+            &format!("conv2d_backward_data {name} {g:?}"),
+            &dx,
+            &accumulate(dx.len(), t.iter().map(|&(xi, wi, yi)| (xi, dy[yi] * w[wi]))),
+            tol,
+        );
+        close_sums(
+            &format!("conv2d_backward_filter {name} {g:?}"),
+            &dw,
+            &accumulate(dw.len(), t.iter().map(|&(xi, wi, yi)| (wi, x[xi] * dy[yi]))),
+            tol,
+        );
+        // The adjoint identity ties the three directions together.
+        let (a, b, c) = (dot(&y, &dy), dot(&x, &dx), dot(&w, &dw));
+        let scale: f64 = t.iter().map(|&(xi, wi, yi)| (x[xi] * w[wi] * dy[yi]).abs()).sum();
+        for (what, v) in [("⟨x, dx⟩", b), ("⟨w, dw⟩", c)] {
+            assert!(
+                (v - a).abs() <= 4.0 * tol * scale,
+                "{name} {g:?}: {what} = {v}, ⟨y, dy⟩ = {a}"
+            );
+        }
+    }
+}
+
+async fn convolutions(config: DeviceConfig) {
+    let (_s, d, gpu) = open(config).await;
+    convolutions_of::<f64>(&d, gpu).await;
+    convolutions_of::<f32>(&d, gpu).await;
+    convolutions_of::<f16>(&d, gpu).await;
+    convolutions_of::<bf16>(&d, gpu).await;
+}
+
+/// The pooling `g` of `x` in float64.
+fn pool_reference(g: &Pool2d, x: &[f64]) -> Vec<f64> {
+    let (p, q) = g.output();
+    let mut y = vec![0.0; g.output_len()];
+    for n in 0..g.batch {
+        for c in 0..g.channels {
+            for oh in 0..p {
+                for ow in 0..q {
+                    let mut vals = vec![];
+                    for r in 0..g.window.0 {
+                        for s in 0..g.window.1 {
+                            let ih = (oh * g.stride.0 + r) as i64 - g.padding.0 as i64;
+                            let iw = (ow * g.stride.1 + s) as i64 - g.padding.1 as i64;
+                            if ih >= 0 && iw >= 0 && ih < g.input.0 as i64 && iw < g.input.1 as i64 {
+                                vals.push(
+                                    x[at(
+                                        g.layout,
+                                        (g.channels, g.input.0, g.input.1),
+                                        (n, c, ih as usize, iw as usize),
+                                    )],
+                                );
+                            }
+                        }
+                    }
+                    let sum: f64 = vals.iter().sum();
+                    y[at(g.layout, (g.channels, p, q), (n, c, oh, ow))] = match g.mode {
+                        PoolMode::Max if vals.iter().any(|v| v.is_nan()) => f64::NAN,
+                        PoolMode::Max => vals.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
+                        PoolMode::Average => sum / (g.window.0 * g.window.1) as f64,
+                        PoolMode::AverageOfValid => sum / vals.len() as f64,
+                    };
+                }
+            }
+        }
+    }
+    y
+}
+
+async fn pooling_of<T: DnnScalar + Float>(d: &Device, gpu: bool) {
+    let name = std::any::type_name::<T>();
+    let mut shapes = vec![
+        Pool2d::new(2, 3, (8, 9), (2, 2), PoolMode::Max),
+        Pool2d::new(1, 5, (7, 7), (3, 3), PoolMode::Max)
+            .stride((2, 2))
+            .padding((1, 1))
+            .layout(ImageLayout::Nhwc),
+        Pool2d::new(2, 4, (9, 6), (3, 2), PoolMode::Average)
+            .stride((2, 1))
+            .padding((1, 1)),
+        Pool2d::new(3, 2, (5, 5), (3, 3), PoolMode::AverageOfValid)
+            .stride((1, 2))
+            .padding((1, 1))
+            .layout(ImageLayout::Nhwc),
+    ];
+    if gpu {
+        shapes.push(
+            Pool2d::new(8, 64, (56, 56), (3, 3), PoolMode::Max)
+                .stride((2, 2))
+                .padding((1, 1))
+                .layout(ImageLayout::Nhwc),
+        );
+    }
+    for g in shapes {
+        let mut x = through::<T>(&rand_vec(g.input_len()));
+        x[g.input_len() / 3] = f64::NAN;
+        let gx = upload::<T>(d, &x).await;
+        let gy = d.alloc::<T>(g.output_len()).await.unwrap();
+        d.pool2d(g, &gx, &gy).await.unwrap();
+        let (got, want) = (download(d, &gy).await, pool_reference(&g, &x));
+        for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                (a.is_nan() && b.is_nan()) || (a - b).abs() <= tol::<T>() * (b.abs() + 1.0),
+                "pool2d {name} {g:?}: element {i} is {a}, want {b}"
+            );
+        }
+    }
+}
+
+async fn poolings(config: DeviceConfig) {
+    let (_s, d, gpu) = open(config).await;
+    pooling_of::<f64>(&d, gpu).await;
+    pooling_of::<f32>(&d, gpu).await;
+    pooling_of::<f16>(&d, gpu).await;
+    pooling_of::<bf16>(&d, gpu).await;
+}
+
+async fn conv_errors(config: DeviceConfig) {
+    let (_s, d, _gpu) = open(config).await;
+    let g = Conv2d::new(1, 4, (6, 6), 4, (3, 3));
+    let x = d.upload(vec![0.5f32; 256]).await.unwrap();
+    let w = d.upload(vec![0.25f32; g.filter_len()]).await.unwrap();
+    let y = d.alloc::<f32>(256).await.unwrap();
+    let invalid = |r: Result<(), GpuError>, what: &str| {
+        assert!(matches!(r, Err(GpuError::InvalidArgument(_))), "{what}: {r:?}");
+    };
+    invalid(
+        d.conv2d(g.groups(3), &x, &w, &y).await,
+        "groups do not divide the channels",
+    );
+    invalid(
+        d.conv2d(Conv2d::new(1, 4, (6, 6), 0, (3, 3)), &x, &w, &y).await,
+        "no filters",
+    );
+    invalid(d.conv2d(g.stride((0, 1)), &x, &w, &y).await, "stride 0");
+    invalid(
+        d.conv2d(Conv2d::new(1, 4, (2, 6), 4, (3, 3)), &x, &w, &y).await,
+        "filter taller than the input",
+    );
+    invalid(
+        d.conv2d(Conv2d::new(2, 4, (6, 6), 4, (3, 3)), &x.view(..200).unwrap(), &w, &y)
+            .await,
+        "x too short",
+    );
+    invalid(d.conv2d(g, &x, &w.view(1..).unwrap(), &y).await, "w too short");
+    invalid(d.conv2d(g, &x, &w, &x.view(144..).unwrap()).await, "y overlaps x");
+    invalid(
+        d.conv2d_backward_filter(g, &x, &y, &y.view(64..).unwrap()).await,
+        "dw overlaps dy",
+    );
+    let p = Pool2d::new(1, 4, (6, 6), (2, 2), PoolMode::Max);
+    invalid(
+        d.pool2d(p.padding((2, 0)), &x, &y).await,
+        "padding over half the window",
+    );
+    invalid(
+        d.pool2d(Pool2d::new(1, 4, (6, 6), (7, 7), PoolMode::Max), &x, &y).await,
+        "window over the input",
+    );
+    invalid(d.pool2d(p, &x, &x.view(100..).unwrap()).await, "y overlaps x");
+    invalid(
+        d.pool2d(Pool2d::new(4, 4, (6, 6), (2, 2), PoolMode::Max), &x, &y).await,
+        "x too short",
+    );
+    // The device still serves.
+    d.conv2d(g, &x, &w, &y).await.unwrap();
+    let out = d.download(&y.view(..g.output_len()).unwrap()).await.unwrap();
+    assert!(out.iter().all(|&v| (v - 4.0 * 9.0 * 0.125).abs() < 1e-5), "{out:?}");
+}
+
+/// Attention in float64, in `a`'s layout.
+fn attention_reference(a: &Attention, q: &[f64], k: &[f64], v: &[f64]) -> Vec<f64> {
+    let (lq, lk, d, nh) = (a.queries, a.keys, a.head_dim, a.heads);
+    // Element c of row i of head h (of batch item b) of a sequence of `len`.
+    let el = |len: usize, b: usize, h: usize, i: usize, c: usize| match a.layout {
+        AttentionLayout::Bhsd => ((b * nh + h) * len + i) * d + c,
+        AttentionLayout::Bshd => ((b * len + i) * nh + h) * d + c,
+    };
+    let mut o = vec![0.0; a.query_len()];
+    for b in 0..a.batch {
+        for h in 0..nh {
+            for i in 0..lq {
+                let seen = if a.causal { (i + 1).min(lk) } else { lk };
+                let s: Vec<f64> = (0..seen)
+                    .map(|j| {
+                        (0..d)
+                            .map(|c| q[el(lq, b, h, i, c)] * k[el(lk, b, h, j, c)])
+                            .sum::<f64>()
+                            * a.scale_factor()
+                    })
+                    .collect();
+                let m = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let p: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();
+                let l: f64 = p.iter().sum();
+                for c in 0..d {
+                    o[el(lq, b, h, i, c)] = (0..seen).map(|j| p[j] * v[el(lk, b, h, j, c)]).sum::<f64>() / l;
+                }
+            }
+        }
+    }
+    o
+}
+
+async fn attention_of<T: DnnScalar + Float>(d: &Device, gpu: bool) {
+    let name = std::any::type_name::<T>();
+    let mut shapes = vec![
+        Attention::new(2, 3, 5, 7, 8),
+        Attention::new(1, 2, 33, 33, 16).causal(true),
+        Attention::new(2, 3, 17, 21, 8).layout(AttentionLayout::Bshd),
+        Attention::new(1, 1, 40, 70, 64).scale(0.3),
+        Attention::new(2, 1, 19, 50, 128).causal(true),
+        Attention::new(1, 1, 9, 37, 256),
+        Attention::new(1, 2, 6, 1, 1).causal(true),
+    ];
+    if gpu {
+        shapes.push(
+            Attention::new(2, 4, 512, 512, 64)
+                .causal(true)
+                .layout(AttentionLayout::Bshd),
+        );
+        shapes.push(Attention::new(1, 8, 300, 700, 128));
+    }
+    for a in shapes {
+        let q = through::<T>(&rand_vec(a.query_len()));
+        let k = through::<T>(&rand_vec(a.key_len()));
+        let v = through::<T>(&rand_vec(a.key_len()));
+        let (gq, gk, gv) = (
+            upload::<T>(d, &q).await,
+            upload::<T>(d, &k).await,
+            upload::<T>(d, &v).await,
+        );
+        let go = d.alloc::<T>(a.query_len()).await.unwrap();
+        d.attention(a, &gq, &gk, &gv, &go).await.unwrap();
+        // Each output is a weighted mean of values in [-1, 1].
+        close(
+            &format!("attention {name} {a:?}"),
+            &download(d, &go).await,
+            &attention_reference(&a, &q, &k, &v),
+            tol::<T>(),
+            1.0,
+        );
+    }
+}
+
+async fn attentions(config: DeviceConfig) {
+    let (_s, d, gpu) = open(config).await;
+    attention_of::<f64>(&d, gpu).await;
+    attention_of::<f32>(&d, gpu).await;
+    attention_of::<f16>(&d, gpu).await;
+    attention_of::<bf16>(&d, gpu).await;
+}
+
+async fn attention_errors(config: DeviceConfig) {
+    let (_s, d, _gpu) = open(config).await;
+    let a = Attention::new(1, 2, 4, 4, 8);
+    let q = d
+        .upload(rand_vec(64).iter().map(|&v| v as f32).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    let k = d
+        .upload(rand_vec(64).iter().map(|&v| v as f32).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    let o = d.alloc::<f32>(64).await.unwrap();
+    let invalid = |r: Result<(), GpuError>, what: &str| {
+        assert!(matches!(r, Err(GpuError::InvalidArgument(_))), "{what}: {r:?}");
+    };
+    invalid(
+        d.attention(Attention::new(1, 2, 4, 0, 8), &q, &k, &k, &o).await,
+        "no keys",
+    );
+    invalid(
+        d.attention(Attention::new(1, 1, 1, 1, 300), &q, &k, &k, &o).await,
+        "head_dim over the tiles",
+    );
+    invalid(
+        d.attention(a.scale(f64::INFINITY), &q, &k, &k, &o).await,
+        "infinite scale",
+    );
+    invalid(
+        d.attention(Attention::new(1, 2, 5, 4, 8), &q, &k, &k, &o).await,
+        "q too short",
+    );
+    invalid(
+        d.attention(Attention::new(1, 2, 4, 5, 8), &q, &k, &k, &o).await,
+        "k too short",
+    );
+    invalid(d.attention(a, &q, &k, &k, &q).await, "o is q");
+    invalid(
+        d.attention(Attention::new(70_000, 1, 1, 1, 1), &q, &k, &k, &o).await,
+        "batch × heads over a grid",
+    );
+    // Self-attention: q, k and v may be one buffer. The device still serves.
+    d.attention(a, &q, &q, &q, &o).await.unwrap();
+    let got: Vec<f64> = d.download(&o).await.unwrap().iter().map(|&v| v as f64).collect();
+    let host: Vec<f64> = d.download(&q).await.unwrap().iter().map(|&v| v as f64).collect();
+    close(
+        "self-attention",
+        &got,
+        &attention_reference(&a, &host, &host, &host),
+        2e-5,
+        1.0,
+    );
 }

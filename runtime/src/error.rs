@@ -26,6 +26,8 @@ pub enum Lib {
     Cusolver,
     /// cuSPARSE.
     Cusparse,
+    /// cuDNN, the deep-learning primitives (convolutions, pooling).
+    Cudnn,
     /// NCCL, the collectives of GPU worlds.
     Nccl,
     /// The CPU device's own backend (host GEMM, host memory).
@@ -42,6 +44,7 @@ impl std::fmt::Display for Lib {
             Lib::Cufft => "cuFFT",
             Lib::Cusolver => "cuSOLVER",
             Lib::Cusparse => "cuSPARSE",
+            Lib::Cudnn => "cuDNN",
             Lib::Nccl => "NCCL",
             Lib::Cpu => "CPU backend",
         })

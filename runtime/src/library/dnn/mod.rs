@@ -5,11 +5,38 @@
 //! as PyTorch computes them. The CPU device runs the same kernels emulated.
 //!
 //! Tensors are row-major: the ops act on the last axis, `cols` long, of `rows` rows
-//! (any leading axes flattened into `rows`). cuDNN's convolutions, pooling and fused
-//! attention are not here yet (README lists them as missing).
+//! (any leading axes flattened into `rows`).
+//!
+//! 2-D convolutions (forward, backward-data, backward-filter; NCHW or NHWC, padding,
+//! stride, dilation, groups) and pooling (max, average) run through cuDNN on a GPU
+//! (`ffi.rs`, `cuda.rs`: each shape planned once, the algorithm from cuDNN's heuristics).
+//! Convolutions on the CPU device, and the shapes cuDNN has no algorithm for, run our
+//! direct `#[kernel]`s (`conv_kernels.rs`); pooling on the CPU device is a float64 loop
+//! (`cpu.rs`).
+//!
+//! Scaled-dot-product attention (causal or not) is one tiled `#[kernel]` of ours in the
+//! manner of FlashAttention (`attention_kernel.rs`), on CUDA cores; cuDNN's fused
+//! attention (its graph API) is not used yet.
 
+mod attention;
+#[cfg(feature = "dnn")]
+mod attention_kernel;
+mod conv;
+#[cfg(feature = "dnn")]
+mod conv_kernels;
+#[cfg_attr(not(feature = "dnn"), allow(dead_code))]
+mod cpu;
+#[cfg(feature = "dnn")]
+mod cuda;
+#[cfg(feature = "dnn")]
+mod ffi;
 #[cfg(feature = "dnn")]
 mod kernels;
+mod pool;
+
+pub use attention::{Attention, AttentionLayout, MAX_HEAD_DIM};
+pub use conv::{AlgoSearch, Conv2d, ImageLayout};
+pub use pool::{Pool2d, PoolMode};
 
 use atomr_accel_cuda_macros::gpu_actor;
 
@@ -195,6 +222,13 @@ use crate::library::shell::Absent as DnnCore;
 
 #[cfg(feature = "dnn")]
 mod core_impl {
+    use super::attention::{Attention, AttentionLayout};
+    use super::attention_kernel::{attention_forward, ATTENTION_THREADS};
+    use super::conv::Conv2d;
+    use super::conv_kernels::{conv_backward_data, conv_backward_filter, conv_forward, ConvGeom};
+    use super::cpu::{self, Direction};
+    use super::cuda::CudaDnn;
+    use super::pool::Pool2d;
     use super::kernels::{bias_act, norm_rows, softmax_rows, softmax_warp_rows, softmax_warp_rows4, THREADS, WARP_ROW_MAX};
     use super::{apart, holds, shape, DnnFloat, Nonlinearity, Norm, Rows};
     use crate::actor::Deferred;
@@ -205,15 +239,25 @@ mod core_impl {
     use crate::library::seed::LibrarySeed;
     use crate::library::shell::Core;
 
-    /// The dnn library of one generation: its kernels on the actor's stream.
-    pub(crate) struct DnnCore(Kernels);
+    /// The dnn library of one generation: its kernels on the actor's stream, and on a
+    /// GPU its cuDNN handle, made by the first convolution or pooling (a device whose
+    /// host lacks cuDNN still runs the row-wise kernels).
+    pub(crate) struct DnnCore(Kernels, Option<CudaDnn>);
 
     impl Core for DnnCore {
         const WHAT: &'static str = "dnn actor";
 
         fn build(seed: &LibrarySeed) -> Result<Self, GpuError> {
-            Ok(DnnCore(Kernels::build(seed)?))
+            Ok(DnnCore(Kernels::build(seed)?, None))
         }
+    }
+
+    /// The cuDNN handle of a core, made on first use.
+    fn cudnn<'a>(slot: &'a mut Option<CudaDnn>, stream: &std::sync::Arc<cudarc::driver::CudaStream>) -> Result<&'a mut CudaDnn, GpuError> {
+        if slot.is_none() {
+            *slot = Some(CudaDnn::new(stream)?);
+        }
+        Ok(slot.as_mut().expect("just made"))
     }
 
     /// One block per row.
@@ -308,6 +352,115 @@ mod core_impl {
             })
         }
 
+        /// The convolution `g` in direction `dir`: `a`, `b` its inputs (forward `x`,
+        /// `w`; backward-data `dy`, `w`; backward-filter `x`, `dy`), `out` what it
+        /// computes, overwritten.
+        pub(crate) fn conv<T: DnnFloat>(&mut self, g: Conv2d, dir: Direction, a: &GpuRef<T>, b: &GpuRef<T>, out: &GpuRef<T>) -> Result<Deferred<()>, GpuError> {
+            let op = dir.op();
+            for r in [a, b, out] {
+                self.0.check(r)?;
+            }
+            g.check(op)?;
+            let (x, w, y) = (g.input_len(), g.filter_len(), g.output_len());
+            let named = match dir {
+                Direction::Forward => [(a, "x", x), (b, "w", w), (out, "y", y)],
+                Direction::BackwardData => [(a, "dy", y), (b, "w", w), (out, "dx", x)],
+                Direction::BackwardFilter => [(a, "x", x), (b, "dy", y), (out, "dw", w)],
+            };
+            for (r, what, need) in named {
+                holds(op, r, need, what)?;
+            }
+            let named = named.map(|(r, what, _)| (r, what));
+            crate::gpu_ref::check_apart(op, &named)?;
+            let len = named[2].0.len().min(match dir {
+                Direction::Forward => y,
+                Direction::BackwardData => x,
+                Direction::BackwardFilter => w,
+            });
+            let mut o = out.view(..len)?;
+            let geom = ConvGeom::of(&g);
+            let mut cfg = LaunchConfig::for_elements(len, THREADS);
+            cfg.grid.0 = cfg.grid.0.min(65_536);
+            let DnnCore(kernels, slot) = self;
+            kernels.run("dnn", op, || {
+                if let Some(stream) = kernels.stream() {
+                    if cudnn(slot, stream)?.conv(&g, dir, named)? {
+                        return Ok(());
+                    }
+                }
+                kernels.launch(match dir {
+                    Direction::Forward => conv_forward::call::<T, T::Acc>(cfg, a, b, geom, &mut o),
+                    Direction::BackwardData => conv_backward_data::call::<T, T::Acc>(cfg, a, b, geom, &mut o),
+                    Direction::BackwardFilter => conv_backward_filter::call::<T, T::Acc>(cfg, a, b, geom, &mut o),
+                })
+            })
+        }
+
+        /// Scaled-dot-product attention of `q`, `k`, `v` into `o`.
+        pub(crate) fn attention<T: DnnFloat>(&self, a: Attention, q: &GpuRef<T>, k: &GpuRef<T>, v: &GpuRef<T>, o: &GpuRef<T>) -> Result<Deferred<()>, GpuError> {
+            let op = "attention";
+            for r in [q, k, v, o] {
+                self.0.check(r)?;
+            }
+            a.check(op)?;
+            holds(op, q, a.query_len(), "q")?;
+            holds(op, k, a.key_len(), "k")?;
+            holds(op, v, a.key_len(), "v")?;
+            holds(op, o, a.query_len(), "o")?;
+            if [q, k, v].iter().any(|r| o.overlaps(r)) {
+                return Err(GpuError::InvalidArgument(
+                    Invalid::new(format!("{op}: the output o overlaps an input; give it its own buffer"))
+                        .arg("o")
+                        .mismatch("apart from q, k and v", "an overlapping window"),
+                ));
+            }
+            let (br, bc, bytes) = a.tiles(std::mem::size_of::<T::Acc>());
+            let cfg = LaunchConfig {
+                grid: (a.queries.div_ceil(br) as u32, (a.batch * a.heads) as u32, 1),
+                block: (ATTENTION_THREADS, 1, 1),
+                shared_mem_bytes: bytes as u32,
+            };
+            let mut o = o.view(..a.query_len())?;
+            let call = attention_forward::call::<T, T::Acc>(
+                cfg,
+                q,
+                k,
+                v,
+                a.heads,
+                u32::from(a.layout == AttentionLayout::Bshd),
+                a.queries,
+                a.keys,
+                a.head_dim,
+                a.scale_factor(),
+                u32::from(a.causal),
+                br,
+                bc,
+                &mut o,
+            );
+            self.0.run("dnn", op, || self.0.launch(call))
+        }
+
+        /// Pools `x` into `y`.
+        pub(crate) fn pool<T: DnnFloat>(&mut self, g: Pool2d, x: &GpuRef<T>, y: &GpuRef<T>) -> Result<Deferred<()>, GpuError> {
+            let op = "pool2d";
+            for r in [x, y] {
+                self.0.check(r)?;
+            }
+            g.check(op)?;
+            holds(op, x, g.input_len(), "x")?;
+            holds(op, y, g.output_len(), "y")?;
+            let named = [(x, "x"), (y, "y")];
+            crate::gpu_ref::check_apart(op, &named)?;
+            let DnnCore(kernels, slot) = self;
+            kernels.run("dnn", op, || match kernels.stream() {
+                None => crate::gpu_ref::with_parts(op, named, |[rx, ry]| {
+                    cpu::pool(&g, rx.into_host()?, ry.into_host()?);
+                    Ok(())
+                })?,
+                Some(stream) => cudnn(slot, stream)?.pool(&g, named),
+            })
+        }
+
         /// `y = act(x + bias[column])`.
         pub(crate) fn bias_activation<T: DnnFloat>(&self, s: Rows, act: Nonlinearity, x: &GpuRef<T>, bias: &GpuRef<T>, y: &GpuRef<T>) -> Result<Deferred<()>, GpuError> {
             let op = "bias_activation";
@@ -390,9 +543,47 @@ impl DnnActor {
     ) -> Result<Deferred<()>, GpuError> {
         self.0.core()?.bias_activation(shape, act, &x, &bias, &y)
     }
+
+    /// `y = x ⋆ w`: the 2-D convolution (cross-correlation) `conv` of the images `x`
+    /// with the filters `w` (see [`Conv2d`] for their layouts). cuDNN on a GPU, its
+    /// algorithm from cuDNN's heuristics, planned once per shape; f32 stays f32 (no
+    /// TF32), f16 and bf16 accumulate in f32. `y` lies apart from `x` and `w`.
+    #[handler(dtypes(float), device)]
+    fn conv2d<T: DnnFloat>(&mut self, conv: Conv2d, x: GpuRef<T>, w: GpuRef<T>, y: GpuRef<T>) -> Result<Deferred<()>, GpuError> {
+        self.0.core()?.conv(conv, cpu::Direction::Forward, &x, &w, &y)
+    }
+
+    /// `dx`: the gradient of `conv2d`'s input from the gradient `dy` of its output and
+    /// the filters `w` (a transposed convolution), overwritten.
+    #[handler(dtypes(float), device)]
+    fn conv2d_backward_data<T: DnnFloat>(&mut self, conv: Conv2d, dy: GpuRef<T>, w: GpuRef<T>, dx: GpuRef<T>) -> Result<Deferred<()>, GpuError> {
+        self.0.core()?.conv(conv, cpu::Direction::BackwardData, &dy, &w, &dx)
+    }
+
+    /// `dw`: the gradient of `conv2d`'s filters from its input `x` and the gradient
+    /// `dy` of its output, overwritten.
+    #[handler(dtypes(float), device)]
+    fn conv2d_backward_filter<T: DnnFloat>(&mut self, conv: Conv2d, x: GpuRef<T>, dy: GpuRef<T>, dw: GpuRef<T>) -> Result<Deferred<()>, GpuError> {
+        self.0.core()?.conv(conv, cpu::Direction::BackwardFilter, &x, &dy, &dw)
+    }
+
+    /// `o = softmax(q·kᵀ·scale [+ causal mask])·v`: scaled-dot-product attention (see
+    /// [`Attention`] for the layouts), one tiled kernel of ours — the scores never
+    /// reach memory. Computed in f32 (f64 for f64). `o` lies apart from the inputs.
+    #[handler(dtypes(float), device)]
+    fn attention<T: DnnFloat>(&mut self, op: Attention, q: GpuRef<T>, k: GpuRef<T>, v: GpuRef<T>, o: GpuRef<T>) -> Result<Deferred<()>, GpuError> {
+        self.0.core()?.attention(op, &q, &k, &v, &o)
+    }
+
+    /// `y = pool(x)`: max or average pooling of each channel of each image (see
+    /// [`Pool2d`]); cuDNN on a GPU. `y` lies apart from `x`.
+    #[handler(dtypes(float), device)]
+    fn pool2d<T: DnnFloat>(&mut self, pool: Pool2d, x: GpuRef<T>, y: GpuRef<T>) -> Result<Deferred<()>, GpuError> {
+        self.0.core()?.pool(pool, &x, &y)
+    }
 }
 
 /// What `atomr_accel_cuda::prelude` takes from this library.
 pub mod prelude {
-    pub use super::{Nonlinearity, Norm, Rows};
+    pub use super::{AlgoSearch, Attention, AttentionLayout, Conv2d, ImageLayout, Nonlinearity, Norm, Pool2d, PoolMode, Rows};
 }

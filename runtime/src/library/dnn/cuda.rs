@@ -1,0 +1,96 @@
+//! The GPU side of the dnn library's convolutions and pooling: cuDNN on the actor's
+//! stream, each shape planned once (descriptors and the heuristics' algorithm, cached
+//! per shape, direction and dtype) and every buffer's address taken in stream order
+//! (after its last writer on another stream, the use recorded) for the enqueue.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
+
+use super::conv::Conv2d;
+use super::cpu::Direction;
+use super::ffi::{ConvPlan, Cudnn, Element, PoolPlan};
+use super::pool::Pool2d;
+use crate::dtype::DTypeBase;
+use crate::error::GpuError;
+use crate::gpu_ref::{with_parts, GpuRef, RegionMut};
+
+/// Operands of a routine: each handle and its name in errors.
+pub(super) type Named<'a, T> = (&'a GpuRef<T>, &'a str);
+
+/// The cuDNN handle of one dnn actor and its plans.
+pub(super) struct CudaDnn {
+    cudnn: Cudnn,
+    stream: Arc<CudaStream>,
+    /// `None`: cuDNN has no algorithm for the shape (the caller runs our kernels).
+    convs: HashMap<(Conv2d, Direction, Element), Option<ConvPlan>>,
+    pools: HashMap<(Pool2d, Element), PoolPlan>,
+}
+
+/// The device address of a region for a use on `stream`, ordered after its last writer
+/// (and, for a write, its readers); the guard records the use when dropped.
+macro_rules! address {
+    ($region:expr, $stream:expr, $writes:expr) => {
+        match $region {
+            RegionMut::Cuda(c) if $writes => Ok(c.device_ptr_mut($stream)),
+            RegionMut::Cuda(c) => Ok(c.device_ptr($stream)),
+            RegionMut::Cpu(_) => Err(GpuError::invalid("a CPU-device buffer on a CUDA stream")),
+        }
+    };
+}
+
+impl CudaDnn {
+    /// A cuDNN handle on `stream`: `Unsupported` where cuDNN is not installed.
+    pub(super) fn new(stream: &Arc<CudaStream>) -> Result<Self, GpuError> {
+        Ok(CudaDnn {
+            cudnn: Cudnn::new(stream.clone())?,
+            stream: stream.clone(),
+            convs: HashMap::new(),
+            pools: HashMap::new(),
+        })
+    }
+
+    /// Enqueues the convolution `g` in direction `dir`: `a`, `b` its inputs, `out` what
+    /// it computes (all checked by the caller: shapes, lengths, apart). False, with
+    /// nothing enqueued, where cuDNN has no algorithm for the shape.
+    pub(super) fn conv<T: DTypeBase>(&mut self, g: &Conv2d, dir: Direction, [a, b, out]: [Named<'_, T>; 3]) -> Result<bool, GpuError> {
+        let e = Element::of::<T>()?;
+        let key = (*g, dir, e);
+        if !self.convs.contains_key(&key) {
+            let plan = self.cudnn.plan(g, dir, e)?;
+            if plan.is_none() {
+                tracing::debug!(op = dir.op(), ?g, dtype = T::NAME, "cuDNN has no algorithm: our direct kernel runs it");
+            }
+            self.convs.insert(key, plan);
+        }
+        let Some(plan) = &self.convs[&key] else {
+            return Ok(false);
+        };
+        let (cudnn, stream) = (&mut self.cudnn, &self.stream);
+        with_parts(dir.op(), [a, b, out], |[mut ra, mut rb, mut ro]| {
+            let (pa, _ga) = address!(&mut ra, stream, false)?;
+            let (pb, _gb) = address!(&mut rb, stream, false)?;
+            let (po, _go) = address!(&mut ro, stream, true)?;
+            cudnn.convolve(plan, pa, pb, po)
+        })??;
+        Ok(true)
+    }
+
+    /// Enqueues the pooling `g` of `x` into `y` (checked by the caller).
+    pub(super) fn pool<T: DTypeBase>(&mut self, g: &Pool2d, [x, y]: [Named<'_, T>; 2]) -> Result<(), GpuError> {
+        let e = Element::of::<T>()?;
+        let key = (*g, e);
+        if !self.pools.contains_key(&key) {
+            let plan = self.cudnn.pool_plan(g, e)?;
+            self.pools.insert(key, plan);
+        }
+        let plan = &self.pools[&key];
+        let (cudnn, stream) = (&mut self.cudnn, &self.stream);
+        with_parts("pool2d", [x, y], |[mut rx, mut ry]| {
+            let (px, _gx) = address!(&mut rx, stream, false)?;
+            let (py, _gy) = address!(&mut ry, stream, true)?;
+            cudnn.pool(plan, px, py)
+        })?
+    }
+}
