@@ -183,11 +183,12 @@ impl Attention {
     }
 
     /// The kernel's tiles for elements whose accumulator is `acc_bytes` wide: query rows
-    /// and key rows per tile, and the shared memory they take — the largest tiles that
-    /// fit 48 KiB (what a block may take without opting in).
+    /// and key rows per tile (multiples of four: a thread takes four rows by two keys),
+    /// and the shared memory they take — the largest tiles that fit 48 KiB (what a
+    /// block may take without opting in).
     pub(crate) fn tiles(&self, acc_bytes: usize) -> (usize, usize, usize) {
         let d = self.head_dim;
-        for (br, bc) in [(32, 32), (16, 32), (16, 16), (8, 16), (8, 8), (4, 8), (2, 8)] {
+        for (br, bc) in [(32, 32), (16, 32), (16, 16), (8, 16), (8, 8), (4, 8), (4, 4)] {
             // Q and O tiles, K (rows padded by one against bank conflicts) and V tiles,
             // the scores, and per row: running max, sum and rescale.
             let bytes = acc_bytes * (2 * br * d + bc * (d + 1) + bc * d + br * bc + 3 * br);

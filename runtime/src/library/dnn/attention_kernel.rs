@@ -26,9 +26,20 @@ fn element(bshd: u32, heads: usize, len: usize, d: usize, head: usize, i: usize,
     }
 }
 
+/// A score as the softmax sees it: −∞ for a query row or key past the end, or (causal)
+/// a key after the query.
+#[atomr_accel_cuda_macros::device(crate = crate)]
+fn masked<A: Float>(s: A, row: usize, key: usize, lq: usize, lk: usize, causal: u32) -> A {
+    if row < lq && key < lk && (causal == 0 || key <= row) {
+        s
+    } else {
+        -A::infinity()
+    }
+}
+
 /// `o = softmax(q·kᵀ·scale [+ mask])·v` for the query tile `block_idx_x` (of `br` rows)
 /// of head `block_idx_y` (batch item × `heads` + head); keys in tiles of `bc` (≤ 32)
-/// rows. Q and O hold `lq` rows of `d` per head, K and V `lk`, laid out per `bshd`;
+/// rows; `br` and `bc` multiples of 4. Q and O hold `lq` rows of `d` per head, K and V `lk`, laid out per `bshd`;
 /// `causal` 1 masks keys after the query.
 #[atomr_accel_cuda_macros::kernel(crate = crate)]
 pub(crate) fn attention_forward<T: Float, A: Float>(
@@ -107,22 +118,41 @@ pub(crate) fn attention_forward<T: Float, A: Float>(
             e += threads;
         }
         sync_threads();
-        // Scores of the tile, masked ones −∞.
+        // Scores of the tile, masked ones −∞: each thread four rows (a quarter of the
+        // tile apart) by two keys (half apart), eight dot products sharing their loads.
+        let (rq, kh) = (br / 4, bc / 2);
         e = t;
-        while e < br * bc {
-            let (i, j) = (e / bc, e % bc);
-            let (row, key) = (row0 + i, j0 + j);
-            let mut s = ninf;
-            if row < lq && key < lk && (causal == 0 || key <= row) {
-                let mut acc = A::zero();
-                let mut c = 0;
-                while c < d {
-                    acc += sh[qt + i * d + c] * sh[kt + j * (d + 1) + c];
-                    c += 1;
-                }
-                s = acc * sc;
+        while e < rq * kh {
+            let (i, j) = (e / kh, e % kh);
+            let (mut s00, mut s01, mut s10, mut s11) = (A::zero(), A::zero(), A::zero(), A::zero());
+            let (mut s20, mut s21, mut s30, mut s31) = (A::zero(), A::zero(), A::zero(), A::zero());
+            let mut c = 0;
+            while c < d {
+                let k0 = sh[kt + j * (d + 1) + c];
+                let k1 = sh[kt + (j + kh) * (d + 1) + c];
+                let q0 = sh[qt + i * d + c];
+                let q1 = sh[qt + (i + rq) * d + c];
+                let q2 = sh[qt + (i + 2 * rq) * d + c];
+                let q3 = sh[qt + (i + 3 * rq) * d + c];
+                s00 += q0 * k0;
+                s01 += q0 * k1;
+                s10 += q1 * k0;
+                s11 += q1 * k1;
+                s20 += q2 * k0;
+                s21 += q2 * k1;
+                s30 += q3 * k0;
+                s31 += q3 * k1;
+                c += 1;
             }
-            sh[st + e] = s;
+            let (r, key) = (row0 + i, j0 + j);
+            sh[st + i * bc + j] = masked(s00 * sc, r, key, lq, lk, causal);
+            sh[st + i * bc + j + kh] = masked(s01 * sc, r, key + kh, lq, lk, causal);
+            sh[st + (i + rq) * bc + j] = masked(s10 * sc, r + rq, key, lq, lk, causal);
+            sh[st + (i + rq) * bc + j + kh] = masked(s11 * sc, r + rq, key + kh, lq, lk, causal);
+            sh[st + (i + 2 * rq) * bc + j] = masked(s20 * sc, r + 2 * rq, key, lq, lk, causal);
+            sh[st + (i + 2 * rq) * bc + j + kh] = masked(s21 * sc, r + 2 * rq, key + kh, lq, lk, causal);
+            sh[st + (i + 3 * rq) * bc + j] = masked(s30 * sc, r + 3 * rq, key, lq, lk, causal);
+            sh[st + (i + 3 * rq) * bc + j + kh] = masked(s31 * sc, r + 3 * rq, key + kh, lq, lk, causal);
             e += threads;
         }
         sync_threads();
@@ -156,17 +186,29 @@ pub(crate) fn attention_forward<T: Float, A: Float>(
             i += warps;
         }
         sync_threads();
-        // O = O·alpha + P·V.
+        // O = O·alpha + P·V: each thread one column of four rows (a quarter apart),
+        // each V element loaded once for the four.
         e = t;
-        while e < br * d {
+        while e < rq * d {
             let (i, c) = (e / d, e % d);
-            let mut acc = sh[ot + e] * sh[at + i];
+            let (i1, i2, i3) = (i + rq, i + 2 * rq, i + 3 * rq);
+            let mut o0 = sh[ot + i * d + c] * sh[at + i];
+            let mut o1 = sh[ot + i1 * d + c] * sh[at + i1];
+            let mut o2 = sh[ot + i2 * d + c] * sh[at + i2];
+            let mut o3 = sh[ot + i3 * d + c] * sh[at + i3];
             let mut j = 0;
             while j < bc {
-                acc += sh[st + i * bc + j] * sh[vt + j * d + c];
+                let vv = sh[vt + j * d + c];
+                o0 += sh[st + i * bc + j] * vv;
+                o1 += sh[st + i1 * bc + j] * vv;
+                o2 += sh[st + i2 * bc + j] * vv;
+                o3 += sh[st + i3 * bc + j] * vv;
                 j += 1;
             }
-            sh[ot + e] = acc;
+            sh[ot + i * d + c] = o0;
+            sh[ot + i1 * d + c] = o1;
+            sh[ot + i2 * d + c] = o2;
+            sh[ot + i3 * d + c] = o3;
             e += threads;
         }
         j0 += bc;
