@@ -7,6 +7,7 @@ use atomr_accel_cuda::actor::ActorSystem;
 use atomr_accel_cuda::dtype::DTypeBase;
 use atomr_accel_cuda::interop::dlpack::{host_tensor, ManagedTensor};
 use atomr_accel_cuda::interop::Interop;
+use atomr_accel_cuda::prelude::{Attention, Conv2d, Pool2d, PoolMode};
 use atomr_accel_cuda::{Device as RustDevice, DeviceConfig, FftShape, Gemm, GpuRef};
 use pyo3::prelude::*;
 
@@ -226,6 +227,126 @@ impl Device {
         Ok(self.wrap(c, vec![m, n]))
     }
 
+    /// The 2-D convolution (cross-correlation) of `x` `[N, C, H, W]` with the filters `w`
+    /// `[K, C/groups, R, S]`, as `torch.nn.functional.conv2d` (no bias): `stride`,
+    /// `padding` and `dilation` an int or an (height, width) pair. cuDNN on a GPU.
+    #[pyo3(signature = (x, w, stride=None, padding=None, dilation=None, groups=1))]
+    #[allow(clippy::too_many_arguments)]
+    fn conv2d(
+        &self,
+        py: Python<'_>,
+        x: &Buffer,
+        w: &Buffer,
+        stride: Option<&Bound<'_, PyAny>>,
+        padding: Option<&Bound<'_, PyAny>>,
+        dilation: Option<&Bound<'_, PyAny>>,
+        groups: usize,
+    ) -> PyResult<Buffer> {
+        self.check_own(x)?;
+        self.check_own(w)?;
+        let (&[n, c, h, wd], &[k, _, r, s]) = (&x.shape[..], &w.shape[..]) else {
+            return Err(invalid(format!(
+                "conv2d takes x of [N, C, H, W] and w of [K, C/groups, R, S], not {:?} and {:?}",
+                x.shape, w.shape
+            )));
+        };
+        let g = Conv2d::new(n, c, (h, wd), k, (r, s))
+            .stride(pair(stride, 1)?)
+            .padding(pair(padding, 0)?)
+            .dilation(pair(dilation, 1)?)
+            .groups(groups);
+        let (p, q) = g.output();
+        let dev = &self.shared.dev;
+        let y: AnyRef = on_types!(&x.r, "conv2d", xv => {
+            let wv = same_type(xv, &w.r, "conv2d")?;
+            block(py, async {
+                let y = dev.alloc(g.output_len()).await?;
+                dev.conv2d(g, xv, wv, &y).await?;
+                Ok(y)
+            }).map(AnyRef::from)
+        }, [F32, F64, F16, BF16])?;
+        Ok(self.wrap(y, vec![n, k, p, q]))
+    }
+
+    /// Max pooling of `x` `[N, C, H, W]`, as `torch.nn.functional.max_pool2d`
+    /// (`stride` defaults to the window).
+    #[pyo3(signature = (x, kernel_size, stride=None, padding=None))]
+    fn max_pool2d(
+        &self,
+        py: Python<'_>,
+        x: &Buffer,
+        kernel_size: &Bound<'_, PyAny>,
+        stride: Option<&Bound<'_, PyAny>>,
+        padding: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Buffer> {
+        self.pool(py, x, PoolMode::Max, (kernel_size, stride, padding))
+    }
+
+    /// Average pooling of `x` `[N, C, H, W]`, as `torch.nn.functional.avg_pool2d`
+    /// (`count_include_pad` counts the padding as zeros, PyTorch's default).
+    #[pyo3(signature = (x, kernel_size, stride=None, padding=None, count_include_pad=true))]
+    fn avg_pool2d(
+        &self,
+        py: Python<'_>,
+        x: &Buffer,
+        kernel_size: &Bound<'_, PyAny>,
+        stride: Option<&Bound<'_, PyAny>>,
+        padding: Option<&Bound<'_, PyAny>>,
+        count_include_pad: bool,
+    ) -> PyResult<Buffer> {
+        let mode = if count_include_pad {
+            PoolMode::Average
+        } else {
+            PoolMode::AverageOfValid
+        };
+        self.pool(py, x, mode, (kernel_size, stride, padding))
+    }
+
+    /// Scaled-dot-product attention of `q` `[B, H, Lq, D]` over `k`, `v` `[B, H, Lk,
+    /// D]`, as `torch.nn.functional.scaled_dot_product_attention` (no mask beyond
+    /// `is_causal`; `scale` defaults to 1/√D).
+    #[pyo3(signature = (q, k, v, is_causal=false, scale=None))]
+    fn scaled_dot_product_attention(
+        &self,
+        py: Python<'_>,
+        q: &Buffer,
+        k: &Buffer,
+        v: &Buffer,
+        is_causal: bool,
+        scale: Option<f64>,
+    ) -> PyResult<Buffer> {
+        for b in [q, k, v] {
+            self.check_own(b)?;
+        }
+        let (&[b, h, lq, d], &[b2, h2, lk, d2]) = (&q.shape[..], &k.shape[..]) else {
+            return Err(invalid(format!(
+                "attention takes q of [B, H, Lq, D] and k, v of [B, H, Lk, D], not {:?} and {:?}",
+                q.shape, k.shape
+            )));
+        };
+        if (b, h, d) != (b2, h2, d2) || v.shape != k.shape {
+            return Err(invalid(format!(
+                "attention of q {:?}, k {:?} and v {:?}: batch, heads and head dimension must agree, and v be like k",
+                q.shape, k.shape, v.shape
+            )));
+        }
+        let mut a = Attention::new(b, h, lq, lk, d).causal(is_causal);
+        if let Some(s) = scale {
+            a = a.scale(s);
+        }
+        let dev = &self.shared.dev;
+        let o: AnyRef = on_types!(&q.r, "scaled_dot_product_attention", qv => {
+            let kv = same_type(qv, &k.r, "scaled_dot_product_attention")?;
+            let vv = same_type(qv, &v.r, "scaled_dot_product_attention")?;
+            block(py, async {
+                let o = dev.alloc(a.query_len()).await?;
+                dev.attention(a, qv, kv, vv, &o).await?;
+                Ok(o)
+            }).map(AnyRef::from)
+        }, [F32, F64, F16, BF16])?;
+        Ok(self.wrap(o, q.shape.clone()))
+    }
+
     /// The discrete Fourier transform along the last axis (complex64/complex128; every
     /// leading index a transform of its own), or its inverse (unnormalised, as cuFFT).
     #[pyo3(signature = (x, inverse=false))]
@@ -432,6 +553,57 @@ impl Device {
             Ok(self.wrap(r, shape))
         }, else unreachable!("name_of names an element type"))
     }
+}
+
+impl Device {
+    /// Pooling of `x` `[N, C, H, W]` in `mode`: the window, the stride (the window when
+    /// absent) and the padding.
+    fn pool(
+        &self,
+        py: Python<'_>,
+        x: &Buffer,
+        mode: PoolMode,
+        (window, stride, padding): (&Bound<'_, PyAny>, Option<&Bound<'_, PyAny>>, Option<&Bound<'_, PyAny>>),
+    ) -> PyResult<Buffer> {
+        self.check_own(x)?;
+        let &[n, c, h, w] = &x.shape[..] else {
+            return Err(invalid(format!("pooling takes x of [N, C, H, W], not {:?}", x.shape)));
+        };
+        let window = pair(Some(window), 1)?;
+        let g = Pool2d::new(n, c, (h, w), window, mode)
+            .stride(match stride {
+                Some(s) => pair(Some(s), 1)?,
+                None => window,
+            })
+            .padding(pair(padding, 0)?);
+        let (p, q) = g.output();
+        let dev = &self.shared.dev;
+        let y: AnyRef = on_types!(&x.r, "pooling", xv => block(py, async {
+            let y = dev.alloc(g.output_len()).await?;
+            dev.pool2d(g, xv, &y).await?;
+            Ok(y)
+        }).map(AnyRef::from), [F32, F64, F16, BF16])?;
+        Ok(self.wrap(y, vec![n, c, p, q]))
+    }
+}
+
+/// An int or an (height, width) pair, `default` for both when absent.
+fn pair(v: Option<&Bound<'_, PyAny>>, default: usize) -> PyResult<(usize, usize)> {
+    match v {
+        None => Ok((default, default)),
+        Some(v) => match v.extract::<usize>() {
+            Ok(n) => Ok((n, n)),
+            Err(_) => v
+                .extract::<(usize, usize)>()
+                .map_err(|_| invalid(format!("{v} is neither an int nor an (int, int) pair"))),
+        },
+    }
+}
+
+/// `other` as a buffer of `x`'s element type: `InvalidArgument` naming `op` if not.
+fn same_type<'a, T: crate::dtype::Typed>(x: &GpuRef<T>, other: &'a AnyRef, op: &str) -> PyResult<&'a GpuRef<T>> {
+    let _ = x;
+    T::of(other).ok_or_else(|| invalid(format!("{op} of {} and {} buffers", T::NAME, other.dtype())))
 }
 
 /// Row-major `a (m×k) · b (k×n)` as column-major `Bᵀ·Aᵀ`: the same memory, operands

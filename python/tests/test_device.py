@@ -50,6 +50,58 @@ def test_matmul_is_row_major_like_numpy(dev, dtype, tol):
     assert np.max(np.abs(got - want)) / np.max(np.abs(want)) < tol
 
 
+def conv2d_reference(x, w, stride, padding, dilation, groups):
+    """torch.nn.functional.conv2d in float64 NumPy: NCHW input, [K, C/g, R, S] filters."""
+    n, c, h, wd = x.shape
+    k, cg, r, s = w.shape
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    p = (h + 2 * ph - dh * (r - 1) - 1) // sh + 1
+    q = (wd + 2 * pw - dw * (s - 1) - 1) // sw + 1
+    y = np.zeros((n, k, p, q))
+    kg = k // groups
+    for f in range(k):
+        g = f // kg
+        for i in range(r):
+            for j in range(s):
+                patch = xp[:, g * cg:(g + 1) * cg, i * dh:i * dh + sh * p:sh, j * dw:j * dw + sw * q:sw]
+                y[:, f] += np.einsum("ncpq,c->npq", patch[:, :, :p, :q], w[f, :, i, j])
+    return y
+
+
+@pytest.mark.parametrize("dtype,tol", [("float32", 1e-4), ("float64", 1e-12)])
+def test_conv2d_like_torch(dev, dtype, tol):
+    x = rng.standard_normal((2, 4, 9, 8)).astype(dtype)
+    w = rng.standard_normal((6, 2, 3, 2)).astype(dtype)
+    got = dev.conv2d(dev.upload(x), dev.upload(w), stride=(2, 1), padding=1, dilation=(1, 2), groups=2).numpy()
+    want = conv2d_reference(x.astype(np.float64), w.astype(np.float64), (2, 1), (1, 1), (1, 2), 2)
+    assert got.shape == want.shape
+    assert np.max(np.abs(got - want)) <= tol * np.max(np.abs(want))
+
+
+def test_pooling_like_torch(dev):
+    x = rng.standard_normal((2, 3, 7, 6))
+    got = dev.max_pool2d(dev.upload(x), 3, stride=2, padding=1).numpy()
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf)
+    want = np.stack([[[[xp[n, c, 2 * i:2 * i + 3, 2 * j:2 * j + 3].max() for j in range(3)] for i in range(4)]
+                      for c in range(3)] for n in range(2)])
+    np.testing.assert_array_equal(got, want)
+    got = dev.avg_pool2d(dev.upload(x), 2).numpy()
+    np.testing.assert_allclose(got, x[:, :, :6, :].reshape(2, 3, 3, 2, 3, 2).mean(axis=(3, 5)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_like_torch(dev, causal):
+    q, k, v = (rng.standard_normal(s) for s in ((2, 3, 5, 16), (2, 3, 7, 16), (2, 3, 7, 16)))
+    got = dev.scaled_dot_product_attention(dev.upload(q), dev.upload(k), dev.upload(v), is_causal=causal).numpy()
+    s = q @ k.swapaxes(-1, -2) / 4.0
+    if causal:
+        s = np.where(np.tril(np.ones((5, 7), dtype=bool)), s, -np.inf)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    want = (p / p.sum(axis=-1, keepdims=True)) @ v
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
 def test_fft_along_the_last_axis(dev):
     x = (rng.standard_normal((4, 64)) + 1j * rng.standard_normal((4, 64))).astype(np.complex128)
     got = dev.fft(dev.upload(x)).numpy()
