@@ -3,7 +3,10 @@
 //! layout, attention's two contractions over batch and heads, permuted and strided
 //! outputs (scatter), modes summed from one operand, diagonals, outer and inner
 //! products, views at an offset, alpha and beta; bad equations, shapes, strides and
-//! overlapping outputs as typed errors. On the CPU device and on the GPU.
+//! overlapping outputs as typed errors. Element-wise binary ops (add, multiply, max,
+//! min; permuted, broadcast and strided operands; NaNs) and reductions over chosen modes
+//! (permuted outputs, to one value, alpha and beta) against float64. On the CPU device
+//! and on the GPU.
 
 #[macro_use]
 mod common;
@@ -19,6 +22,9 @@ on_both! {
     contractions_match_a_float64_reference => references;
     half_precision_contractions => halves;
     bad_contractions_are_typed_errors => errors;
+    elementwise_ops_match_a_float64_reference => elementwise_ops;
+    reductions_over_modes_match_a_float64_reference => mode_reductions;
+    bad_elementwise_ops_and_reductions_are_typed_errors => mode_errors;
 }
 
 async fn open(config: DeviceConfig) -> (ActorSystem, Device) {
@@ -304,4 +310,252 @@ async fn errors(config: DeviceConfig) {
     // The device still serves.
     let ok = Contraction::new("ij,jk->ik", &[3, 4], &[4, 3]);
     d.contract(ok, &a, &b, &c.view(0..9).unwrap()).await.unwrap();
+}
+
+/// Every index of the modes `letters` of sizes `size`, each as a map mode → index.
+fn every_index(letters: &[char], size: &BTreeMap<char, usize>) -> Vec<BTreeMap<char, usize>> {
+    let total: usize = letters.iter().map(|m| size[m]).product();
+    (0..total)
+        .map(|mut flat| {
+            let mut at = BTreeMap::new();
+            for m in letters.iter().rev() {
+                at.insert(*m, flat % size[m]);
+                flat /= size[m];
+            }
+            at
+        })
+        .collect()
+}
+
+/// The offset of index `at` in an operand of modes `modes` laid out as `l`.
+fn offset_of(modes: &str, l: &TensorLayout, at: &BTreeMap<char, usize>) -> usize {
+    modes.chars().zip(&l.strides).map(|(m, s)| at[&m] * s).sum()
+}
+
+/// `op` of two floats, NaN winning max and min.
+fn apply(op: TensorOp, x: f64, y: f64) -> f64 {
+    match op {
+        TensorOp::Add => x + y,
+        TensorOp::Mul => x * y,
+        _ if x.is_nan() || y.is_nan() => f64::NAN,
+        TensorOp::Max => x.max(y),
+        TensorOp::Min => x.min(y),
+    }
+}
+
+fn same(what: &str, got: &[f64], want: &[f64], tol: f64) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g.is_nan() && w.is_nan()) || (g - w).abs() <= tol * (w.abs() + 1.0),
+            "{what}: element {i} is {g}, want {w}"
+        );
+    }
+}
+
+/// An element-wise case: equation, A's shape, B's shape, op, alpha, beta, and whether
+/// A lies strided inside a larger buffer.
+type Case<'a> = (&'a str, &'a [usize], &'a [usize], TensorOp, f64, f64, bool);
+
+async fn elementwise_of<T: TensorScalar + Float>(d: &Device, tol: f64) {
+    let name = std::any::type_name::<T>();
+    let cases: [Case<'_>; 6] = [
+        ("ab,ba->ab", &[5, 7], &[7, 5], TensorOp::Add, 1.0, 1.0, false),
+        ("abc,c->abc", &[3, 4, 6], &[6], TensorOp::Mul, 0.5, 2.0, false),
+        ("ab,ab->ba", &[9, 4], &[9, 4], TensorOp::Max, 1.0, 1.0, false),
+        (
+            "abcd,dbca->cabd",
+            &[2, 3, 4, 5],
+            &[5, 3, 4, 2],
+            TensorOp::Min,
+            -1.0,
+            1.5,
+            false,
+        ),
+        ("ij,j->ji", &[6, 8], &[8], TensorOp::Add, 2.0, -3.0, true),
+        ("ab,b->ab", &[1, 33], &[33], TensorOp::Max, 1.0, 1.0, false),
+    ];
+    for (eq, sa, sb, op, alpha, beta, strided) in cases {
+        let la = if strided {
+            // Every other column of a twice-as-wide matrix.
+            TensorLayout::strided(sa, &[2 * sa[1], 2]).unwrap()
+        } else {
+            TensorLayout::row_major(sa)
+        };
+        let lb = TensorLayout::row_major(sb);
+        let mut a: Vec<f64> = rand_vec(la.span()).iter().map(|&v| T::from_f64(v).to_f64()).collect();
+        let b: Vec<f64> = rand_vec(lb.span()).iter().map(|&v| T::from_f64(v).to_f64()).collect();
+        if matches!(op, TensorOp::Max | TensorOp::Min) {
+            a[1] = f64::NAN;
+        }
+        let spec = Elementwise::new(eq, sa, sb)
+            .layouts(la.clone(), lb.clone())
+            .op(op)
+            .scaled(alpha, beta);
+        let (ins, out) = eq.split_once("->").unwrap();
+        let (ma, mb) = ins.split_once(',').unwrap();
+        let mut size = BTreeMap::new();
+        for (m, sh) in [(ma, sa), (mb, sb)] {
+            size.extend(m.chars().zip(sh.iter().copied()));
+        }
+        let mc: Vec<char> = out.chars().collect();
+        let shape: Vec<usize> = mc.iter().map(|m| size[m]).collect();
+        let lc = TensorLayout::row_major(&shape);
+        let mut want = vec![0.0; lc.elements()];
+        for at in every_index(&mc, &size) {
+            let x = alpha * a[offset_of(ma, &la, &at)];
+            let y = beta * b[offset_of(mb, &lb, &at)];
+            want[offset_of(out, &lc, &at)] = apply(op, x, y);
+        }
+        let up = |v: &[f64]| v.iter().map(|&x| T::from_f64(x)).collect::<Vec<T>>();
+        let (ga, gb) = (d.upload(up(&a)).await.unwrap(), d.upload(up(&b)).await.unwrap());
+        let gc = d.alloc::<T>(lc.elements()).await.unwrap();
+        d.elementwise(spec, &ga, &gb, &gc).await.unwrap();
+        let got: Vec<f64> = d.download(&gc).await.unwrap().iter().map(|v| v.to_f64()).collect();
+        same(&format!("elementwise {eq} {op:?} {name}"), &got, &want, tol);
+    }
+    // A + Aᵀ from one buffer: inputs may share memory.
+    let a: Vec<f64> = rand_vec(16).iter().map(|&v| T::from_f64(v).to_f64()).collect();
+    let ga = d
+        .upload(a.iter().map(|&x| T::from_f64(x)).collect::<Vec<T>>())
+        .await
+        .unwrap();
+    let gc = d.alloc::<T>(16).await.unwrap();
+    d.elementwise(Elementwise::new("ab,ba->ab", &[4, 4], &[4, 4]), &ga, &ga, &gc)
+        .await
+        .unwrap();
+    let got: Vec<f64> = d.download(&gc).await.unwrap().iter().map(|v| v.to_f64()).collect();
+    let want: Vec<f64> = (0..16).map(|i| a[i] + a[(i % 4) * 4 + i / 4]).collect();
+    same(&format!("A + Aᵀ {name}"), &got, &want, tol);
+}
+
+async fn elementwise_ops(config: DeviceConfig) {
+    let (_s, d) = open(config).await;
+    elementwise_of::<f64>(&d, 1e-14).await;
+    elementwise_of::<f32>(&d, 1e-6).await;
+    elementwise_of::<f16>(&d, 2e-3).await;
+    elementwise_of::<bf16>(&d, 1e-2).await;
+}
+
+async fn reductions_of<T: TensorScalar + Float>(d: &Device, tol: f64) {
+    let name = std::any::type_name::<T>();
+    let cases: [(&str, &[usize], TensorOp, f64, f64); 6] = [
+        ("abc->ac", &[4, 9, 5], TensorOp::Add, 1.0, 0.0),
+        ("abc->ca", &[3, 6, 7], TensorOp::Max, 1.0, 0.0),
+        ("ab->", &[13, 11], TensorOp::Add, 0.5, 0.0),
+        ("abcd->db", &[2, 3, 4, 5], TensorOp::Min, 2.0, 0.0),
+        ("ij->i", &[5, 6], TensorOp::Mul, 1.0, 0.0),
+        ("ijk->ki", &[3, 4, 2], TensorOp::Add, 1.5, -0.5),
+    ];
+    for (eq, sa, op, alpha, beta) in cases {
+        let la = TensorLayout::row_major(sa);
+        let mut a: Vec<f64> = rand_vec(la.elements())
+            .iter()
+            .map(|&v| T::from_f64(v + 0.2).to_f64())
+            .collect();
+        if matches!(op, TensorOp::Max | TensorOp::Min) {
+            a[2] = f64::NAN;
+        }
+        let (ma, out) = eq.split_once("->").unwrap();
+        let size: BTreeMap<char, usize> = ma.chars().zip(sa.iter().copied()).collect();
+        let mc: Vec<char> = out.chars().collect();
+        let shape: Vec<usize> = mc.iter().map(|m| size[m]).collect();
+        let lc = TensorLayout::row_major(&shape);
+        let c0: Vec<f64> = rand_vec(lc.elements())
+            .iter()
+            .map(|&v| T::from_f64(v).to_f64())
+            .collect();
+        let identity = match op {
+            TensorOp::Add => 0.0,
+            TensorOp::Mul => 1.0,
+            TensorOp::Max => f64::NEG_INFINITY,
+            TensorOp::Min => f64::INFINITY,
+        };
+        let mut acc = vec![identity; lc.elements()];
+        let letters: Vec<char> = ma.chars().collect();
+        for at in every_index(&letters, &size) {
+            let o = offset_of(out, &lc, &at);
+            acc[o] = apply(op, acc[o], a[offset_of(ma, &la, &at)]);
+        }
+        let want: Vec<f64> = acc.iter().zip(&c0).map(|(s, c)| alpha * s + beta * c).collect();
+        let up = |v: &[f64]| v.iter().map(|&x| T::from_f64(x)).collect::<Vec<T>>();
+        let (ga, gc) = (d.upload(up(&a)).await.unwrap(), d.upload(up(&c0)).await.unwrap());
+        let spec = TensorReduction::new(eq, sa).op(op).scaled(alpha, beta);
+        d.reduce_modes(spec, &ga, &gc).await.unwrap();
+        let got: Vec<f64> = d.download(&gc).await.unwrap().iter().map(|v| v.to_f64()).collect();
+        // A sum of n rounded terms: n roundings of the running sum at most.
+        let n = (la.elements() / lc.elements().max(1)) as f64;
+        same(&format!("reduce_modes {eq} {op:?} {name}"), &got, &want, tol * n);
+    }
+}
+
+async fn mode_reductions(config: DeviceConfig) {
+    let (_s, d) = open(config).await;
+    reductions_of::<f64>(&d, 1e-14).await;
+    reductions_of::<f32>(&d, 1e-6).await;
+    reductions_of::<f16>(&d, 2e-3).await;
+    reductions_of::<bf16>(&d, 1e-2).await;
+}
+
+async fn mode_errors(config: DeviceConfig) {
+    let (_s, d) = open(config).await;
+    let x = d
+        .upload(rand_vec(64).iter().map(|&v| v as f32).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    let y = d.alloc::<f32>(64).await.unwrap();
+    let invalid = |r: Result<(), GpuError>, what: &str| {
+        assert!(matches!(r, Err(GpuError::InvalidArgument(_))), "{what}: {r:?}");
+    };
+    let ew = |eq: &str, a: &[usize], b: &[usize]| Elementwise::new(eq, a, b);
+    invalid(
+        d.elementwise(ew("ab,bc->ac", &[4, 4], &[4, 4]), &x, &x, &y).await,
+        "a mode reduced",
+    );
+    invalid(
+        d.elementwise(ew("ab,ba", &[4, 4], &[4, 4]), &x, &x, &y).await,
+        "no output",
+    );
+    invalid(
+        d.elementwise(ew("ab->ab", &[4, 4], &[4, 4]), &x, &x, &y).await,
+        "one operand",
+    );
+    invalid(
+        d.elementwise(ew("ab,ba->ab", &[4, 4], &[5, 4]), &x, &x, &y).await,
+        "sizes disagree",
+    );
+    invalid(
+        d.elementwise(ew("aa,a->a", &[4, 4], &[4]), &x, &x, &y).await,
+        "a diagonal",
+    );
+    invalid(
+        d.elementwise(ew("ab,ba->ab", &[8, 8], &[8, 8]), &x, &x, &x.view(..).unwrap())
+            .await,
+        "C is A",
+    );
+    invalid(
+        d.elementwise(ew("ab,ba->ab", &[9, 9], &[9, 9]), &x, &x, &y).await,
+        "A too short",
+    );
+    invalid(
+        d.reduce_modes(TensorReduction::new("ab->c", &[4, 4]), &x, &y).await,
+        "output mode in no input",
+    );
+    invalid(
+        d.reduce_modes(TensorReduction::new("ab,b->a", &[4, 4]), &x, &y).await,
+        "two operands",
+    );
+    invalid(
+        d.reduce_modes(TensorReduction::new("ab->aa", &[4, 4]), &x, &y).await,
+        "an output mode twice",
+    );
+    invalid(
+        d.reduce_modes(TensorReduction::new("ab->a", &[4, 4]), &x, &x.view(60..).unwrap())
+            .await,
+        "C overlaps A",
+    );
+    // The device still serves.
+    d.reduce_modes(TensorReduction::new("ab->a", &[8, 8]), &x, &y)
+        .await
+        .unwrap();
 }

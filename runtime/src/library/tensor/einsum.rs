@@ -17,7 +17,7 @@ use crate::error::{GpuError, Invalid};
 /// The most dimensions a gather or scatter takes after merging contiguous ones.
 pub(crate) const MAX_RANK: usize = 8;
 
-fn bad(what: String, arg: &str, expected: impl std::fmt::Display, got: impl std::fmt::Display) -> GpuError {
+pub(crate) fn bad(what: String, arg: &str, expected: impl std::fmt::Display, got: impl std::fmt::Display) -> GpuError {
     GpuError::InvalidArgument(Invalid::new(what).arg(arg).mismatch(expected, got))
 }
 
@@ -29,21 +29,63 @@ pub(crate) struct Equation {
     pub(crate) c: Vec<char>,
 }
 
+/// The operands of an equation without spaces, and its output if it has `->`.
+pub(crate) fn split(eq: &str) -> Result<(String, Vec<String>, Option<String>), GpuError> {
+    let eq: String = eq.chars().filter(|c| !c.is_whitespace()).collect();
+    if eq.contains("...") {
+        return Err(GpuError::Unsupported(format!(
+            "einsum `{eq}`: ellipses (`...`) are not supported; name every mode with a letter"
+        )));
+    }
+    let (inputs, output) = match eq.split_once("->") {
+        Some((i, o)) => (i.to_string(), Some(o.to_string())),
+        None => (eq.clone(), None),
+    };
+    let ops = inputs.split(',').map(str::to_string).collect();
+    Ok((eq, ops, output))
+}
+
+/// The modes of `s`, one operand of `eq` (`which` names it): letters only.
+pub(crate) fn modes(eq: &str, s: &str, which: &str) -> Result<Vec<char>, GpuError> {
+    match s.chars().find(|c| !c.is_ascii_alphabetic()) {
+        Some(ch) => Err(bad(
+            format!("einsum `{eq}`: `{ch}` in {which} is not a mode; modes are letters a–z, A–Z"),
+            "equation",
+            "letters",
+            ch,
+        )),
+        None => Ok(s.chars().collect()),
+    }
+}
+
+/// Refuses an output of `eq` with a mode twice or one in no input.
+pub(crate) fn check_output(eq: &str, c: &[char], inputs: &[&[char]]) -> Result<(), GpuError> {
+    for (i, &m) in c.iter().enumerate() {
+        if c[..i].contains(&m) {
+            return Err(bad(
+                format!("einsum `{eq}`: mode `{m}` appears twice in the output"),
+                "equation",
+                "each output mode once",
+                m,
+            ));
+        }
+        if !inputs.iter().any(|x| x.contains(&m)) {
+            return Err(bad(
+                format!("einsum `{eq}`: output mode `{m}` is in no operand"),
+                "equation",
+                "output modes taken from the operands",
+                m,
+            ));
+        }
+    }
+    Ok(())
+}
+
 impl Equation {
     /// Parses `"ij,jk->ik"` (spaces ignored). Without `->` the output is numpy's: the
     /// letters that appear once, in alphabetical order.
     pub(crate) fn parse(eq: &str) -> Result<Equation, GpuError> {
-        let eq: String = eq.chars().filter(|c| !c.is_whitespace()).collect();
-        if eq.contains("...") {
-            return Err(GpuError::Unsupported(format!(
-                "einsum `{eq}`: ellipses (`...`) are not supported; name every mode with a letter"
-            )));
-        }
-        let (inputs, output) = match eq.split_once("->") {
-            Some((i, o)) => (i, Some(o)),
-            None => (eq.as_str(), None),
-        };
-        let ops: Vec<&str> = inputs.split(',').collect();
+        let (eq, ops, output) = split(eq)?;
         if ops.len() != 2 {
             return Err(bad(
                 format!("einsum `{eq}`: a contraction takes two operands (`ij,jk->ik`), got {}", ops.len()),
@@ -52,21 +94,10 @@ impl Equation {
                 ops.len(),
             ));
         }
-        let letters = |s: &str, which: &str| -> Result<Vec<char>, GpuError> {
-            match s.chars().find(|c| !c.is_ascii_alphabetic()) {
-                Some(ch) => Err(bad(
-                    format!("einsum `{eq}`: `{ch}` in {which} is not a mode; modes are letters a–z, A–Z"),
-                    "equation",
-                    "letters",
-                    ch,
-                )),
-                None => Ok(s.chars().collect()),
-            }
-        };
-        let a = letters(ops[0], "A")?;
-        let b = letters(ops[1], "B")?;
+        let a = modes(&eq, &ops[0], "A")?;
+        let b = modes(&eq, &ops[1], "B")?;
         let c = match output {
-            Some(o) => letters(o, "the output")?,
+            Some(o) => modes(&eq, &o, "the output")?,
             None => {
                 let mut count: BTreeMap<char, usize> = BTreeMap::new();
                 for &m in a.iter().chain(&b) {
@@ -75,24 +106,7 @@ impl Equation {
                 count.into_iter().filter(|&(_, n)| n == 1).map(|(m, _)| m).collect()
             }
         };
-        for (i, &m) in c.iter().enumerate() {
-            if c[..i].contains(&m) {
-                return Err(bad(
-                    format!("einsum `{eq}`: mode `{m}` appears twice in the output"),
-                    "equation",
-                    "each output mode once",
-                    m,
-                ));
-            }
-            if !a.contains(&m) && !b.contains(&m) {
-                return Err(bad(
-                    format!("einsum `{eq}`: output mode `{m}` is in neither operand"),
-                    "equation",
-                    "output modes taken from the operands",
-                    m,
-                ));
-            }
-        }
+        check_output(&eq, &c, &[&a, &b])?;
         Ok(Equation { a, b, c })
     }
 }

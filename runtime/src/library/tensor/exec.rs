@@ -6,7 +6,8 @@
 use cudarc::cublas::CudaBlas;
 
 use super::einsum::{self, merge, Dim, Equation, Plan, Sink, Source, MAX_RANK};
-use super::kernels::{gather, scatter, Dims8};
+use super::kernels::{gather, modes_binary, modes_reduce, scatter, Dims8, Modes8};
+use super::modes::{Elementwise, ModeDim, TensorReduction};
 use super::{Contraction, TensorFloat};
 use crate::actor::Deferred;
 use crate::error::{GpuError, Invalid};
@@ -60,7 +61,74 @@ fn dims8(dims: &[Dim], what: &str) -> Result<Dims8, GpuError> {
     Ok(Dims8::of(&merged))
 }
 
+/// The modes of a plan (slowest first) as a kernel takes them: at most [`MAX_RANK`].
+fn modes8(dims: &[ModeDim], what: &str) -> Result<Modes8, GpuError> {
+    // Unit modes change no offset: dropped, so more real ones fit.
+    let dims: Vec<_> = dims.iter().filter(|d| d.size != 1).map(|d| (d.size, d.c, d.a, d.b)).collect();
+    if dims.len() > MAX_RANK {
+        return Err(GpuError::Unsupported(format!(
+            "{what}: {} modes of more than one element; at most {MAX_RANK} are supported",
+            dims.len()
+        )));
+    }
+    Ok(Modes8::of(&dims))
+}
+
+/// Refuses an output C that overlaps an input.
+fn apart<T: crate::dtype::DTypeBase>(op: &str, c: &GpuRef<T>, inputs: &[&GpuRef<T>]) -> Result<(), GpuError> {
+    if inputs.iter().any(|x| c.overlaps(x)) {
+        return Err(GpuError::InvalidArgument(
+            Invalid::new(format!("{op}: the output C must not overlap an input (disjoint views of one buffer may)"))
+                .arg("c")
+                .mismatch("elements apart from the inputs'", "elements of an input"),
+        ));
+    }
+    Ok(())
+}
+
 impl TensorCore {
+    /// Carries out `spec` (see `TensorActor::elementwise`).
+    pub(crate) fn elementwise<T: TensorFloat>(&self, spec: &Elementwise, a: &GpuRef<T>, b: &GpuRef<T>, c: &GpuRef<T>) -> Result<Deferred<()>, GpuError> {
+        for r in [a, b, c] {
+            self.kernels.check(r)?;
+        }
+        let plan = spec.plan()?;
+        spec.a.check(a.len(), "A", false)?;
+        spec.b.check(b.len(), "B", false)?;
+        plan.c.check(c.len(), "C", true)?;
+        apart("elementwise", c, &[a, b])?;
+        let total = plan.c.elements();
+        let m = modes8(&plan.dims, "elementwise")?;
+        self.kernels.run("tensor", "elementwise", || {
+            if total == 0 {
+                return Ok(());
+            }
+            let call = modes_binary::call::<T, T::Compute>(config(total), a, b, m, total, spec.op.code(), spec.alpha, spec.beta, &mut c.clone());
+            self.kernels.launch(call)
+        })
+    }
+
+    /// Carries out `spec` (see `TensorActor::reduce_modes`).
+    pub(crate) fn reduce_modes<T: TensorFloat>(&self, spec: &TensorReduction, a: &GpuRef<T>, c: &GpuRef<T>) -> Result<Deferred<()>, GpuError> {
+        for r in [a, c] {
+            self.kernels.check(r)?;
+        }
+        let plan = spec.plan()?;
+        spec.a.check(a.len(), "A", false)?;
+        plan.c.check(c.len(), "C", true)?;
+        apart("reduce_modes", c, &[a])?;
+        let total = plan.c.elements();
+        let inner: usize = plan.reduced.iter().map(|d| d.size).product();
+        let (m, r) = (modes8(&plan.dims, "reduce_modes")?, modes8(&plan.reduced, "reduce_modes")?);
+        self.kernels.run("tensor", "reduce_modes", || {
+            if total == 0 {
+                return Ok(());
+            }
+            let call = modes_reduce::call::<T, T::Compute>(config(total), a, m, r, total, inner, spec.op.code(), spec.alpha, spec.beta, &mut c.clone());
+            self.kernels.launch(call)
+        })
+    }
+
     /// Carries out `spec` (see `TensorActor::contract`).
     pub(crate) fn contract<T: TensorFloat>(
         &self,

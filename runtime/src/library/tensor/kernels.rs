@@ -1,6 +1,8 @@
 //! The tensor library's own `#[kernel]`s: a strided gather into a tight buffer (an
 //! operand permuted, broadcast or diagonal-read into the column-major batch a GEMM
-//! takes) and its inverse, a scatter-add through an output's strides.
+//! takes) and its inverse, a scatter-add through an output's strides; and the
+//! element-wise binary op and the reduction over modes (`modes.rs`), each thread one
+//! element of C, reading its inputs through their own strides.
 
 use super::einsum::{Dim, MAX_RANK};
 use crate::kernel::dsl::prelude::*;
@@ -102,6 +104,190 @@ pub(crate) fn scatter<T: Float>(t: &[T], l: Dims8, beta: f64, c: &mut [T]) {
         } else {
             c[o] = T::from_f64(t[i].to_f64() + beta * c[o].to_f64());
         }
+        i += grid_stride();
+    }
+}
+
+/// Up to eight modes, fastest first: their sizes and the strides of C, A and B along
+/// them (unused ones: size 1, strides 0; a broadcast input: stride 0).
+#[derive(Debug, Clone, Copy, Default, atomr_accel_cuda_macros::KernelArg)]
+#[repr(C)]
+pub(crate) struct Modes8 {
+    n0: u64,
+    n1: u64,
+    n2: u64,
+    n3: u64,
+    n4: u64,
+    n5: u64,
+    n6: u64,
+    n7: u64,
+    c0: u64,
+    c1: u64,
+    c2: u64,
+    c3: u64,
+    c4: u64,
+    c5: u64,
+    c6: u64,
+    c7: u64,
+    a0: u64,
+    a1: u64,
+    a2: u64,
+    a3: u64,
+    a4: u64,
+    a5: u64,
+    a6: u64,
+    a7: u64,
+    b0: u64,
+    b1: u64,
+    b2: u64,
+    b3: u64,
+    b4: u64,
+    b5: u64,
+    b6: u64,
+    b7: u64,
+}
+
+impl Modes8 {
+    /// `dims` (size and C, A, B strides; slowest first, at most [`MAX_RANK`]) padded
+    /// with unit modes, fastest first.
+    pub(crate) fn of(dims: &[(usize, usize, usize, usize)]) -> Self {
+        debug_assert!(dims.len() <= MAX_RANK);
+        let mut n = [1u64; MAX_RANK];
+        let (mut c, mut a, mut b) = ([0u64; MAX_RANK], [0u64; MAX_RANK], [0u64; MAX_RANK]);
+        for (i, &(size, sc, sa, sb)) in dims.iter().rev().enumerate() {
+            (n[i], c[i], a[i], b[i]) = (size as u64, sc as u64, sa as u64, sb as u64);
+        }
+        let [n0, n1, n2, n3, n4, n5, n6, n7] = n;
+        let [c0, c1, c2, c3, c4, c5, c6, c7] = c;
+        let [a0, a1, a2, a3, a4, a5, a6, a7] = a;
+        let [b0, b1, b2, b3, b4, b5, b6, b7] = b;
+        Modes8 {
+            n0, n1, n2, n3, n4, n5, n6, n7, c0, c1, c2, c3, c4, c5, c6, c7, a0, a1, a2, a3, a4, a5, a6, a7, b0, b1,
+            b2, b3, b4, b5, b6, b7,
+        }
+    }
+}
+
+/// The `k`-th of eight values.
+#[atomr_accel_cuda_macros::device(crate = crate)]
+#[allow(clippy::too_many_arguments)]
+fn pick8(k: u32, v0: u64, v1: u64, v2: u64, v3: u64, v4: u64, v5: u64, v6: u64, v7: u64) -> u64 {
+    if k == 0 {
+        v0
+    } else if k == 1 {
+        v1
+    } else if k == 2 {
+        v2
+    } else if k == 3 {
+        v3
+    } else if k == 4 {
+        v4
+    } else if k == 5 {
+        v5
+    } else if k == 6 {
+        v6
+    } else {
+        v7
+    }
+}
+
+/// The offset of element `i` (counted over the modes, fastest first) in C (`which`
+/// 0), A (1) or B (2).
+#[atomr_accel_cuda_macros::device(crate = crate)]
+fn mode_offset(i: u64, m: Modes8, which: u32) -> u64 {
+    let mut r = i;
+    let mut off: u64 = 0;
+    let mut k: u32 = 0;
+    while k < 8 {
+        let n = pick8(k, m.n0, m.n1, m.n2, m.n3, m.n4, m.n5, m.n6, m.n7);
+        let s = if which == 0 {
+            pick8(k, m.c0, m.c1, m.c2, m.c3, m.c4, m.c5, m.c6, m.c7)
+        } else if which == 1 {
+            pick8(k, m.a0, m.a1, m.a2, m.a3, m.a4, m.a5, m.a6, m.a7)
+        } else {
+            pick8(k, m.b0, m.b1, m.b2, m.b3, m.b4, m.b5, m.b6, m.b7)
+        };
+        off += (r % n) * s;
+        r = r / n;
+        k += 1;
+    }
+    off
+}
+
+/// `op` (0 add, 1 multiply, 2 max, 3 min; NaN wins the last two) of `x` and `y`.
+#[atomr_accel_cuda_macros::device(crate = crate)]
+fn combine<A: Float>(op: u32, x: A, y: A) -> A {
+    if op == 0 {
+        x + y
+    } else if op == 1 {
+        x * y
+    } else if x != x || y != y {
+        x + y
+    } else if op == 2 {
+        x.max(y)
+    } else {
+        x.min(y)
+    }
+}
+
+/// `c = op(alpha · a, beta · b)` over the `total` elements the modes `m` count.
+#[atomr_accel_cuda_macros::kernel(crate = crate)]
+pub(crate) fn modes_binary<T: Float, A: Float>(
+    a: &[T],
+    b: &[T],
+    m: Modes8,
+    total: usize,
+    op: u32,
+    alpha: f64,
+    beta: f64,
+    c: &mut [T],
+) {
+    let mut i = global_index();
+    while i < total {
+        let x = A::from_f64(alpha) * A::from_f64(a[mode_offset(i as u64, m, 1) as usize].to_f64());
+        let y = A::from_f64(beta) * A::from_f64(b[mode_offset(i as u64, m, 2) as usize].to_f64());
+        c[mode_offset(i as u64, m, 0) as usize] = T::from_f64(combine(op, x, y).to_f64());
+        i += grid_stride();
+    }
+}
+
+/// `c = alpha · reduce(a) + beta · c` over the `total` elements the modes `m` count,
+/// each reducing the `inner` elements the modes `r` count (`beta` 0: `c` not read).
+#[atomr_accel_cuda_macros::kernel(crate = crate)]
+pub(crate) fn modes_reduce<T: Float, A: Float>(
+    a: &[T],
+    m: Modes8,
+    r: Modes8,
+    total: usize,
+    inner: usize,
+    op: u32,
+    alpha: f64,
+    beta: f64,
+    c: &mut [T],
+) {
+    let mut i = global_index();
+    while i < total {
+        let base = mode_offset(i as u64, m, 1);
+        let mut acc = A::zero();
+        if op == 1 {
+            acc = A::one();
+        } else if op == 2 {
+            acc = -A::infinity();
+        } else if op == 3 {
+            acc = A::infinity();
+        }
+        let mut j = 0;
+        while j < inner {
+            let v = A::from_f64(a[(base + mode_offset(j as u64, r, 1)) as usize].to_f64());
+            acc = combine(op, acc, v);
+            j += 1;
+        }
+        let oc = mode_offset(i as u64, m, 0) as usize;
+        let mut out = A::from_f64(alpha) * acc;
+        if beta != 0.0 {
+            out += A::from_f64(beta) * A::from_f64(c[oc].to_f64());
+        }
+        c[oc] = T::from_f64(out.to_f64());
         i += grid_stride();
     }
 }

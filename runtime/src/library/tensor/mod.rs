@@ -1,5 +1,8 @@
 //! `TensorActor`: tensor contractions in einsum notation (`"ij,jk->ik"`,
-//! `"bhqd,bhkd->bhqk"`, any modes, strides from views) over f16, bf16, f32 and f64.
+//! `"bhqd,bhkd->bhqk"`, any modes, strides from views) over f16, bf16, f32 and f64, and
+//! in the same notation element-wise binary ops with permutation and broadcast
+//! (`"ab,ba->ab"`) and reductions over chosen modes (`"abc->ac"`), as our own kernels
+//! (`modes.rs`).
 //!
 //! A contraction runs as one strided-batched GEMM (the way `torch.einsum` lowers to
 //! `bmm`): operands whose strides already lay them out as a (transposed) matrix batch are
@@ -20,6 +23,7 @@ mod exec;
 #[cfg(feature = "tensor")]
 mod kernels;
 mod layout;
+mod modes;
 
 use std::collections::BTreeMap;
 
@@ -31,14 +35,27 @@ use crate::gpu_ref::GpuRef;
 use crate::library::shell::Library;
 
 pub use layout::TensorLayout;
+pub use modes::{Elementwise, TensorOp, TensorReduction};
 
 /// Element types of the tensor library: f16, bf16, f32, f64 (the GEMM's dtypes; f16
 /// and bf16 accumulate in f32).
-pub trait TensorFloat: crate::dtype::BlasBase + crate::kernel::dsl::Float {}
-impl TensorFloat for half::f16 {}
-impl TensorFloat for half::bf16 {}
-impl TensorFloat for f32 {}
-impl TensorFloat for f64 {}
+pub trait TensorFloat: crate::dtype::BlasBase + crate::kernel::dsl::Float {
+    /// What element-wise ops and reductions compute in: f32 for f16, bf16 and f32; f64
+    /// for f64.
+    type Compute: crate::kernel::dsl::Float;
+}
+impl TensorFloat for half::f16 {
+    type Compute = f32;
+}
+impl TensorFloat for half::bf16 {
+    type Compute = f32;
+}
+impl TensorFloat for f32 {
+    type Compute = f32;
+}
+impl TensorFloat for f64 {
+    type Compute = f64;
+}
 
 /// One contraction `C = alpha · einsum(A, B) + beta · C`: the equation and how each
 /// operand lies in its buffer (row-major unless given; a view's strides are relative to
@@ -180,9 +197,31 @@ impl TensorActor {
     ) -> Result<Deferred<()>, GpuError> {
         self.0.core()?.contract(&spec, &a, &b, &c)
     }
+
+    /// `C = op(alpha · A, beta · B)` element by element, A's and B's modes mapped onto
+    /// C's as `spec` says (see [`Elementwise`]): permutations and broadcasts read in
+    /// place. Computed in f32 (f64 for f64). C must not overlap A or B.
+    #[handler(dtypes(float), device)]
+    fn elementwise<T: TensorFloat>(
+        &mut self,
+        spec: Elementwise,
+        a: GpuRef<T>,
+        b: GpuRef<T>,
+        c: GpuRef<T>,
+    ) -> Result<Deferred<()>, GpuError> {
+        self.0.core()?.elementwise(&spec, &a, &b, &c)
+    }
+
+    /// `C = alpha · reduce(A) + beta · C` over the modes `spec`'s output lacks (see
+    /// [`TensorReduction`]). Each element of C is one thread's loop: for a whole-buffer
+    /// sum, `Device::sum` is the fast path. C must not overlap A.
+    #[handler(dtypes(float), device)]
+    fn reduce_modes<T: TensorFloat>(&mut self, spec: TensorReduction, a: GpuRef<T>, c: GpuRef<T>) -> Result<Deferred<()>, GpuError> {
+        self.0.core()?.reduce_modes(&spec, &a, &c)
+    }
 }
 
 /// What `atomr_accel_cuda::prelude` takes from this library.
 pub mod prelude {
-    pub use super::{Contraction, TensorLayout};
+    pub use super::{Contraction, Elementwise, TensorLayout, TensorOp, TensorReduction};
 }
