@@ -229,7 +229,7 @@ mod core_impl {
     use super::cpu::{self, Direction};
     use super::cuda::CudaDnn;
     use super::pool::Pool2d;
-    use super::kernels::{bias_act, norm_rows, softmax_rows, softmax_warp_rows, softmax_warp_rows4, THREADS, WARP_ROW_MAX};
+    use super::kernels::{bias_act, norm_rows, norm_rows4, softmax_rows, softmax_warp_rows, softmax_warp_rows4, THREADS, WARP_ROW_MAX};
     use super::{apart, holds, shape, DnnFloat, Nonlinearity, Norm, Rows};
     use crate::actor::Deferred;
     use crate::error::{GpuError, Invalid};
@@ -347,9 +347,14 @@ mod core_impl {
                 Some(b) => (b, 0),
                 None => (gamma, 1),
             };
-            self.0.run("dnn", op, || {
-                self.0.launch(norm_rows::call::<T, T::Acc>(per_row(s.rows), &x, gamma, b, s.cols, s.eps, rms, from_y, &mut y))
-            })
+            // 16-byte accesses where every row, γ and β start 16-byte aligned.
+            let quads = s.cols % 4 == 0 && [x.offset(), y.offset(), gamma.offset(), b.offset()].iter().all(|o| o % 4 == 0);
+            let call = if quads {
+                norm_rows4::call::<T, T::Acc>(per_row(s.rows), &x, gamma, b, s.cols, s.eps, rms, from_y, &mut y)
+            } else {
+                norm_rows::call::<T, T::Acc>(per_row(s.rows), &x, gamma, b, s.cols, s.eps, rms, from_y, &mut y)
+            };
+            self.0.run("dnn", op, || self.0.launch(call))
         }
 
         /// The convolution `g` in direction `dir`: `a`, `b` its inputs (forward `x`,
