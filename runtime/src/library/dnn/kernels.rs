@@ -146,7 +146,9 @@ pub(crate) fn softmax_warp_rows<T: Float, A: Float>(x: &[T], rows: usize, cols: 
 
 /// [`softmax_warp_rows`] over rows of a multiple of four elements, 16-byte aligned:
 /// each lane reads and writes four elements at a time (one vector access instead of
-/// four, which is what lets a warp keep enough loads in flight).
+/// four, which is what lets a warp keep enough loads in flight), and the maximum and
+/// the sum come from one pass over the row (the online softmax), so the row is read
+/// twice, not three times.
 #[atomr_accel_cuda_macros::kernel(crate = crate)]
 pub(crate) fn softmax_warp_rows4<T: Float, A: Float>(x: &[T], rows: usize, cols: usize, log: u32, from_y: u32, y: &mut [T]) {
     let lane = thread_idx_x() % 32;
@@ -154,25 +156,35 @@ pub(crate) fn softmax_warp_rows4<T: Float, A: Float>(x: &[T], rows: usize, cols:
     if row < rows {
         let quads = cols / 4;
         let qb = row * quads;
-        let mut m = -A::infinity();
+        let ninf = -A::infinity();
+        // One pass for the maximum and the sum (the online softmax): each lane keeps
+        // its running maximum and the sum of exponentials below it, rescaling the sum
+        // when the maximum grows; then the lanes' pairs merge the same way.
+        let mut m = ninf;
+        let mut s = A::zero();
         let mut q = lane;
         while q < quads {
             let v: Vec4<T> = if from_y == 1 { y.load4(qb + q) } else { x.load4(qb + q) };
-            let a = A::from_f64(v.x.to_f64()).max(A::from_f64(v.y.to_f64()));
-            let b = A::from_f64(v.z.to_f64()).max(A::from_f64(v.w.to_f64()));
-            m = m.max(a.max(b));
+            let (a, b) = (A::from_f64(v.x.to_f64()), A::from_f64(v.y.to_f64()));
+            let (c, d) = (A::from_f64(v.z.to_f64()), A::from_f64(v.w.to_f64()));
+            let mn = m.max(a.max(b).max(c.max(d)));
+            if mn > ninf {
+                s = s * (m - mn).exp() + (a - mn).exp() + (b - mn).exp() + (c - mn).exp() + (d - mn).exp();
+            }
+            m = mn;
             q += 32;
         }
-        m = warp_max(m);
-        let mut s = A::zero();
-        q = lane;
-        while q < quads {
-            let v: Vec4<T> = if from_y == 1 { y.load4(qb + q) } else { x.load4(qb + q) };
-            s += (A::from_f64(v.x.to_f64()) - m).exp() + (A::from_f64(v.y.to_f64()) - m).exp();
-            s += (A::from_f64(v.z.to_f64()) - m).exp() + (A::from_f64(v.w.to_f64()) - m).exp();
-            q += 32;
+        let mut off: u32 = 16;
+        while off > 0 {
+            let m2 = shfl_xor(m, off);
+            let s2 = shfl_xor(s, off);
+            let mn = m.max(m2);
+            if mn > ninf {
+                s = s * (m - mn).exp() + s2 * (m2 - mn).exp();
+            }
+            m = mn;
+            off = off / 2;
         }
-        s = warp_sum(s);
         let (inv, ln) = (s.recip(), s.ln());
         q = lane;
         while q < quads {
