@@ -30,7 +30,8 @@ fn calls(x: &[f32], y: &mut [f32]) {
     let f = x[0].to_i64();
     let g = j.wrapping_add(1);
     let h = f32::from_i64(3);
-    let b = x[0].to_bits();
+    let b = j.to_bits();
+    let o = x[0].count_ones();
 }
 
 fn main() {}

@@ -319,9 +319,24 @@ impl Tr<'_> {
                 format!("((unsigned long long)__double_as_longlong({r}))"),
                 Ty::Prim(Prim::U64),
             ),
+            ("to_bits", 0) if rt == Ty::Prim(Prim::F32) => {
+                (format!("((unsigned int)__float_as_uint({r}))"), Ty::Prim(Prim::U32))
+            }
             ("to_bits", 0) => self.err(
                 &m.method,
-                "`to_bits` reads an `f64`'s bits as a `u64` (widen with `to_f64()` first)",
+                "`to_bits` reads an `f32`'s bits as a `u32` or an `f64`'s as a `u64` (convert with `to_f32()` or \
+                 `to_f64()` first)",
+            ),
+            // A population count: how many lanes a `ballot` mask holds, a rank among them.
+            ("count_ones", 0) if rt == Ty::Prim(Prim::U32) => {
+                (format!("((unsigned int)__popc({r}))"), Ty::Prim(Prim::U32))
+            }
+            ("count_ones", 0) if rt == Ty::Prim(Prim::U64) => {
+                (format!("((unsigned int)__popcll({r}))"), Ty::Prim(Prim::U32))
+            }
+            ("count_ones", 0) => self.err(
+                &m.method,
+                "`count_ones` counts the set bits of a `u32` or a `u64` (convert with `as u32` first)",
             ),
             ("to_f32", 0) => (format!("k_to_f32({r})"), Ty::Prim(Prim::F32)),
             _ => self.err(
