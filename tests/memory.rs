@@ -1,6 +1,7 @@
 //! Managed memory: a `GpuRef` from `alloc_managed` works in device operations (GEMM,
 //! `#[kernel]`, copies) for every dtype and is read and written in place from the host;
-//! prefetch and advice; freeing. On the CPU device and on the GPU.
+//! prefetch and advice; freeing. Buffers from `alloc_uninit` (not zeroed) serve as any
+//! other once written. On the CPU device and on the GPU.
 
 #[macro_use]
 mod common;
@@ -25,6 +26,7 @@ on_both! {
     every_dtype_round_trips_through_the_host => dtypes;
     prefetch_and_advice => prefetch_advice;
     managed_memory_is_freed => freed;
+    uninitialised_buffers_take_what_is_written => uninit;
 }
 
 async fn open(config: DeviceConfig) -> (ActorSystem, Device) {
@@ -168,5 +170,32 @@ async fn freed(config: DeviceConfig) {
     let (free1, _) = d.memory().await.unwrap();
     let grown = free0.saturating_sub(free1);
     assert!(grown < (256 << 20), "memory grew by {grown} bytes");
+    sys.shutdown().await;
+}
+
+/// `alloc_uninit`: a buffer of the asked length and type that holds what a copy and a
+/// kernel write into it (zeros on the CPU device, where it is zeroed).
+async fn uninit(config: DeviceConfig) {
+    let (sys, d) = open(config).await;
+    let n = 4099;
+    let (x, y) = (rand_vec(n), rand_vec(n));
+    let u = d.alloc_uninit::<f64>(n).await.unwrap();
+    assert_eq!(u.len(), n);
+    if d.config().backend == atomr_accel_cuda::device::BackendChoice::Cpu {
+        assert!(d.download(&u).await.unwrap().iter().all(|&v| v == 0.0));
+    }
+    d.copy(&d.upload(y.clone()).await.unwrap(), &u).await.unwrap();
+    let mut u = u;
+    let xd = d.upload(x.clone()).await.unwrap();
+    axpy::launch::<f64>(&d, LaunchConfig::for_elements(n, 256), 2.0, &xd, &mut u)
+        .await
+        .unwrap();
+    let want: Vec<f64> = x.iter().zip(&y).map(|(a, b)| 2.0 * a + b).collect();
+    assert!(rel_err(&d.download(&u).await.unwrap(), &want) < 1e-15);
+    let bytes = d.alloc_uninit::<u8>(7).await.unwrap();
+    d.copy(&d.upload(vec![1u8, 2, 3, 4, 5, 6, 7]).await.unwrap(), &bytes)
+        .await
+        .unwrap();
+    assert_eq!(d.download(&bytes).await.unwrap(), vec![1, 2, 3, 4, 5, 6, 7]);
     sys.shutdown().await;
 }

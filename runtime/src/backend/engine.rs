@@ -149,6 +149,17 @@ impl ContextCore {
 
     /// Allocates `len` zeroed elements.
     pub(crate) fn alloc<T: DTypeBase>(&mut self, len: usize) -> Result<GpuRef<T>, GpuError> {
+        self.alloc_filled(len, true)
+    }
+
+    /// Allocates `len` elements, not zeroed on a GPU where every bit pattern of `T` is a
+    /// value (see `sys::uninit`); zeroed otherwise and on the CPU device.
+    pub(crate) fn alloc_uninit<T: DTypeBase>(&mut self, len: usize) -> Result<GpuRef<T>, GpuError> {
+        self.alloc_filled(len, false)
+    }
+
+    /// Allocates `len` elements, zeroed unless `zeroed` is false and `T` allows it.
+    fn alloc_filled<T: DTypeBase>(&mut self, len: usize, zeroed: bool) -> Result<GpuRef<T>, GpuError> {
         let bytes = checked_bytes::<T>(len)?;
         let storage = match &self.engine {
             Engine::Cpu => {
@@ -176,7 +187,11 @@ impl ContextCore {
                     Some(on_drop),
                 ));
             }
-            Engine::Cuda(c) => match c.stream.alloc_zeros::<T>(len) {
+            Engine::Cuda(c) => match (!zeroed)
+                .then(|| crate::sys::uninit::alloc_uninit::<T>(&c.stream, len))
+                .flatten()
+                .unwrap_or_else(|| c.stream.alloc_zeros::<T>(len))
+            {
                 Ok(s) => Storage::Cuda(s),
                 Err(e) => {
                     let e = GpuError::from(e);

@@ -225,6 +225,16 @@ impl ContextActor {
         self.core()?.alloc::<T>(len)
     }
 
+    /// Allocates `len` elements of `T` whose contents are unspecified until written
+    /// (`torch.empty`): for a buffer a launch fills before anything reads it, where
+    /// zeroing would be a wasted pass over its memory. Every element is some value of
+    /// `T` all the same (its bit patterns all are: element types that have others are
+    /// zeroed). Zeroed on the CPU device.
+    #[handler(dtypes(any), device)]
+    fn alloc_uninit<T: DTypeBase>(&mut self, len: usize) -> Result<GpuRef<T>, GpuError> {
+        self.core()?.alloc_uninit::<T>(len)
+    }
+
     /// Allocates `len` zeroed elements of managed (unified) memory: a `GpuRef` every
     /// device operation takes, that the host also reads and writes in place
     /// (`GpuRef::with_host`). An ordinary buffer on the CPU device.

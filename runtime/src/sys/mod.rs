@@ -33,6 +33,7 @@ mod nvrtc;
 pub(crate) mod peer;
 pub(crate) mod pinned;
 pub(crate) mod plain;
+pub(crate) mod uninit;
 
 #[cfg(not(feature = "fft"))]
 pub use absent::CufftFloat;
