@@ -85,7 +85,7 @@ async fn check<K: SortKey + SortValue>(d: &Device, keys: Vec<K>) {
 }
 
 /// As [`check`], for integer keys compared exactly (64-bit keys beyond 2^53 included).
-async fn check_int<K: SortKey + SortValue + Ord>(d: &Device, keys: Vec<K>) {
+async fn check_int<K: SortKey + SortValue + Ord + std::fmt::Debug>(d: &Device, keys: Vec<K>) {
     let n = keys.len();
     let gk = d.upload(keys.clone()).await.unwrap();
     let gv = d.upload((0..n as i64).collect::<Vec<_>>()).await.unwrap();
@@ -107,6 +107,33 @@ async fn check_int<K: SortKey + SortValue + Ord>(d: &Device, keys: Vec<K>) {
         "{} keys out of order",
         K::NAME
     );
+    // Float values (gathered through the order, the keys back from their radix forms),
+    // `argsort` (the keys left), and `sort` (keys only through the passes).
+    let (gk, gf) = (
+        d.upload(keys.clone()).await.unwrap(),
+        d.upload((0..n).map(|i| i as f32 + 0.5).collect::<Vec<_>>())
+            .await
+            .unwrap(),
+    );
+    d.sort_by_key(&gk, &gf).await.unwrap();
+    let got_f = d.download(&gf).await.unwrap();
+    assert!(
+        (0..n).all(|i| got_f[i] == order[i] as f32 + 0.5),
+        "{} sort of {n} with f32 values",
+        K::NAME
+    );
+    assert!(
+        d.download(&gk).await.unwrap() == got_k,
+        "{} keys with f32 values",
+        K::NAME
+    );
+    let again = d.upload(keys.clone()).await.unwrap();
+    let idx = d.argsort(&again).await.unwrap();
+    let want: Vec<u32> = order.iter().map(|&i| i as u32).collect();
+    assert!(d.download(&idx).await.unwrap() == want, "{} argsort of {n}", K::NAME);
+    assert!(d.download(&again).await.unwrap() == keys, "argsort leaves the keys");
+    d.sort(&again).await.unwrap();
+    assert!(d.download(&again).await.unwrap() == got_k, "{} sort of {n}", K::NAME);
 }
 
 /// `n` 64-bit keys far beyond 2^53 that differ in their last bits (a float could not
@@ -180,6 +207,31 @@ async fn sorts(config: DeviceConfig) {
     )
     .await;
     check_int::<i32>(&d, keys_f64(big, 300.0).iter().map(|&x| x as i32).collect()).await;
+    // Narrow integer values ride along as the passes' payload too.
+    let n = 5000;
+    let keys: Vec<i32> = keys_f64(n, 40.0).iter().map(|&x| x as i32).collect();
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&i| keys[i]);
+    let (gk, g8, g16) = (
+        d.upload(keys.clone()).await.unwrap(),
+        d.upload((0..n).map(|i| (i % 251) as u8).collect::<Vec<_>>())
+            .await
+            .unwrap(),
+        d.upload((0..n).map(|i| i as i16 - 2500).collect::<Vec<_>>())
+            .await
+            .unwrap(),
+    );
+    d.sort_by_key(&gk, &g8).await.unwrap();
+    let again = d.upload(keys.clone()).await.unwrap();
+    d.sort_by_key(&again, &g16).await.unwrap();
+    let (v8, v16) = (d.download(&g8).await.unwrap(), d.download(&g16).await.unwrap());
+    for (i, &j) in order.iter().enumerate() {
+        assert_eq!(
+            (v8[i], v16[i]),
+            ((j % 251) as u8, j as i16 - 2500),
+            "narrow values at {i}"
+        );
+    }
     // f32 keys with f64 values, and a view: only its window moves.
     let keys: Vec<f32> = (0..100).map(|i| ((i * 37) % 11) as f32).collect();
     let gk = d.upload(keys.clone()).await.unwrap();
@@ -250,21 +302,22 @@ async fn bad_input(config: DeviceConfig) {
     sys.shutdown().await;
 }
 
-/// The radix sort at its seams: lengths around its 1024-key tiles (a lone key in the last
-/// tile, exactly full tiles), keys all equal (every digit skipped), already sorted and
-/// reversed, keys that differ in one 4-bit digit only (one pass), in the top digit only
-/// (u64 across 2^63), and negative and positive zeros and infinities among floats.
+/// The radix sort at its seams: lengths around its 2048-key tiles (a lone key in the last
+/// tile, exactly full tiles), keys all equal (every digit the same: each pass moves its
+/// tiles as they are), already sorted and reversed, keys that differ in one 8-bit digit
+/// only (one pass that reorders), in the top digit only (u64 across 2^63), and negative
+/// and positive zeros and infinities among floats.
 async fn radix_edges(config: DeviceConfig) {
     let sys = ActorSystem::new("sort-edges");
     let d = Device::open(&sys, config).await.unwrap();
-    for n in [1023usize, 1024, 1025, 2048, 3073] {
+    for n in [2047usize, 2048, 2049, 4096, 6145] {
         check_int::<u32>(&d, vec![7; n]).await;
         check_int::<i32>(&d, (0..n as i32).collect()).await;
         check_int::<i32>(&d, (0..n as i32).rev().collect()).await;
-        // One digit varies (bits 8..12): a single pass.
-        check_int::<u32>(&d, (0..n as u32).map(|i| 0xABCD_0000 | ((i * 7 % 16) << 8)).collect()).await;
+        // One digit varies (bits 8..16): a single pass reorders.
+        check_int::<u32>(&d, (0..n as u32).map(|i| 0xABCD_0000 | ((i * 7 % 256) << 8)).collect()).await;
         // Only the top digit varies.
-        check_int::<u64>(&d, (0..n as u64).map(|i| (i * 5 % 16) << 60).collect()).await;
+        check_int::<u64>(&d, (0..n as u64).map(|i| (i * 5 % 256) << 56).collect()).await;
         let f: Vec<f64> = (0..n)
             .map(|i| match i % 6 {
                 0 => -0.0,

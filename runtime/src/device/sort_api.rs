@@ -3,20 +3,29 @@
 //! of values alike.
 //!
 //! Written as `#[kernel]`s (no CUDA library cudarc reaches sorts): a least-significant-
-//! digit radix sort. Each key becomes a 64-bit integer whose unsigned order is the keys'
-//! order — a float's bits (widened to f64, -0 as +0) with the sign folded, every NaN the
-//! largest value; a signed integer's with its top bit flipped — paired with its original
-//! index. The pairs are sorted by 4-bit digits from the lowest: per digit, one pass counts
-//! each block's digits (1024 keys a block), an exclusive scan of those counts (digit-major,
-//! in one block on the device) gives every block's start for every digit, and a second
-//! pass moves each key to its place — keys of one digit in their order within the block
-//! (each thread's four keys, in order, after the earlier threads' keys of that digit:
-//! per-thread counts of the 16 digits packed four to a 64-bit word and scanned across
-//! the block), so every pass is stable and so is the sort. Digits that no key changes
-//! (an OR and an AND of all keys find them: f32 keys widened to f64 leave 29 low bits
-//! zero, small integers their high ones) take no pass. Keys and values are then
-//! gathered back through the sorted indices. The same result on every run and backend;
-//! O(n) work per pass, at most 16 passes of three launches.
+//! digit radix sort in the manner of CUB's onesweep (Adinets & Merrill, 2022). Each key
+//! becomes an unsigned integer whose order is the keys' — 32 bits for keys of up to four
+//! bytes, 64 for the others: a float's bits (f16/bf16 widened to f32, -0 as +0) with the
+//! sign folded, every NaN the largest value; a signed integer's with its top bit
+//! flipped. One pass over those counts every 8-bit digit of every key (four or eight
+//! histograms of 256 bins); then one launch per digit moves each key, and its payload if
+//! any, to their places. In that launch each block takes the next tile of 2048 keys (a
+//! ticket, so tiles start in order), ranks them by digit — each warp its 256 keys in
+//! order, a key's peers of the same digit found with eight `ballot`s, so equal digits
+//! keep their order and every pass is stable — publishes its count of each digit and
+//! looks back over the tiles before it for theirs (decoupled look-back: one thread per
+//! digit, until a tile with its inclusive count out), and writes the tile through shared
+//! memory, grouped by digit, to where its digits start: keys are read once and written
+//! once per digit. A digit that every key shares (the histogram says so) moves the tile
+//! as it is.
+//!
+//! What rides along: integer keys come back from their sorted forms (a bijection), and
+//! integer values are the passes' payload — `sort` of integers moves keys alone,
+//! `sort_by_key` of integers by integers the two together. A float key's form forgets
+//! the sign of a zero and a NaN's payload, so float keys (and float values) are
+//! gathered back through the sorted order instead: the payload is then each key's
+//! original index, which is also what `argsort` returns. The same result on every run
+//! and backend.
 
 use crate::device::DType;
 use crate::device::Device;
@@ -26,245 +35,338 @@ use crate::kernel::dsl::{Float, Int};
 use crate::kernel::dsl::{KernelCall, KernelSequence};
 use crate::launch::LaunchConfig;
 
+use super::scratch::Scratch;
+
+/// The top bit of a 32-bit key.
+const TOP32: u32 = 0x8000_0000;
+
 /// The top bit of a 64-bit key.
-const TOP: u64 = 0x8000_0000_0000_0000;
+const TOP64: u64 = 0x8000_0000_0000_0000;
 
-/// Keys a block counts or moves in one pass: 256 threads × 4.
-const TILE: usize = 1024;
+/// Keys a block ranks and moves in one radix pass: 8 warps × 8 × 32.
+const TILE: usize = 2048;
 
-/// The radix: 4-bit digits, 16 of them in a 64-bit key.
-const DIGITS: usize = 16;
+/// [`radix_onesweep`]'s `carry`: keys only.
+const CARRY_NONE: u32 = 0;
 
-/// The sort key of a float (widened to f64, exact): -0 taken as +0 (equal keys keep
-/// their order), the bits made unsigned-ordered (a negative number's bits all flipped, a
-/// positive one's sign bit set), a NaN the largest key (after +∞, whose key is
-/// 0xFFF0…).
+/// [`radix_onesweep`]'s `carry`: each key's position in the input, as the payload.
+const CARRY_POSITION: u32 = 1;
+
+/// [`radix_onesweep`]'s `carry`: the payload buffer's elements.
+const CARRY_PAYLOAD: u32 = 2;
+
+/// The histogram pass's most blocks: each folds its counts into the global histogram
+/// with one atomic per bin, so the grid stays a few blocks per multiprocessor.
+const HISTOGRAM_BLOCKS: usize = 512;
+
+/// The sort key of a float's `bits` (of a width with `top` its sign bit and `all` every
+/// bit set): unsigned-ordered — a negative number's bits all flipped, a positive one's
+/// sign bit set — and a NaN the largest key.
+#[atomr_accel_cuda_macros::device(crate = crate)]
+fn ordered<B: Int>(bits: B, top: B, all: B, nan: bool) -> B {
+    let mut key = bits | top;
+    if (bits & top) == top {
+        key = bits ^ all;
+    }
+    if nan {
+        key = all;
+    }
+    key
+}
+
+/// The 32-bit sort key of a float of up to 32 bits (widened to f32, exact; -0 taken as
+/// +0, so that equal keys keep their order): see [`ordered`].
 #[atomr_accel_cuda_macros::kernel(crate = crate)]
-fn float_sort_keys<T: Float>(x: &[T], keys: &mut [u64], index: &mut [u32]) {
+fn float_bits32<T: Float>(x: &[T], keys: &mut [u32]) {
+    let i = global_index();
+    if i < keys.len() {
+        let mut v = x[i].to_f32();
+        if v == 0.0 {
+            v = 0.0;
+        }
+        keys[i] = ordered(v.to_bits(), 0x8000_0000u32, 0xFFFF_FFFFu32, v != v);
+    }
+}
+
+/// As [`float_bits32`], for f64 keys: 64-bit sort keys.
+#[atomr_accel_cuda_macros::kernel(crate = crate)]
+fn float_bits64<T: Float>(x: &[T], keys: &mut [u64]) {
     let i = global_index();
     if i < keys.len() {
         let mut v = x[i].to_f64();
         if v == 0.0 {
             v = 0.0;
         }
-        let bits: u64 = v.to_bits();
-        let mut key: u64 = bits | 0x8000_0000_0000_0000u64;
-        if bits >= 0x8000_0000_0000_0000u64 {
-            key = bits ^ 0xFFFF_FFFF_FFFF_FFFFu64;
-        }
-        if v != v {
-            key = 0xFFFF_FFFF_FFFF_FFFFu64;
-        }
-        keys[i] = key;
-        index[i] = i as u32;
+        keys[i] = ordered(v.to_bits(), 0x8000_0000_0000_0000u64, 0xFFFF_FFFF_FFFF_FFFFu64, v != v);
     }
 }
 
-/// The sort key of an integer: widened to i64, its bits XORed with `flip` (the top bit
-/// for signed keys and u32, nothing for u64).
+/// The sort key of an integer: its bits (sign-extended to the key's width for signed
+/// types) XORed with `flip` (the key's top bit for signed types, else nothing).
 #[atomr_accel_cuda_macros::kernel(crate = crate)]
-fn int_sort_keys<T: Int>(x: &[T], flip: u64, keys: &mut [u64], index: &mut [u32]) {
+fn int_bits<T: Int, B: Int>(x: &[T], flip: B, keys: &mut [B]) {
     let i = global_index();
     if i < keys.len() {
-        keys[i] = (x[i].to_i64() as u64) ^ flip;
-        index[i] = i as u32;
+        keys[i] = B::from_i64(x[i].to_i64()) ^ flip;
     }
 }
 
-/// Block `b` writes the AND and the OR of its tile of keys to `ands[b]`, `ors[b]`: the
-/// digits on which AND and OR agree are the same in every key.
+/// An integer back from its sort key (the inverse of [`int_bits`]: the key's low bits).
 #[atomr_accel_cuda_macros::kernel(crate = crate)]
-fn key_bits(keys: &[u64], ands: &mut [u64], ors: &mut [u64]) {
-    let mut a = shared_array::<u64, 256>();
-    let mut o = shared_array::<u64, 256>();
+fn int_unbits<B: Int, T: Int>(keys: &[B], flip: B, x: &mut [T]) {
+    let i = global_index();
+    if i < x.len() {
+        x[i] = T::from_i64((keys[i] ^ flip).to_i64());
+    }
+}
+
+/// The 8-bit digit of `key` at `shift`.
+#[atomr_accel_cuda_macros::device(crate = crate)]
+fn radix_digit<K: Int>(key: K, shift: u32) -> usize {
+    ((key.to_i64() >> shift) & 255) as usize
+}
+
+/// Every digit's count: `hist[p · 256 + d]` = how many keys have digit `d` in pass `p`
+/// (bits 8p .. 8p + 8), for `passes` passes. Counted per block in shared memory (over a
+/// grid-stride loop), then added to `hist` — which the sequence zeroed first.
+#[atomr_accel_cuda_macros::kernel(crate = crate)]
+fn radix_histogram<K: Int>(keys: &[K], passes: u32, hist: &mut [u32]) {
+    let mut part = shared_array::<u32, 2048>();
     let t = thread_idx_x();
-    let base = block_idx_x() * 1024 + t * 4;
-    let mut all: u64 = 0xFFFF_FFFF_FFFF_FFFFu64;
-    let mut any: u64 = 0;
-    let mut k: usize = 0;
-    while k < 4 {
-        if base + k < keys.len() {
-            all = all & keys[base + k];
-            any = any | keys[base + k];
-        }
-        k += 1;
+    let bins = passes as usize * 256;
+    let mut b = t;
+    while b < bins {
+        part[b] = 0;
+        b += 256;
     }
-    a[t] = all;
-    o[t] = any;
     sync_threads();
-    let mut half: usize = 128;
-    while half > 0 {
-        if t < half {
-            a[t] = a[t] & a[t + half];
-            o[t] = o[t] | o[t + half];
+    let mut i = global_index();
+    while i < keys.len() {
+        let key = keys[i];
+        let mut p: u32 = 0;
+        while p < passes {
+            part.atomic_add(p as usize * 256 + radix_digit(key, 8 * p), 1u32);
+            p += 1;
         }
-        sync_threads();
-        half /= 2;
+        i += grid_stride();
     }
+    sync_threads();
+    b = t;
+    while b < bins {
+        if part[b] != 0 {
+            hist.atomic_add(b, part[b]);
+        }
+        b += 256;
+    }
+}
+
+/// `hist[i] = 0`.
+#[atomr_accel_cuda_macros::kernel(crate = crate)]
+fn radix_zero(hist: &mut [u32]) {
+    let i = global_index();
+    if i < hist.len() {
+        hist[i] = 0;
+    }
+}
+
+/// One radix pass (see the module docs): the keys' digit `pass` (bits 8·pass ..
+/// 8·pass + 8), keys moved from `keys` to `keys_out` with a payload from `payload` to
+/// `payload_out` as `carry` says: [`CARRY_NONE`], [`CARRY_POSITION`] (each key's own
+/// position, `payload` unread: the first pass of an index) or [`CARRY_PAYLOAD`].
+/// `hist` is the histogram pass's counts; `status[0]` hands out tiles (a ticket: tile =
+/// ticket mod tiles, epoch = ticket / tiles, so a reused status buffer needs no
+/// clearing: every launch on it takes exactly `tiles` tickets) and `status[1 + 256·t +
+/// d]` is tile t's count of digit d beside the epoch and its state (`epoch << 34 | state
+/// << 32 | count`: nothing yet, the tile's own count, the count of the tiles up to and
+/// with it).
+#[atomr_accel_cuda_macros::kernel(crate = crate)]
+fn radix_onesweep<K: Int, P: Int>(
+    keys: &[K],
+    payload: &[P],
+    carry: u32,
+    pass: u32,
+    hist: &[u32],
+    status: &mut [u64],
+    keys_out: &mut [K],
+    payload_out: &mut [P],
+) {
+    const OWN: u64 = 1;
+    const UP_TO: u64 = 2;
+    // Per warp and digit: the count, then the warp's start among the tile's keys of
+    // that digit.
+    let mut counts = shared_array::<u32, 2048>();
+    // Each key's rank among the keys of its digit in its warp (below 256; 16 bits keep
+    // the block within 48 KiB of shared memory for 64-bit keys and payloads).
+    let mut ranks = shared_array::<u16, 2048>();
+    // The tile grouped by digit.
+    let mut grouped = shared_array::<K, 2048>();
+    let mut grouped_payload = shared_array::<P, 2048>();
+    // Per digit: where its keys start in `grouped`, and in the output.
+    let mut starts = shared_array::<u32, 256>();
+    let mut dest = shared_array::<u32, 256>();
+    let mut warps = shared_array::<u64, 8>();
+    let mut ticket = shared_array::<u64, 1>();
+    let t = thread_idx_x();
+    let lane = lane_id();
+    let w = t / 32;
+    let n = keys.len();
+    let shift = 8 * pass;
+    let tiles = grid_dim_x() as u64;
     if t == 0 {
-        ands[block_idx_x()] = a[0];
-        ors[block_idx_x()] = o[0];
+        ticket[0] = status.atomic_add(0, 1u64);
     }
-}
-
-/// Digit `d`'s one in packed word `q`: the 16 per-digit counts of a thread (at most
-/// 1024 each, so a 16-bit field never carries into the next) four to a word.
-#[atomr_accel_cuda_macros::device(crate = crate)]
-fn one_in(d: usize, q: usize) -> u64 {
-    if d / 4 == q {
-        1u64 << (16 * (d % 4))
-    } else {
-        0
-    }
-}
-
-/// The digit of `key` at `shift`.
-#[atomr_accel_cuda_macros::device(crate = crate)]
-fn digit(key: u64, shift: u32) -> usize {
-    ((key >> shift) & 15u64) as usize
-}
-
-/// Thread `t`'s packed digit counts of its four keys (`keys[base..base + 4]`, those
-/// present), word `q` of the four.
-#[atomr_accel_cuda_macros::device(crate = crate)]
-fn thread_counts(keys: &[u64], base: usize, shift: u32, q: usize) -> u64 {
-    let mut w: u64 = 0;
     let mut k: usize = 0;
-    while k < 4 {
-        if base + k < keys.len() {
-            w += one_in(digit(keys[base + k], shift), q);
-        }
+    while k < 8 {
+        counts[k * 256 + t] = 0;
         k += 1;
     }
-    w
-}
-
-/// Radix pass 1: block `b` counts the digits (at `shift`) of its tile of keys into
-/// `counts[d · blocks + b]` — digit-major, so that an exclusive scan of `counts` is
-/// where each block's keys of each digit go.
-#[atomr_accel_cuda_macros::kernel(crate = crate)]
-fn radix_counts(keys: &[u64], shift: u32, counts: &mut [u32]) {
-    let mut part = shared_array::<u64, 1024>();
-    let t = thread_idx_x();
-    let base = block_idx_x() * 1024 + t * 4;
-    let mut q: usize = 0;
-    while q < 4 {
-        part[q * 256 + t] = thread_counts(keys, base, shift, q);
-        q += 1;
-    }
     sync_threads();
-    let mut half: usize = 128;
-    while half > 0 {
-        if t < half {
-            q = 0;
-            while q < 4 {
-                part[q * 256 + t] += part[q * 256 + t + half];
-                q += 1;
+    let tile = (ticket[0] % tiles) as usize;
+    let epoch = (ticket[0] / tiles) & 0x3FFF_FFFFu64;
+    let base = tile * 2048;
+    // Every key has one digit here: the order stands, the tile moves as it is.
+    if hist[pass as usize * 256 + radix_digit(keys[0], shift)] as usize == n {
+        k = 0;
+        while k < 8 {
+            let g = base + k * 256 + t;
+            if g < n {
+                keys_out[g] = keys[g];
+                if carry == 1 {
+                    payload_out[g] = P::from_i64(g as i64);
+                } else if carry == 2 {
+                    payload_out[g] = payload[g];
+                }
             }
+            k += 1;
         }
-        sync_threads();
-        half /= 2;
+        return;
     }
-    if t < 16 {
-        let w = part[(t / 4) * 256];
-        counts[t * grid_dim_x() + block_idx_x()] = ((w >> (16 * (t % 4))) & 0xFFFFu64) as u32;
-    }
-}
-
-/// Between the radix passes: `starts` = the exclusive prefix sums of `counts` (digit-
-/// major, so each block's start for each digit), in one block of 1024 threads — each
-/// totals a contiguous chunk, the chunk totals are scanned across the block, each chunk
-/// is rescanned from its offset. A few hundred counts per thread even for tens of
-/// millions of keys, and no trip to the host between the passes.
-#[atomr_accel_cuda_macros::kernel(crate = crate)]
-fn radix_starts(counts: &[u32], starts: &mut [u64]) {
-    let mut part = shared_array::<u64, 1024>();
-    let t = thread_idx_x();
-    let chunk = (counts.len() + 1023) / 1024;
-    let first = t * chunk;
-    let mut sum: u64 = 0;
-    let mut i = first;
-    while i < first + chunk && i < counts.len() {
-        sum += counts[i] as u64;
+    // Rank: each warp its 256 keys in order, 32 at a time; a key's peers (the lanes of
+    // its digit) from one ballot per digit bit; the highest peer counts them.
+    let mut i: usize = 0;
+    while i < 8 {
+        let slot = w * 256 + i * 32 + lane as usize;
+        let valid = base + slot < n;
+        let mut d: usize = 0;
+        if valid {
+            d = radix_digit(keys[base + slot], shift);
+        }
+        let mut peers: u32 = ballot(valid);
+        let mut b: usize = 0;
+        while b < 8 {
+            let set = ((d >> b) & 1) == 1;
+            let vote = ballot(set);
+            if set {
+                peers = peers & vote;
+            } else {
+                peers = peers & (vote ^ 0xFFFF_FFFFu32);
+            }
+            b += 1;
+        }
+        let below = (peers & ((1u32 << lane) - 1)).count_ones();
+        let many = peers.count_ones();
+        if valid {
+            ranks[slot] = (counts[w * 256 + d] + below) as u16;
+        }
+        sync_warp();
+        if valid && below + 1 == many {
+            counts[w * 256 + d] += many;
+        }
+        sync_warp();
         i += 1;
     }
-    part[t] = sum;
     sync_threads();
-    let mut off: usize = 1;
-    while off < 1024 {
-        let mut add: u64 = 0;
-        if t >= off {
-            add = part[t - off];
+    // Thread t takes digit t: each warp's start among the tile's keys of it, the tile's
+    // count of it ...
+    let mut run: u32 = 0;
+    k = 0;
+    while k < 8 {
+        let c = counts[k * 256 + t];
+        counts[k * 256 + t] = run;
+        run += c;
+        k += 1;
+    }
+    let own = run;
+    // ... then where each digit starts in the tile (the low half) and among all keys
+    // (the high half): one exclusive scan over the digits of both, packed.
+    let packed: u64 = ((hist[pass as usize * 256 + t] as u64) << 32) | own as u64;
+    let mut v = packed;
+    let mut off: u32 = 1;
+    while off < 32 {
+        let up = shfl_up(v, off);
+        if lane >= off {
+            v += up;
         }
-        sync_threads();
-        part[t] += add;
-        sync_threads();
         off *= 2;
     }
-    let mut run: u64 = part[t] - sum;
-    i = first;
-    while i < first + chunk && i < counts.len() {
-        starts[i] = run;
-        run += counts[i] as u64;
+    if lane == 31 {
+        warps[w] = v;
+    }
+    sync_threads();
+    let mut before: u64 = v - packed;
+    k = 0;
+    while k < w {
+        before += warps[k];
+        k += 1;
+    }
+    starts[t] = (before & 0xFFFF_FFFFu64) as u32;
+    // The keys of digit t in the tiles before this one: decoupled look-back.
+    let mut prior: u64 = 0;
+    let at = 1 + tile * 256 + t;
+    let stamp = epoch << 34;
+    if tile == 0 {
+        status.atomic_exch(at, stamp | (UP_TO << 32) | own as u64);
+    } else {
+        status.atomic_exch(at, stamp | (OWN << 32) | own as u64);
+        let mut p = tile - 1;
+        let mut done = false;
+        while !done {
+            let seen = status.atomic_load(1 + p * 256 + t);
+            let state = (seen >> 32) & 3;
+            if (seen >> 34) == epoch && state != 0 {
+                prior += seen & 0xFFFF_FFFFu64;
+                if state == UP_TO {
+                    done = true;
+                } else {
+                    p -= 1;
+                }
+            }
+        }
+        status.atomic_exch(at, stamp | (UP_TO << 32) | (prior + own as u64));
+    }
+    dest[t] = ((before >> 32) + prior) as u32;
+    sync_threads();
+    // The tile grouped by digit, in shared memory ...
+    i = 0;
+    while i < 8 {
+        let slot = w * 256 + i * 32 + lane as usize;
+        let g = base + slot;
+        if g < n {
+            let key = keys[g];
+            let d = radix_digit(key, shift);
+            let pos = (starts[d] + counts[w * 256 + d] + ranks[slot] as u32) as usize;
+            grouped[pos] = key;
+            if carry == 1 {
+                grouped_payload[pos] = P::from_i64(g as i64);
+            } else if carry == 2 {
+                grouped_payload[pos] = payload[g];
+            }
+        }
         i += 1;
     }
-}
-
-/// Radix pass 2: block `b` moves its tile of keys (and their indices) to their places
-/// for the digit at `shift`: `starts[d · blocks + b]` (pass 1's counts, scanned) plus
-/// the number of keys of digit d before it in the tile — the threads' packed counts
-/// scanned across the block, then each thread's own keys in order.
-#[atomr_accel_cuda_macros::kernel(crate = crate)]
-fn radix_scatter(keys: &[u64], index: &[u32], shift: u32, starts: &[u64], keys_out: &mut [u64], index_out: &mut [u32]) {
-    let mut part = shared_array::<u64, 1024>();
-    let t = thread_idx_x();
-    let b = block_idx_x();
-    let base = b * 1024 + t * 4;
-    let mut q: usize = 0;
-    while q < 4 {
-        part[q * 256 + t] = thread_counts(keys, base, shift, q);
-        q += 1;
-    }
     sync_threads();
-    // The packed counts, scanned across the block (Hillis–Steele, inclusive).
-    let mut off: usize = 1;
-    while off < 256 {
-        let mut a0: u64 = 0;
-        let mut a1: u64 = 0;
-        let mut a2: u64 = 0;
-        let mut a3: u64 = 0;
-        if t >= off {
-            a0 = part[t - off];
-            a1 = part[256 + t - off];
-            a2 = part[512 + t - off];
-            a3 = part[768 + t - off];
-        }
-        sync_threads();
-        part[t] += a0;
-        part[256 + t] += a1;
-        part[512 + t] += a2;
-        part[768 + t] += a3;
-        sync_threads();
-        off *= 2;
-    }
-    // The keys of each digit before this thread's, then its own, one by one.
-    let mut k: usize = 0;
-    while k < 4 {
-        if base + k < keys.len() {
-            let key = keys[base + k];
-            let d = digit(key, shift);
-            let q = d / 4;
-            let packed = part[q * 256 + t] - thread_counts(keys, base, shift, q);
-            let mut own: u64 = 0;
-            let mut j: usize = 0;
-            while j < k {
-                own += one_in(digit(keys[base + j], shift), q);
-                j += 1;
+    // ... and out, each digit's run to where its keys go (neighbouring threads, neighbouring places).
+    k = 0;
+    while k < 8 {
+        let pos = k * 256 + t;
+        if base + pos < n {
+            let key = grouped[pos];
+            let d = radix_digit(key, shift);
+            let to = (dest[d] + (pos as u32 - starts[d])) as usize;
+            keys_out[to] = key;
+            if carry != 0 {
+                payload_out[to] = grouped_payload[pos];
             }
-            let before = ((packed + own) >> (16 * (d % 4))) & 0xFFFFu64;
-            let at = (starts[d * grid_dim_x() + b] + before) as usize;
-            keys_out[at] = key;
-            index_out[at] = index[base + k];
         }
         k += 1;
     }
@@ -288,56 +390,220 @@ fn gather_int<T: Int>(src: &[T], index: &[u32], out: &mut [T]) {
     }
 }
 
+/// `out[i] = src[i]`, floats.
+#[atomr_accel_cuda_macros::kernel(crate = crate)]
+fn copy_float<T: Float>(src: &[T], out: &mut [T]) {
+    let i = global_index();
+    if i < out.len() {
+        out[i] = src[i];
+    }
+}
+
+/// `out[i] = src[i]`, integers.
+#[atomr_accel_cuda_macros::kernel(crate = crate)]
+fn copy_int<T: Int>(src: &[T], out: &mut [T]) {
+    let i = global_index();
+    if i < out.len() {
+        out[i] = src[i];
+    }
+}
+
+/// The unsigned key types radix passes sort: `u32` (keys of up to four bytes) and `u64`.
+#[doc(hidden)]
+pub trait RadixBits: Int + DType {
+    /// Radix passes of 8 bits each.
+    const PASSES: u32;
+}
+
+impl RadixBits for u32 {
+    const PASSES: u32 = 4;
+}
+
+impl RadixBits for u64 {
+    const PASSES: u32 = 8;
+}
+
 /// Key types of [`Device::sort_by_key`]: f16, bf16, f32, f64 (NaNs last), i8, i16, i32, i64, u8, u16, u32, u64.
 pub trait SortKey: DType {
-    /// The launch that writes the sort keys of `x`, and their indices.
+    /// The unsigned integers the keys sort as.
     #[doc(hidden)]
-    fn pairs_call(x: &GpuRef<Self>, keys: &mut GpuRef<u64>, index: &mut GpuRef<u32>) -> KernelCall;
+    type Bits: RadixBits;
+    /// Whether [`SortKey::unbits_call`] gives the keys back (integers).
+    #[doc(hidden)]
+    const EXACT: bool;
+    /// The launch that writes the sort keys of `x`.
+    #[doc(hidden)]
+    fn bits_call(x: &GpuRef<Self>, bits: &mut GpuRef<Self::Bits>) -> KernelCall;
+    /// The launch that writes the keys back from their sorted sort keys — integers,
+    /// whose sort keys are their bits rearranged — or `None` (floats: -0 sorts as +0 and
+    /// every NaN as one, so their keys are gathered through the sorted order instead).
+    #[doc(hidden)]
+    fn unbits_call(bits: &GpuRef<Self::Bits>, x: &GpuRef<Self>) -> Option<KernelCall>;
 }
 
 /// Value types of [`Device::sort_by_key`] (and key types, for gathering them back):
 /// f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64.
 pub trait SortValue: DType {
+    /// Whether [`SortValue::carried`] carries the values (integers).
+    #[doc(hidden)]
+    const CARRIED: bool;
     /// The launch of `out[i] = src[index[i]]`.
     #[doc(hidden)]
     fn gather_call(src: &GpuRef<Self>, index: &GpuRef<u32>, out: &GpuRef<Self>) -> KernelCall;
+    /// The launch of `out[i] = src[i]`.
+    #[doc(hidden)]
+    fn copy_call(src: &GpuRef<Self>, out: &mut GpuRef<Self>) -> KernelCall;
+    /// The radix passes of `radix` carrying `values` along (integers: the payload of
+    /// every pass, left in `spare[0]`), or `None` (floats: through the sorted order).
+    #[doc(hidden)]
+    fn carried<B: RadixBits>(
+        radix: &mut Radix<B>,
+        values: &GpuRef<Self>,
+        spare: &mut [GpuRef<Self>; 2],
+    ) -> Option<KernelSequence>;
 }
 
-macro_rules! sort_keys {
-    ($pairs:ident: $($k:ty $(= $flip:expr)?),*) => {
+macro_rules! float_keys {
+    ($bits:ident -> $b:ty: $($k:ty),*) => {
         $(impl SortKey for $k {
-            fn pairs_call(x: &GpuRef<Self>, keys: &mut GpuRef<u64>, index: &mut GpuRef<u32>) -> KernelCall {
-                let cfg = LaunchConfig::for_elements(keys.len(), 256);
-                $pairs::call::<$k>(cfg, x, $($flip,)? keys, index)
+            type Bits = $b;
+            const EXACT: bool = false;
+            fn bits_call(x: &GpuRef<Self>, bits: &mut GpuRef<$b>) -> KernelCall {
+                $bits::call::<$k>(LaunchConfig::for_elements(bits.len(), 256), x, bits)
+            }
+            fn unbits_call(_: &GpuRef<$b>, _: &GpuRef<Self>) -> Option<KernelCall> {
+                None
+            }
+        })*
+    };
+}
+
+macro_rules! int_keys {
+    ($b:ty, $top:expr; $($k:ty = $signed:expr),*) => {
+        $(impl SortKey for $k {
+            type Bits = $b;
+            const EXACT: bool = true;
+            fn bits_call(x: &GpuRef<Self>, bits: &mut GpuRef<$b>) -> KernelCall {
+                let flip: $b = if $signed { $top } else { 0 };
+                int_bits::call::<$k, $b>(LaunchConfig::for_elements(bits.len(), 256), x, flip, bits)
+            }
+            fn unbits_call(bits: &GpuRef<$b>, x: &GpuRef<Self>) -> Option<KernelCall> {
+                let flip: $b = if $signed { $top } else { 0 };
+                let mut x = x.clone();
+                Some(int_unbits::call::<$b, $k>(LaunchConfig::for_elements(x.len(), 256), bits, flip, &mut x))
             }
         })*
     };
 }
 
 macro_rules! sort_values {
-    ($gather:ident: $($v:ty),*) => {
+    ($gather:ident, $copy:ident, $carried:ident = $is:expr; $($v:ty),*) => {
         $(impl SortValue for $v {
+            const CARRIED: bool = $is;
             fn gather_call(src: &GpuRef<Self>, index: &GpuRef<u32>, out: &GpuRef<Self>) -> KernelCall {
                 let mut out = out.clone();
                 let cfg = LaunchConfig::for_elements(out.len(), 256);
                 $gather::call::<$v>(cfg, src, index, &mut out)
             }
+            fn copy_call(src: &GpuRef<Self>, out: &mut GpuRef<Self>) -> KernelCall {
+                let cfg = LaunchConfig::for_elements(out.len(), 256);
+                $copy::call::<$v>(cfg, src, out)
+            }
+            fn carried<B: RadixBits>(
+                radix: &mut Radix<B>,
+                values: &GpuRef<Self>,
+                spare: &mut [GpuRef<Self>; 2],
+            ) -> Option<KernelSequence> {
+                $carried!(radix, values, spare)
+            }
         })*
     };
 }
 
-sort_keys!(float_sort_keys: half::f16, half::bf16, f32, f64);
-// Widened to i64, a u32 is never negative: flipping the top bit keeps its order too; a
-// u64's bits are its order already.
-sort_keys!(int_sort_keys: i8 = TOP, i16 = TOP, i32 = TOP, i64 = TOP, u8 = TOP, u16 = TOP, u32 = TOP, u64 = 0);
-sort_values!(gather_float: half::f16, half::bf16, f32, f64);
-sort_values!(gather_int: i8, i16, i32, i64, u8, u16, u32, u64);
+/// Floats ride through the sorted order.
+macro_rules! through_order {
+    ($radix:ident, $values:ident, $spare:ident) => {{
+        let _ = ($radix, $values, $spare);
+        None
+    }};
+}
 
-/// A radix sort ready to run: its passes' launches, and the buffer they leave the
-/// sorted order in.
-struct Order {
-    passes: KernelSequence,
-    index: GpuRef<u32>,
+/// Integers ride along as the passes' payload.
+macro_rules! as_payload {
+    ($radix:ident, $values:ident, $spare:ident) => {{
+        let [a, b] = $spare;
+        Some($radix.passes($values, CARRY_PAYLOAD, a, b))
+    }};
+}
+
+float_keys!(float_bits32 -> u32: half::f16, half::bf16, f32);
+float_keys!(float_bits64 -> u64: f64);
+int_keys!(u32, TOP32; i8 = true, i16 = true, i32 = true, u8 = false, u16 = false, u32 = false);
+int_keys!(u64, TOP64; i64 = true, u64 = false);
+sort_values!(gather_float, copy_float, through_order = false; half::f16, half::bf16, f32, f64);
+sort_values!(gather_int, copy_int, as_payload = true; i8, i16, i32, i64, u8, u16, u32, u64);
+
+/// A radix sort's buffers and launches so far: the keys' radix forms counted, then as
+/// many passes as [`Radix::passes`] adds, leaving the sorted forms in `bits`.
+#[doc(hidden)]
+pub struct Radix<B: RadixBits> {
+    sequence: KernelSequence,
+    tiles: usize,
+    bits: GpuRef<B>,
+    spare: GpuRef<B>,
+    hist: Scratch<u32>,
+    status: Scratch<u64>,
+}
+
+impl<B: RadixBits> Radix<B> {
+    /// The launches so far, then the passes carrying each key's original position: the
+    /// stable ascending order, left in `index[0]`.
+    fn order(&mut self, index: &mut [GpuRef<u32>; 2]) -> KernelSequence {
+        let [a, b] = index;
+        // (The first pass writes positions: its payload input is never read.)
+        let unread = a.clone();
+        self.passes(&unread, CARRY_POSITION, a, b)
+    }
+
+    /// The launches so far, then the radix passes — keys from `bits` and back (each pass
+    /// into the spare buffer, the two swapped), each carrying a payload from `payload`
+    /// (read by the first pass only, as `first` says: see [`radix_onesweep`]) through
+    /// `a` and `b`, left in `a` (the passes are even in number).
+    fn passes<P: Int + DType>(
+        &mut self,
+        payload: &GpuRef<P>,
+        first: u32,
+        a: &mut GpuRef<P>,
+        b: &mut GpuRef<P>,
+    ) -> KernelSequence {
+        let shape = LaunchConfig {
+            grid: (self.tiles as u32, 1, 1),
+            block: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut sequence = std::mem::take(&mut self.sequence);
+        for pass in 0..B::PASSES {
+            let (from, to) = if pass % 2 == 0 { (&*a, &mut *b) } else { (&*b, &mut *a) };
+            let (input, carry) = match pass {
+                0 => (payload, first),
+                _ if first == CARRY_NONE => (from, CARRY_NONE),
+                _ => (from, CARRY_PAYLOAD),
+            };
+            sequence = sequence.then(radix_onesweep::call::<B, P>(
+                shape,
+                &self.bits,
+                input,
+                carry,
+                pass,
+                &self.hist,
+                &mut self.status,
+                &mut self.spare,
+                to,
+            ));
+            std::mem::swap(&mut self.bits, &mut self.spare);
+        }
+        sequence
+    }
 }
 
 impl Device {
@@ -372,30 +638,51 @@ impl Device {
                 .mismatch("a window apart from the keys'", "an overlapping one"),
             ));
         }
-        let Some(order) = self.sort_launches(keys, "sort_by_key").await? else {
-            return Ok(());
-        };
-        let (kc, vc) = futures::try_join!(self.alloc::<K>(n), self.alloc::<V>(n))?;
-        futures::try_join!(self.copy(keys, &kc), self.copy(values, &vc))?;
-        // The passes and both gathers: one sequence, waited for once.
-        let Order { passes, index } = order;
-        self.launch_all(
-            passes
-                .then(K::gather_call(&kc, &index, keys))
-                .then(V::gather_call(&vc, &index, values)),
-        )
-        .await
+        if n == 0 {
+            return Ok(()); // (empty views): nothing to order
+        }
+        // Every buffer at once (independent asks in flight together: one round trip's
+        // wait), then one sequence of launches, waited for once.
+        if K::EXACT && V::CARRIED {
+            // Integer keys and values: the values ride along as the passes' payload, the
+            // keys come back from their radix forms.
+            let (mut radix, mut spare) = futures::try_join!(self.radix(keys, "sort_by_key"), self.alloc_pair::<V>(n))?;
+            let unbits = K::unbits_call(&radix.bits, keys);
+            if let (Some(passes), Some(unbits)) = (V::carried(&mut radix, values, &mut spare), unbits) {
+                let mut out = values.clone();
+                return self
+                    .launch_all(passes.then(unbits).then(V::copy_call(&spare[0], &mut out)))
+                    .await;
+            }
+        }
+        // Otherwise through the sorted order: the values gathered by it from a copy.
+        let ((sorted_keys, order), mut vc) =
+            futures::try_join!(self.keys_by_order(keys, "sort_by_key"), self.alloc_uninit::<V>(n))?;
+        let mut sequence = KernelSequence::new().then(V::copy_call(values, &mut vc));
+        sequence.0.extend(sorted_keys.0);
+        self.launch_all(sequence.then(V::gather_call(&vc, &order, values)))
+            .await
     }
 
     /// Sorts `keys` in place, ascending and stable (NaNs last), as
     /// [`Device::sort_by_key`] without values.
     pub async fn sort<K: SortKey + SortValue>(&self, keys: &GpuRef<K>) -> Result<(), GpuError> {
-        let Some(Order { passes, index }) = self.sort_launches(keys, "sort").await? else {
+        if keys.is_empty() {
             return Ok(());
-        };
-        let kc = self.alloc::<K>(keys.len()).await?;
-        self.copy(keys, &kc).await?;
-        self.launch_all(passes.then(K::gather_call(&kc, &index, keys))).await
+        }
+        if K::EXACT {
+            // Integers: keys only through the passes, then back from their radix forms.
+            let (mut radix, mut none) = futures::try_join!(self.radix(keys, "sort"), self.alloc_pair::<u32>(1))?;
+            if let Some(unbits) = K::unbits_call(&radix.bits, keys) {
+                let [a, b] = &mut none;
+                let placeholder = a.clone();
+                let passes = radix.passes(&placeholder, CARRY_NONE, a, b);
+                return self.launch_all(passes.then(unbits)).await;
+            }
+        }
+        // Floats: through the sorted order.
+        let (sorted_keys, _) = self.keys_by_order(keys, "sort").await?;
+        self.launch_all(sorted_keys).await
     }
 
     /// The stable ascending order of `keys` (left as they are): a new buffer whose
@@ -403,87 +690,100 @@ impl Device {
     /// order, NaNs last — `torch.argsort(stable=True)`. `InvalidArgument` for an empty
     /// view (there is no buffer of no elements).
     pub async fn argsort<K: SortKey>(&self, keys: &GpuRef<K>) -> Result<GpuRef<u32>, GpuError> {
-        let order = self.sort_launches(keys, "argsort").await?;
-        if let Some(Order { passes, index }) = order {
-            self.launch_all(passes).await?;
-            return Ok(index);
+        if keys.is_empty() {
+            return Err(GpuError::InvalidArgument(
+                Invalid::new("argsort of no keys: the order would be an empty buffer")
+                    .arg("keys")
+                    .mismatch("at least one key", 0),
+            ));
         }
-        Err(GpuError::InvalidArgument(
-            Invalid::new("argsort of no keys: the order would be an empty buffer")
-                .arg("keys")
-                .mismatch("at least one key", 0),
-        ))
+        let (mut radix, mut index) =
+            futures::try_join!(self.radix(keys, "argsort"), self.alloc_pair::<u32>(keys.len()))?;
+        self.launch_all(radix.order(&mut index)).await?;
+        let [sorted, _] = index;
+        Ok(sorted)
     }
 
-    /// The radix sort, up to its passes: the checks, every buffer, the keys' 64-bit forms
-    /// (and which of their digits vary), then the passes' launches — not yet run — and
-    /// the buffer they leave the stable ascending order of `keys` in (`None` for no
-    /// keys). The caller appends what uses the order and runs it all as one sequence.
-    /// `what` names the call in errors.
-    async fn sort_launches<K: SortKey>(&self, keys: &GpuRef<K>, what: &str) -> Result<Option<Order>, GpuError> {
+    /// Two buffers of `n` elements, asked for together, not zeroed (every buffer of a
+    /// sort is written before it is read).
+    async fn alloc_pair<T: DType>(&self, n: usize) -> Result<[GpuRef<T>; 2], GpuError> {
+        let (a, b) = futures::try_join!(self.alloc_uninit::<T>(n), self.alloc_uninit::<T>(n))?;
+        Ok([a, b])
+    }
+
+    /// The launches that sort `keys` in place through their stable order (as the radix
+    /// passes' payload), and the buffer they leave that order in: float keys gathered by
+    /// it from a copy, integers back from their radix forms.
+    async fn keys_by_order<K: SortKey + SortValue>(
+        &self,
+        keys: &GpuRef<K>,
+        what: &str,
+    ) -> Result<(KernelSequence, GpuRef<u32>), GpuError> {
+        let (mut radix, mut index, kc) = futures::try_join!(
+            self.radix(keys, what),
+            self.alloc_pair::<u32>(keys.len()),
+            self.key_copy(keys)
+        )?;
+        let (copy, kc) = kc.unzip();
+        let mut sequence = KernelSequence(copy.into_iter().collect());
+        sequence.0.extend(radix.order(&mut index).0);
+        let [order, _] = index;
+        let sequence = match (K::unbits_call(&radix.bits, keys), kc) {
+            (Some(unbits), _) => sequence.then(unbits),
+            (None, Some(kc)) => sequence.then(K::gather_call(&kc, &order, keys)),
+            (None, None) => sequence,
+        };
+        Ok((sequence, order))
+    }
+
+    /// For float keys (gathered back through the sorted order), a copy of them and the
+    /// launch that makes it; `None` for integers (back from their radix forms).
+    async fn key_copy<K: SortKey + SortValue>(
+        &self,
+        keys: &GpuRef<K>,
+    ) -> Result<Option<(KernelCall, GpuRef<K>)>, GpuError> {
+        if K::EXACT {
+            return Ok(None);
+        }
+        let mut copy = self.alloc_uninit::<K>(keys.len()).await?;
+        Ok(Some((K::copy_call(keys, &mut copy), copy)))
+    }
+
+    /// A radix sort of (non-empty) `keys` up to its passes: the checks, its buffers, and
+    /// the launches that write the keys' radix forms and count their digits. `what` names
+    /// the call in errors.
+    async fn radix<K: SortKey>(&self, keys: &GpuRef<K>, what: &str) -> Result<Radix<K::Bits>, GpuError> {
         let n = keys.len();
         if n >= (u32::MAX / 2) as usize {
             return Err(GpuError::Unsupported(format!(
                 "{what} of {n} elements: sorts take fewer than 2^31 (32-bit indices)"
             )));
         }
-        if n == 0 {
-            return Ok(None); // (an empty view): nothing to order
-        }
-        let blocks = n.div_ceil(TILE);
-        // Every buffer of the sort, asked for together (independent asks in flight at
-        // once: one round trip's wait, not eight).
-        let (mut keys_a, mut index_a, mut keys_b, mut index_b, mut counts, mut starts, mut ands, mut ors) = futures::try_join!(
-            self.alloc::<u64>(n),
-            self.alloc::<u32>(n),
-            self.alloc::<u64>(n),
-            self.alloc::<u32>(n),
-            self.alloc::<u32>(DIGITS * blocks),
-            self.alloc::<u64>(DIGITS * blocks),
-            self.scratch::<u64>(blocks),
-            self.scratch::<u64>(blocks),
+        let tiles = n.div_ceil(TILE);
+        let passes = K::Bits::PASSES;
+        // The look-back states: zeroed when new; a reused one — only ever this kernel's,
+        // for as many tiles — is told apart by the epoch.
+        let ([mut bits, spare], mut hist, status) = futures::try_join!(
+            self.alloc_pair::<K::Bits>(n),
+            self.scratch::<u32>(256 * passes as usize),
+            self.owned_scratch::<u64>("radix sort", 1 + 256 * tiles),
         )?;
-        let shape = LaunchConfig {
-            grid: (blocks as u32, 1, 1),
+        let counting = LaunchConfig {
+            grid: (tiles.min(HISTOGRAM_BLOCKS) as u32, 1, 1),
             block: (256, 1, 1),
             shared_mem_bytes: 0,
         };
-        let one_block = LaunchConfig {
-            grid: (1, 1, 1),
-            block: (1024, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        // The keys' 64-bit forms and the bits in which some two differ (an AND and an OR
-        // of all keys: per block on the device, the blocks combined here).
-        self.launch_all([
-            K::pairs_call(keys, &mut keys_a, &mut index_a),
-            key_bits::call(shape, &keys_a, &mut ands, &mut ors),
-        ])
-        .await?;
-        let (ands, ors) = futures::try_join!(self.download(&ands), self.download(&ors))?;
-        let varying = ands.iter().fold(u64::MAX, |a, k| a & k) ^ ors.iter().fold(0, |a, k| a | k);
-        // Every pass's three launches: the stream orders them.
-        let mut passes = KernelSequence::new();
-        for pass in 0..DIGITS as u32 {
-            let shift = 4 * pass;
-            if (varying >> shift) & 15 == 0 {
-                continue; // every key has the same digit here: the order stands
-            }
-            passes = passes
-                .then(radix_counts::call(shape, &keys_a, shift, &mut counts))
-                .then(radix_starts::call(one_block, &counts, &mut starts))
-                .then(radix_scatter::call(
-                    shape,
-                    &keys_a,
-                    &index_a,
-                    shift,
-                    &starts,
-                    &mut keys_b,
-                    &mut index_b,
-                ));
-            std::mem::swap(&mut keys_a, &mut keys_b);
-            std::mem::swap(&mut index_a, &mut index_b);
-        }
-        Ok(Some(Order { passes, index: index_a }))
+        let sequence = KernelSequence::new()
+            .then(K::bits_call(keys, &mut bits))
+            .then(radix_zero::call(LaunchConfig::for_elements(hist.len(), 256), &mut hist))
+            .then(radix_histogram::call::<K::Bits>(counting, &bits, passes, &mut hist));
+        Ok(Radix {
+            sequence,
+            tiles,
+            bits,
+            spare,
+            hist,
+            status,
+        })
     }
 }
