@@ -1,8 +1,7 @@
 //! Reductions as library calls (`Device::sum`, `max`, `argmax`), prefix sums
 //! (`Device::inclusive_scan`, into a second buffer) over 64M and 1M f32, the sum of 64M
-//! and 1M i32, and `Device::sort_by_key` of 1M f32 keys with u32 values (from a copy of
-//! the unsorted data each time, the copy untimed): each call awaited (a reduction's
-//! answer read back to the host), median of rounds; the same ops in PyTorch and CuPy on
+//! and 1M i32 (sorts: `benches/sort.rs`): each call awaited (a reduction's answer read
+//! back to the host), median of rounds; the same ops in PyTorch and CuPy on
 //! the same GPU come from `benches/reductions_torch.py`, run in the same device session.
 //! Reported as effective bandwidth (input bytes / time).
 
@@ -65,26 +64,5 @@ fn main() {
                 );
             }
         }
-        let n = 1 << 20;
-        let keys: Vec<f32> = (0..n)
-            .map(|i| ((i as u64 * 2_654_435_761) % 1_000_003) as f32)
-            .collect();
-        let (pristine, k) = (
-            dev.upload(keys.clone()).await.unwrap(),
-            dev.alloc::<f32>(n).await.unwrap(),
-        );
-        let v = dev.upload((0..n as u32).collect::<Vec<_>>()).await.unwrap();
-        let mut rounds = vec![];
-        for _ in 0..7 {
-            dev.copy(&pristine, &k).await.unwrap();
-            let t = std::time::Instant::now();
-            dev.sort_by_key(&k, &v).await.unwrap();
-            rounds.push(t.elapsed().as_secs_f64());
-        }
-        let s = median(rounds);
-        println!(
-            "RESULT | sort_by_key 1M f32 keys, u32 values | {:.1} µs per call",
-            s * 1e6
-        );
     });
 }

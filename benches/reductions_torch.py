@@ -32,10 +32,3 @@ for n in (64 << 20, 1 << 20):
     xi = (torch.arange(n, device="cuda", dtype=torch.int32) % 1000) - 500
     s = timed(lambda: xi.sum().item(), reps)
     print(f"RESULT | reductions.sum {n >> 20}M i32 | torch {s * 1e6:.1f} µs per call, {n * 4 / s / 1e9:.0f} GB/s")
-
-# A stable sort of 1M f32 keys carrying u32 values (torch: sort, then gather the values).
-n = 1 << 20
-keys = ((torch.arange(n, device="cuda", dtype=torch.int64) * 2654435761) % 1000003).to(torch.float32)
-vals = torch.arange(n, device="cuda", dtype=torch.int32)
-s = timed(lambda: (vals[torch.sort(keys, stable=True).indices], torch.cuda.synchronize()), 1)
-print(f"RESULT | sort_by_key 1M f32 keys, u32 values | torch {s * 1e6:.1f} µs per call")

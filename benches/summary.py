@@ -22,8 +22,8 @@ import subprocess
 import sys
 
 BENCHES = ["sgemm", "matmul", "fft", "rng", "solver", "batched_solver", "sparse", "dense_to_csr",
-           "reductions", "einsum", "dnn", "conv", "kernels", "graphs", "kernel_cache", "copies", "collectives"]
-TORCH_SCRIPTS = ["benches/reductions_torch.py", "benches/matmul_torch.py", "benches/einsum_torch.py",
+           "reductions", "sort", "einsum", "dnn", "conv", "kernels", "graphs", "kernel_cache", "copies", "collectives"]
+TORCH_SCRIPTS = ["benches/reductions_torch.py", "benches/sort_torch.py", "benches/matmul_torch.py", "benches/einsum_torch.py",
                  "benches/dnn_torch.py", "benches/conv_torch.py"]
 RESULT = re.compile(r"^RESULT \| (?P<what>[^|]+?) \| (?P<value>.+)$")
 NUMBER_UNIT = re.compile(r"(?P<num>[0-9]+(?:\.[0-9]+)?)\s*(?P<unit>µs|us|ms|s|TFLOP/s|GB/s|TB/s|Gsamples/s|M kernels/s|msg/s)\b")
