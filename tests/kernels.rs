@@ -409,6 +409,7 @@ on_both! {
     struct_values_built_in_kernels => struct_values;
     vec2_packed_half_arithmetic => packed_pairs;
     atomic_loads_read_what_other_blocks_published => chained_blocks;
+    bit_counts_and_float_bits_as_in_rust => bit_counts;
 }
 
 /// CPU-device faults of the emulation: typed errors, no hang, the device keeps serving.
@@ -1689,5 +1690,65 @@ async fn chained_blocks(config: DeviceConfig) {
     let got = d.download(&totals).await.unwrap();
     let want: Vec<f64> = (0..blocks).map(|k| ((k + 1) * (k + 2) / 2) as f64).collect();
     assert_eq!(got, want);
+    system.shutdown().await;
+}
+
+/// The lanes below `lane` (a `#[device] fn`: its result's type is Rust's to check, the
+/// kernel's C++ takes it from the call).
+#[device]
+fn lanes_below(lane: u32) -> u32 {
+    (1u32 << lane) - 1
+}
+
+/// `x` widened (the same, for an f64).
+#[device]
+fn widened(x: f32) -> f64 {
+    x as f64
+}
+
+/// `count_ones` over integers of each width (a narrow signed one's sign extension not
+/// counted) and on a `#[device] fn`'s result; `to_bits` of f32 and f64, the latter a
+/// `#[device] fn`'s result.
+#[kernel]
+pub fn bit_counts_kernel(x: &[f32], w: &[u64], b: &[i8], out: &mut [u64]) {
+    let i = global_index();
+    if i < x.len() {
+        let lane = (i % 32) as u32;
+        out[5 * i] = x[i].to_bits() as u64;
+        out[5 * i + 1] = widened(x[i]).to_bits();
+        out[5 * i + 2] = w[i].count_ones() as u64;
+        out[5 * i + 3] = b[i].count_ones() as u64;
+        out[5 * i + 4] = lanes_below(lane).count_ones() as u64 + ((x[i].to_bits().count_ones() as u64) << 8);
+    }
+}
+
+async fn bit_counts(config: DeviceConfig) {
+    let system = ActorSystem::new("bit-counts");
+    let d = Device::open(&system, config).await.unwrap();
+    let n = 1000;
+    let x: Vec<f32> = rand_vec(n).iter().map(|&v| (v * 1e3 - 500.0) as f32).collect();
+    let w: Vec<u64> = (0..n as u64).map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15)).collect();
+    let b: Vec<i8> = (0..n).map(|i| (i as i64 * 37 - 300) as i8).collect();
+    let (gx, gw, gb) = (
+        d.upload(x.clone()).await.unwrap(),
+        d.upload(w.clone()).await.unwrap(),
+        d.upload(b.clone()).await.unwrap(),
+    );
+    let mut out = d.alloc::<u64>(5 * n).await.unwrap();
+    bit_counts_kernel::launch(&d, LaunchConfig::for_elements(n, 128), &gx, &gw, &gb, &mut out)
+        .await
+        .unwrap();
+    let got = d.download(&out).await.unwrap();
+    for i in 0..n {
+        let lane = (i % 32) as u32;
+        let want = [
+            x[i].to_bits() as u64,
+            (x[i] as f64).to_bits(),
+            w[i].count_ones() as u64,
+            b[i].count_ones() as u64,
+            ((1u32 << lane) - 1).count_ones() as u64 + ((x[i].to_bits().count_ones() as u64) << 8),
+        ];
+        assert_eq!(&got[5 * i..5 * i + 5], &want, "element {i}");
+    }
     system.shutdown().await;
 }

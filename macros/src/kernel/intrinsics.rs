@@ -126,7 +126,7 @@ pub(crate) fn call_hint() -> String {
 pub(crate) fn method_hint() -> String {
     format!(
         "supported methods: {}, {}, mul_add, powi, to_f64, to_f32 on numbers; to_i64 on integers; wrapping_add on \
-         i64; to_bits on f32 and f64; count_ones on u32 and u64; len, is_empty, load2/load4(i), rows(ld) on \
+         i64; to_bits on f32 and f64; count_ones on integers; len, is_empty, load2/load4(i), rows(ld) on \
          buffers; store2/store4(i, v) on writable buffers; len, stride on 2-D views; {} on writable buffers and shared arrays",
         UNARY_MATH.join(", "),
         BINARY_MATH.join(", "),

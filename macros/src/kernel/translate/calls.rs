@@ -322,22 +322,28 @@ impl Tr<'_> {
             ("to_bits", 0) if rt == Ty::Prim(Prim::F32) => {
                 (format!("((unsigned int)__float_as_uint({r}))"), Ty::Prim(Prim::U32))
             }
+            // A `#[device] fn`'s result: C++ picks the width (Rust has checked the type).
+            ("to_bits", 0) if matches!(rt, Ty::Unknown(_)) => {
+                let text = format!("k_to_bits({r})");
+                (text.clone(), Ty::Unknown(text))
+            }
             ("to_bits", 0) => self.err(
                 &m.method,
                 "`to_bits` reads an `f32`'s bits as a `u32` or an `f64`'s as a `u64` (convert with `to_f32()` or \
                  `to_f64()` first)",
             ),
-            // A population count: how many lanes a `ballot` mask holds, a rank among them.
+            // A population count (of the integer's own width): how many lanes a `ballot`
+            // mask holds, a lane's rank among them.
             ("count_ones", 0) if rt == Ty::Prim(Prim::U32) => {
                 (format!("((unsigned int)__popc({r}))"), Ty::Prim(Prim::U32))
             }
             ("count_ones", 0) if rt == Ty::Prim(Prim::U64) => {
                 (format!("((unsigned int)__popcll({r}))"), Ty::Prim(Prim::U32))
             }
-            ("count_ones", 0) => self.err(
-                &m.method,
-                "`count_ones` counts the set bits of a `u32` or a `u64` (convert with `as u32` first)",
-            ),
+            ("count_ones", 0) if rt.is_int() || matches!(rt, Ty::Unknown(_)) => {
+                (format!("k_count_ones({r})"), Ty::Prim(Prim::U32))
+            }
+            ("count_ones", 0) => self.err(&m.method, "`count_ones` counts the set bits of an integer"),
             ("to_f32", 0) => (format!("k_to_f32({r})"), Ty::Prim(Prim::F32)),
             _ => self.err(
                 &m.method,

@@ -45,6 +45,18 @@ __device__ __forceinline__ long long k_wrapping_add(long long a, long long b) {
   return (long long)((unsigned long long)a + (unsigned long long)b);
 }
 template <class T> __device__ __forceinline__ T k_max(T a, T b) { return a < b ? b : a; }
+// Rust's `count_ones`: the set bits of the integer's own width (a narrow signed value's
+// sign extension not counted).
+template <class T> __device__ __forceinline__ unsigned int k_count_ones(T x) {
+  if (sizeof(T) == 8) return (unsigned int)__popcll((unsigned long long)x);
+  if (sizeof(T) == 4) return (unsigned int)__popc((unsigned int)x);
+  return (unsigned int)__popc((unsigned int)x & ((1u << (8 * sizeof(T) % 32)) - 1u));
+}
+// Rust's `to_bits` of an `f32` or an `f64`.
+__device__ __forceinline__ unsigned int k_to_bits(float x) { return __float_as_uint(x); }
+__device__ __forceinline__ unsigned long long k_to_bits(double x) {
+  return (unsigned long long)__double_as_longlong(x);
+}
 template <class T> __device__ __forceinline__ T k_abs(T x) { return x < 0 ? -x : x; }
 template <class T> __device__ __forceinline__ T k_rem(T a, T b) { return a % b; }
 
