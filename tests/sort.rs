@@ -2,7 +2,8 @@
 //! order), NaNs last, values permuted alike — checked on fresh random data with many
 //! ties against a stable sort on the host, for float and integer keys (64-bit ones beyond
 //! 2^53 compared exactly) and values of
-//! other types, odd lengths and views. On the CPU device and on the GPU.
+//! other types, odd lengths and views. On the CPU device (through the kernels, and past
+//! 65 536 keys on the host) and on the GPU.
 
 #[macro_use]
 mod common;
@@ -207,6 +208,15 @@ async fn sorts(config: DeviceConfig) {
     )
     .await;
     check_int::<i32>(&d, keys_f64(big, 300.0).iter().map(|&x| x as i32).collect()).await;
+    // Past the CPU device's host-sort threshold (65 536 keys; on a GPU, more radix
+    // tiles): the same orders, -0 and +0 equal, NaNs last.
+    let many = 100_003;
+    let mut f: Vec<f32> = keys_f64(many, 1e4).iter().map(|&x| x as f32 / 3.0).collect();
+    (f[7], f[8], f[9], f[10], f[many - 1]) = (0.0, -0.0, f32::NAN, 0.0, f32::NEG_INFINITY);
+    check::<f32>(&d, f).await;
+    check::<f64>(&d, keys_f64(many, 1e6)).await;
+    check_int::<i64>(&d, keys_wide(many)).await;
+    check_int::<u8>(&d, keys_f64(many, 100.0).iter().map(|&x| (x + 100.0) as u8).collect()).await;
     // Narrow integer values ride along as the passes' payload too.
     let n = 5000;
     let keys: Vec<i32> = keys_f64(n, 40.0).iter().map(|&x| x as i32).collect();

@@ -23,6 +23,7 @@ mod scan_api;
 mod scratch;
 mod solver_api;
 mod sort_api;
+mod sort_host;
 mod sparse_api;
 mod surface;
 pub(crate) mod test_hooks;

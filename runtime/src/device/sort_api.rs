@@ -439,6 +439,10 @@ pub trait SortKey: DType {
     /// every NaN as one, so their keys are gathered through the sorted order instead).
     #[doc(hidden)]
     fn unbits_call(bits: &GpuRef<Self::Bits>, x: &GpuRef<Self>) -> Option<KernelCall>;
+    /// The key's place in the sort order as a 64-bit integer, on the host (the same
+    /// order as its radix form): for the CPU device's host sort.
+    #[doc(hidden)]
+    fn radix_form(self) -> u64;
 }
 
 /// Value types of [`Device::sort_by_key`] (and key types, for gathering them back):
@@ -474,6 +478,17 @@ macro_rules! float_keys {
             fn unbits_call(_: &GpuRef<$b>, _: &GpuRef<Self>) -> Option<KernelCall> {
                 None
             }
+            fn radix_form(self) -> u64 {
+                // Widened to f64 (exact), as `float_bits64` orders it.
+                let v = crate::dtype::DTypeBase::to_f64(self);
+                let v = if v == 0.0 { 0.0 } else { v };
+                let bits = v.to_bits();
+                match (v.is_nan(), bits & TOP64 != 0) {
+                    (true, _) => u64::MAX,
+                    (false, true) => !bits,
+                    (false, false) => bits | TOP64,
+                }
+            }
         })*
     };
 }
@@ -491,6 +506,14 @@ macro_rules! int_keys {
                 let flip: $b = if $signed { $top } else { 0 };
                 let mut x = x.clone();
                 Some(int_unbits::call::<$b, $k>(LaunchConfig::for_elements(x.len(), 256), bits, flip, &mut x))
+            }
+            fn radix_form(self) -> u64 {
+                // Signed: shifted by 2^63 (the top bit flipped), as `int_bits` orders it.
+                if $signed {
+                    (self as i64 as u64) ^ TOP64
+                } else {
+                    self as u64
+                }
             }
         })*
     };
@@ -641,6 +664,9 @@ impl Device {
         if n == 0 {
             return Ok(()); // (empty views): nothing to order
         }
+        if self.sorts_on_host(n) {
+            return self.host_sort(keys, Some(values)).await;
+        }
         // Every buffer at once (independent asks in flight together: one round trip's
         // wait), then one sequence of launches, waited for once.
         if K::EXACT && V::CARRIED {
@@ -670,6 +696,9 @@ impl Device {
         if keys.is_empty() {
             return Ok(());
         }
+        if self.sorts_on_host(keys.len()) {
+            return self.host_sort::<K, K>(keys, None).await;
+        }
         if K::EXACT {
             // Integers: keys only through the passes, then back from their radix forms.
             let (mut radix, mut none) = futures::try_join!(self.radix(keys, "sort"), self.alloc_pair::<u32>(1))?;
@@ -696,6 +725,10 @@ impl Device {
                     .arg("keys")
                     .mismatch("at least one key", 0),
             ));
+        }
+        if self.sorts_on_host(keys.len()) {
+            let order = self.host_order(keys).await?;
+            return self.upload(order).await;
         }
         let (mut radix, mut index) =
             futures::try_join!(self.radix(keys, "argsort"), self.alloc_pair::<u32>(keys.len()))?;
