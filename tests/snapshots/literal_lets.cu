@@ -1,30 +1,30 @@
 // <prelude>
 extern "C" __global__ void literal_lets(const float* __restrict__ x, unsigned long long x_len, float* __restrict__ y, unsigned long long y_len, unsigned int n) {
-#line 1220 "tests/kernels.rs"
-  const k_usize i = ((k_usize)blockIdx.x * blockDim.x + threadIdx.x);
 #line 1221 "tests/kernels.rs"
-  float acc = 0.0;
+  const k_usize i = ((k_usize)blockIdx.x * blockDim.x + threadIdx.x);
 #line 1222 "tests/kernels.rs"
-  int hits = 0;
+  float acc = 0.0;
 #line 1223 "tests/kernels.rs"
-  unsigned int k = 0;
+  int hits = 0;
 #line 1224 "tests/kernels.rs"
-  while ((k < n)) {
+  unsigned int k = 0;
 #line 1225 "tests/kernels.rs"
-    const float v = x[(((i + ((k_usize)(k)))) % x_len)];
+  while ((k < n)) {
 #line 1226 "tests/kernels.rs"
-    acc += v;
+    const float v = x[(((i + ((k_usize)(k)))) % x_len)];
 #line 1227 "tests/kernels.rs"
-    if ((v > 0.0f)) {
+    acc += v;
 #line 1228 "tests/kernels.rs"
+    if ((v > 0.0f)) {
+#line 1229 "tests/kernels.rs"
       hits += ((int)1);
     }
-#line 1230 "tests/kernels.rs"
+#line 1231 "tests/kernels.rs"
     k += ((unsigned int)1);
   }
-#line 1232 "tests/kernels.rs"
-  if ((i < y_len)) {
 #line 1233 "tests/kernels.rs"
+  if ((i < y_len)) {
+#line 1234 "tests/kernels.rs"
     y[i] = (acc + ((float)(hits)));
   }
 }
