@@ -22,12 +22,19 @@ impl Device {
         n > HOST_SORT_ABOVE && self.state().info.is_some_and(|i| i.backend == BackendKind::Cpu)
     }
 
-    /// The stable ascending order of `keys` (their radix forms), computed on the host.
+    /// The stable ascending order of `keys` (their radix forms), computed on the host —
+    /// on a blocking thread: a million keys take tens of milliseconds, which would stall
+    /// the caller's runtime worker and every task queued behind it.
     pub(super) async fn host_order<K: SortKey>(&self, keys: &GpuRef<K>) -> Result<Vec<u32>, GpuError> {
-        let forms: Vec<u64> = self.download(keys).await?.into_iter().map(K::radix_form).collect();
-        let mut order: Vec<u32> = (0..forms.len() as u32).collect();
-        order.sort_by_key(|&i| forms[i as usize]); // stable: equal keys keep their order
-        Ok(order)
+        let keys = self.download(keys).await?;
+        tokio::task::spawn_blocking(move || {
+            let forms: Vec<u64> = keys.into_iter().map(K::radix_form).collect();
+            let mut order: Vec<u32> = (0..forms.len() as u32).collect();
+            order.sort_by_key(|&i| forms[i as usize]); // stable: equal keys keep their order
+            order
+        })
+        .await
+        .map_err(|e| GpuError::Internal(format!("host sort task failed: {e}")))
     }
 
     /// `buf`'s elements put in `order` (element i becomes the one at `order[i]`).
