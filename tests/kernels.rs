@@ -1708,17 +1708,20 @@ fn widened(x: f32) -> f64 {
 
 /// `count_ones` over integers of each width (a narrow signed one's sign extension not
 /// counted) and on a `#[device] fn`'s result; `to_bits` of f32 and f64, the latter a
-/// `#[device] fn`'s result.
+/// `#[device] fn`'s result; `from_bits` back (each sign bit flipped on the way).
 #[kernel]
 pub fn bit_counts_kernel(x: &[f32], w: &[u64], b: &[i8], out: &mut [u64]) {
     let i = global_index();
     if i < x.len() {
         let lane = (i % 32) as u32;
-        out[5 * i] = x[i].to_bits() as u64;
-        out[5 * i + 1] = widened(x[i]).to_bits();
-        out[5 * i + 2] = w[i].count_ones() as u64;
-        out[5 * i + 3] = b[i].count_ones() as u64;
-        out[5 * i + 4] = lanes_below(lane).count_ones() as u64 + ((x[i].to_bits().count_ones() as u64) << 8);
+        out[6 * i] = x[i].to_bits() as u64;
+        out[6 * i + 1] = widened(x[i]).to_bits();
+        out[6 * i + 2] = w[i].count_ones() as u64;
+        out[6 * i + 3] = b[i].count_ones() as u64;
+        out[6 * i + 4] = lanes_below(lane).count_ones() as u64 + ((x[i].to_bits().count_ones() as u64) << 8);
+        let minus = f32::from_bits(x[i].to_bits() ^ 0x8000_0000u32);
+        let wide_minus = f64::from_bits(widened(x[i]).to_bits() ^ (1u64 << 63));
+        out[6 * i + 5] = (minus.to_f64() + wide_minus).to_bits();
     }
 }
 
@@ -1734,7 +1737,7 @@ async fn bit_counts(config: DeviceConfig) {
         d.upload(w.clone()).await.unwrap(),
         d.upload(b.clone()).await.unwrap(),
     );
-    let mut out = d.alloc::<u64>(5 * n).await.unwrap();
+    let mut out = d.alloc::<u64>(6 * n).await.unwrap();
     bit_counts_kernel::launch(&d, LaunchConfig::for_elements(n, 128), &gx, &gw, &gb, &mut out)
         .await
         .unwrap();
@@ -1747,8 +1750,9 @@ async fn bit_counts(config: DeviceConfig) {
             w[i].count_ones() as u64,
             b[i].count_ones() as u64,
             ((1u32 << lane) - 1).count_ones() as u64 + ((x[i].to_bits().count_ones() as u64) << 8),
+            (-2.0 * x[i] as f64).to_bits(),
         ];
-        assert_eq!(&got[5 * i..5 * i + 5], &want, "element {i}");
+        assert_eq!(&got[6 * i..6 * i + 6], &want, "element {i}");
     }
     system.shutdown().await;
 }

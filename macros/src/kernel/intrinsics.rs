@@ -116,7 +116,7 @@ pub(crate) fn call_hint() -> String {
         "a #[kernel] body can call the intrinsics {}(), sync_threads(), sync_warp(), thread_fence(), \
          thread_fence_block(), shared_array::<T, N>(), dyn_shared::<T>(), shfl_down/shfl_up/shfl_xor/shfl(v, n), \
          ballot/warp_any/warp_all(predicate), `T::zero()`/`one()`/`infinity()`/`from_f64(x)`/`from_f32(x)`, \
-         `T::from_i64(x)` for integers, \
+         `T::from_i64(x)` for integers, `f32::from_bits(u)`/`f64::from_bits(u)`, \
          math methods and `#[device] fn` helpers; write other logic inline or in a `#[device] fn`",
         names.join("(), ")
     )

@@ -32,6 +32,7 @@ fn calls(x: &[f32], y: &mut [f32]) {
     let h = f32::from_i64(3);
     let b = j.to_bits();
     let o = x[0].count_ones();
+    let r = u32::from_bits(7u32);
 }
 
 fn main() {}

@@ -102,6 +102,21 @@ impl Tr<'_> {
             if let Some(ty) = ty {
                 let fname = f.ident.to_string();
                 let cty = ty.cuda().unwrap_or_default();
+                if fname == "from_bits" && c.args.len() == 1 {
+                    // Rust's `f64::from_bits(u64)` / `f32::from_bits(u32)`: `to_bits` undone.
+                    let (bits, cuda) = match ty {
+                        Ty::Prim(Prim::F64) => (Prim::U64, "__longlong_as_double((long long)({x}))"),
+                        Ty::Prim(Prim::F32) => (Prim::U32, "__uint_as_float({x})"),
+                        _ => {
+                            return self.err(
+                                &f.ident,
+                                "`from_bits` makes an `f64` (of a `u64`) or an `f32` (of a `u32`)",
+                            )
+                        }
+                    };
+                    let (x, _) = self.expr(&c.args[0], Some(&Ty::Prim(bits)));
+                    return (cuda.replace("{x}", &x), ty);
+                }
                 if fname == "from_f64" && c.args.len() == 1 {
                     let (x, _) = self.expr(&c.args[0], Some(&Ty::Prim(Prim::F64)));
                     return (format!("k_from_f64<{cty}>({x})"), ty);
