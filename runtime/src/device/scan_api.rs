@@ -4,20 +4,22 @@
 //! Written as `#[kernel]`s, like the reductions (no CUDA library cudarc reaches scans).
 //!
 //! Floats scan in one pass with decoupled look-back (Merrill & Garland, 2016): each block
-//! takes the next tile (8192 elements, or 16 384 for large inputs) in the order blocks
-//! start (a ticket), totals it in f64 (four elements per 16-byte load), publishes the total, and
-//! its first warp looks back over the tiles before it, 32 at a time, until one has
-//! published its inclusive prefix; the block then reads its tile again (from cache, as
-//! long as tiles stay within it) and scans it from that offset, rounding once per element
-//! straight into the output: one launch, each element written once, where
-//! reduce-then-scan took three launches and read every element twice from memory.
+//! takes the next tile (8192 elements) in the order blocks start (a ticket), reads it
+//! once into registers (each warp 32 neighbouring 4-element vectors at a time), totals
+//! it in f64, publishes the total, and its first warp looks back over the tiles before
+//! it, 32 at a time — a tile's state and value in one 64-bit word, one read each, the
+//! windows of totals only kept in shared memory for the fold — until one has published
+//! its inclusive prefix; the block then scans the tile from
+//! that offset out of its registers, rounding once per element straight into the
+//! output: one launch, each element read once and written once.
 //!
 //! The same bits on every run: a tile's offset is the *left fold* of the tile totals
 //! before it — the inclusive prefix found first, then the totals after it, added in tile
-//! order — and a left fold continued from one of its own intermediate results gives the
-//! same bits however far back the look-back went. Totals inside a tile are added in an
-//! order fixed by the block shape. Every sum is carried in f64, so f16/bf16 scans keep
-//! their small terms.
+//! order, each step rounded as a published value is (to 48 bits of mantissa) — and a
+//! left fold continued from one of its own intermediate results gives the same bits
+//! however far back the look-back went. Sums inside a tile are added in an order fixed
+//! by the block shape. Every sum is carried in f64 (the tiles' offsets in f64 rounded
+//! to 48 bits), so f16/bf16/f32 scans keep their small terms.
 //!
 //! Integers (i8, i16, i32, i64 and their unsigned twins) scan into 64-bit outputs
 //! (`i64`, `u64` for the unsigned types: what [`Reduce::Sum`](crate::device::Reduce)
@@ -43,42 +45,60 @@ const ONE_BLOCK: LaunchConfig = LaunchConfig {
     shared_mem_bytes: 0,
 };
 
-/// A float scan's 16-byte loads per thread: each block's tile is 256 threads × this × 4
-/// elements. The look-back reads 32 tiles per memory round trip, so small tiles make it
-/// the bound, while the tile is read twice — totalled, then scanned — and past 16 384
-/// elements the second read misses the cache (the measured sizes: BENCHMARKS.md,
-/// "Single-pass float scans").
-fn float_quads_per_thread(n: usize) -> usize {
-    if n >= 1 << 22 {
-        16
-    } else {
-        8
+/// Threads of a float scan's block; each holds [`SCAN_ITEMS`] elements in registers.
+const SCAN_THREADS: usize = 256;
+
+/// Elements each thread of a float scan holds: eight 4-element vectors.
+const SCAN_ITEMS: usize = 32;
+
+/// Elements of a float scan's tile (the kernel spells it out: 8192, as 2048 vectors).
+const SCAN_TILE: usize = SCAN_THREADS * SCAN_ITEMS;
+const _: () = assert!(SCAN_TILE == 8192);
+
+/// A tile descriptor's low bits: two of the launch's epoch, then two of its state.
+/// The value beside them is an f64 rounded to 48 bits of mantissa (to nearest; its four
+/// lowest bits given up to the tags): the state and the value are one 64-bit word, read
+/// and written whole, so a look-back reads both in one round trip. (A 16-byte pair of
+/// words would keep the whole f64, but the PTX memory model does not make a vector
+/// access indivisible.)
+#[atomr_accel_cuda_macros::device(crate = crate)]
+fn scan_word(value: f64, epoch: u64, state: u64) -> u64 {
+    let mut bits = value.to_bits();
+    if (bits >> 52) & 0x7FF != 0x7FF {
+        // Half of the dropped bits' weight: a carry out of the mantissa raises the
+        // exponent, as rounding does.
+        bits += 8;
     }
+    (bits & 0xFFFF_FFFF_FFFF_FFF0u64) | ((epoch & 3) << 2) | state
+}
+
+/// A descriptor's value (see [`scan_word`]); also how every fold step rounds, so that
+/// a fold continued from a published prefix gives the same bits as one from further
+/// back.
+#[atomr_accel_cuda_macros::device(crate = crate)]
+fn scan_value(word: u64) -> f64 {
+    f64::from_bits(word & 0xFFFF_FFFF_FFFF_FFF0u64)
 }
 
 /// The single pass of a float scan (see the module docs). `status[0]` hands out tiles
 /// (a ticket: tile = ticket mod tiles, epoch = ticket / tiles, so a reused status buffer
-/// needs no clearing: every launch on it takes exactly `tiles` tickets); `status[1 + t]`
-/// is tile `t`'s state beside the launch's epoch (`epoch << 2 | state`: nothing yet, its
-/// total, its inclusive prefix); `sums[t]` its total and `sums[tiles + t]` its inclusive
-/// prefix.
-/// Each thread takes `per_thread` quads of four elements (the tile: 1024 · `per_thread`);
-/// `vec4` = 1: both `x` and `out` start at a multiple of four elements (16-byte loads).
+/// needs no clearing — every launch on it takes exactly `tiles` tickets); `status[1 + t]`
+/// is tile `t`'s descriptor ([`scan_word`]: nothing yet, its total, or its inclusive
+/// prefix, with the launch's epoch).
+///
+/// Each warp takes 256 consecutive 4-element vectors of the tile, 32 at a time (each
+/// step one coalesced read), and each thread holds its eight vectors in registers from
+/// the load to the store (`vec4` = 1: both `x` and `out` start at a multiple of four
+/// elements; else element by element): the input is read once.
 #[atomr_accel_cuda_macros::kernel(crate = crate)]
-fn scan_single<T: Float>(
-    x: &[T],
-    status: &mut [u64],
-    sums: &mut [f64],
-    per_thread: u32,
-    exclusive: u32,
-    vec4: u32,
-    out: &mut [T],
-) {
+fn scan_tile<T: Float>(x: &[T], status: &mut [u64], exclusive: u32, vec4: u32, out: &mut [T]) {
     const TOTAL: u64 = 1;
     const PREFIX: u64 = 2;
     let mut warps = shared_array::<f64, 8>();
     let mut shared = shared_array::<f64, 2>();
-    let mut window = shared_array::<f64, 32>();
+    let mut window = shared_array::<u64, 32>();
+    // The last 16 windows a look-back stepped back over (512 words), for its fold.
+    let mut walked_over = shared_array::<u64, 512>();
     let mut ticket = shared_array::<u64, 1>();
     let t = thread_idx_x();
     let tiles = (status.len() - 1) as u64;
@@ -89,51 +109,87 @@ fn scan_single<T: Float>(
     let tile = ticket[0] % tiles;
     let epoch = ticket[0] / tiles;
     let n = x.len();
-    let q = per_thread as usize;
-    let size = 1024 * q;
-    let first = tile as usize * size + t * 4 * q;
-    let quads = vec4 == 1 && (tile as usize + 1) * size <= n;
-    // This thread's 4·q elements, in order.
-    let mut s: f64 = 0.0;
+    let lane = lane_id();
+    // This warp's first vector; step k reads vectors base + 32k + lane.
+    let base = tile as usize * 2048 + (t / 32) * 256;
+    let quads = vec4 == 1 && (tile as usize + 1) * 8192 <= n;
+    let mut v0: Vec4<T> = Vec4::splat(T::zero());
+    let mut v1: Vec4<T> = Vec4::splat(T::zero());
+    let mut v2: Vec4<T> = Vec4::splat(T::zero());
+    let mut v3: Vec4<T> = Vec4::splat(T::zero());
+    let mut v4: Vec4<T> = Vec4::splat(T::zero());
+    let mut v5: Vec4<T> = Vec4::splat(T::zero());
+    let mut v6: Vec4<T> = Vec4::splat(T::zero());
+    let mut v7: Vec4<T> = Vec4::splat(T::zero());
+    let at = base + lane as usize;
     if quads {
-        let mut k: usize = 0;
-        while k < q {
-            let v: Vec4<T> = x.load4(first / 4 + k);
-            s += v.x.to_f64();
-            s += v.y.to_f64();
-            s += v.z.to_f64();
-            s += v.w.to_f64();
-            k += 1;
-        }
+        // Eight independent loads, all in flight at once.
+        v0 = x.load4(at);
+        v1 = x.load4(at + 32);
+        v2 = x.load4(at + 64);
+        v3 = x.load4(at + 96);
+        v4 = x.load4(at + 128);
+        v5 = x.load4(at + 160);
+        v6 = x.load4(at + 192);
+        v7 = x.load4(at + 224);
     } else {
+        // The last tile, or an input not on a 4-element boundary: element by element.
         let mut k: usize = 0;
-        while k < 4 * q {
-            if first + k < n {
-                s += x[first + k].to_f64();
+        while k < 8 {
+            let i = 4 * (at + 32 * k);
+            let mut q: Vec4<T> = Vec4::splat(T::zero());
+            if i < n {
+                q.x = x[i];
+            }
+            if i + 1 < n {
+                q.y = x[i + 1];
+            }
+            if i + 2 < n {
+                q.z = x[i + 2];
+            }
+            if i + 3 < n {
+                q.w = x[i + 3];
+            }
+            if k == 0 {
+                v0 = q;
+            } else if k == 1 {
+                v1 = q;
+            } else if k == 2 {
+                v2 = q;
+            } else if k == 3 {
+                v3 = q;
+            } else if k == 4 {
+                v4 = q;
+            } else if k == 5 {
+                v5 = q;
+            } else if k == 6 {
+                v6 = q;
+            } else {
+                v7 = q;
             }
             k += 1;
         }
     }
-    // The threads' sums scanned across each warp, then the warps' in order.
-    let lane = lane_id();
-    let mut v = s;
-    let mut d: u32 = 1;
-    while d < 32 {
-        let up = shfl_up(v, d);
-        if lane >= d {
-            v += up;
-        }
-        d *= 2;
+    let mut s: f64 = 0.0;
+    s += v0.x.to_f64() + v0.y.to_f64() + v0.z.to_f64() + v0.w.to_f64();
+    s += v1.x.to_f64() + v1.y.to_f64() + v1.z.to_f64() + v1.w.to_f64();
+    s += v2.x.to_f64() + v2.y.to_f64() + v2.z.to_f64() + v2.w.to_f64();
+    s += v3.x.to_f64() + v3.y.to_f64() + v3.z.to_f64() + v3.w.to_f64();
+    s += v4.x.to_f64() + v4.y.to_f64() + v4.z.to_f64() + v4.w.to_f64();
+    s += v5.x.to_f64() + v5.y.to_f64() + v5.z.to_f64() + v5.w.to_f64();
+    s += v6.x.to_f64() + v6.y.to_f64() + v6.z.to_f64() + v6.w.to_f64();
+    s += v7.x.to_f64() + v7.y.to_f64() + v7.z.to_f64() + v7.w.to_f64();
+    // The warp's total (in lane 0: a fixed order), then the warps' in order.
+    let mut m: u32 = 16;
+    while m > 0 {
+        s += shfl_down(s, m);
+        m /= 2;
     }
-    let mut before = shfl_up(v, 1);
     if lane == 0 {
-        before = 0.0;
-    }
-    if lane == 31 {
-        warps[t / 32] = v;
+        warps[t / 32] = s;
     }
     sync_threads();
-    // Warp 0 finds the tile's offset: the left fold of the totals before it.
+    // Warp 0 finds the tile's offset: the fold of the totals before it.
     if t < 32 {
         let me = tile as usize;
         if t == 0 {
@@ -147,33 +203,33 @@ fn scan_single<T: Float>(
                 run += total;
                 w += 1;
             }
-            shared[1] = run;
-            if me == 0 {
-                sums[tiles as usize] = run;
-                thread_fence();
-                status.atomic_exch(1, (epoch << 2) | PREFIX);
-            } else {
-                sums[me] = run;
-                thread_fence();
-                status.atomic_exch(1 + me, (epoch << 2) | TOTAL);
-            }
+            let total = scan_value(scan_word(run, 0, 0));
+            shared[1] = total;
             shared[0] = 0.0;
+            let mut state = TOTAL;
+            if me == 0 {
+                state = PREFIX;
+            }
+            status.atomic_exch(1 + me, scan_word(total, epoch, state));
         }
         sync_warp();
         if me > 0 {
-            // Decoupled look-back, 32 tiles at a time: the nearest tile with its prefix
-            // out, every tile after it at least with its total (else the window is read
-            // again). States and sums are read with `atomic_load` (coherent with the
-            // writers' fences; many blocks read one tile's state without queueing).
+            // Decoupled look-back, 32 tiles at a time, a tile's state and value in one
+            // word: the nearest tile with its prefix out, every tile after it at least
+            // with its total (else the window is read again). Windows with totals only
+            // are kept (the nearest 16) for the fold.
             let lane = lane_id() as i64;
             let mut end = me as i64;
             let mut found: i64 = -1;
+            let mut mine: u64 = 0;
+            let mut walked: i64 = 0;
             while found < 0 {
                 let k = end - 32 + lane;
                 let mut state: u64 = 0;
+                let mut seen: u64 = 0;
                 if k >= 0 {
-                    let seen = status.atomic_load(1 + k as usize);
-                    if seen >> 2 == epoch {
+                    seen = status.atomic_load(1 + k as usize);
+                    if (seen >> 2) & 3 == epoch & 3 {
                         state = seen & 3;
                     }
                 }
@@ -193,90 +249,142 @@ fn scan_single<T: Float>(
                 if settled {
                     if nearest >= 0 {
                         found = end - 32 + nearest;
+                        mine = seen;
                     } else {
+                        if walked < 16 {
+                            walked_over[(walked * 32 + lane) as usize] = seen;
+                        }
+                        walked += 1;
                         end -= 32;
                     }
                 }
             }
-            thread_fence();
-            // The fold, in tile order: the prefix found, then each total after it —
-            // read 32 at a time, added one by one by lane 0.
+            // The fold, in tile order, each step rounded as published: the prefix found,
+            // the totals after it in its window, then those of the windows stepped back
+            // over, oldest first (window j ends 32j tiles before this one: kept, or read
+            // again past the 16 kept — a tile whose prefix has come out since gives it
+            // instead) — by lane 0.
+            window[lane as usize] = mine;
+            sync_warp();
             let mut offset: f64 = 0.0;
             if lane == 0 {
-                offset = sums.atomic_load(tiles as usize + found as usize);
-            }
-            let mut from = found + 1;
-            while from < me as i64 {
-                let k = from + lane;
-                let mut total: f64 = 0.0;
-                if k < me as i64 {
-                    total = sums.atomic_load(k as usize);
+                let mut q = found - (end - 32);
+                offset = scan_value(window[q as usize]);
+                q += 1;
+                while q < 32 && end - 32 + q < me as i64 {
+                    offset = scan_value(scan_word(offset + scan_value(window[q as usize]), 0, 0));
+                    q += 1;
                 }
-                window[lane as usize] = total;
+            }
+            sync_warp();
+            let mut j = walked - 1;
+            while j >= 0 {
+                let kept = j < 16;
+                if !kept {
+                    window[lane as usize] = status.atomic_load(1 + (me as i64 - 32 * (j + 1) + lane) as usize);
+                }
                 sync_warp();
                 if lane == 0 {
                     let mut q: i64 = 0;
-                    while q < 32 && from + q < me as i64 {
-                        offset += window[q as usize];
+                    while q < 32 {
+                        let mut word = window[q as usize];
+                        if kept {
+                            word = walked_over[(j * 32 + q) as usize];
+                        }
+                        if word & 3 == PREFIX {
+                            // Read again, its prefix out since (over its total, in
+                            // place): the fold up to it, as it would be.
+                            offset = scan_value(word);
+                        } else {
+                            offset = scan_value(scan_word(offset + scan_value(word), 0, 0));
+                        }
                         q += 1;
                     }
                 }
                 sync_warp();
-                from += 32;
+                j -= 1;
             }
             if lane == 0 {
-                sums[tiles as usize + me] = offset + shared[1];
-                thread_fence();
-                status.atomic_exch(1 + me, (epoch << 2) | PREFIX);
+                status.atomic_exch(1 + me, scan_word(offset + shared[1], epoch, PREFIX));
                 shared[0] = offset;
             }
         }
     }
     sync_threads();
-    // This thread's elements again (from cache), each written once from its offset.
-    let mut run = shared[0] + warps[t / 32] + before;
-    if quads {
-        let mut k: usize = 0;
-        while k < q {
-            let v: Vec4<T> = x.load4(first / 4 + k);
-            let mut w: Vec4<T> = v;
-            if exclusive == 1 {
-                w.x = T::from_f64(run);
-                run += v.x.to_f64();
-                w.y = T::from_f64(run);
-                run += v.y.to_f64();
-                w.z = T::from_f64(run);
-                run += v.z.to_f64();
-                w.w = T::from_f64(run);
-                run += v.w.to_f64();
-            } else {
-                run += v.x.to_f64();
-                w.x = T::from_f64(run);
-                run += v.y.to_f64();
-                w.y = T::from_f64(run);
-                run += v.z.to_f64();
-                w.z = T::from_f64(run);
-                run += v.w.to_f64();
-                w.w = T::from_f64(run);
-            }
-            out.store4(first / 4 + k, w);
-            k += 1;
+    // Each step: the vectors' sums scanned across the warp, each element written once
+    // from its offset, rounded once.
+    let mut carry = shared[0] + warps[t / 32];
+    let mut k: usize = 0;
+    while k < 8 {
+        let mut q: Vec4<T> = v7;
+        if k == 0 {
+            q = v0;
+        } else if k == 1 {
+            q = v1;
+        } else if k == 2 {
+            q = v2;
+        } else if k == 3 {
+            q = v3;
+        } else if k == 4 {
+            q = v4;
+        } else if k == 5 {
+            q = v5;
+        } else if k == 6 {
+            q = v6;
         }
-    } else {
-        let mut k: usize = 0;
-        while k < 4 * q {
-            if first + k < n {
-                let e = x[first + k].to_f64();
-                if exclusive == 1 {
-                    out[first + k] = T::from_f64(run);
-                    run += e;
-                } else {
-                    run += e;
-                    out[first + k] = T::from_f64(run);
-                }
+        let sum = q.x.to_f64() + q.y.to_f64() + q.z.to_f64() + q.w.to_f64();
+        let mut inclusive = sum;
+        let mut d: u32 = 1;
+        while d < 32 {
+            let up = shfl_up(inclusive, d);
+            if lane >= d {
+                inclusive += up;
             }
-            k += 1;
+            d *= 2;
         }
+        let mut run = shfl_up(inclusive, 1);
+        if lane == 0 {
+            run = 0.0;
+        }
+        run += carry;
+        carry += shfl(inclusive, 31);
+        let mut w: Vec4<T> = q;
+        if exclusive == 1 {
+            w.x = T::from_f64(run);
+            run += q.x.to_f64();
+            w.y = T::from_f64(run);
+            run += q.y.to_f64();
+            w.z = T::from_f64(run);
+            run += q.z.to_f64();
+            w.w = T::from_f64(run);
+        } else {
+            run += q.x.to_f64();
+            w.x = T::from_f64(run);
+            run += q.y.to_f64();
+            w.y = T::from_f64(run);
+            run += q.z.to_f64();
+            w.z = T::from_f64(run);
+            run += q.w.to_f64();
+            w.w = T::from_f64(run);
+        }
+        if quads {
+            out.store4(at + 32 * k, w);
+        } else {
+            let i = 4 * (at + 32 * k);
+            if i < n {
+                out[i] = w.x;
+            }
+            if i + 1 < n {
+                out[i + 1] = w.y;
+            }
+            if i + 2 < n {
+                out[i + 2] = w.z;
+            }
+            if i + 3 < n {
+                out[i + 3] = w.w;
+            }
+        }
+        k += 1;
     }
 }
 
@@ -542,26 +650,21 @@ impl Device {
         if n == 0 {
             return Ok(());
         }
-        let per_thread = float_quads_per_thread(n);
-        let tiles = n.div_ceil(1024 * per_thread);
+        let tiles = n.div_ceil(SCAN_TILE);
         let shape = LaunchConfig {
             grid: (tiles as u32, 1, 1),
-            block: (256, 1, 1),
+            block: (SCAN_THREADS as u32, 1, 1),
             shared_mem_bytes: 0,
         };
-        // The ticket and each tile's state (zeroed when new; a reused one — only ever
-        // this kernel's — is told apart by the epoch), and each tile's total and
-        // inclusive prefix (written before read).
+        // The ticket and each tile's descriptor (zeroed when new; a reused one — only
+        // ever this kernel's — is told apart by the epoch).
         let mut status = self.owned_scratch::<u64>("float scan", tiles + 1).await?;
-        let mut sums = self.scratch::<f64>(2 * tiles).await?;
         let vec4 = x.offset() % 4 == 0 && out.offset() % 4 == 0;
         let mut out = out.clone();
-        self.launch_all([scan_single::call::<T>(
+        self.launch_all([scan_tile::call::<T>(
             shape,
             x,
             &mut status,
-            &mut sums,
-            per_thread as u32,
             exclusive as u32,
             vec4 as u32,
             &mut out,
