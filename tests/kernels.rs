@@ -404,6 +404,7 @@ on_both! {
     two_d_views_with_row_strides => two_d_views;
     match_on_const_items_and_paths => const_patterns;
     const_generics_size_tiles_and_switch_code => const_generics;
+    launch_bounds_budget_registers_and_refuse_larger_blocks => launch_bounds;
     untyped_literal_lets_typed_by_use => literal_typed_lets;
     tuple_lets_bind_after_computing => tuples;
     struct_values_built_in_kernels => struct_values;
@@ -538,6 +539,8 @@ fn generated_sources_match_snapshots() {
         ("block_reverse_f64", block_reverse::cuda_source::<f64>()),
         ("tiled_matmul_f32", tiled_matmul::cuda_source::<f32>()),
         ("tile_sums_f32_64_true", tile_sums::cuda_source::<f32, 64, true>()),
+        ("bounded_squares", bounded_squares::cuda_source()),
+        ("bounded_copy_256", bounded_copy::cuda_source::<256>()),
         ("literal_lets", literal_lets::cuda_source()),
         ("complex_pow4", complex_pow4::cuda_source()),
         ("axpy2_f16", axpy2::cuda_source::<f16>()),
@@ -1211,6 +1214,78 @@ async fn const_generics(config: DeviceConfig) {
         .await
         .unwrap();
     check(&d.download(&yd).await.unwrap(), 16);
+    system.shutdown().await;
+}
+
+/// Each block's sum of squares, for blocks of at most 128 threads: `launch_bounds` lets
+/// the CUDA compiler budget registers for that, and launches of larger blocks are refused.
+#[kernel(launch_bounds = 128)]
+pub fn bounded_squares(x: &[f32], y: &mut [f32]) {
+    let mut part = shared_array::<f32, 128>();
+    let t = thread_idx_x();
+    let i = global_index();
+    part[t] = if i < x.len() { x[i] * x[i] } else { 0.0 };
+    sync_threads();
+    if t == 0 {
+        let mut acc = 0.0f32;
+        for k in 0..block_dim_x() {
+            acc += part[k];
+        }
+        y[block_idx_x()] = acc;
+    }
+}
+
+/// The bound as a const generic: each instantiation bounded by its own block size.
+#[kernel(consts(THREADS = [64, 256]), launch_bounds = THREADS)]
+pub fn bounded_copy<const THREADS: u32>(x: &[f32], y: &mut [f32]) {
+    let i = block_idx_x() * THREADS as usize + thread_idx_x();
+    if i < x.len() {
+        y[i] = x[i];
+    }
+}
+
+async fn launch_bounds(config: DeviceConfig) {
+    let system = ActorSystem::new("launch-bounds");
+    let d = Device::open(&system, config).await.unwrap();
+    let n = 1000;
+    let x = rand_vec(n);
+    let xd = d.upload(to::<f32>(&x)).await.unwrap();
+    for threads in [64u32, 128] {
+        let blocks = n.div_ceil(threads as usize);
+        let mut yd = d.alloc::<f32>(blocks).await.unwrap();
+        bounded_squares::launch(&d, LaunchConfig::for_elements(n, threads), &xd, &mut yd)
+            .await
+            .unwrap();
+        let got = back(&d.download(&yd).await.unwrap());
+        let want: Vec<f64> = x
+            .chunks(threads as usize)
+            .map(|c| c.iter().map(|v| (*v as f32 as f64).powi(2)).sum())
+            .collect();
+        assert!(rel_err(&got, &want) < 1e-6, "blocks of {threads}");
+    }
+    // A block above the bound: refused before the launch, the kernel and bound named.
+    let mut yd = d.alloc::<f32>(4).await.unwrap();
+    let err = bounded_squares::launch(&d, LaunchConfig::for_elements(n, 256), &xd, &mut yd)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, GpuError::InvalidArgument(_))
+            && err.to_string().contains("bounded_squares")
+            && err.to_string().contains("launch_bounds = 128"),
+        "{err}"
+    );
+    let mut yd = d.alloc::<f32>(n).await.unwrap();
+    bounded_copy::launch::<64>(&d, LaunchConfig::for_elements(n, 64), &xd, &mut yd)
+        .await
+        .unwrap();
+    assert_eq!(back(&d.download(&yd).await.unwrap()), back(&to::<f32>(&x)));
+    let err = bounded_copy::launch::<64>(&d, LaunchConfig::for_elements(n, 128), &xd, &mut yd)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("launch_bounds = 64"), "{err}");
+    bounded_copy::launch::<256>(&d, LaunchConfig::for_elements(n, 256), &xd, &mut yd)
+        .await
+        .unwrap();
     system.shutdown().await;
 }
 

@@ -37,6 +37,16 @@ pub(crate) fn entry(args: TokenStream, input: TokenStream) -> TokenStream {
             "`consts(…)` registers a kernel's const generic values; a #[device] fn has none",
         );
     }
+    if let Some(bound) = &options.launch_bounds {
+        let span = match bound {
+            super::options::LaunchBound::Threads(n) => n.span(),
+            super::options::LaunchBound::Const(i) => i.span(),
+        };
+        errors.push(syn::Error::new(
+            span,
+            "`launch_bounds` bounds a kernel's blocks; a #[device] fn runs in its caller's block: put it on the #[kernel]",
+        ));
+    }
     if let Some(cuda) = &options.cuda {
         errors.at(
             cuda,

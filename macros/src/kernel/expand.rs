@@ -19,6 +19,8 @@ pub(crate) struct KernelDef<'a> {
     pub(crate) structs: &'a [syn::Path],
     /// The `consts(…)` option: const generic values to register.
     pub(crate) consts: &'a [(syn::Ident, Vec<syn::Lit>)],
+    /// `launch_bounds = …` as the launcher computes it (a literal or a const generic).
+    pub(crate) launch_bound: Option<TokenStream>,
     pub(crate) sig: &'a Signature,
     pub(crate) krate: syn::Path,
     /// The `extern "C"` kernel (translated, or the raw option's text).
@@ -27,8 +29,9 @@ pub(crate) struct KernelDef<'a> {
     pub(crate) cooperative: bool,
 }
 
-/// The translated kernel function around its body.
-pub(crate) fn kernel_function(sig: &Signature, body: &str) -> String {
+/// The translated kernel function around its body, with `__launch_bounds__(bound)` when
+/// the kernel declares one.
+pub(crate) fn kernel_function(sig: &Signature, body: &str, bound: Option<&str>) -> String {
     let params: Vec<String> = cuda_params(sig)
         .into_iter()
         .map(|(t, n)| {
@@ -39,8 +42,9 @@ pub(crate) fn kernel_function(sig: &Signature, body: &str) -> String {
             }
         })
         .collect();
+    let bounds = bound.map(|b| format!("__launch_bounds__({b}) ")).unwrap_or_default();
     format!(
-        "extern \"C\" __global__ void {}({}) {{\n{body}}}\n",
+        "extern \"C\" __global__ void {bounds}{}({}) {{\n{body}}}\n",
         sig.name,
         params.join(", ")
     )
@@ -213,6 +217,7 @@ pub(crate) fn expand(def: &KernelDef<'_>) -> TokenStream {
         .map(|path| quote!(<#path as #dsl::KernelArg>::cuda_decl()))
         .collect();
     let kernel = &def.kernel_source;
+    let bounded = def.launch_bound.as_ref().map(|b| quote!(.with_launch_bounds(#b)));
     let cooperative = def.cooperative;
     let calls = def.calls;
     let headers: Vec<TokenStream> = def
@@ -311,7 +316,7 @@ pub(crate) fn expand(def: &KernelDef<'_>) -> TokenStream {
                     #(#bind_bufs)*
                     #dsl::grid::run_grid(NAME, &cfg, COOPERATIVE, ::std::sync::Arc::new(move || body #turbofish(#(#arg_names),*)))
                 });
-                #dsl::KernelCall::new::<__Kernel #turbofish>(NAME, cuda_source #turbofish, cfg, args, emulate)
+                #dsl::KernelCall::new::<__Kernel #turbofish>(NAME, cuda_source #turbofish, cfg, args, emulate) #bounded
             }
 
             /// Rebuilds a launch that crossed to an isolated device's worker (the same

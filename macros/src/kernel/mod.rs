@@ -57,6 +57,63 @@ fn check_const_values(sig: &signature::Signature, consts: &[(syn::Ident, Vec<syn
     }
 }
 
+/// `launch_bounds = …`: a literal (range-checked by the option parser) or an integer
+/// const generic of the kernel, whose registered values are thread counts too; not with
+/// a raw `cuda = "…"` kernel, whose source writes its own `__launch_bounds__`. Returns
+/// the bound as the CUDA source spells it and as the launcher computes it.
+fn check_launch_bounds(
+    sig: &signature::Signature,
+    options: &options::Options,
+    errors: &mut Errors,
+) -> Option<(String, TokenStream)> {
+    let bound = options.launch_bounds.as_ref()?;
+    if let Some(cuda) = &options.cuda {
+        errors.at(
+            cuda,
+            "`launch_bounds` sets a translated kernel's `__launch_bounds__`; a `cuda = \"…\"` kernel writes \
+             `__launch_bounds__(N)` in its own source",
+        );
+        return None;
+    }
+    match bound {
+        options::LaunchBound::Threads(n) => Some((n.base10_digits().to_string(), quote!(#n))),
+        options::LaunchBound::Const(name) => {
+            let Some((_, prim, _)) = sig.consts.iter().find(|c| &c.0 == name) else {
+                errors.at(
+                    name,
+                    format!(
+                        "`{name}` is not a const generic parameter of this #[kernel]; give `launch_bounds` a \
+                         thread count (`launch_bounds = 256`) or declare `const {name}: u32`"
+                    ),
+                );
+                return None;
+            };
+            if prim.is_float() || *prim == types::Prim::Bool {
+                errors.at(
+                    name,
+                    format!(
+                        "`{name}` is a `{}`: `launch_bounds` takes an integer const generic",
+                        prim.rust()
+                    ),
+                );
+                return None;
+            }
+            let listed = options.consts.iter().filter(|(n, _)| n == name).flat_map(|(_, v)| v);
+            for v in listed {
+                if let syn::Lit::Int(i) = v {
+                    if !matches!(i.base10_parse::<i64>(), Ok(1..=1024)) {
+                        errors.at(
+                            v,
+                            format!("`{name}` bounds a block's threads (`launch_bounds = {name}`): list values from 1 to 1024"),
+                        );
+                    }
+                }
+            }
+            Some((names::param_cname(&name.to_string()), quote!((#name as u32))))
+        }
+    }
+}
+
 /// `#[device] fn`'s entry point.
 pub(crate) fn device_fn_entry(args: TokenStream, input: TokenStream) -> TokenStream {
     device_fn::entry(args, input)
@@ -77,6 +134,7 @@ pub(crate) fn entry(args: TokenStream, input: TokenStream) -> TokenStream {
     let krate = crate::crate_path::runtime_path(options.krate.as_ref());
     let sig = signature::parse(&item, &mut errors, signature::Role::Kernel);
     check_const_values(&sig, &options.consts, &mut errors);
+    let bound = check_launch_bounds(&sig, &options, &mut errors);
     let body_tokens = quote::ToTokens::to_token_stream(&item.block);
     let mut cpu_block = item.block.clone();
     let mut calls = vec![];
@@ -99,7 +157,8 @@ pub(crate) fn entry(args: TokenStream, input: TokenStream) -> TokenStream {
             *cpu_block = relaxed::relaxed_element_access(&retyped, &sig.buffer_names());
             calls = t.calls;
             structs = t.structs;
-            (expand::kernel_function(&sig, &t.body), t.headers)
+            let cuda_bound = bound.as_ref().map(|(c, _)| c.as_str());
+            (expand::kernel_function(&sig, &t.body, cuda_bound), t.headers)
         }
     };
     if !errors.is_empty() {
@@ -121,6 +180,7 @@ pub(crate) fn entry(args: TokenStream, input: TokenStream) -> TokenStream {
         calls: &calls,
         structs: &structs,
         consts: &options.consts,
+        launch_bound: bound.map(|(_, rust)| rust),
         sig: &sig,
         krate,
         kernel_source,

@@ -227,7 +227,7 @@ impl GraphNode for KernelNode {
 
     fn check(&self) -> Result<(), GpuError> {
         self.call.args.check_buffers()?;
-        self.call.cfg.validate(&crate::kernel::dsl::grid::LIMITS)
+        self.call.check_launch(&crate::kernel::dsl::grid::LIMITS)
     }
 
     fn prepare(&self, stream: &Arc<CudaStream>) -> Result<(), GpuError> {

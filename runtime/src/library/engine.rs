@@ -67,7 +67,10 @@ impl Kernels {
     /// Runs a kernel: enqueued on the stream, or emulated now.
     pub(crate) fn launch(&self, call: KernelCall) -> Result<(), GpuError> {
         match &self.engine {
-            KernelEngine::Cpu => with_host_buffers(&call.args, |bufs| (call.emulate)(&bufs)),
+            KernelEngine::Cpu => {
+                call.check_launch(&crate::kernel::dsl::grid::LIMITS)?;
+                with_host_buffers(&call.args, |bufs| (call.emulate)(&bufs))
+            }
             KernelEngine::Cuda { stream, .. } => call.enqueue_on(stream),
         }
     }

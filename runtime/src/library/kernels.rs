@@ -158,7 +158,7 @@ impl KernelCore {
         match &mut self.engine {
             KernelEngine::Cpu => {
                 for call in &calls {
-                    call.cfg.validate(&crate::kernel::dsl::grid::LIMITS)?;
+                    call.check_launch(&crate::kernel::dsl::grid::LIMITS)?;
                 }
                 for call in &calls {
                     let _timed = cpu_op(self.shared.config.device_id, "kernel", call.name);
@@ -174,7 +174,7 @@ impl KernelCore {
             } => {
                 let mut loading = Vec::new();
                 for call in &calls {
-                    call.cfg.validate(&cuda.limits)?;
+                    call.check_launch(&cuda.limits)?;
                     if seen.contains_key(&call.id) || loading.iter().any(|(id, _)| *id == call.id) {
                         continue;
                     }

@@ -20,6 +20,9 @@ pub struct KernelCall {
     pub(crate) cfg: LaunchConfig,
     pub(crate) args: KernelArgs,
     pub(crate) emulate: Emulation,
+    /// The kernel's `launch_bounds`: the most threads its blocks may have (the CUDA
+    /// compiler budgets registers for it, so a larger block could not launch).
+    pub(crate) max_threads: Option<u32>,
 }
 
 impl std::fmt::Debug for KernelCall {
@@ -46,7 +49,35 @@ impl KernelCall {
             cfg,
             args,
             emulate,
+            max_threads: None,
         }
+    }
+
+    /// Used by generated code: the kernel's `launch_bounds = N`.
+    #[doc(hidden)]
+    pub fn with_launch_bounds(mut self, threads: u32) -> Self {
+        self.max_threads = Some(threads);
+        self
+    }
+
+    /// The launch dimensions checked against the device's `limits` and the kernel's
+    /// `launch_bounds`, before anything is enqueued or emulated: a block larger than the
+    /// bound is refused here with the kernel named, as the GPU would refuse it with a
+    /// bare "too many resources requested for launch".
+    pub(crate) fn check_launch(&self, limits: &crate::launch::LaunchLimits) -> Result<(), GpuError> {
+        self.cfg.validate(limits)?;
+        let Some(bound) = self.max_threads else {
+            return Ok(());
+        };
+        let (x, y, z) = self.cfg.block;
+        let threads = x as u64 * y as u64 * z as u64;
+        if threads > bound as u64 {
+            return Err(GpuError::invalid(format!(
+                "kernel `{}` is declared with `launch_bounds = {bound}`: a block of {threads} threads exceeds it",
+                self.name
+            )));
+        }
+        Ok(())
     }
 
     /// The kernel's name.

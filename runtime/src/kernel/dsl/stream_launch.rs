@@ -67,7 +67,7 @@ impl KernelCall {
                     })
                 }
             };
-            self.cfg.validate(&entry.limits)?;
+            self.check_launch(&entry.limits)?;
             entry.kernels.clone()
         };
         let f = kernels.lookup(self.id, self.name, self.source)?.wait()?.function;
