@@ -200,12 +200,13 @@ async fn check_scan<T: Float + Scan + Reduce<Sum = T>>(d: &Device, n: usize, tol
 
 async fn scans(config: DeviceConfig) {
     let (_s, d, gpu) = open(config).await;
-    // Float scans take tiles of 8192, one block each, in the order blocks start, each
-    // looking back at those before it (the GPU's 5 000 011: 611 tiles, windows of 32
-    // stepped back over); 600 007 is 74 tiles, which the CPU device runs on several
-    // threads at once, as a GPU runs many blocks.
+    // Float scans take tiles of 16 384 (8192 for f64), one block each, in the order
+    // blocks start, each looking back at those before it (the GPU's 5 000 011: 306
+    // tiles, 611 of f64, windows of 32 stepped back over); 600 007 is 37 tiles, 74 of
+    // f64, which the CPU device runs on several threads at once, as a GPU runs many
+    // blocks.
     let big = if gpu { 5_000_011 } else { 600_007 };
-    for n in [1, 3, 1023, 1024, 1025, 8192, 8193, 10_000, 16_387, big] {
+    for n in [1, 3, 1023, 1024, 1025, 8192, 8193, 10_000, 16_384, 16_387, 32_769, big] {
         check_scan::<f32>(&d, n, 1e-6).await;
         check_scan::<f64>(&d, n, 1e-14).await;
         check_scan::<f16>(&d, n, 1e-3).await;

@@ -4,8 +4,8 @@
 //! Written as `#[kernel]`s, like the reductions (no CUDA library cudarc reaches scans).
 //!
 //! Floats scan in one pass with decoupled look-back (Merrill & Garland, 2016): each block
-//! takes the next tile (8192 elements) in the order blocks start (a ticket), reads it
-//! once into registers (each warp 32 neighbouring 4-element vectors at a time), totals
+//! takes the next tile (16 384 elements; 8192 of f64) in the order blocks start (a
+//! ticket), reads it once into registers (each warp 32 neighbouring 4-element vectors at a time), totals
 //! it in f64, publishes the total, and its first warp looks back over the tiles before
 //! it, 32 at a time — a tile's state and value in one 64-bit word, one read each, the
 //! windows of totals only kept in shared memory for the fold — until one has published
@@ -45,15 +45,19 @@ const ONE_BLOCK: LaunchConfig = LaunchConfig {
     shared_mem_bytes: 0,
 };
 
-/// Threads of a float scan's block; each holds [`SCAN_ITEMS`] elements in registers.
-const SCAN_THREADS: usize = 256;
-
-/// Elements each thread of a float scan holds: eight 4-element vectors.
+/// Elements each thread of a float scan holds in registers: eight 4-element vectors.
 const SCAN_ITEMS: usize = 32;
 
-/// Elements of a float scan's tile (the kernel spells it out: 8192, as 2048 vectors).
-const SCAN_TILE: usize = SCAN_THREADS * SCAN_ITEMS;
-const _: () = assert!(SCAN_TILE == 8192);
+/// Threads of a float scan's block: 512 for types of up to four bytes (a tile of 16 384
+/// elements; their 32 elements a thread fit in the 128 registers that many threads
+/// allow), 256 for f64 (8192).
+fn scan_threads<T>() -> usize {
+    if std::mem::size_of::<T>() <= 4 {
+        512
+    } else {
+        256
+    }
+}
 
 /// A tile descriptor's low bits: two of the launch's epoch, then two of its state.
 /// The value beside them is an f64 rounded to 48 bits of mantissa (to nearest; its four
@@ -80,21 +84,30 @@ fn scan_value(word: u64) -> f64 {
     f64::from_bits(word & 0xFFFF_FFFF_FFFF_FFF0u64)
 }
 
+/// `x` rounded as a published tile value is (see [`scan_word`]): how every step of a
+/// tile offset's fold rounds.
+#[atomr_accel_cuda_macros::device(crate = crate)]
+fn scan_rounded(x: f64) -> f64 {
+    scan_value(scan_word(x, 0, 0))
+}
+
 /// The single pass of a float scan (see the module docs). `status[0]` hands out tiles
 /// (a ticket: tile = ticket mod tiles, epoch = ticket / tiles, so a reused status buffer
 /// needs no clearing — every launch on it takes exactly `tiles` tickets); `status[1 + t]`
 /// is tile `t`'s descriptor ([`scan_word`]: nothing yet, its total, or its inclusive
 /// prefix, with the launch's epoch).
 ///
-/// Each warp takes 256 consecutive 4-element vectors of the tile, 32 at a time (each
-/// step one coalesced read), and each thread holds its eight vectors in registers from
-/// the load to the store (`vec4` = 1: both `x` and `out` start at a multiple of four
-/// elements; else element by element): the input is read once.
-#[atomr_accel_cuda_macros::kernel(crate = crate)]
-fn scan_tile<T: Float>(x: &[T], status: &mut [u64], exclusive: u32, vec4: u32, out: &mut [T]) {
+/// A block of `THREADS` threads takes a tile of `THREADS × 32` elements. Each warp takes
+/// 256 consecutive 4-element vectors of the tile, 32 at a time (each step one coalesced
+/// read), and each thread holds its eight vectors in registers from the load to the
+/// store (`vec4` = 1: both `x` and `out` start at a multiple of four elements; else
+/// element by element): the input is read once.
+#[atomr_accel_cuda_macros::kernel(crate = crate, consts(THREADS = [256, 512]), launch_bounds = THREADS)]
+fn scan_tile<T: Float, const THREADS: u32>(x: &[T], status: &mut [u64], exclusive: u32, vec4: u32, out: &mut [T]) {
     const TOTAL: u64 = 1;
     const PREFIX: u64 = 2;
-    let mut warps = shared_array::<f64, 8>();
+    // One total per warp: up to 16 (512 threads).
+    let mut warps = shared_array::<f64, 16>();
     let mut shared = shared_array::<f64, 2>();
     let mut window = shared_array::<u64, 32>();
     // The last 16 windows a look-back stepped back over (512 words), for its fold.
@@ -111,8 +124,9 @@ fn scan_tile<T: Float>(x: &[T], status: &mut [u64], exclusive: u32, vec4: u32, o
     let n = x.len();
     let lane = lane_id();
     // This warp's first vector; step k reads vectors base + 32k + lane.
-    let base = tile as usize * 2048 + (t / 32) * 256;
-    let quads = vec4 == 1 && (tile as usize + 1) * 8192 <= n;
+    let vectors = THREADS as usize * 8;
+    let base = tile as usize * vectors + (t / 32) * 256;
+    let quads = vec4 == 1 && (tile as usize + 1) * vectors * 4 <= n;
     let mut v0: Vec4<T> = Vec4::splat(T::zero());
     let mut v1: Vec4<T> = Vec4::splat(T::zero());
     let mut v2: Vec4<T> = Vec4::splat(T::zero());
@@ -197,13 +211,13 @@ fn scan_tile<T: Float>(x: &[T], status: &mut [u64], exclusive: u32, vec4: u32, o
             let mut run: f64 = warps[0];
             warps[0] = 0.0;
             let mut w: usize = 1;
-            while w < 8 {
+            while w < THREADS as usize / 32 {
                 let total = warps[w];
                 warps[w] = run;
                 run += total;
                 w += 1;
             }
-            let total = scan_value(scan_word(run, 0, 0));
+            let total = scan_rounded(run);
             shared[1] = total;
             shared[0] = 0.0;
             let mut state = TOTAL;
@@ -272,7 +286,7 @@ fn scan_tile<T: Float>(x: &[T], status: &mut [u64], exclusive: u32, vec4: u32, o
                 offset = scan_value(window[q as usize]);
                 q += 1;
                 while q < 32 && end - 32 + q < me as i64 {
-                    offset = scan_value(scan_word(offset + scan_value(window[q as usize]), 0, 0));
+                    offset = scan_rounded(offset + scan_value(window[q as usize]));
                     q += 1;
                 }
             }
@@ -296,7 +310,7 @@ fn scan_tile<T: Float>(x: &[T], status: &mut [u64], exclusive: u32, vec4: u32, o
                             // place): the fold up to it, as it would be.
                             offset = scan_value(word);
                         } else {
-                            offset = scan_value(scan_word(offset + scan_value(word), 0, 0));
+                            offset = scan_rounded(offset + scan_value(word));
                         }
                         q += 1;
                     }
@@ -650,25 +664,23 @@ impl Device {
         if n == 0 {
             return Ok(());
         }
-        let tiles = n.div_ceil(SCAN_TILE);
+        let threads = scan_threads::<T>();
+        let tiles = n.div_ceil(threads * SCAN_ITEMS);
         let shape = LaunchConfig {
             grid: (tiles as u32, 1, 1),
-            block: (SCAN_THREADS as u32, 1, 1),
+            block: (threads as u32, 1, 1),
             shared_mem_bytes: 0,
         };
         // The ticket and each tile's descriptor (zeroed when new; a reused one — only
         // ever this kernel's — is told apart by the epoch).
         let mut status = self.owned_scratch::<u64>("float scan", tiles + 1).await?;
-        let vec4 = x.offset() % 4 == 0 && out.offset() % 4 == 0;
-        let mut out = out.clone();
-        self.launch_all([scan_tile::call::<T>(
-            shape,
-            x,
-            &mut status,
-            exclusive as u32,
-            vec4 as u32,
-            &mut out,
-        )])
-        .await
+        let vec4 = (x.offset() % 4 == 0 && out.offset() % 4 == 0) as u32;
+        let (mut out, exclusive) = (out.clone(), exclusive as u32);
+        let call = if threads == 512 {
+            scan_tile::call::<T, 512>(shape, x, &mut status, exclusive, vec4, &mut out)
+        } else {
+            scan_tile::call::<T, 256>(shape, x, &mut status, exclusive, vec4, &mut out)
+        };
+        self.launch_all([call]).await
     }
 }
