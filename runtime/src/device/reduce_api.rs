@@ -51,6 +51,16 @@ fn combine(op: u32, a: f64, b: f64) -> f64 {
     }
 }
 
+/// A 4-element vector's lanes reduced by `op`, in f64: its pairs first, then the two.
+#[atomr_accel_cuda_macros::device(crate = crate)]
+fn quad<T: Float>(op: u32, x: T, y: T, z: T, w: T) -> f64 {
+    combine(
+        op,
+        combine(op, x.to_f64(), y.to_f64()),
+        combine(op, z.to_f64(), w.to_f64()),
+    )
+}
+
 /// The identity of reduction `op`: 0, +∞, −∞.
 #[atomr_accel_cuda_macros::device(crate = crate)]
 fn identity(op: u32) -> f64 {
@@ -66,20 +76,32 @@ fn identity(op: u32) -> f64 {
 /// The pass of a sum, min or max: block `b` writes the reduction of its grid-stride
 /// share of `x` to `out[b]`, in f64 — every element type widens exactly, so f16 and
 /// bf16 sums do not lose their small terms and an f32 sum rounds once, at the end —
-/// reading four elements per load (16 bytes for f32: what reaches the memory
-/// bandwidth); `x` starts at a multiple of four elements.
+/// reading four elements per load (16 bytes for f32) and four loads at a time, all in
+/// flight together (what reaches the memory bandwidth: one load per step leaves it
+/// waiting on each); `x` starts at a multiple of four elements.
 #[atomr_accel_cuda_macros::kernel(crate = crate)]
 fn reduce_pass<T: Float>(x: &[T], out: &mut [f64], op: u32) {
     let mut tile = shared_array::<f64, 256>();
     let t = thread_idx_x();
     let mut acc = identity(op);
     let quads = x.len() / 4;
+    let stride = grid_stride();
     let mut q = global_index();
+    while q + 3 * stride < quads {
+        let a: Vec4<T> = x.load4(q);
+        let b: Vec4<T> = x.load4(q + stride);
+        let c: Vec4<T> = x.load4(q + 2 * stride);
+        let d: Vec4<T> = x.load4(q + 3 * stride);
+        acc = combine(op, acc, quad(op, a.x, a.y, a.z, a.w));
+        acc = combine(op, acc, quad(op, b.x, b.y, b.z, b.w));
+        acc = combine(op, acc, quad(op, c.x, c.y, c.z, c.w));
+        acc = combine(op, acc, quad(op, d.x, d.y, d.z, d.w));
+        q += 4 * stride;
+    }
     while q < quads {
         let v: Vec4<T> = x.load4(q);
-        let pair = combine(op, v.x.to_f64(), v.y.to_f64());
-        acc = combine(op, acc, combine(op, pair, combine(op, v.z.to_f64(), v.w.to_f64())));
-        q += grid_stride();
+        acc = combine(op, acc, quad(op, v.x, v.y, v.z, v.w));
+        q += stride;
     }
     let tail = quads * 4 + global_index();
     if tail < x.len() {
@@ -124,8 +146,9 @@ fn index_at(at: &[u32], combine: u32, p: usize) -> u32 {
 /// The pass of an argmin (`max` 0) or argmax: block `b` writes the best value of
 /// its grid-stride share of `x` and that value's index to `out[b]`, `out_at[b]` — the
 /// first index among equals; `none` where the share holds only NaNs. Reads four
-/// elements per load, as the sums do (`x` starts at a multiple of four elements); the
-/// order in which a thread meets its elements does not matter, ties going by index.
+/// elements per load and four loads at a time, as the sums do (`x` starts at a multiple
+/// of four elements); the order in which a thread meets its elements does not matter,
+/// ties going by index.
 /// With `combine` 1 the input is the first pass's blocks' bests and `at` their indices
 /// (one block then reduces them to the winner); with 0, `at` is not read.
 #[atomr_accel_cuda_macros::kernel(crate = crate)]
@@ -136,28 +159,54 @@ fn arg_pass<T: Float>(x: &[T], at: &[u32], combine: u32, none: u32, max: u32, ou
     let mut v = T::zero();
     let mut k: u32 = none;
     let quads = x.len() / 4;
+    let stride = grid_stride();
     let mut q = global_index();
     while q < quads {
-        let w: Vec4<T> = x.load4(q);
-        let (i0, i1) = (index_at(at, combine, q * 4), index_at(at, combine, q * 4 + 1));
-        let (i2, i3) = (index_at(at, combine, q * 4 + 2), index_at(at, combine, q * 4 + 3));
-        if beats(max, none, w.x, i0, v, k) {
-            v = w.x;
-            k = i0;
+        // Four loads at a time where the share has them (all in flight together), then
+        // each vector in turn.
+        let w0: Vec4<T> = x.load4(q);
+        let mut w1: Vec4<T> = w0;
+        let mut w2: Vec4<T> = w0;
+        let mut w3: Vec4<T> = w0;
+        let mut loaded: usize = 1;
+        if q + 3 * stride < quads {
+            w1 = x.load4(q + stride);
+            w2 = x.load4(q + 2 * stride);
+            w3 = x.load4(q + 3 * stride);
+            loaded = 4;
         }
-        if beats(max, none, w.y, i1, v, k) {
-            v = w.y;
-            k = i1;
+        let mut j: usize = 0;
+        while j < loaded {
+            let mut w = w3;
+            if j == 0 {
+                w = w0;
+            } else if j == 1 {
+                w = w1;
+            } else if j == 2 {
+                w = w2;
+            }
+            let p = (q + j * stride) * 4;
+            let (i0, i1) = (index_at(at, combine, p), index_at(at, combine, p + 1));
+            let (i2, i3) = (index_at(at, combine, p + 2), index_at(at, combine, p + 3));
+            if beats(max, none, w.x, i0, v, k) {
+                v = w.x;
+                k = i0;
+            }
+            if beats(max, none, w.y, i1, v, k) {
+                v = w.y;
+                k = i1;
+            }
+            if beats(max, none, w.z, i2, v, k) {
+                v = w.z;
+                k = i2;
+            }
+            if beats(max, none, w.w, i3, v, k) {
+                v = w.w;
+                k = i3;
+            }
+            j += 1;
         }
-        if beats(max, none, w.z, i2, v, k) {
-            v = w.z;
-            k = i2;
-        }
-        if beats(max, none, w.w, i3, v, k) {
-            v = w.w;
-            k = i3;
-        }
-        q += grid_stride();
+        q += loaded * stride;
     }
     let tail = quads * 4 + global_index();
     if tail < x.len() {
@@ -452,9 +501,14 @@ impl Device {
     }
 
     async fn reduce<T: Float + DType>(&self, x: &GpuRef<T>, op: Op) -> Result<T, GpuError> {
+        self.reduce_in(x, op, blocks(x.len())).await
+    }
+
+    /// [`Device::reduce`] in `b` blocks (a test gives few, so that each thread meets
+    /// many vectors).
+    async fn reduce_in<T: Float + DType>(&self, x: &GpuRef<T>, op: Op, b: usize) -> Result<T, GpuError> {
         check_len(x, "a reduction")?;
         let x = &self.quad_aligned(x).await?;
-        let b = blocks(x.len());
         let mut partial = self.scratch::<f64>(b).await?;
         // The pass and the read back of its partials (at most `MAX_BLOCKS`) in one
         // request; the partials combined here, in block order, then one rounding to T.
@@ -466,9 +520,13 @@ impl Device {
     }
 
     async fn arg<T: Float + DType>(&self, x: &GpuRef<T>, max: bool) -> Result<Option<usize>, GpuError> {
+        self.arg_in(x, max, blocks(x.len())).await
+    }
+
+    /// [`Device::arg`] in `b` blocks (as [`Device::reduce_in`]).
+    async fn arg_in<T: Float + DType>(&self, x: &GpuRef<T>, max: bool, b: usize) -> Result<Option<usize>, GpuError> {
         let none = check_len(x, "an argmin/argmax")?;
         let x = &self.quad_aligned(x).await?;
-        let b = blocks(x.len());
         let (mut v, mut at, mut best_v, mut best) = futures::try_join!(
             self.scratch::<T>(b),
             self.scratch::<u32>(b),
@@ -504,5 +562,51 @@ impl Op {
             Op::Min => a.min(b),
             Op::Max => a.max(b),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Op;
+    use crate::actor::ActorSystem;
+    use crate::device::{Device, DeviceConfig};
+
+    /// A few blocks over many vectors: each thread takes its vectors four loads at a
+    /// time, then the rest one at a time, then the tail — every path of both passes,
+    /// against float64 references on random data (a planted tie for the arg passes).
+    #[tokio::test]
+    async fn few_blocks_take_four_loads_at_a_time_then_the_rest() {
+        let sys = ActorSystem::new("reduce-blocks");
+        let d = Device::open(&sys, DeviceConfig::cpu()).await.unwrap();
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+        };
+        // 2 blocks × 256 threads: 2048 vectors a round of four loads; 10 007 elements
+        // are 2501 vectors (one round, then one at a time) and a tail of 3.
+        let mut v: Vec<f32> = (0..10_007).map(|_| next() as f32).collect();
+        // Ties across the paths: the first in the rounds of four, the second in the
+        // vectors one at a time (9000) or the tail (10 005).
+        let (hi, lo) = (1200, 4000);
+        v[hi] = 2.0;
+        v[9000] = 2.0;
+        v[lo] = -2.0;
+        v[10_005] = -2.0;
+        let wide: Vec<f64> = v.iter().map(|&x| x as f64).collect();
+        let x = d.upload(v).await.unwrap();
+        let sum = d.reduce_in(&x, Op::Sum, 2).await.unwrap() as f64;
+        let want: f64 = wide.iter().sum();
+        assert!(
+            (sum - want).abs() < 1e-5 * wide.iter().map(|x| x.abs()).sum::<f64>(),
+            "{sum} vs {want}"
+        );
+        assert_eq!(d.reduce_in(&x, Op::Max, 2).await.unwrap(), 2.0);
+        assert_eq!(d.reduce_in(&x, Op::Min, 2).await.unwrap(), -2.0);
+        assert_eq!(d.arg_in(&x, true, 2).await.unwrap(), Some(hi));
+        assert_eq!(d.arg_in(&x, false, 2).await.unwrap(), Some(lo));
+        sys.shutdown().await;
     }
 }
