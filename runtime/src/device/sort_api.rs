@@ -19,13 +19,14 @@
 //! once per digit. A digit that every key shares (the histogram says so) moves the tile
 //! as it is.
 //!
-//! What rides along: integer keys come back from their sorted forms (a bijection), and
-//! integer values are the passes' payload — `sort` of integers moves keys alone,
-//! `sort_by_key` of integers by integers the two together. A float key's form forgets
-//! the sign of a zero and a NaN's payload, so float keys (and float values) are
-//! gathered back through the sorted order instead: the payload is then each key's
-//! original index, which is also what `argsort` returns. The same result on every run
-//! and backend.
+//! What rides along: keys come back from their sorted forms, and integer values are the
+//! passes' payload — `sort` moves keys alone, `sort_by_key` by integer values the two
+//! together. A float key's form forgets the sign of a zero and a NaN's payload, so the
+//! key transform raises a flag where it meets either; the launches that would write the
+//! keys and values back then write nothing, the flag comes back with the sort's reply,
+//! and the sort runs again through the sorted order: the payload each key's original
+//! index (what `argsort` returns), the keys (and any float values) gathered by it from
+//! copies. The same result on every run and backend.
 
 use crate::device::DType;
 use crate::device::Device;
@@ -75,12 +76,17 @@ fn ordered<B: Int>(bits: B, top: B, all: B, nan: bool) -> B {
 }
 
 /// The 32-bit sort key of a float of up to 32 bits (widened to f32, exact; -0 taken as
-/// +0, so that equal keys keep their order): see [`ordered`].
+/// +0, so that equal keys keep their order): see [`ordered`]. A -0 or a NaN — whose
+/// key forgets its sign or payload — sets `flag`'s last element (the histogram's flag
+/// slot): the sort then cannot give the keys back from their keys alone.
 #[atomr_accel_cuda_macros::kernel(crate = crate)]
-fn float_bits32<T: Float>(x: &[T], keys: &mut [u32]) {
+fn float_bits32<T: Float>(x: &[T], keys: &mut [u32], flag: &mut [u32]) {
     let i = global_index();
     if i < keys.len() {
         let mut v = x[i].to_f32();
+        if v != v || (v == 0.0 && v.to_bits() != 0) {
+            flag.atomic_max(flag.len() - 1, 1u32);
+        }
         if v == 0.0 {
             v = 0.0;
         }
@@ -90,14 +96,48 @@ fn float_bits32<T: Float>(x: &[T], keys: &mut [u32]) {
 
 /// As [`float_bits32`], for f64 keys: 64-bit sort keys.
 #[atomr_accel_cuda_macros::kernel(crate = crate)]
-fn float_bits64<T: Float>(x: &[T], keys: &mut [u64]) {
+fn float_bits64<T: Float>(x: &[T], keys: &mut [u64], flag: &mut [u32]) {
     let i = global_index();
     if i < keys.len() {
         let mut v = x[i].to_f64();
+        if v != v || (v == 0.0 && v.to_bits() != 0) {
+            flag.atomic_max(flag.len() - 1, 1u32);
+        }
         if v == 0.0 {
             v = 0.0;
         }
         keys[i] = ordered(v.to_bits(), 0x8000_0000_0000_0000u64, 0xFFFF_FFFF_FFFF_FFFFu64, v != v);
+    }
+}
+
+/// A float of up to 32 bits back from its sorted key (the inverse of [`float_bits32`]
+/// where `flag`'s last element is unset: no -0 and no NaN, so every key is its float's
+/// bits reordered); nothing is written where it is set (the sort starts over through
+/// the sorted order, the keys as they were).
+#[atomr_accel_cuda_macros::kernel(crate = crate)]
+fn float_unbits32<T: Float>(keys: &[u32], flag: &[u32], x: &mut [T]) {
+    let i = global_index();
+    if i < x.len() && flag[flag.len() - 1] == 0 {
+        let key = keys[i];
+        let mut bits = key ^ 0xFFFF_FFFFu32;
+        if key >= 0x8000_0000u32 {
+            bits = key ^ 0x8000_0000u32;
+        }
+        x[i] = T::from_f32(f32::from_bits(bits));
+    }
+}
+
+/// As [`float_unbits32`], for f64 keys.
+#[atomr_accel_cuda_macros::kernel(crate = crate)]
+fn float_unbits64<T: Float>(keys: &[u64], flag: &[u32], x: &mut [T]) {
+    let i = global_index();
+    if i < x.len() && flag[flag.len() - 1] == 0 {
+        let key = keys[i];
+        let mut bits = key ^ 0xFFFF_FFFF_FFFF_FFFFu64;
+        if key >= 0x8000_0000_0000_0000u64 {
+            bits = key ^ 0x8000_0000_0000_0000u64;
+        }
+        x[i] = T::from_f64(f64::from_bits(bits));
     }
 }
 
@@ -408,6 +448,17 @@ fn copy_int<T: Int>(src: &[T], out: &mut [T]) {
     }
 }
 
+/// `out[i] = src[i]` — the values carried through the passes, to their place — unless
+/// `flag`'s last element is set (float keys with a -0 or a NaN: the sort starts over,
+/// the values as they were).
+#[atomr_accel_cuda_macros::kernel(crate = crate)]
+fn settle_int<T: Int>(src: &[T], flag: &[u32], out: &mut [T]) {
+    let i = global_index();
+    if i < out.len() && flag[flag.len() - 1] == 0 {
+        out[i] = src[i];
+    }
+}
+
 /// The unsigned key types radix passes sort: `u32` (keys of up to four bytes) and `u64`.
 #[doc(hidden)]
 pub trait RadixBits: Int + DType {
@@ -428,17 +479,20 @@ pub trait SortKey: DType {
     /// The unsigned integers the keys sort as.
     #[doc(hidden)]
     type Bits: RadixBits;
-    /// Whether [`SortKey::unbits_call`] gives the keys back (integers).
+    /// Whether [`SortKey::unbits_call`] always gives the keys back (integers); floats'
+    /// only where none is -0 or NaN (see [`float_bits32`]).
     #[doc(hidden)]
     const EXACT: bool;
-    /// The launch that writes the sort keys of `x`.
+    /// The launch that writes the sort keys of `x` (and, for floats, sets `flag`'s last
+    /// element if a key is -0 or NaN).
     #[doc(hidden)]
-    fn bits_call(x: &GpuRef<Self>, bits: &mut GpuRef<Self::Bits>) -> KernelCall;
-    /// The launch that writes the keys back from their sorted sort keys — integers,
-    /// whose sort keys are their bits rearranged — or `None` (floats: -0 sorts as +0 and
-    /// every NaN as one, so their keys are gathered through the sorted order instead).
+    fn bits_call(x: &GpuRef<Self>, bits: &mut GpuRef<Self::Bits>, flag: &mut GpuRef<u32>) -> KernelCall;
+    /// The launch that writes the keys back from their sorted sort keys: integers,
+    /// whose sort keys are their bits rearranged; floats unless `flag`'s last element is
+    /// set (-0 sorts as +0 and every NaN as one: their keys are then gathered through
+    /// the sorted order instead, and this launch writes nothing).
     #[doc(hidden)]
-    fn unbits_call(bits: &GpuRef<Self::Bits>, x: &GpuRef<Self>) -> Option<KernelCall>;
+    fn unbits_call(bits: &GpuRef<Self::Bits>, flag: &GpuRef<u32>, x: &GpuRef<Self>) -> KernelCall;
     /// The key's place in the sort order as a 64-bit integer, on the host (the same
     /// order as its radix form): for the CPU device's host sort.
     #[doc(hidden)]
@@ -458,7 +512,8 @@ pub trait SortValue: DType {
     #[doc(hidden)]
     fn copy_call(src: &GpuRef<Self>, out: &mut GpuRef<Self>) -> KernelCall;
     /// The radix passes of `radix` carrying `values` along (integers: the payload of
-    /// every pass, left in `spare[0]`), or `None` (floats: through the sorted order).
+    /// every pass, through `spare`, then settled into `values` unless the histogram's
+    /// flag is set), or `None` (floats: through the sorted order).
     #[doc(hidden)]
     fn carried<B: RadixBits>(
         radix: &mut Radix<B>,
@@ -468,15 +523,16 @@ pub trait SortValue: DType {
 }
 
 macro_rules! float_keys {
-    ($bits:ident -> $b:ty: $($k:ty),*) => {
+    ($bits:ident, $unbits:ident -> $b:ty: $($k:ty),*) => {
         $(impl SortKey for $k {
             type Bits = $b;
             const EXACT: bool = false;
-            fn bits_call(x: &GpuRef<Self>, bits: &mut GpuRef<$b>) -> KernelCall {
-                $bits::call::<$k>(LaunchConfig::for_elements(bits.len(), 256), x, bits)
+            fn bits_call(x: &GpuRef<Self>, bits: &mut GpuRef<$b>, flag: &mut GpuRef<u32>) -> KernelCall {
+                $bits::call::<$k>(LaunchConfig::for_elements(bits.len(), 256), x, bits, flag)
             }
-            fn unbits_call(_: &GpuRef<$b>, _: &GpuRef<Self>) -> Option<KernelCall> {
-                None
+            fn unbits_call(bits: &GpuRef<$b>, flag: &GpuRef<u32>, x: &GpuRef<Self>) -> KernelCall {
+                let mut x = x.clone();
+                $unbits::call::<$k>(LaunchConfig::for_elements(x.len(), 256), bits, flag, &mut x)
             }
             fn radix_form(self) -> u64 {
                 // Widened to f64 (exact), as `float_bits64` orders it.
@@ -498,14 +554,14 @@ macro_rules! int_keys {
         $(impl SortKey for $k {
             type Bits = $b;
             const EXACT: bool = true;
-            fn bits_call(x: &GpuRef<Self>, bits: &mut GpuRef<$b>) -> KernelCall {
+            fn bits_call(x: &GpuRef<Self>, bits: &mut GpuRef<$b>, _: &mut GpuRef<u32>) -> KernelCall {
                 let flip: $b = if $signed { $top } else { 0 };
                 int_bits::call::<$k, $b>(LaunchConfig::for_elements(bits.len(), 256), x, flip, bits)
             }
-            fn unbits_call(bits: &GpuRef<$b>, x: &GpuRef<Self>) -> Option<KernelCall> {
+            fn unbits_call(bits: &GpuRef<$b>, _: &GpuRef<u32>, x: &GpuRef<Self>) -> KernelCall {
                 let flip: $b = if $signed { $top } else { 0 };
                 let mut x = x.clone();
-                Some(int_unbits::call::<$b, $k>(LaunchConfig::for_elements(x.len(), 256), bits, flip, &mut x))
+                int_unbits::call::<$b, $k>(LaunchConfig::for_elements(x.len(), 256), bits, flip, &mut x)
             }
             fn radix_form(self) -> u64 {
                 // Signed: shifted by 2^63 (the top bit flipped), as `int_bits` orders it.
@@ -551,16 +607,19 @@ macro_rules! through_order {
     }};
 }
 
-/// Integers ride along as the passes' payload.
+/// Integers ride along as the passes' payload, then settle into place.
 macro_rules! as_payload {
     ($radix:ident, $values:ident, $spare:ident) => {{
         let [a, b] = $spare;
-        Some($radix.passes($values, CARRY_PAYLOAD, a, b))
+        let passes = $radix.passes($values, CARRY_PAYLOAD, a, b);
+        let mut out = $values.clone();
+        let cfg = LaunchConfig::for_elements(out.len(), 256);
+        Some(passes.then(settle_int::call(cfg, a, &$radix.hist, &mut out)))
     }};
 }
 
-float_keys!(float_bits32 -> u32: half::f16, half::bf16, f32);
-float_keys!(float_bits64 -> u64: f64);
+float_keys!(float_bits32, float_unbits32 -> u32: half::f16, half::bf16, f32);
+float_keys!(float_bits64, float_unbits64 -> u64: f64);
 int_keys!(u32, TOP32; i8 = true, i16 = true, i32 = true, u8 = false, u16 = false, u32 = false);
 int_keys!(u64, TOP64; i64 = true, u64 = false);
 sort_values!(gather_float, copy_float, through_order = false; half::f16, half::bf16, f32, f64);
@@ -669,16 +728,18 @@ impl Device {
         }
         // Every buffer at once (independent asks in flight together: one round trip's
         // wait), then one sequence of launches, waited for once.
-        if K::EXACT && V::CARRIED {
-            // Integer keys and values: the values ride along as the passes' payload, the
-            // keys come back from their radix forms.
+        if V::CARRIED {
+            // Integer values ride along as the passes' payload; the keys come back from
+            // their radix forms (float keys: unless one is -0 or NaN).
             let (mut radix, mut spare) = futures::try_join!(self.radix(keys, "sort_by_key"), self.alloc_pair::<V>(n))?;
-            let unbits = K::unbits_call(&radix.bits, keys);
-            if let (Some(passes), Some(unbits)) = (V::carried(&mut radix, values, &mut spare), unbits) {
-                let mut out = values.clone();
-                return self
-                    .launch_all(passes.then(unbits).then(V::copy_call(&spare[0], &mut out)))
-                    .await;
+            let unbits = K::unbits_call(&radix.bits, &radix.hist, keys);
+            if let Some(passes) = V::carried(&mut radix, values, &mut spare) {
+                if K::EXACT {
+                    return self.launch_all(passes.then(unbits)).await;
+                }
+                if self.settled(passes.then(unbits), &radix.hist).await? {
+                    return Ok(());
+                }
             }
         }
         // Otherwise through the sorted order: the values gathered by it from a copy.
@@ -699,19 +760,29 @@ impl Device {
         if self.sorts_on_host(keys.len()) {
             return self.host_sort::<K, K>(keys, None).await;
         }
+        // Keys only through the passes, then back from their radix forms (float keys:
+        // unless one is -0 or NaN; then through the sorted order).
+        let (mut radix, mut none) = futures::try_join!(self.radix(keys, "sort"), self.alloc_pair::<u32>(1))?;
+        let unbits = K::unbits_call(&radix.bits, &radix.hist, keys);
+        let [a, b] = &mut none;
+        let placeholder = a.clone();
+        let passes = radix.passes(&placeholder, CARRY_NONE, a, b).then(unbits);
         if K::EXACT {
-            // Integers: keys only through the passes, then back from their radix forms.
-            let (mut radix, mut none) = futures::try_join!(self.radix(keys, "sort"), self.alloc_pair::<u32>(1))?;
-            if let Some(unbits) = K::unbits_call(&radix.bits, keys) {
-                let [a, b] = &mut none;
-                let placeholder = a.clone();
-                let passes = radix.passes(&placeholder, CARRY_NONE, a, b);
-                return self.launch_all(passes.then(unbits)).await;
-            }
+            return self.launch_all(passes).await;
         }
-        // Floats: through the sorted order.
+        if self.settled(passes, &radix.hist).await? {
+            return Ok(());
+        }
         let (sorted_keys, _) = self.keys_by_order(keys, "sort").await?;
         self.launch_all(sorted_keys).await
+    }
+
+    /// Runs a sort's launches and reads its histogram's flag back with them: `true` if
+    /// they settled the keys (and values) — no float key was -0 or NaN — and `false` if
+    /// they left them as they were, for the sort through the sorted order.
+    async fn settled(&self, launches: KernelSequence, hist: &GpuRef<u32>) -> Result<bool, GpuError> {
+        let flag = hist.view(hist.len() - 1..hist.len())?;
+        Ok(self.launch_then_read(launches, &flag).await? == [0])
     }
 
     /// The stable ascending order of `keys` (left as they are): a new buffer whose
@@ -761,10 +832,9 @@ impl Device {
         let mut sequence = KernelSequence(copy.into_iter().collect());
         sequence.0.extend(radix.order(&mut index).0);
         let [order, _] = index;
-        let sequence = match (K::unbits_call(&radix.bits, keys), kc) {
-            (Some(unbits), _) => sequence.then(unbits),
-            (None, Some(kc)) => sequence.then(K::gather_call(&kc, &order, keys)),
-            (None, None) => sequence,
+        let sequence = match kc {
+            None => sequence.then(K::unbits_call(&radix.bits, &radix.hist, keys)),
+            Some(kc) => sequence.then(K::gather_call(&kc, &order, keys)),
         };
         Ok((sequence, order))
     }
@@ -795,10 +865,11 @@ impl Device {
         let tiles = n.div_ceil(TILE);
         let passes = K::Bits::PASSES;
         // The look-back states: zeroed when new; a reused one — only ever this kernel's,
-        // for as many tiles — is told apart by the epoch.
+        // for as many tiles — is told apart by the epoch. The histogram has one more
+        // element: the flag of a float key that is -0 or NaN.
         let ([mut bits, spare], mut hist, status) = futures::try_join!(
             self.alloc_pair::<K::Bits>(n),
-            self.scratch::<u32>(256 * passes as usize),
+            self.scratch::<u32>(256 * passes as usize + 1),
             self.owned_scratch::<u64>("radix sort", 1 + 256 * tiles),
         )?;
         let counting = LaunchConfig {
@@ -807,8 +878,8 @@ impl Device {
             shared_mem_bytes: 0,
         };
         let sequence = KernelSequence::new()
-            .then(K::bits_call(keys, &mut bits))
             .then(radix_zero::call(LaunchConfig::for_elements(hist.len(), 256), &mut hist))
+            .then(K::bits_call(keys, &mut bits, &mut hist))
             .then(radix_histogram::call::<K::Bits>(counting, &bits, passes, &mut hist));
         Ok(Radix {
             sequence,
