@@ -493,6 +493,11 @@ pub trait SortKey: DType {
     /// the sorted order instead, and this launch writes nothing).
     #[doc(hidden)]
     fn unbits_call(bits: &GpuRef<Self::Bits>, flag: &GpuRef<u32>, x: &GpuRef<Self>) -> KernelCall;
+    /// `x` itself where its keys are their own radix forms (u32, u64): the passes then
+    /// read the first digit from it and leave the last in it, with no transform before
+    /// and none after.
+    #[doc(hidden)]
+    fn as_bits(x: &GpuRef<Self>) -> Option<GpuRef<Self::Bits>>;
     /// The key's place in the sort order as a 64-bit integer, on the host (the same
     /// order as its radix form): for the CPU device's host sort.
     #[doc(hidden)]
@@ -512,13 +517,15 @@ pub trait SortValue: DType {
     #[doc(hidden)]
     fn copy_call(src: &GpuRef<Self>, out: &mut GpuRef<Self>) -> KernelCall;
     /// The radix passes of `radix` carrying `values` along (integers: the payload of
-    /// every pass, through `spare`, then settled into `values` unless the histogram's
+    /// every pass — `direct`, where `spare[0]` is `values` itself: the last pass writing
+    /// them; else through `spare`, then settled into `values` unless the histogram's
     /// flag is set), or `None` (floats: through the sorted order).
     #[doc(hidden)]
     fn carried<B: RadixBits>(
         radix: &mut Radix<B>,
         values: &GpuRef<Self>,
         spare: &mut [GpuRef<Self>; 2],
+        direct: bool,
     ) -> Option<KernelSequence>;
 }
 
@@ -533,6 +540,9 @@ macro_rules! float_keys {
             fn unbits_call(bits: &GpuRef<$b>, flag: &GpuRef<u32>, x: &GpuRef<Self>) -> KernelCall {
                 let mut x = x.clone();
                 $unbits::call::<$k>(LaunchConfig::for_elements(x.len(), 256), bits, flag, &mut x)
+            }
+            fn as_bits(_: &GpuRef<Self>) -> Option<GpuRef<$b>> {
+                None
             }
             fn radix_form(self) -> u64 {
                 // Widened to f64 (exact), as `float_bits64` orders it.
@@ -550,7 +560,7 @@ macro_rules! float_keys {
 }
 
 macro_rules! int_keys {
-    ($b:ty, $top:expr; $($k:ty = $signed:expr),*) => {
+    ($b:ty, $top:expr; $($k:ty = $signed:expr, $own:ident),*) => {
         $(impl SortKey for $k {
             type Bits = $b;
             const EXACT: bool = true;
@@ -562,6 +572,9 @@ macro_rules! int_keys {
                 let flip: $b = if $signed { $top } else { 0 };
                 let mut x = x.clone();
                 int_unbits::call::<$b, $k>(LaunchConfig::for_elements(x.len(), 256), bits, flip, &mut x)
+            }
+            fn as_bits(x: &GpuRef<Self>) -> Option<GpuRef<$b>> {
+                $own!(x)
             }
             fn radix_form(self) -> u64 {
                 // Signed: shifted by 2^63 (the top bit flipped), as `int_bits` orders it.
@@ -592,8 +605,9 @@ macro_rules! sort_values {
                 radix: &mut Radix<B>,
                 values: &GpuRef<Self>,
                 spare: &mut [GpuRef<Self>; 2],
+                direct: bool,
             ) -> Option<KernelSequence> {
-                $carried!(radix, values, spare)
+                $carried!(radix, values, spare, direct)
             }
         })*
     };
@@ -601,16 +615,21 @@ macro_rules! sort_values {
 
 /// Floats ride through the sorted order.
 macro_rules! through_order {
-    ($radix:ident, $values:ident, $spare:ident) => {{
-        let _ = ($radix, $values, $spare);
+    ($radix:ident, $values:ident, $spare:ident, $direct:ident) => {{
+        let _ = ($radix, $values, $spare, $direct);
         None
     }};
 }
 
 /// Integers ride along as the passes' payload, then settle into place.
 macro_rules! as_payload {
-    ($radix:ident, $values:ident, $spare:ident) => {{
+    ($radix:ident, $values:ident, $spare:ident, $direct:ident) => {{
         let [a, b] = $spare;
+        if $direct {
+            // `a` is `values` itself: the passes ping-pong between it and `b`, the last
+            // writing it.
+            return Some($radix.passes($values, CARRY_PAYLOAD, a, b));
+        }
         let passes = $radix.passes($values, CARRY_PAYLOAD, a, b);
         let mut out = $values.clone();
         let cfg = LaunchConfig::for_elements(out.len(), 256);
@@ -620,8 +639,24 @@ macro_rules! as_payload {
 
 float_keys!(float_bits32, float_unbits32 -> u32: half::f16, half::bf16, f32);
 float_keys!(float_bits64, float_unbits64 -> u64: f64);
-int_keys!(u32, TOP32; i8 = true, i16 = true, i32 = true, u8 = false, u16 = false, u32 = false);
-int_keys!(u64, TOP64; i64 = true, u64 = false);
+/// A key type that is its own radix form.
+macro_rules! own_bits {
+    ($x:ident) => {
+        Some($x.clone())
+    };
+}
+
+/// A key type that is not.
+macro_rules! other_bits {
+    ($x:ident) => {{
+        let _ = $x;
+        None
+    }};
+}
+
+int_keys!(u32, TOP32; i8 = true, other_bits, i16 = true, other_bits, i32 = true, other_bits,
+    u8 = false, other_bits, u16 = false, other_bits, u32 = false, own_bits);
+int_keys!(u64, TOP64; i64 = true, other_bits, u64 = false, own_bits);
 sort_values!(gather_float, copy_float, through_order = false; half::f16, half::bf16, f32, f64);
 sort_values!(gather_int, copy_int, as_payload = true; i8, i16, i32, i64, u8, u16, u32, u64);
 
@@ -631,6 +666,9 @@ sort_values!(gather_int, copy_int, as_payload = true; i8, i16, i32, i64, u8, u16
 pub struct Radix<B: RadixBits> {
     sequence: KernelSequence,
     tiles: usize,
+    /// `bits` is the caller's keys (their own radix forms): the passes leave them
+    /// sorted in place, with nothing to write back.
+    in_place: bool,
     bits: GpuRef<B>,
     spare: GpuRef<B>,
     hist: Scratch<u32>,
@@ -638,6 +676,15 @@ pub struct Radix<B: RadixBits> {
 }
 
 impl<B: RadixBits> Radix<B> {
+    /// `launches`, then `unbits` — the keys written back from their sorted forms —
+    /// unless the passes sorted the keys in place.
+    fn written_back(&self, launches: KernelSequence, unbits: KernelCall) -> KernelSequence {
+        match self.in_place {
+            true => launches,
+            false => launches.then(unbits),
+        }
+    }
+
     /// The launches so far, then the passes carrying each key's original position: the
     /// stable ascending order, left in `index[0]`.
     fn order(&mut self, index: &mut [GpuRef<u32>; 2]) -> KernelSequence {
@@ -731,11 +778,19 @@ impl Device {
         if V::CARRIED {
             // Integer values ride along as the passes' payload; the keys come back from
             // their radix forms (float keys: unless one is -0 or NaN).
-            let (mut radix, mut spare) = futures::try_join!(self.radix(keys, "sort_by_key"), self.alloc_pair::<V>(n))?;
+            // Integer keys cannot raise the flag: their values' last pass writes them.
+            let first = async {
+                match K::EXACT {
+                    true => Ok(values.clone()),
+                    false => self.alloc_uninit::<V>(n).await,
+                }
+            };
+            let (mut radix, a, b) =
+                futures::try_join!(self.radix(keys, "sort_by_key", true), first, self.alloc_uninit::<V>(n))?;
             let unbits = K::unbits_call(&radix.bits, &radix.hist, keys);
-            if let Some(passes) = V::carried(&mut radix, values, &mut spare) {
+            if let Some(passes) = V::carried(&mut radix, values, &mut [a, b], K::EXACT) {
                 if K::EXACT {
-                    return self.launch_all(passes.then(unbits)).await;
+                    return self.launch_all(radix.written_back(passes, unbits)).await;
                 }
                 if self.settled(passes.then(unbits), &radix.hist).await? {
                     return Ok(());
@@ -762,11 +817,12 @@ impl Device {
         }
         // Keys only through the passes, then back from their radix forms (float keys:
         // unless one is -0 or NaN; then through the sorted order).
-        let (mut radix, mut none) = futures::try_join!(self.radix(keys, "sort"), self.alloc_pair::<u32>(1))?;
+        let (mut radix, mut none) = futures::try_join!(self.radix(keys, "sort", true), self.alloc_pair::<u32>(1))?;
         let unbits = K::unbits_call(&radix.bits, &radix.hist, keys);
         let [a, b] = &mut none;
         let placeholder = a.clone();
-        let passes = radix.passes(&placeholder, CARRY_NONE, a, b).then(unbits);
+        let passes = radix.passes(&placeholder, CARRY_NONE, a, b);
+        let passes = radix.written_back(passes, unbits);
         if K::EXACT {
             return self.launch_all(passes).await;
         }
@@ -802,7 +858,7 @@ impl Device {
             return self.upload(order).await;
         }
         let (mut radix, mut index) =
-            futures::try_join!(self.radix(keys, "argsort"), self.alloc_pair::<u32>(keys.len()))?;
+            futures::try_join!(self.radix(keys, "argsort", false), self.alloc_pair::<u32>(keys.len()))?;
         self.launch_all(radix.order(&mut index)).await?;
         let [sorted, _] = index;
         Ok(sorted)
@@ -824,7 +880,7 @@ impl Device {
         what: &str,
     ) -> Result<(KernelSequence, GpuRef<u32>), GpuError> {
         let (mut radix, mut index, kc) = futures::try_join!(
-            self.radix(keys, what),
+            self.radix(keys, what, true),
             self.alloc_pair::<u32>(keys.len()),
             self.key_copy(keys)
         )?;
@@ -833,7 +889,10 @@ impl Device {
         sequence.0.extend(radix.order(&mut index).0);
         let [order, _] = index;
         let sequence = match kc {
-            None => sequence.then(K::unbits_call(&radix.bits, &radix.hist, keys)),
+            None => {
+                let unbits = K::unbits_call(&radix.bits, &radix.hist, keys);
+                radix.written_back(sequence, unbits)
+            }
             Some(kc) => sequence.then(K::gather_call(&kc, &order, keys)),
         };
         Ok((sequence, order))
@@ -854,8 +913,15 @@ impl Device {
 
     /// A radix sort of (non-empty) `keys` up to its passes: the checks, its buffers, and
     /// the launches that write the keys' radix forms and count their digits. `what` names
-    /// the call in errors.
-    async fn radix<K: SortKey>(&self, keys: &GpuRef<K>, what: &str) -> Result<Radix<K::Bits>, GpuError> {
+    /// the call in errors. `sorts_keys`: the keys are to be sorted in place (not so for
+    /// `argsort`), so keys that are their own radix forms are the passes' first input
+    /// and last output.
+    async fn radix<K: SortKey>(
+        &self,
+        keys: &GpuRef<K>,
+        what: &str,
+        sorts_keys: bool,
+    ) -> Result<Radix<K::Bits>, GpuError> {
         let n = keys.len();
         if n >= (u32::MAX / 2) as usize {
             return Err(GpuError::Unsupported(format!(
@@ -867,8 +933,16 @@ impl Device {
         // The look-back states: zeroed when new; a reused one — only ever this kernel's,
         // for as many tiles — is told apart by the epoch. The histogram has one more
         // element: the flag of a float key that is -0 or NaN.
-        let ([mut bits, spare], mut hist, status) = futures::try_join!(
-            self.alloc_pair::<K::Bits>(n),
+        let own = K::as_bits(keys).filter(|_| sorts_keys);
+        let bits = async {
+            match &own {
+                Some(k) => Ok(k.clone()),
+                None => self.alloc_uninit::<K::Bits>(n).await,
+            }
+        };
+        let (mut bits, spare, mut hist, status) = futures::try_join!(
+            bits,
+            self.alloc_uninit::<K::Bits>(n),
             self.scratch::<u32>(256 * passes as usize + 1),
             self.owned_scratch::<u64>("radix sort", 1 + 256 * tiles),
         )?;
@@ -877,13 +951,16 @@ impl Device {
             block: (256, 1, 1),
             shared_mem_bytes: 0,
         };
-        let sequence = KernelSequence::new()
-            .then(radix_zero::call(LaunchConfig::for_elements(hist.len(), 256), &mut hist))
-            .then(K::bits_call(keys, &mut bits, &mut hist))
-            .then(radix_histogram::call::<K::Bits>(counting, &bits, passes, &mut hist));
+        let mut sequence =
+            KernelSequence::new().then(radix_zero::call(LaunchConfig::for_elements(hist.len(), 256), &mut hist));
+        if own.is_none() {
+            sequence = sequence.then(K::bits_call(keys, &mut bits, &mut hist));
+        }
+        let sequence = sequence.then(radix_histogram::call::<K::Bits>(counting, &bits, passes, &mut hist));
         Ok(Radix {
             sequence,
             tiles,
+            in_place: own.is_some(),
             bits,
             spare,
             hist,
