@@ -51,61 +51,53 @@ fn combine(op: u32, a: f64, b: f64) -> f64 {
     }
 }
 
-/// A 4-element vector's lanes reduced by `op`, in f64: its pairs first, then the two.
-#[atomr_accel_cuda_macros::device(crate = crate)]
-fn quad<T: Float>(op: u32, x: T, y: T, z: T, w: T) -> f64 {
-    combine(
-        op,
-        combine(op, x.to_f64(), y.to_f64()),
-        combine(op, z.to_f64(), w.to_f64()),
-    )
-}
-
-/// The identity of reduction `op`: 0, +∞, −∞.
-#[atomr_accel_cuda_macros::device(crate = crate)]
-fn identity(op: u32) -> f64 {
-    if op == 0 {
-        0.0
-    } else if op == 1 {
-        f64::INFINITY
-    } else {
-        f64::NEG_INFINITY
-    }
-}
-
 /// The pass of a sum, min or max: block `b` writes the reduction of its grid-stride
-/// share of `x` to `out[b]`, in f64 — every element type widens exactly, so f16 and
-/// bf16 sums do not lose their small terms and an f32 sum rounds once, at the end —
-/// reading four elements per load (16 bytes for f32) and four loads at a time, all in
-/// flight together (what reaches the memory bandwidth: one load per step leaves it
-/// waiting on each); `x` starts at a multiple of four elements.
+/// share of `x` to `out[b]`, in f64, reading four elements per load (16 bytes for f32:
+/// what reaches the memory bandwidth; `x` starts at a multiple of four elements). A sum
+/// is carried in f64 — every element type widens exactly, so f16 and bf16 sums do not
+/// lose their small terms and an f32 sum rounds once, at the end; a minimum or maximum
+/// in the element type itself (exact, and no conversion per element), NaNs skipped.
 #[atomr_accel_cuda_macros::kernel(crate = crate)]
 fn reduce_pass<T: Float>(x: &[T], out: &mut [f64], op: u32) {
     let mut tile = shared_array::<f64, 256>();
     let t = thread_idx_x();
-    let mut acc = identity(op);
     let quads = x.len() / 4;
-    let stride = grid_stride();
-    let mut q = global_index();
-    while q + 3 * stride < quads {
-        let a: Vec4<T> = x.load4(q);
-        let b: Vec4<T> = x.load4(q + stride);
-        let c: Vec4<T> = x.load4(q + 2 * stride);
-        let d: Vec4<T> = x.load4(q + 3 * stride);
-        acc = combine(op, acc, quad(op, a.x, a.y, a.z, a.w));
-        acc = combine(op, acc, quad(op, b.x, b.y, b.z, b.w));
-        acc = combine(op, acc, quad(op, c.x, c.y, c.z, c.w));
-        acc = combine(op, acc, quad(op, d.x, d.y, d.z, d.w));
-        q += 4 * stride;
-    }
-    while q < quads {
-        let v: Vec4<T> = x.load4(q);
-        acc = combine(op, acc, quad(op, v.x, v.y, v.z, v.w));
-        q += stride;
-    }
     let tail = quads * 4 + global_index();
-    if tail < x.len() {
-        acc = combine(op, acc, x[tail].to_f64());
+    let mut q = global_index();
+    let mut acc: f64 = 0.0;
+    if op == 0 {
+        while q < quads {
+            let v: Vec4<T> = x.load4(q);
+            acc += (v.x.to_f64() + v.y.to_f64()) + (v.z.to_f64() + v.w.to_f64());
+            q += grid_stride();
+        }
+        if tail < x.len() {
+            acc += x[tail].to_f64();
+        }
+    } else {
+        // The running extreme first in every step, so that a NaN lane is skipped by
+        // either spelling of `min`/`max` (IEEE `fmin` or the first operand kept).
+        let mut m = T::infinity();
+        if op == 2 {
+            m = -T::infinity();
+        }
+        while q < quads {
+            let v: Vec4<T> = x.load4(q);
+            if op == 1 {
+                m = m.min(v.x).min(v.y).min(v.z).min(v.w);
+            } else {
+                m = m.max(v.x).max(v.y).max(v.z).max(v.w);
+            }
+            q += grid_stride();
+        }
+        if tail < x.len() {
+            if op == 1 {
+                m = m.min(x[tail]);
+            } else {
+                m = m.max(x[tail]);
+            }
+        }
+        acc = m.to_f64();
     }
     tile[t] = acc;
     sync_threads();
@@ -146,9 +138,8 @@ fn index_at(at: &[u32], combine: u32, p: usize) -> u32 {
 /// The pass of an argmin (`max` 0) or argmax: block `b` writes the best value of
 /// its grid-stride share of `x` and that value's index to `out[b]`, `out_at[b]` — the
 /// first index among equals; `none` where the share holds only NaNs. Reads four
-/// elements per load and four loads at a time, as the sums do (`x` starts at a multiple
-/// of four elements); the order in which a thread meets its elements does not matter,
-/// ties going by index.
+/// elements per load, as the sums do (`x` starts at a multiple of four elements); the
+/// order in which a thread meets its elements does not matter, ties going by index.
 /// With `combine` 1 the input is the first pass's blocks' bests and `at` their indices
 /// (one block then reduces them to the winner); with 0, `at` is not read.
 #[atomr_accel_cuda_macros::kernel(crate = crate)]
@@ -159,54 +150,28 @@ fn arg_pass<T: Float>(x: &[T], at: &[u32], combine: u32, none: u32, max: u32, ou
     let mut v = T::zero();
     let mut k: u32 = none;
     let quads = x.len() / 4;
-    let stride = grid_stride();
     let mut q = global_index();
     while q < quads {
-        // Four loads at a time where the share has them (all in flight together), then
-        // each vector in turn.
-        let w0: Vec4<T> = x.load4(q);
-        let mut w1: Vec4<T> = w0;
-        let mut w2: Vec4<T> = w0;
-        let mut w3: Vec4<T> = w0;
-        let mut loaded: usize = 1;
-        if q + 3 * stride < quads {
-            w1 = x.load4(q + stride);
-            w2 = x.load4(q + 2 * stride);
-            w3 = x.load4(q + 3 * stride);
-            loaded = 4;
+        let w: Vec4<T> = x.load4(q);
+        let (i0, i1) = (index_at(at, combine, q * 4), index_at(at, combine, q * 4 + 1));
+        let (i2, i3) = (index_at(at, combine, q * 4 + 2), index_at(at, combine, q * 4 + 3));
+        if beats(max, none, w.x, i0, v, k) {
+            v = w.x;
+            k = i0;
         }
-        let mut j: usize = 0;
-        while j < loaded {
-            let mut w = w3;
-            if j == 0 {
-                w = w0;
-            } else if j == 1 {
-                w = w1;
-            } else if j == 2 {
-                w = w2;
-            }
-            let p = (q + j * stride) * 4;
-            let (i0, i1) = (index_at(at, combine, p), index_at(at, combine, p + 1));
-            let (i2, i3) = (index_at(at, combine, p + 2), index_at(at, combine, p + 3));
-            if beats(max, none, w.x, i0, v, k) {
-                v = w.x;
-                k = i0;
-            }
-            if beats(max, none, w.y, i1, v, k) {
-                v = w.y;
-                k = i1;
-            }
-            if beats(max, none, w.z, i2, v, k) {
-                v = w.z;
-                k = i2;
-            }
-            if beats(max, none, w.w, i3, v, k) {
-                v = w.w;
-                k = i3;
-            }
-            j += 1;
+        if beats(max, none, w.y, i1, v, k) {
+            v = w.y;
+            k = i1;
         }
-        q += loaded * stride;
+        if beats(max, none, w.z, i2, v, k) {
+            v = w.z;
+            k = i2;
+        }
+        if beats(max, none, w.w, i3, v, k) {
+            v = w.w;
+            k = i3;
+        }
+        q += grid_stride();
     }
     let tail = quads * 4 + global_index();
     if tail < x.len() {
@@ -571,11 +536,11 @@ mod tests {
     use crate::actor::ActorSystem;
     use crate::device::{Device, DeviceConfig};
 
-    /// A few blocks over many vectors: each thread takes its vectors four loads at a
-    /// time, then the rest one at a time, then the tail — every path of both passes,
-    /// against float64 references on random data (a planted tie for the arg passes).
+    /// A few blocks over many vectors: each thread meets several vectors on its
+    /// grid-stride loop, then the tail — both passes against float64 references on
+    /// random data (the extremes planted twice, ties for the arg passes).
     #[tokio::test]
-    async fn few_blocks_take_four_loads_at_a_time_then_the_rest() {
+    async fn few_blocks_each_meet_many_vectors_and_the_tail() {
         let sys = ActorSystem::new("reduce-blocks");
         let d = Device::open(&sys, DeviceConfig::cpu()).await.unwrap();
         let mut state = 0x9E37_79B9_7F4A_7C15u64;
@@ -585,11 +550,11 @@ mod tests {
             state ^= state << 17;
             (state >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
         };
-        // 2 blocks × 256 threads: 2048 vectors a round of four loads; 10 007 elements
-        // are 2501 vectors (one round, then one at a time) and a tail of 3.
+        // 2 blocks × 256 threads over 10 007 elements: 2501 vectors (each thread four or
+        // five) and a tail of 3.
         let mut v: Vec<f32> = (0..10_007).map(|_| next() as f32).collect();
-        // Ties across the paths: the first in the rounds of four, the second in the
-        // vectors one at a time (9000) or the tail (10 005).
+        // Ties: the first wins, whether the second is met by another thread (9000)
+        // or in the tail (10 005).
         let (hi, lo) = (1200, 4000);
         v[hi] = 2.0;
         v[9000] = 2.0;
