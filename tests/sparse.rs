@@ -286,8 +286,9 @@ fn host_csr<T: SparseScalar>(dense: &[T], rows: usize, cols: usize) -> (Vec<i32>
 }
 
 /// `dense_to_csr` of tall, wide, square and single-element matrices (a wide one is
-/// split into many runs of columns per row), with empty and full rows, NaN, ±0 and ±∞,
-/// from a view into a larger buffer: exactly the host's structure and values.
+/// split into many runs of columns per row; up to 2^20 elements in one request, a larger
+/// one in two), with empty and full rows, NaN, ±0 and ±∞, from a view into a larger
+/// buffer: exactly the host's structure and values.
 async fn dense_to_csr_shapes<T: SparseScalar>(dev: &Device) {
     for (rows, cols) in [
         (1, 1),
@@ -297,6 +298,8 @@ async fn dense_to_csr_shapes<T: SparseScalar>(dev: &Device) {
         (173, 121),
         (5000, 3),
         (3, 200_000),
+        // Past 2^20 elements: the buffers wait for the count (a second request).
+        (1030, 1024),
     ] {
         let n = rows * cols;
         let pick = rand_vec(n);

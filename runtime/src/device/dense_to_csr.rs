@@ -30,6 +30,9 @@ const TARGET_PAIRS: usize = 1 << 17;
 /// The fewest columns a chunk reads (below this a thread does too little to pay for
 /// its place in the scan).
 const MIN_WIDTH: usize = 32;
+/// The most elements of a matrix whose CSR buffers are sized for every element, so that
+/// the conversion is one request (4 MiB of indices at most).
+const ONE_REQUEST: usize = 1 << 20;
 /// The most chunks per row: the grid's y dimension.
 const MAX_CHUNKS: usize = 65_535;
 
@@ -148,7 +151,8 @@ impl Device {
     /// view holding at least `rows·cols` elements; a NaN is stored, −0 is not) as a CSR
     /// matrix, column indices increasing within each row — converted on the device:
     /// non-zeros counted per (row, run of columns), the counts scanned, then written in
-    /// place (`#[kernel]`s; one count read back, to size the matrix).
+    /// place (`#[kernel]`s; one count read back, to size the matrix — of a matrix of up
+    /// to 2^20 elements, with the rest in one request, its buffers sized for them all).
     pub async fn dense_to_csr<T: SparseScalar>(
         &self,
         dense: &GpuRef<T>,
@@ -164,44 +168,57 @@ impl Device {
             shared_mem_bytes: 0,
         };
         let shape = (rows as u32, cols as u32, width as u32, chunks as u32);
-        let (mut counts, ends, mut totals) = futures::try_join!(
+        // A small matrix's CSR buffers are sized for every element up front (a CSR
+        // matrix's indices and values hold at least its non-zeros), so that count, scan
+        // and fill are one request; a larger one's wait for the count.
+        let early = async {
+            match rows * cols <= ONE_REQUEST {
+                true => self.csr_buffers::<T>(rows, rows * cols).await.map(Some),
+                false => Ok(None),
+            }
+        };
+        let (mut counts, ends, mut totals, mut early) = futures::try_join!(
             self.alloc::<i32>(pairs),
             self.alloc::<i64>(pairs),
-            self.scratch::<i64>(scan_tiles(pairs))
+            self.scratch::<i64>(scan_tiles(pairs)),
+            early
         )?;
-        // Count, scan the counts, read the total back: one request.
+        let fill = |(offsets, indices, values): &mut CsrBuffers<T>| {
+            dense_fill::call::<T>(
+                grid(rows),
+                dense,
+                shape.0,
+                shape.1,
+                shape.2,
+                shape.3,
+                &ends,
+                offsets,
+                indices,
+                values,
+            )
+        };
+        // Count, scan the counts (and fill, for a small matrix), read the total back:
+        // one request.
         let count = dense_counts::call::<T>(grid(rows), dense, shape.0, shape.1, shape.2, shape.3, &mut counts);
         let [totals_pass, offsets_pass, scan_pass] = int_scan_calls(&counts, &ends, false, &mut totals);
+        let mut launches = vec![count, totals_pass, offsets_pass, scan_pass];
+        launches.extend(early.as_mut().map(fill));
         let last = ends.view(pairs - 1..pairs)?;
-        let nnz = self
-            .launch_then_read([count, totals_pass, offsets_pass, scan_pass], &last)
-            .await?[0];
+        let nnz = self.launch_then_read(launches, &last).await?[0];
         if nnz > MAX_DIM as i64 {
             return Err(GpuError::invalid(format!(
                 "dense_to_csr: {nnz} non-zeros exceed the 32-bit indices of a CSR matrix"
             )));
         }
         let nnz = nnz as usize;
-        // A buffer is never empty: a matrix without stored elements keeps one unused.
-        let (mut offsets, mut indices, mut values) = futures::try_join!(
-            self.alloc::<i32>(rows + 1),
-            self.alloc::<i32>(nnz.max(1)),
-            self.alloc::<T>(nnz.max(1))
-        )?;
-        dense_fill::launch::<T>(
-            self,
-            grid(rows),
-            dense,
-            shape.0,
-            shape.1,
-            shape.2,
-            shape.3,
-            &ends,
-            &mut offsets,
-            &mut indices,
-            &mut values,
-        )
-        .await?;
+        let (offsets, indices, values) = match early {
+            Some(buffers) => buffers,
+            None => {
+                let mut buffers = self.csr_buffers::<T>(rows, nnz).await?;
+                self.launch_kernel(fill(&mut buffers)).await?;
+                buffers
+            }
+        };
         Ok(CsrMatrix {
             rows,
             cols,
@@ -211,7 +228,20 @@ impl Device {
             values,
         })
     }
+
+    /// A CSR matrix's offsets (`rows + 1`), indices and values (room for `nnz`; one
+    /// element at least: a buffer is never empty), asked for together.
+    async fn csr_buffers<T: SparseScalar>(&self, rows: usize, nnz: usize) -> Result<CsrBuffers<T>, GpuError> {
+        futures::try_join!(
+            self.alloc::<i32>(rows + 1),
+            self.alloc::<i32>(nnz.max(1)),
+            self.alloc::<T>(nnz.max(1))
+        )
+    }
 }
+
+/// A CSR matrix's offsets, column indices and values.
+type CsrBuffers<T> = (GpuRef<i32>, GpuRef<i32>, GpuRef<T>);
 
 #[cfg(test)]
 mod tests {
