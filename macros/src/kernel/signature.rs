@@ -59,6 +59,9 @@ pub(crate) struct Signature {
     /// Const generic parameters (after the type parameters), with their type.
     pub(crate) consts: Vec<(syn::Ident, Prim, syn::ConstParam)>,
     pub(crate) params: Vec<Param>,
+    /// Parameters whose type was refused (already reported): the body's uses of them
+    /// raise nothing more.
+    pub(crate) rejected: Vec<syn::Ident>,
     /// What the function returns: `None` for a kernel; for a `#[device] fn`, its scalar
     /// type (`Some(Ty::Unit)` when it returns nothing).
     pub(crate) ret: Option<Ty>,
@@ -243,6 +246,7 @@ fn parse_as_kernel(f: &syn::ItemFn, errors: &mut Errors, role: Role) -> Signatur
     }
     let gmap: BTreeMap<String, Bound> = generics.iter().map(|(i, b, _)| (i.to_string(), *b)).collect();
     let mut params = vec![];
+    let mut rejected = vec![];
     for input in &sig.inputs {
         let syn::FnArg::Typed(pt) = input else {
             errors.at(input, "a #[kernel] is a free function: remove `self`");
@@ -280,6 +284,7 @@ fn parse_as_kernel(f: &syn::ItemFn, errors: &mut Errors, role: Role) -> Signatur
                                  f32 f64 f16 bf16 i8 … u64 or a generic parameter; {PARAM_HINT}"
                             ),
                         );
+                        rejected.push(name);
                         continue;
                     }
                 }
@@ -297,7 +302,17 @@ fn parse_as_kernel(f: &syn::ItemFn, errors: &mut Errors, role: Role) -> Signatur
                         ParamKind::Struct(p.path.clone())
                     }
                     other => {
-                        errors.push(syn::Error::new(other.span(), PARAM_HINT));
+                        let vector = matches!(other, syn::Type::Path(p)
+                            if p.path.segments.last().is_some_and(|s| s.ident == "Vec4" || s.ident == "Vec2"));
+                        let msg = match vector {
+                            true => format!(
+                                "{PARAM_HINT}; a `Vec4`/`Vec2` is a value of the body: pass its lanes as \
+                                 scalars, or the buffer and read it with `x.load4(i)`"
+                            ),
+                            false => PARAM_HINT.to_string(),
+                        };
+                        errors.push(syn::Error::new(other.span(), msg));
+                        rejected.push(name);
                         continue;
                     }
                 },
@@ -330,6 +345,7 @@ fn parse_as_kernel(f: &syn::ItemFn, errors: &mut Errors, role: Role) -> Signatur
         generics,
         consts,
         params,
+        rejected,
         ret,
     }
 }

@@ -154,6 +154,14 @@ pub(crate) fn translate(sig: &Signature, block: &syn::Block, errors: &mut Errors
         let cname = tr.fresh(&name);
         tr.scopes[0].insert(name, Var { cname, ty });
     }
+    // A refused parameter is in scope with the reported type: its uses say nothing more.
+    for name in &sig.rejected {
+        let var = Var {
+            cname: String::from("0"),
+            ty: Ty::reported(),
+        };
+        tr.scopes[0].insert(name.to_string(), var);
+    }
     tr.body(block);
     Translation {
         body: tr.flex.fill(&tr.out),
