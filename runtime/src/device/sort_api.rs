@@ -621,19 +621,20 @@ macro_rules! through_order {
     }};
 }
 
-/// Integers ride along as the passes' payload, then settle into place.
+/// Integers ride along as the passes' payload, then settle into place — unless `a` is
+/// the values themselves (`direct`): the passes ping-pong between it and `b`, the last
+/// writing it.
 macro_rules! as_payload {
     ($radix:ident, $values:ident, $spare:ident, $direct:ident) => {{
         let [a, b] = $spare;
-        if $direct {
-            // `a` is `values` itself: the passes ping-pong between it and `b`, the last
-            // writing it.
-            return Some($radix.passes($values, CARRY_PAYLOAD, a, b));
-        }
         let passes = $radix.passes($values, CARRY_PAYLOAD, a, b);
-        let mut out = $values.clone();
-        let cfg = LaunchConfig::for_elements(out.len(), 256);
-        Some(passes.then(settle_int::call(cfg, a, &$radix.hist, &mut out)))
+        if $direct {
+            Some(passes)
+        } else {
+            let mut out = $values.clone();
+            let cfg = LaunchConfig::for_elements(out.len(), 256);
+            Some(passes.then(settle_int::call(cfg, a, &$radix.hist, &mut out)))
+        }
     }};
 }
 
