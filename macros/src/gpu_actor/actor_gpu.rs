@@ -14,14 +14,14 @@ use super::device::{device_sets, method_args, snake, surface_macro, MethodArgs};
 use super::parse::{ActorDef, Handler, Ret};
 
 /// `gemm` → `__direct_gemm`.
-fn shim_name(h: &Handler) -> Ident {
+pub(crate) fn shim_name(h: &Handler) -> Ident {
     format_ident!("__direct_{}", h.method)
 }
 
 /// Whether handler `h` can run in place: a `#[handler(device)]` that is synchronous and
 /// needs no actor context (every library operation is so: it enqueues and returns a
 /// `Deferred`).
-fn direct(h: &Handler) -> bool {
+pub(crate) fn direct(h: &Handler) -> bool {
     h.device.is_some() && !h.is_async && !h.takes_ctx
 }
 
@@ -196,12 +196,6 @@ pub(crate) fn surface(def: &ActorDef, krate: &syn::Path) -> TokenStream {
     });
     let name = surface_macro_name(def);
     let target = quote!(#krate::device::ActorGpu);
-    surface_macro(
-        def,
-        &name,
-        quote!($($m:ident)::+, via = $via:ident),
-        &sets,
-        target,
-        methods.collect(),
-    )
+    let arms = [(quote!($($m:ident)::+, via = $via:ident), methods.collect())];
+    surface_macro(def, &name, &arms, &sets, target)
 }

@@ -7,6 +7,7 @@ use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
 use syn::{Ident, Type};
 
+use super::actor_gpu::{direct, shim_name};
 use super::parse::{ActorDef, Handler};
 
 /// `BlasActor` + `[blas1]` → `BlasActorBlas1`.
@@ -155,65 +156,99 @@ pub(crate) fn device_sets(def: &ActorDef) -> Vec<Ident> {
 /// the::actor::module; blas1 = Blas1Scalar, …)` names the actor's module and the public
 /// bound of each of its dtype sets. The methods are written here, from the handlers; they
 /// are placed there, so the device tier depends on the actors and not the reverse.
+///
+/// Expanded with `via = <accessor>` (`path::to::module, via = blas; …`), each handler
+/// that can run in place (see `actor_gpu::direct`) runs on a free in-place slot of the
+/// device when one is to be had — the handler called on the caller's thread, its answer
+/// awaited there, with no message, reply channel or boxed reply future — and only
+/// otherwise (the CPU device, an isolated or journalled device, every slot busy) becomes
+/// the message to the actor. Without `via` (an actor whose state is one sequence, the
+/// RNG) every method is the message.
 pub(crate) fn device_methods(def: &ActorDef, krate: &syn::Path) -> TokenStream {
     if def.options.device.is_none() {
         return quote!();
     }
     let (msg, _) = def.names();
     let sets = device_sets(def);
-    let methods = def.handlers.iter().filter_map(|h| {
+    let method = |h: &Handler, in_place: bool| {
         let (name, _) = h.device.as_ref()?;
         let (docs, allows) = (&h.docs, &h.allows);
         let p = h.payload();
         let MethodArgs { decls, clones, fields } = method_args(h);
         let span = name.span();
         let vis = if h.internal { quote!(pub(crate)) } else { quote!(pub) };
-        Some(match &h.generic {
+        let (generics, turbofish, request) = match &h.generic {
             None => {
                 let v = h.variant(None);
-                quote_spanned! {span=>
-                    #(#docs)*
-                    #(#allows)*
-                    #vis async fn #name(&self, #(#decls),*) -> ::core::result::Result<#p, #krate::GpuError> {
-                        #(#clones)*
-                        self.call(|reply| $($m)::+::#msg::#v { #(#fields,)* reply }).await
-                    }
-                }
+                (quote!(), quote!(), quote!($($m)::+::#msg::#v { #(#fields,)* reply }))
             }
             Some((param, _)) => {
                 let set = h.dtype_sets.first()?;
                 let tr = def.dtype_trait_name(h);
                 // Every argument type that names the handler's dtype parameter is
                 // written as in the handler (the parameter keeps its name).
-                quote_spanned! {span=>
-                    #(#docs)*
-                    #(#allows)*
-                    #vis async fn #name<#param: $#set>(&self, #(#decls),*) -> ::core::result::Result<#p, #krate::GpuError> {
-                        #(#clones)*
-                        self.call(|reply| <#param as $($m)::+::#tr>::__into_msg(#(#fields,)* reply)).await
+                (
+                    quote!(<#param: $#set>),
+                    quote!(::<#param>),
+                    quote!(<#param as $($m)::+::#tr>::__into_msg(#(#fields,)* reply)),
+                )
+            }
+        };
+        let body = if in_place && direct(h) && !h.tell {
+            let shim = shim_name(h);
+            quote! {
+                // The slot's guard lives in this block only: held while the handler
+                // enqueues, never across the wait. No slot: the message, boxed so that
+                // its future does not make the in-place call's larger.
+                let work = match self.in_place_local()? {
+                    ::core::option::Option::Some(mut local) => {
+                        ::core::result::Result::Ok(local.$via()?.#shim #turbofish(#(#fields),*)?)
                     }
+                    ::core::option::Option::None => ::core::result::Result::Err(::std::boxed::Box::pin(
+                        self.call(|reply| #request),
+                    )),
+                };
+                match work {
+                    ::core::result::Result::Ok(deferred) => self.resolve_in_place(deferred).await,
+                    ::core::result::Result::Err(request) => request.await,
                 }
             }
+        } else {
+            quote!(self.call(|reply| #request).await)
+        };
+        Some(quote_spanned! {span=>
+            #(#docs)*
+            #(#allows)*
+            #vis async fn #name #generics(&self, #(#decls),*) -> ::core::result::Result<#p, #krate::GpuError> {
+                #(#clones)*
+                #body
+            }
         })
-    });
+    };
+    let by_message: Vec<_> = def.handlers.iter().filter_map(|h| method(h, false)).collect();
+    let in_place: Vec<_> = def.handlers.iter().filter_map(|h| method(h, true)).collect();
     let name = surface_macro_name(def);
     let target = quote!(#krate::device::Device);
-    surface_macro(def, &name, quote!($($m:ident)::+), &sets, target, methods.collect())
+    let arms = [
+        (quote!($($m:ident)::+), by_message),
+        (quote!($($m:ident)::+, via = $via:ident), in_place),
+    ];
+    surface_macro(def, &name, &arms, &sets, target)
 }
 
 /// The `macro_rules! <name>` that writes `impl <target> { <methods> }` for the device tier
-/// to expand, taking `<lead>` (which starts with the actor's module path, `$m`) and then
-/// `<set> = <bound>` for each named dtype set (the methods name the bounds as `$<set>`),
-/// and re-exported within the crate. The impl sees the actor module's public items, so
-/// the argument types its handlers name (`Contraction`, `FftShape`) need no import where
-/// the device tier expands it: a new library adds no `use` line there.
+/// to expand, one arm per `(lead, methods)`: each lead starts with the actor's module path
+/// (`$m`) and is followed by `<set> = <bound>` for each named dtype set (the methods name
+/// the bounds as `$<set>`); the macro is re-exported within the crate. The impl sees the
+/// actor module's public items, so the argument types its handlers name (`Contraction`,
+/// `FftShape`) need no import where the device tier expands it: a new library adds no
+/// `use` line there.
 pub(crate) fn surface_macro(
     def: &ActorDef,
     name: &Ident,
-    lead: TokenStream,
+    arms: &[(TokenStream, Vec<TokenStream>)],
     sets: &[Ident],
     target: TokenStream,
-    methods: Vec<TokenStream>,
 ) -> TokenStream {
     let sep = (!sets.is_empty()).then(|| quote!(;));
     let doc = format!(
@@ -222,10 +257,8 @@ pub(crate) fn surface_macro(
         target.to_string().rsplit(' ').next().unwrap_or_default(),
         def.name
     );
-    quote! {
-        #[doc = #doc]
-        #[allow(unused_macros)]
-        macro_rules! #name {
+    let arms = arms.iter().map(|(lead, methods)| {
+        quote! {
             (#lead #sep #(#sets = $#sets:path),*) => {
                 const _: () = {
                     #[allow(unused_imports)]
@@ -235,6 +268,13 @@ pub(crate) fn surface_macro(
                     }
                 };
             };
+        }
+    });
+    quote! {
+        #[doc = #doc]
+        #[allow(unused_macros)]
+        macro_rules! #name {
+            #(#arms)*
         }
         #[allow(unused_imports)]
         pub(crate) use #name;

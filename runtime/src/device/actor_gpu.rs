@@ -404,8 +404,27 @@ impl Device {
     /// taken).
     #[allow(clippy::result_large_err)] // the request handed back as is, once
     pub(crate) fn serve_in_place(&self, routed: Routed) -> Result<Option<Served>, Routed> {
-        if !Local::runs_in_place(&routed) || matches!(routed, Routed::Rng(_)) || !self.on_gpu() {
+        if !Local::runs_in_place(&routed) || matches!(routed, Routed::Rng(_)) {
             return Err(routed);
+        }
+        match self.in_place_local() {
+            Err(e) => {
+                routed.fail(e);
+                Ok(None)
+            }
+            Ok(Some(mut local)) => local.serve(routed),
+            Ok(None) => Err(routed),
+        }
+    }
+
+    /// The in-place library actors of a free slot of the device's own, for a call from
+    /// outside any actor (the generated `Device` methods call their handler on it
+    /// directly; [`Device::serve_in_place`] serves a message on it); `None` off the GPU
+    /// (the CPU device's work would run on the caller's thread), while journalled or not
+    /// ready, and when every slot is busy. The guard is held only while a call enqueues.
+    pub(crate) fn in_place_local(&self) -> Result<Option<MutexGuard<'_, Local>>, GpuError> {
+        if !self.on_gpu() {
+            return Ok(None);
         }
         // Each thread starts at a slot of its own (round robin over the threads that
         // ask), so that independent callers' work lands on separate streams — starting
@@ -414,17 +433,24 @@ impl Device {
         let n = self.in_place.len();
         let home = HOME_SLOT.with(|h| *h.get_or_init(|| NEXT_HOME.fetch_add(1, Ordering::Relaxed)));
         for k in 0..n {
-            let slot = &self.in_place[(home + k) % n];
-            match slot.local(self, false) {
-                Err(e) => {
-                    routed.fail(e);
-                    return Ok(None);
-                }
-                Ok(Some(mut local)) => return local.serve(routed),
-                Ok(None) => {}
+            if let Some(local) = self.in_place[(home + k) % n].local(self, false)? {
+                return Ok(Some(local));
             }
         }
-        Err(routed)
+        Ok(None)
+    }
+
+    /// Waits for a call run in place from a `Device` method, counted in flight (what
+    /// placement balances) and timed as a request until it is done.
+    pub(crate) async fn resolve_in_place<R: Send + 'static>(
+        &self,
+        work: crate::actor::Deferred<R>,
+    ) -> Result<R, GpuError> {
+        let _counted = self.counted();
+        let started = self.shared.metrics.on.then(std::time::Instant::now);
+        let r = work.resolve().await;
+        self.record_request(started);
+        r
     }
 
     /// `props` on a thread of the actor's own (a `GpuDispatcher` that spins

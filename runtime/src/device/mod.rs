@@ -233,10 +233,15 @@ impl Device {
         // Counts the request at a pooled library actor until its reply is in.
         let _busy = self.submit(make(reply).route()).await?;
         let r = self.await_reply(rx).await;
+        self.record_request(started);
+        r
+    }
+
+    /// Records a request's seconds since `started` (`None`: metrics are off).
+    fn record_request(&self, started: Option<std::time::Instant>) {
         if let Some(t) = started {
             self.shared.metrics.request_seconds.record(t.elapsed().as_secs_f64());
         }
-        r
     }
 
     /// Counts a request in flight until the guard drops: an `ActorGpu`'s call in place,

@@ -24,11 +24,19 @@ macro_rules! library_surfaces {
         $dsurf:ident, $gsurf:ident, [$($set:ident = $bound:ident),*]
         bounds { $($bounds:tt)* }
     })*) => {
-        $(crate::library::$field::$dsurf!(crate::library::$field; $($set = crate::device::$bound),*);)*
+        $(library_surfaces!(@one $field, $dsurf, [$($set = $bound),*]);)*
+    };
+    // The RNG's methods are its actor's messages: a seeded generator's sequence is the
+    // one actor's state, which an in-place slot's generator of its own would fork.
+    (@one rng, $dsurf:ident, [$($set:ident = $bound:ident),*]) => {
+        crate::library::rng::$dsurf!(crate::library::rng; $($set = crate::device::$bound),*);
+    };
+    (@one $field:ident, $dsurf:ident, [$($set:ident = $bound:ident),*]) => {
+        crate::library::$field::$dsurf!(crate::library::$field, via = $field; $($set = crate::device::$bound),*);
     };
 }
 crate::libraries::library_table!(library_surfaces {});
-crate::library::kernels::kernel_actor_device_surface!(crate::library::kernels; any = DType);
+crate::library::kernels::kernel_actor_device_surface!(crate::library::kernels, via = kernel; any = DType);
 crate::event::event_actor_device_surface!(crate::event);
 
 impl crate::kernel::dsl::LaunchTarget for super::Device {
