@@ -19,6 +19,7 @@ use super::bounds::SparseScalar;
 use super::scan_api::{int_scan_calls, scan_tiles};
 use super::Device;
 use crate::error::{GpuError, Invalid};
+use crate::kernel::dsl::Float;
 use crate::gpu_ref::GpuRef;
 use crate::launch::LaunchConfig;
 use crate::library::sparse::{CsrMatrix, MAX_DIM};
@@ -33,8 +34,61 @@ const MIN_WIDTH: usize = 32;
 /// The most elements of a matrix whose CSR buffers are sized for every element, so that
 /// the conversion is one request (4 MiB of indices at most).
 const ONE_REQUEST: usize = 1 << 20;
+/// The most elements of a matrix converted by one block ([`dense_to_csr_block`]).
+const ONE_BLOCK: usize = 1 << 16;
 /// The most chunks per row: the grid's y dimension.
 const MAX_CHUNKS: usize = 65_535;
+
+/// Where the run of columns starting at `first` ends: `width` columns on, or at `cols`.
+#[atomr_accel_cuda_macros::device(crate = crate)]
+fn run_end(first: usize, width: u32, cols: u32) -> usize {
+    let mut end = first + width as usize;
+    if end > cols as usize {
+        end = cols as usize;
+    }
+    end
+}
+
+/// The non-zeros (`!= 0`: a NaN counts, −0 does not) of row `r` of the column-major
+/// `dense` of `rows` rows in columns `first .. end`.
+#[atomr_accel_cuda_macros::device(crate = crate)]
+fn run_count<T: Float>(dense: &[T], rows: u32, r: usize, first: usize, end: usize) -> i32 {
+    let mut n: i32 = 0;
+    let mut c = first;
+    while c < end {
+        if dense[c * rows as usize + r] != T::zero() {
+            n += 1;
+        }
+        c += 1;
+    }
+    n
+}
+
+/// Writes the non-zeros [`run_count`] counts — column index and value — to `indices` and
+/// `values` from place `k` on.
+#[atomr_accel_cuda_macros::device(crate = crate)]
+fn run_fill<T: Float>(
+    dense: &[T],
+    rows: u32,
+    r: usize,
+    first: usize,
+    end: usize,
+    k: usize,
+    indices: &mut [i32],
+    values: &mut [T],
+) {
+    let mut at = k;
+    let mut c = first;
+    while c < end {
+        let v = dense[c * rows as usize + r];
+        if v != T::zero() {
+            indices[at] = c as i32;
+            values[at] = v;
+            at += 1;
+        }
+        c += 1;
+    }
+}
 
 /// Thread `(r, chunk)` counts the non-zeros (`!= 0`: a NaN counts, −0 does not) of row
 /// `r` in columns `chunk·width ..` (at most `width`, within `cols`) of the column-major
@@ -44,19 +98,8 @@ fn dense_counts<T: Float>(dense: &[T], rows: u32, cols: u32, width: u32, chunks:
     let r = global_index();
     let chunk = global_index_y();
     if r < rows as usize && chunk < chunks as usize {
-        let mut c = chunk * width as usize;
-        let mut end = c + width as usize;
-        if end > cols as usize {
-            end = cols as usize;
-        }
-        let mut n: i32 = 0;
-        while c < end {
-            if dense[c * rows as usize + r] != T::zero() {
-                n += 1;
-            }
-            c += 1;
-        }
-        counts[r * chunks as usize + chunk] = n;
+        let first = chunk * width as usize;
+        counts[r * chunks as usize + chunk] = run_count(dense, rows, r, first, run_end(first, width, cols));
     }
 }
 
@@ -89,20 +132,63 @@ fn dense_fill<T: Float>(
         if at + 1 == ends.len() {
             offsets[rows as usize] = ends[at] as i32;
         }
-        let mut c = chunk * width as usize;
-        let mut end = c + width as usize;
-        if end > cols as usize {
-            end = cols as usize;
+        let first = chunk * width as usize;
+        run_fill(dense, rows, r, first, run_end(first, width, cols), k as usize, indices, values);
+    }
+}
+
+/// A tiny matrix whole, in one block of 1024 threads: thread `t` = (row, chunk) in CSR
+/// order counts its run of columns as [`dense_counts`] does, the block scans the counts
+/// in shared memory, and each thread writes its non-zeros as [`dense_fill`] does, the
+/// last one the total to `offsets[rows]` and `nnz[0]` — one launch where the general
+/// path takes five.
+#[atomr_accel_cuda_macros::kernel(crate = crate)]
+fn dense_to_csr_block<T: Float>(
+    dense: &[T],
+    rows: u32,
+    cols: u32,
+    width: u32,
+    chunks: u32,
+    offsets: &mut [i32],
+    indices: &mut [i32],
+    values: &mut [T],
+    nnz: &mut [i64],
+) {
+    let mut part = shared_array::<i32, 1024>();
+    let t = thread_idx_x();
+    let pairs = rows as usize * chunks as usize;
+    let r = t / chunks as usize;
+    let chunk = t % chunks as usize;
+    let first = chunk * width as usize;
+    let end = run_end(first, width, cols);
+    let mut n: i32 = 0;
+    if t < pairs {
+        n = run_count(dense, rows, r, first, end);
+    }
+    part[t] = n;
+    sync_threads();
+    // The counts' inclusive scan across the block (Hillis–Steele).
+    let mut off: usize = 1;
+    while off < 1024 {
+        let mut add: i32 = 0;
+        if t >= off {
+            add = part[t - off];
         }
-        while c < end {
-            let v = dense[c * rows as usize + r];
-            if v != T::zero() {
-                indices[k as usize] = c as i32;
-                values[k as usize] = v;
-                k += 1;
-            }
-            c += 1;
+        sync_threads();
+        part[t] += add;
+        sync_threads();
+        off *= 2;
+    }
+    if t < pairs {
+        let k = part[t] - n;
+        if chunk == 0 {
+            offsets[r] = k;
         }
+        if t + 1 == pairs {
+            offsets[rows as usize] = part[t];
+            nnz[0] = part[t] as i64;
+        }
+        run_fill(dense, rows, r, first, end, k as usize, indices, values);
     }
 }
 
@@ -113,6 +199,18 @@ fn split(rows: usize, cols: usize) -> (usize, usize) {
     let width = cols.div_ceil(chunks);
     // No empty chunk at the end.
     (width, cols.div_ceil(width))
+}
+
+/// How a tiny matrix (at most [`ONE_BLOCK`] elements, 1024 rows) is split for one block
+/// of 1024 threads: (columns per chunk, chunks per row), at most 1024 pairs; `None` for
+/// a larger one.
+fn split_one_block(rows: usize, cols: usize) -> Option<(usize, usize)> {
+    if rows * cols > ONE_BLOCK || rows > 1024 {
+        return None;
+    }
+    let chunks = (1024 / rows).clamp(1, cols.div_ceil(MIN_WIDTH).max(1));
+    let width = cols.div_ceil(chunks);
+    Some((width, cols.div_ceil(width)))
 }
 
 /// Checks the shape (each side 1..=`MAX_DIM`) and that `dense` holds it.
@@ -160,6 +258,9 @@ impl Device {
         cols: usize,
     ) -> Result<CsrMatrix<T>, GpuError> {
         check_shape(dense, rows, cols)?;
+        if let Some((width, chunks)) = split_one_block(rows, cols) {
+            return self.dense_to_csr_one_block(dense, rows, cols, width, chunks).await;
+        }
         let (width, chunks) = split(rows, cols);
         let pairs = rows * chunks;
         let grid = |n: usize| LaunchConfig {
@@ -229,6 +330,46 @@ impl Device {
         })
     }
 
+    /// [`Device::dense_to_csr`] of a tiny matrix: one launch, its total read back.
+    async fn dense_to_csr_one_block<T: SparseScalar>(
+        &self,
+        dense: &GpuRef<T>,
+        rows: usize,
+        cols: usize,
+        width: usize,
+        chunks: usize,
+    ) -> Result<CsrMatrix<T>, GpuError> {
+        let ((mut offsets, mut indices, mut values), mut nnz) =
+            futures::try_join!(self.csr_buffers::<T>(rows, rows * cols), self.scratch::<i64>(1))?;
+        let block = LaunchConfig {
+            grid: (1, 1, 1),
+            block: (1024, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (rows32, cols32) = (rows as u32, cols as u32);
+        let call = dense_to_csr_block::call::<T>(
+            block,
+            dense,
+            rows32,
+            cols32,
+            width as u32,
+            chunks as u32,
+            &mut offsets,
+            &mut indices,
+            &mut values,
+            &mut nnz,
+        );
+        let nnz = self.launch_then_read([call], &nnz).await?[0] as usize;
+        Ok(CsrMatrix {
+            rows,
+            cols,
+            nnz,
+            offsets,
+            indices,
+            values,
+        })
+    }
+
     /// A CSR matrix's offsets (`rows + 1`), indices and values (room for `nnz`; one
     /// element at least: a buffer is never empty), asked for together.
     async fn csr_buffers<T: SparseScalar>(&self, rows: usize, nnz: usize) -> Result<CsrBuffers<T>, GpuError> {
@@ -265,6 +406,25 @@ mod tests {
                 "{rows}×{cols}: {width}·{chunks}"
             );
         }
+        // One block: at most 1024 pairs covering the columns, tiny matrices only.
+        for (rows, cols) in [
+            (1, 1),
+            (1, 5000),
+            (173, 121),
+            (256, 256),
+            (1000, 65),
+            (1024, 64),
+            (2, 32_768),
+        ] {
+            let (width, chunks) = split_one_block(rows, cols).expect("tiny");
+            assert!(rows * chunks <= 1024 && chunks >= 1, "{rows}×{cols}: {chunks}");
+            assert!(
+                width * chunks >= cols && width * (chunks - 1) < cols,
+                "{rows}×{cols}: {width}·{chunks}"
+            );
+        }
+        assert_eq!(split_one_block(1025, 1), None);
+        assert_eq!(split_one_block(300, 300), None);
         // Many rows: one chunk each; few rows of many columns: many chunks of ≥ 32.
         assert_eq!(split(1 << 20, 1000).1, 1);
         let (width, chunks) = split(4, 1 << 20);
