@@ -1,15 +1,18 @@
-//! Small device buffers the runtime's own library calls use for a moment — a reduction's
-//! per-block partials, a sort's key-bit summaries, a scan's tile totals — kept per
-//! `Device` for the next call.
+//! Device buffers the runtime's own library calls use for a moment — a reduction's
+//! per-block partials, a scan's tile totals, a sort's spare keys and look-back states —
+//! kept per `Device` for the next call.
 //!
 //! Why: each such call is a few awaited steps (allocate, launch, read back), and the
 //! allocation is a round trip to the device's context actor (~10–20 µs on the H200) for
-//! a buffer of a few kilobytes that the previous call just let go. A buffer handed back
-//! here is taken by the next call of the same element type and length instead. Reuse is
-//! safe without waiting: every use of a buffer is ordered after the previous ones by its
-//! stream tracking, so a launch on a reused buffer runs after whatever the last user
-//! enqueued on it, even if that user's future was dropped half-way. A buffer of an older
-//! generation (the context was rebuilt) is dropped instead of handed out.
+//! a buffer that the previous call just let go — at a million keys a sort's whole GPU
+//! time is of that order. A buffer handed back here is taken by the next call of the
+//! same element type and length instead. Reuse is safe without waiting: every use of a
+//! buffer is ordered after the previous ones by its stream tracking, so a launch on a
+//! reused buffer runs after whatever the last user enqueued on it, even if that user's
+//! future was dropped half-way. A buffer of an older generation (the context was
+//! rebuilt) is dropped instead of handed out. What is kept is bounded — per buffer
+//! ([`KEEP_ONE`]) and in all ([`KEEP_TOTAL`]) — so a device never holds more than a
+//! few tens of megabytes for it; the rest goes back to the device's memory pool.
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
@@ -19,9 +22,13 @@ use crate::device::{DType, Device};
 use crate::error::GpuError;
 use crate::gpu_ref::GpuRef;
 
-/// Buffers above this many bytes are not kept (they are rare, and memory is better
-/// returned to the device's pool).
-const MAX_BYTES: usize = 64 << 10;
+/// Buffers above this many bytes are not kept: a call that large runs long enough that
+/// an allocation's round trip is noise, and its memory is better returned to the pool.
+const KEEP_ONE: usize = 16 << 20;
+
+/// The most bytes a device keeps in all: a buffer that would take the kept total past
+/// this is freed instead.
+const KEEP_TOTAL: usize = 64 << 20;
 
 /// Free buffers kept per element type and length: as many as calls in flight at once.
 const PER_SIZE: usize = 4;
@@ -33,25 +40,45 @@ type Kept = HashMap<(TypeId, usize, &'static str), Vec<Box<dyn Any + Send>>>;
 /// Free scratch buffers by element type and length.
 #[derive(Default)]
 pub(crate) struct ScratchPool {
-    free: Mutex<Kept>,
+    free: Mutex<Free>,
+}
+
+/// The kept buffers and their bytes.
+#[derive(Default)]
+struct Free {
+    kept: Kept,
+    bytes: usize,
 }
 
 impl ScratchPool {
     fn take<T: DType>(&self, len: usize, owner: &'static str) -> Option<GpuRef<T>> {
         let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
-        let boxed = free.get_mut(&(TypeId::of::<T>(), len, owner))?.pop()?;
-        boxed.downcast::<GpuRef<T>>().ok().map(|b| *b)
+        let boxed = free.kept.get_mut(&(TypeId::of::<T>(), len, owner))?.pop()?;
+        let buf = boxed.downcast::<GpuRef<T>>().ok().map(|b| *b)?;
+        free.bytes -= buf.num_bytes();
+        Some(buf)
     }
 
     fn give_back<T: DType>(&self, buf: GpuRef<T>, owner: &'static str) {
-        if buf.is_view() || buf.num_bytes() > MAX_BYTES {
+        let size = buf.num_bytes();
+        if buf.is_view() || size > KEEP_ONE {
             return;
         }
         let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
-        let list = free.entry((TypeId::of::<T>(), buf.len(), owner)).or_default();
+        if free.bytes + size > KEEP_TOTAL {
+            return;
+        }
+        let list = free.kept.entry((TypeId::of::<T>(), buf.len(), owner)).or_default();
         if list.len() < PER_SIZE {
             list.push(Box::new(buf));
+            free.bytes += size;
         }
+    }
+
+    /// Bytes kept now.
+    #[cfg(test)]
+    fn kept_bytes(&self) -> usize {
+        self.free.lock().unwrap_or_else(|p| p.into_inner()).bytes
     }
 }
 
@@ -141,9 +168,33 @@ mod tests {
         let fresh = d.scratch::<f64>(100).await.unwrap();
         assert_ne!(fresh.id(), id);
         assert_eq!(fresh.generation(), d.state().generation);
-        // Large buffers are not kept.
-        let big = d.scratch::<f64>(100_000).await.unwrap().id();
-        assert_ne!(d.scratch::<f64>(100_000).await.unwrap().id(), big);
+        // A sort's spare keys at a million are kept; buffers past `KEEP_ONE` are not.
+        let spare = d.scratch::<u32>(1 << 20).await.unwrap().id();
+        assert_eq!(d.scratch::<u32>(1 << 20).await.unwrap().id(), spare);
+        let big = d.scratch::<f64>((super::KEEP_ONE / 8) + 1).await.unwrap().id();
+        assert_ne!(d.scratch::<f64>((super::KEEP_ONE / 8) + 1).await.unwrap().id(), big);
+        sys.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn what_is_kept_stays_within_its_total() {
+        let sys = ActorSystem::new("scratch-total");
+        let d = Device::open(&sys, DeviceConfig::cpu()).await.unwrap();
+        let len = super::KEEP_ONE / 4; // one KEEP_ONE of u32s each
+        let held: Vec<_> = futures::future::try_join_all((0..super::PER_SIZE).map(|_| d.scratch::<u32>(len)))
+            .await
+            .unwrap();
+        let more: Vec<_> = futures::future::try_join_all((0..super::PER_SIZE).map(|_| d.scratch::<u32>(len - 1)))
+            .await
+            .unwrap();
+        drop(held);
+        drop(more);
+        let kept = d.scratch.kept_bytes();
+        assert!(kept <= super::KEEP_TOTAL, "{kept} bytes kept");
+        assert_eq!(kept, super::KEEP_TOTAL, "kept until the total is reached");
+        // Taking one back lowers the count by its bytes.
+        let one = d.scratch::<u32>(len).await.unwrap();
+        assert_eq!(d.scratch.kept_bytes(), kept - one.num_bytes());
         sys.shutdown().await;
     }
 }
