@@ -90,6 +90,17 @@ async fn check<K: SortKey + SortValue>(d: &Device, keys: Vec<K>) {
     );
 }
 
+/// Float keys come back bit for bit from `sort`: a NaN's sign and payload too.
+async fn same_bits_f32(d: &Device, keys: &[f32]) {
+    let order = stable_order(&keys.iter().map(|&k| k as f64).collect::<Vec<_>>());
+    let g = d.upload(keys.to_vec()).await.unwrap();
+    d.sort(&g).await.unwrap();
+    let got = d.download(&g).await.unwrap();
+    for (i, &j) in order.iter().enumerate() {
+        assert_eq!(got[i].to_bits(), keys[j].to_bits(), "f32 key {i} of {}", keys.len());
+    }
+}
+
 /// As [`check`], for integer keys compared exactly (64-bit keys beyond 2^53 included).
 async fn check_int<K: SortKey + SortValue + Ord + std::fmt::Debug>(d: &Device, keys: Vec<K>) {
     let n = keys.len();
@@ -162,25 +173,34 @@ async fn sorts(config: DeviceConfig) {
     let d = Device::open(&sys, config).await.unwrap();
     for n in [1usize, 2, 7, 256, 1000, 4097] {
         let mut f: Vec<f32> = keys_f64(n, 50.0).iter().map(|&x| x as f32 / 7.0).collect();
-        // No -0 and no NaN: the keys come back from their sorted forms.
         check::<f32>(&d, f.clone()).await;
+        let mut wide = keys_f64(n, 1e6);
+        let mut narrow: Vec<half::f16> = keys_f64(n, 30.0).iter().map(|&x| half::f16::from_f64(x)).collect();
         if n > 10 {
-            // A -0 alone (no NaN) sends the sort through the sorted order too.
+            // A -0 alone (no NaN): it keeps its sign, and its order among the +0s.
             let mut z = f.clone();
             z[n / 2] = -0.0;
             z[n / 3] = 0.0;
             check::<f32>(&d, z).await;
+            // NaNs of both signs and with payloads go last, in their order, bits kept
+            // (quiet ones: a conversion may quiet a signalling NaN).
             f[3] = f32::NAN;
-            f[n - 2] = f32::NAN;
+            f[n - 2] = f32::from_bits(0xFFC0_1234);
+            f[4] = f32::from_bits(0x7FC0_0001);
             f[5] = f32::INFINITY;
             f[6] = f32::NEG_INFINITY;
             // -0 and +0 are equal keys: they keep their order.
             f[7] = -0.0;
             f[8] = 0.0;
+            same_bits_f32(&d, &f).await;
+            (wide[1], wide[2], wide[3], wide[n - 1]) = (-0.0, f64::NAN, 0.0, -f64::NAN);
+            (wide[4], wide[5]) = (f64::NEG_INFINITY, f64::from_bits(0xFFF8_0000_0000_0001));
+            (narrow[1], narrow[2], narrow[3]) = (half::f16::NEG_ZERO, half::f16::NAN, half::f16::ZERO);
+            (narrow[4], narrow[n - 1]) = (-half::f16::NAN, half::f16::NEG_INFINITY);
         }
         check::<f32>(&d, f).await;
-        check::<f64>(&d, keys_f64(n, 1e6)).await;
-        check::<half::f16>(&d, keys_f64(n, 30.0).iter().map(|&x| half::f16::from_f64(x)).collect()).await;
+        check::<f64>(&d, wide).await;
+        check::<half::f16>(&d, narrow).await;
         check_int::<i32>(&d, keys_f64(n, 2e9).iter().map(|&x| x as i32).collect()).await;
         check_int::<u32>(&d, keys_f64(n, 9.0).iter().map(|&x| (x + 9.0) as u32).collect()).await;
         check_int::<u32>(

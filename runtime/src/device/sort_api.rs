@@ -21,12 +21,12 @@
 //!
 //! What rides along: keys come back from their sorted forms, and integer values are the
 //! passes' payload — `sort` moves keys alone, `sort_by_key` by integer values the two
-//! together. A float key's form forgets the sign of a zero and a NaN's payload, so the
-//! key transform raises a flag where it meets either; the launches that would write the
-//! keys and values back then write nothing, the flag comes back with the sort's reply,
-//! and the sort runs again through the sorted order: the payload each key's original
-//! index (what `argsort` returns), the keys (and any float values) gathered by it from
-//! copies. The same result on every run and backend.
+//! together. A float's form is its bits reordered — a bijection, so the float comes back
+//! exact, a -0 and a NaN's payload included — and the passes read their digits of it
+//! with -0 taken as +0 and every NaN as the largest ([`radix_key`], CUB's treatment of
+//! -0): equal floats keep their order and NaNs go last. Float values ride through the
+//! sorted order: the payload each key's original index (what `argsort` returns), the
+//! values gathered by it from a copy. The same result on every run and backend.
 
 use crate::device::DType;
 use crate::device::Device;
@@ -60,64 +60,46 @@ const CARRY_PAYLOAD: u32 = 2;
 /// with one atomic per bin, so the grid stays a few blocks per multiprocessor.
 const HISTOGRAM_BLOCKS: usize = 512;
 
-/// The sort key of a float's `bits` (of a width with `top` its sign bit and `all` every
+/// The radix form of a float's `bits` (of a width with `top` its sign bit and `all` every
 /// bit set): unsigned-ordered — a negative number's bits all flipped, a positive one's
-/// sign bit set — and a NaN the largest key.
+/// sign bit set. A bijection: [`float_unbits32`] undoes it.
 #[atomr_accel_cuda_macros::device(crate = crate)]
-fn ordered<B: Int>(bits: B, top: B, all: B, nan: bool) -> B {
+fn ordered<B: Int>(bits: B, top: B, all: B) -> B {
     let mut key = bits | top;
     if (bits & top) == top {
         key = bits ^ all;
     }
-    if nan {
-        key = all;
-    }
     key
 }
 
-/// The 32-bit sort key of a float of up to 32 bits (widened to f32, exact; -0 taken as
-/// +0, so that equal keys keep their order): see [`ordered`]. A -0 or a NaN — whose
-/// key forgets its sign or payload — sets `flag`'s last element (the histogram's flag
-/// slot): the sort then cannot give the keys back from their keys alone.
+/// The 32-bit radix form of a float of up to 32 bits (widened to f32, exact): see
+/// [`ordered`].
 #[atomr_accel_cuda_macros::kernel(crate = crate)]
-fn float_bits32<T: Float>(x: &[T], keys: &mut [u32], flag: &mut [u32]) {
+fn float_bits32<T: Float>(x: &[T], keys: &mut [u32]) {
     let i = global_index();
     if i < keys.len() {
-        let mut v = x[i].to_f32();
-        if v != v || (v == 0.0 && v.to_bits() != 0) {
-            flag.atomic_max(flag.len() - 1, 1u32);
-        }
-        if v == 0.0 {
-            v = 0.0;
-        }
-        keys[i] = ordered(v.to_bits(), 0x8000_0000u32, 0xFFFF_FFFFu32, v != v);
+        keys[i] = ordered(x[i].to_f32().to_bits(), 0x8000_0000u32, 0xFFFF_FFFFu32);
     }
 }
 
-/// As [`float_bits32`], for f64 keys: 64-bit sort keys.
+/// As [`float_bits32`], for f64 keys: 64-bit radix forms.
 #[atomr_accel_cuda_macros::kernel(crate = crate)]
-fn float_bits64<T: Float>(x: &[T], keys: &mut [u64], flag: &mut [u32]) {
+fn float_bits64<T: Float>(x: &[T], keys: &mut [u64]) {
     let i = global_index();
     if i < keys.len() {
-        let mut v = x[i].to_f64();
-        if v != v || (v == 0.0 && v.to_bits() != 0) {
-            flag.atomic_max(flag.len() - 1, 1u32);
-        }
-        if v == 0.0 {
-            v = 0.0;
-        }
-        keys[i] = ordered(v.to_bits(), 0x8000_0000_0000_0000u64, 0xFFFF_FFFF_FFFF_FFFFu64, v != v);
+        keys[i] = ordered(
+            x[i].to_f64().to_bits(),
+            0x8000_0000_0000_0000u64,
+            0xFFFF_FFFF_FFFF_FFFFu64,
+        );
     }
 }
 
-/// A float of up to 32 bits back from its sorted key (the inverse of [`float_bits32`]
-/// where `flag`'s last element is unset: no -0 and no NaN, so every key is its float's
-/// bits reordered); nothing is written where it is set (the sort starts over through
-/// the sorted order, the keys as they were).
+/// A float of up to 32 bits back from its radix form (the inverse of [`float_bits32`]).
 #[atomr_accel_cuda_macros::kernel(crate = crate)]
-fn float_unbits32<T: Float>(keys: &[u32], flag: &[u32], x: &mut [T]) {
+fn float_unbits32<T: Float>(keys: &[u32], x: &mut [T]) {
     let i = global_index();
-    if i < x.len() && flag[flag.len() - 1] == 0 {
+    if i < x.len() {
         let key = keys[i];
         let mut bits = key ^ 0xFFFF_FFFFu32;
         if key >= 0x8000_0000u32 {
@@ -129,9 +111,9 @@ fn float_unbits32<T: Float>(keys: &[u32], flag: &[u32], x: &mut [T]) {
 
 /// As [`float_unbits32`], for f64 keys.
 #[atomr_accel_cuda_macros::kernel(crate = crate)]
-fn float_unbits64<T: Float>(keys: &[u64], flag: &[u32], x: &mut [T]) {
+fn float_unbits64<T: Float>(keys: &[u64], x: &mut [T]) {
     let i = global_index();
-    if i < x.len() && flag[flag.len() - 1] == 0 {
+    if i < x.len() {
         let key = keys[i];
         let mut bits = key ^ 0xFFFF_FFFF_FFFF_FFFFu64;
         if key >= 0x8000_0000_0000_0000u64 {
@@ -166,11 +148,32 @@ fn radix_digit<K: Int>(key: K, shift: u32) -> usize {
     ((key.to_i64() >> shift) & 255) as usize
 }
 
+/// The key whose digits a pass sorts `form` by: an integer's radix form as it is (`top`
+/// zero); a float's (`top` its sign bit, `inf` +inf's bits) with -0 as +0 and every NaN
+/// of either sign as the largest key — so equal floats keep their order and NaNs go
+/// last, while the form itself, and with it the float, moves unchanged.
+#[atomr_accel_cuda_macros::device(crate = crate)]
+fn radix_key<K: Int>(form: K, top: K, inf: K) -> K {
+    let mut key = form;
+    if top != K::from_i64(0) {
+        let all = K::from_i64(-1);
+        // +inf's form; -inf's is its complement, and every NaN's lies beyond the two.
+        let high = inf | top;
+        if form == (top ^ all) {
+            key = top;
+        } else if form > high || form < (high ^ all) {
+            key = all;
+        }
+    }
+    key
+}
+
 /// Every digit's count: `hist[p · 256 + d]` = how many keys have digit `d` in pass `p`
-/// (bits 8p .. 8p + 8), for `passes` passes. Counted per block in shared memory (over a
-/// grid-stride loop), then added to `hist` — which the sequence zeroed first.
+/// (bits 8p .. 8p + 8 of [`radix_key`]), for `passes` passes. Counted per block in shared
+/// memory (over a grid-stride loop), then added to `hist` — which the sequence zeroed
+/// first.
 #[atomr_accel_cuda_macros::kernel(crate = crate)]
-fn radix_histogram<K: Int>(keys: &[K], passes: u32, hist: &mut [u32]) {
+fn radix_histogram<K: Int>(keys: &[K], top: K, inf: K, passes: u32, hist: &mut [u32]) {
     let mut part = shared_array::<u32, 2048>();
     let t = thread_idx_x();
     let bins = passes as usize * 256;
@@ -182,7 +185,7 @@ fn radix_histogram<K: Int>(keys: &[K], passes: u32, hist: &mut [u32]) {
     sync_threads();
     let mut i = global_index();
     while i < keys.len() {
-        let key = keys[i];
+        let key = radix_key(keys[i], top, inf);
         let mut p: u32 = 0;
         while p < passes {
             part.atomic_add(p as usize * 256 + radix_digit(key, 8 * p), 1u32);
@@ -210,7 +213,7 @@ fn radix_zero(hist: &mut [u32]) {
 }
 
 /// One radix pass (see the module docs): the keys' digit `pass` (bits 8·pass ..
-/// 8·pass + 8), keys moved from `keys` to `keys_out` with a payload from `payload` to
+/// 8·pass + 8 of [`radix_key`] with `top` and `inf`), keys moved from `keys` to `keys_out` with a payload from `payload` to
 /// `payload_out` as `carry` says: [`CARRY_NONE`], [`CARRY_POSITION`] (each key's own
 /// position, `payload` unread: the first pass of an index) or [`CARRY_PAYLOAD`].
 /// `hist` is the histogram pass's counts; `status[0]` hands out tiles (a ticket: tile =
@@ -222,6 +225,8 @@ fn radix_zero(hist: &mut [u32]) {
 #[atomr_accel_cuda_macros::kernel(crate = crate)]
 fn radix_onesweep<K: Int, P: Int>(
     keys: &[K],
+    top: K,
+    inf: K,
     payload: &[P],
     carry: u32,
     pass: u32,
@@ -265,7 +270,7 @@ fn radix_onesweep<K: Int, P: Int>(
     let epoch = (ticket[0] / tiles) & 0x3FFF_FFFFu64;
     let base = tile * 2048;
     // Every key has one digit here: the order stands, the tile moves as it is.
-    if hist[pass as usize * 256 + radix_digit(keys[0], shift)] as usize == n {
+    if hist[pass as usize * 256 + radix_digit(radix_key(keys[0], top, inf), shift)] as usize == n {
         k = 0;
         while k < 8 {
             let g = base + k * 256 + t;
@@ -289,7 +294,7 @@ fn radix_onesweep<K: Int, P: Int>(
         let valid = base + slot < n;
         let mut d: usize = 0;
         if valid {
-            d = radix_digit(keys[base + slot], shift);
+            d = radix_digit(radix_key(keys[base + slot], top, inf), shift);
         }
         let mut peers: u32 = ballot(valid);
         let mut b: usize = 0;
@@ -383,7 +388,7 @@ fn radix_onesweep<K: Int, P: Int>(
         let g = base + slot;
         if g < n {
             let key = keys[g];
-            let d = radix_digit(key, shift);
+            let d = radix_digit(radix_key(key, top, inf), shift);
             let pos = (starts[d] + counts[w * 256 + d] + ranks[slot] as u32) as usize;
             grouped[pos] = key;
             if carry == 1 {
@@ -401,7 +406,7 @@ fn radix_onesweep<K: Int, P: Int>(
         let pos = k * 256 + t;
         if base + pos < n {
             let key = grouped[pos];
-            let d = radix_digit(key, shift);
+            let d = radix_digit(radix_key(key, top, inf), shift);
             let to = (dest[d] + (pos as u32 - starts[d])) as usize;
             keys_out[to] = key;
             if carry != 0 {
@@ -448,30 +453,32 @@ fn copy_int<T: Int>(src: &[T], out: &mut [T]) {
     }
 }
 
-/// `out[i] = src[i]` — the values carried through the passes, to their place — unless
-/// `flag`'s last element is set (float keys with a -0 or a NaN: the sort starts over,
-/// the values as they were).
-#[atomr_accel_cuda_macros::kernel(crate = crate)]
-fn settle_int<T: Int>(src: &[T], flag: &[u32], out: &mut [T]) {
-    let i = global_index();
-    if i < out.len() && flag[flag.len() - 1] == 0 {
-        out[i] = src[i];
-    }
-}
-
 /// The unsigned key types radix passes sort: `u32` (keys of up to four bytes) and `u64`.
 #[doc(hidden)]
 pub trait RadixBits: Int + DType {
     /// Radix passes of 8 bits each.
     const PASSES: u32;
+    /// The sign bit of a float of this width.
+    const TOP: Self;
+    /// The bits of +inf of a float of this width (f32's for `u32`: narrower floats are
+    /// widened to it).
+    const INF: Self;
+    /// Zero, for [`radix_key`]'s integer forms.
+    const ZERO: Self;
 }
 
 impl RadixBits for u32 {
     const PASSES: u32 = 4;
+    const TOP: u32 = TOP32;
+    const INF: u32 = 0x7F80_0000;
+    const ZERO: u32 = 0;
 }
 
 impl RadixBits for u64 {
     const PASSES: u32 = 8;
+    const TOP: u64 = TOP64;
+    const INF: u64 = 0x7FF0_0000_0000_0000;
+    const ZERO: u64 = 0;
 }
 
 /// Key types of [`Device::sort_by_key`]: f16, bf16, f32, f64 (NaNs last), i8, i16, i32, i64, u8, u16, u32, u64.
@@ -479,33 +486,29 @@ pub trait SortKey: DType {
     /// The unsigned integers the keys sort as.
     #[doc(hidden)]
     type Bits: RadixBits;
-    /// Whether [`SortKey::unbits_call`] always gives the keys back (integers); floats'
-    /// only where none is -0 or NaN (see [`float_bits32`]).
+    /// Whether the keys are floats (their radix forms sort with -0 as +0 and NaNs last:
+    /// see [`radix_key`]).
     #[doc(hidden)]
-    const EXACT: bool;
-    /// The launch that writes the sort keys of `x` (and, for floats, sets `flag`'s last
-    /// element if a key is -0 or NaN).
+    const FLOAT: bool;
+    /// The launch that writes the radix forms of `x`.
     #[doc(hidden)]
-    fn bits_call(x: &GpuRef<Self>, bits: &mut GpuRef<Self::Bits>, flag: &mut GpuRef<u32>) -> KernelCall;
-    /// The launch that writes the keys back from their sorted sort keys: integers,
-    /// whose sort keys are their bits rearranged; floats unless `flag`'s last element is
-    /// set (-0 sorts as +0 and every NaN as one: their keys are then gathered through
-    /// the sorted order instead, and this launch writes nothing).
+    fn bits_call(x: &GpuRef<Self>, bits: &mut GpuRef<Self::Bits>) -> KernelCall;
+    /// The launch that writes the keys back from their sorted radix forms.
     #[doc(hidden)]
-    fn unbits_call(bits: &GpuRef<Self::Bits>, flag: &GpuRef<u32>, x: &GpuRef<Self>) -> KernelCall;
+    fn unbits_call(bits: &GpuRef<Self::Bits>, x: &GpuRef<Self>) -> KernelCall;
     /// `x` itself where its keys are their own radix forms (u32, u64): the passes then
     /// read the first digit from it and leave the last in it, with no transform before
     /// and none after.
     #[doc(hidden)]
     fn as_bits(x: &GpuRef<Self>) -> Option<GpuRef<Self::Bits>>;
     /// The key's place in the sort order as a 64-bit integer, on the host (the same
-    /// order as its radix form): for the CPU device's host sort.
+    /// order as its radix form read by [`radix_key`]): for the CPU device's host sort.
     #[doc(hidden)]
     fn radix_form(self) -> u64;
 }
 
-/// Value types of [`Device::sort_by_key`] (and key types, for gathering them back):
-/// f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64.
+/// Value types of [`Device::sort_by_key`]: f16, bf16, f32, f64, i8, i16, i32, i64, u8,
+/// u16, u32, u64.
 pub trait SortValue: DType {
     /// Whether [`SortValue::carried`] carries the values (integers).
     #[doc(hidden)]
@@ -516,16 +519,14 @@ pub trait SortValue: DType {
     /// The launch of `out[i] = src[i]`.
     #[doc(hidden)]
     fn copy_call(src: &GpuRef<Self>, out: &mut GpuRef<Self>) -> KernelCall;
-    /// The radix passes of `radix` carrying `values` along (integers: the payload of
-    /// every pass — `direct`, where `spare[0]` is `values` itself: the last pass writing
-    /// them; else through `spare`, then settled into `values` unless the histogram's
-    /// flag is set), or `None` (floats: through the sorted order).
+    /// The radix passes of `radix` carrying `values` along as their payload, ping-pong
+    /// between `values` and `spare`, the last pass writing `values` (integers), or `None`
+    /// (floats: through the sorted order).
     #[doc(hidden)]
     fn carried<B: RadixBits>(
         radix: &mut Radix<B>,
         values: &GpuRef<Self>,
-        spare: &mut [GpuRef<Self>; 2],
-        direct: bool,
+        spare: GpuRef<Self>,
     ) -> Option<KernelSequence>;
 }
 
@@ -533,19 +534,19 @@ macro_rules! float_keys {
     ($bits:ident, $unbits:ident -> $b:ty: $($k:ty),*) => {
         $(impl SortKey for $k {
             type Bits = $b;
-            const EXACT: bool = false;
-            fn bits_call(x: &GpuRef<Self>, bits: &mut GpuRef<$b>, flag: &mut GpuRef<u32>) -> KernelCall {
-                $bits::call::<$k>(LaunchConfig::for_elements(bits.len(), 256), x, bits, flag)
+            const FLOAT: bool = true;
+            fn bits_call(x: &GpuRef<Self>, bits: &mut GpuRef<$b>) -> KernelCall {
+                $bits::call::<$k>(LaunchConfig::for_elements(bits.len(), 256), x, bits)
             }
-            fn unbits_call(bits: &GpuRef<$b>, flag: &GpuRef<u32>, x: &GpuRef<Self>) -> KernelCall {
+            fn unbits_call(bits: &GpuRef<$b>, x: &GpuRef<Self>) -> KernelCall {
                 let mut x = x.clone();
-                $unbits::call::<$k>(LaunchConfig::for_elements(x.len(), 256), bits, flag, &mut x)
+                $unbits::call::<$k>(LaunchConfig::for_elements(x.len(), 256), bits, &mut x)
             }
             fn as_bits(_: &GpuRef<Self>) -> Option<GpuRef<$b>> {
                 None
             }
             fn radix_form(self) -> u64 {
-                // Widened to f64 (exact), as `float_bits64` orders it.
+                // Widened to f64 (exact), as `radix_key` orders it.
                 let v = crate::dtype::DTypeBase::to_f64(self);
                 let v = if v == 0.0 { 0.0 } else { v };
                 let bits = v.to_bits();
@@ -563,12 +564,12 @@ macro_rules! int_keys {
     ($b:ty, $top:expr; $($k:ty = $signed:expr, $own:ident),*) => {
         $(impl SortKey for $k {
             type Bits = $b;
-            const EXACT: bool = true;
-            fn bits_call(x: &GpuRef<Self>, bits: &mut GpuRef<$b>, _: &mut GpuRef<u32>) -> KernelCall {
+            const FLOAT: bool = false;
+            fn bits_call(x: &GpuRef<Self>, bits: &mut GpuRef<$b>) -> KernelCall {
                 let flip: $b = if $signed { $top } else { 0 };
                 int_bits::call::<$k, $b>(LaunchConfig::for_elements(bits.len(), 256), x, flip, bits)
             }
-            fn unbits_call(bits: &GpuRef<$b>, _: &GpuRef<u32>, x: &GpuRef<Self>) -> KernelCall {
+            fn unbits_call(bits: &GpuRef<$b>, x: &GpuRef<Self>) -> KernelCall {
                 let flip: $b = if $signed { $top } else { 0 };
                 let mut x = x.clone();
                 int_unbits::call::<$b, $k>(LaunchConfig::for_elements(x.len(), 256), bits, flip, &mut x)
@@ -601,13 +602,8 @@ macro_rules! sort_values {
                 let cfg = LaunchConfig::for_elements(out.len(), 256);
                 $copy::call::<$v>(cfg, src, out)
             }
-            fn carried<B: RadixBits>(
-                radix: &mut Radix<B>,
-                values: &GpuRef<Self>,
-                spare: &mut [GpuRef<Self>; 2],
-                direct: bool,
-            ) -> Option<KernelSequence> {
-                $carried!(radix, values, spare, direct)
+            fn carried<B: RadixBits>(radix: &mut Radix<B>, values: &GpuRef<Self>, spare: GpuRef<Self>) -> Option<KernelSequence> {
+                $carried!(radix, values, spare)
             }
         })*
     };
@@ -615,26 +611,18 @@ macro_rules! sort_values {
 
 /// Floats ride through the sorted order.
 macro_rules! through_order {
-    ($radix:ident, $values:ident, $spare:ident, $direct:ident) => {{
-        let _ = ($radix, $values, $spare, $direct);
+    ($radix:ident, $values:ident, $spare:ident) => {{
+        let _ = ($radix, $values, $spare);
         None
     }};
 }
 
-/// Integers ride along as the passes' payload, then settle into place — unless `a` is
-/// the values themselves (`direct`): the passes ping-pong between it and `b`, the last
-/// writing it.
+/// Integers ride along as the passes' payload: ping-pong between the values and the
+/// spare buffer, the last (even-numbered) pass writing the values.
 macro_rules! as_payload {
-    ($radix:ident, $values:ident, $spare:ident, $direct:ident) => {{
-        let [a, b] = $spare;
-        let passes = $radix.passes($values, CARRY_PAYLOAD, a, b);
-        if $direct {
-            Some(passes)
-        } else {
-            let mut out = $values.clone();
-            let cfg = LaunchConfig::for_elements(out.len(), 256);
-            Some(passes.then(settle_int::call(cfg, a, &$radix.hist, &mut out)))
-        }
+    ($radix:ident, $values:ident, $spare:ident) => {{
+        let (mut a, mut b) = ($values.clone(), $spare);
+        Some($radix.passes($values, CARRY_PAYLOAD, &mut a, &mut b))
     }};
 }
 
@@ -672,8 +660,14 @@ pub struct Radix<B: RadixBits> {
     in_place: bool,
     bits: GpuRef<B>,
     spare: GpuRef<B>,
+    /// [`radix_key`]'s `top` and `inf` for these keys (zeros for integers).
+    top: B,
+    inf: B,
     hist: Scratch<u32>,
     status: Scratch<u64>,
+    /// The kept buffers `bits` and `spare` are clones of, back to the device's scratch
+    /// pool with the sort.
+    _kept: Vec<Scratch<B>>,
 }
 
 impl<B: RadixBits> Radix<B> {
@@ -722,6 +716,8 @@ impl<B: RadixBits> Radix<B> {
             sequence = sequence.then(radix_onesweep::call::<B, P>(
                 shape,
                 &self.bits,
+                self.top,
+                self.inf,
                 input,
                 carry,
                 pass,
@@ -741,7 +737,7 @@ impl Device {
     /// last), and puts `values` (as many elements; another buffer, or a view of the
     /// keys' buffer lying apart from them) in the same order.
     /// Keys and values: f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64. Buffers or views.
-    pub async fn sort_by_key<K: SortKey + SortValue, V: SortValue>(
+    pub async fn sort_by_key<K: SortKey, V: SortValue>(
         &self,
         keys: &GpuRef<K>,
         values: &GpuRef<V>,
@@ -775,27 +771,15 @@ impl Device {
             return self.host_sort(keys, Some(values)).await;
         }
         // Every buffer at once (independent asks in flight together: one round trip's
-        // wait), then one sequence of launches, waited for once.
+        // wait, none where the scratch pool has them), then one sequence of launches,
+        // waited for once.
         if V::CARRIED {
-            // Integer values ride along as the passes' payload; the keys come back from
-            // their radix forms (float keys: unless one is -0 or NaN).
-            // Integer keys cannot raise the flag: their values' last pass writes them.
-            let first = async {
-                match K::EXACT {
-                    true => Ok(values.clone()),
-                    false => self.alloc_uninit::<V>(n).await,
-                }
-            };
-            let (mut radix, a, b) =
-                futures::try_join!(self.radix(keys, "sort_by_key", true), first, self.alloc_uninit::<V>(n))?;
-            let unbits = K::unbits_call(&radix.bits, &radix.hist, keys);
-            if let Some(passes) = V::carried(&mut radix, values, &mut [a, b], K::EXACT) {
-                if K::EXACT {
-                    return self.launch_all(radix.written_back(passes, unbits)).await;
-                }
-                if self.settled(passes.then(unbits), &radix.hist).await? {
-                    return Ok(());
-                }
+            // Integer values ride along as the passes' payload, the last pass writing
+            // them; the keys come back from their radix forms.
+            let (mut radix, spare) = futures::try_join!(self.radix(keys, "sort_by_key", true), self.scratch::<V>(n))?;
+            let unbits = K::unbits_call(&radix.bits, keys);
+            if let Some(passes) = V::carried(&mut radix, values, (*spare).clone()) {
+                return self.launch_all(radix.written_back(passes, unbits)).await;
             }
         }
         // Otherwise through the sorted order: the values gathered by it from a copy.
@@ -809,37 +793,24 @@ impl Device {
 
     /// Sorts `keys` in place, ascending and stable (NaNs last), as
     /// [`Device::sort_by_key`] without values.
-    pub async fn sort<K: SortKey + SortValue>(&self, keys: &GpuRef<K>) -> Result<(), GpuError> {
+    pub async fn sort<K: SortKey>(&self, keys: &GpuRef<K>) -> Result<(), GpuError> {
         if keys.is_empty() {
             return Ok(());
         }
         if self.sorts_on_host(keys.len()) {
             return self.host_sort::<K, K>(keys, None).await;
         }
-        // Keys only through the passes, then back from their radix forms (float keys:
-        // unless one is -0 or NaN; then through the sorted order).
-        let (mut radix, mut none) = futures::try_join!(self.radix(keys, "sort", true), self.alloc_pair::<u32>(1))?;
-        let unbits = K::unbits_call(&radix.bits, &radix.hist, keys);
-        let [a, b] = &mut none;
+        // Keys only through the passes, then back from their radix forms.
+        let (mut radix, none_a, none_b) = futures::try_join!(
+            self.radix(keys, "sort", true),
+            self.scratch::<u32>(1),
+            self.scratch::<u32>(1)
+        )?;
+        let unbits = K::unbits_call(&radix.bits, keys);
+        let [a, b] = &mut [(*none_a).clone(), (*none_b).clone()];
         let placeholder = a.clone();
         let passes = radix.passes(&placeholder, CARRY_NONE, a, b);
-        let passes = radix.written_back(passes, unbits);
-        if K::EXACT {
-            return self.launch_all(passes).await;
-        }
-        if self.settled(passes, &radix.hist).await? {
-            return Ok(());
-        }
-        let (sorted_keys, _) = self.keys_by_order(keys, "sort").await?;
-        self.launch_all(sorted_keys).await
-    }
-
-    /// Runs a sort's launches and reads its histogram's flag back with them: `true` if
-    /// they settled the keys (and values) — no float key was -0 or NaN — and `false` if
-    /// they left them as they were, for the sort through the sorted order.
-    async fn settled(&self, launches: KernelSequence, hist: &GpuRef<u32>) -> Result<bool, GpuError> {
-        let flag = hist.view(hist.len() - 1..hist.len())?;
-        Ok(self.launch_then_read(launches, &flag).await? == [0])
+        self.launch_all(radix.written_back(passes, unbits)).await
     }
 
     /// The stable ascending order of `keys` (left as they are): a new buffer whose
@@ -873,43 +844,18 @@ impl Device {
     }
 
     /// The launches that sort `keys` in place through their stable order (as the radix
-    /// passes' payload), and the buffer they leave that order in: float keys gathered by
-    /// it from a copy, integers back from their radix forms.
-    async fn keys_by_order<K: SortKey + SortValue>(
+    /// passes' payload), and the buffer they leave that order in.
+    async fn keys_by_order<K: SortKey>(
         &self,
         keys: &GpuRef<K>,
         what: &str,
     ) -> Result<(KernelSequence, GpuRef<u32>), GpuError> {
-        let (mut radix, mut index, kc) = futures::try_join!(
-            self.radix(keys, what, true),
-            self.alloc_pair::<u32>(keys.len()),
-            self.key_copy(keys)
-        )?;
-        let (copy, kc) = kc.unzip();
-        let mut sequence = KernelSequence(copy.into_iter().collect());
-        sequence.0.extend(radix.order(&mut index).0);
+        let (mut radix, mut index) =
+            futures::try_join!(self.radix(keys, what, true), self.alloc_pair::<u32>(keys.len()))?;
+        let sequence = radix.order(&mut index);
         let [order, _] = index;
-        let sequence = match kc {
-            None => {
-                let unbits = K::unbits_call(&radix.bits, &radix.hist, keys);
-                radix.written_back(sequence, unbits)
-            }
-            Some(kc) => sequence.then(K::gather_call(&kc, &order, keys)),
-        };
-        Ok((sequence, order))
-    }
-
-    /// For float keys (gathered back through the sorted order), a copy of them and the
-    /// launch that makes it; `None` for integers (back from their radix forms).
-    async fn key_copy<K: SortKey + SortValue>(
-        &self,
-        keys: &GpuRef<K>,
-    ) -> Result<Option<(KernelCall, GpuRef<K>)>, GpuError> {
-        if K::EXACT {
-            return Ok(None);
-        }
-        let mut copy = self.alloc_uninit::<K>(keys.len()).await?;
-        Ok(Some((K::copy_call(keys, &mut copy), copy)))
+        let unbits = K::unbits_call(&radix.bits, keys);
+        Ok((radix.written_back(sequence, unbits), order))
     }
 
     /// A radix sort of (non-empty) `keys` up to its passes: the checks, its buffers, and
@@ -932,21 +878,24 @@ impl Device {
         let tiles = n.div_ceil(TILE);
         let passes = K::Bits::PASSES;
         // The look-back states: zeroed when new; a reused one — only ever this kernel's,
-        // for as many tiles — is told apart by the epoch. The histogram has one more
-        // element: the flag of a float key that is -0 or NaN.
+        // for as many tiles — is told apart by the epoch.
+        // Every buffer but the caller's keys from the scratch pool: at a million keys an
+        // allocation's round trip would be a tenth of the sort.
         let own = K::as_bits(keys).filter(|_| sorts_keys);
         let bits = async {
             match &own {
-                Some(k) => Ok(k.clone()),
-                None => self.alloc_uninit::<K::Bits>(n).await,
+                Some(k) => Ok((k.clone(), None)),
+                None => self.scratch::<K::Bits>(n).await.map(|b| ((*b).clone(), Some(b))),
             }
         };
-        let (mut bits, spare, mut hist, status) = futures::try_join!(
+        let ((mut bits, bits_kept), spare_kept, mut hist, status) = futures::try_join!(
             bits,
-            self.alloc_uninit::<K::Bits>(n),
-            self.scratch::<u32>(256 * passes as usize + 1),
+            self.scratch::<K::Bits>(n),
+            self.scratch::<u32>(256 * passes as usize),
             self.owned_scratch::<u64>("radix sort", 1 + 256 * tiles),
         )?;
+        let spare = (*spare_kept).clone();
+        let kept = std::iter::once(spare_kept).chain(bits_kept).collect();
         let counting = LaunchConfig {
             grid: (tiles.min(HISTOGRAM_BLOCKS) as u32, 1, 1),
             block: (256, 1, 1),
@@ -955,17 +904,26 @@ impl Device {
         let mut sequence =
             KernelSequence::new().then(radix_zero::call(LaunchConfig::for_elements(hist.len(), 256), &mut hist));
         if own.is_none() {
-            sequence = sequence.then(K::bits_call(keys, &mut bits, &mut hist));
+            sequence = sequence.then(K::bits_call(keys, &mut bits));
         }
-        let sequence = sequence.then(radix_histogram::call::<K::Bits>(counting, &bits, passes, &mut hist));
+        let (top, inf) = match K::FLOAT {
+            true => (K::Bits::TOP, K::Bits::INF),
+            false => (K::Bits::ZERO, K::Bits::ZERO),
+        };
+        let sequence = sequence.then(radix_histogram::call::<K::Bits>(
+            counting, &bits, top, inf, passes, &mut hist,
+        ));
         Ok(Radix {
             sequence,
             tiles,
             in_place: own.is_some(),
             bits,
             spare,
+            top,
+            inf,
             hist,
             status,
+            _kept: kept,
         })
     }
 }

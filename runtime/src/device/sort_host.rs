@@ -6,7 +6,7 @@
 //! last) ordered by a stable sort. Fewer keys still go through the kernels, which the
 //! CPU device's tests thereby check where no GPU is.
 
-use super::sort_api::{SortKey, SortValue};
+use super::sort_api::SortKey;
 use crate::backend::state::BackendKind;
 use crate::device::{DType, Device};
 use crate::error::GpuError;
@@ -45,7 +45,7 @@ impl Device {
     }
 
     /// [`Device::sort_by_key`] on the host (`values` as `keys` when there are none).
-    pub(super) async fn host_sort<K: SortKey + SortValue, V: SortValue>(
+    pub(super) async fn host_sort<K: SortKey, V: DType>(
         &self,
         keys: &GpuRef<K>,
         values: Option<&GpuRef<V>>,
