@@ -119,8 +119,14 @@ fn reduce_pass<T: Float>(x: &[T], out: &mut [f64], op: u32) {
 /// and empty slots (`none`) never win; anything beats an empty best.
 #[atomr_accel_cuda_macros::device(crate = crate)]
 fn beats<T: Float>(max: u32, none: u32, c: T, j: u32, v: T, k: u32) -> bool {
-    let better = (max == 1 && c > v) || (max == 0 && c < v) || (c == v && j < k);
+    let better = strictly(max, c, v) || (c == v && j < k);
     j != none && c == c && (k == none || better)
+}
+
+/// Whether `c` is larger (`max` 1) or smaller than `v`: false for a NaN either side.
+#[atomr_accel_cuda_macros::device(crate = crate)]
+fn strictly<T: Float>(max: u32, c: T, v: T) -> bool {
+    (max == 1 && c > v) || (max == 0 && c < v)
 }
 
 /// The index an argmin/argmax candidate at position `p` of its input stands for: `p`
@@ -151,6 +157,32 @@ fn arg_pass<T: Float>(x: &[T], at: &[u32], combine: u32, none: u32, max: u32, ou
     let mut k: u32 = none;
     let quads = x.len() / 4;
     let mut q = global_index();
+    if combine == 0 {
+        // The first pass: a thread meets its elements in index order, so a later equal
+        // value never wins and the test is one comparison — which is what bounds the
+        // pass for 2-byte types (twice the elements per byte read).
+        while q < quads {
+            let w: Vec4<T> = x.load4(q);
+            let i = (q * 4) as u32;
+            if strictly(max, w.x, v) || (k == none && w.x == w.x) {
+                v = w.x;
+                k = i;
+            }
+            if strictly(max, w.y, v) || (k == none && w.y == w.y) {
+                v = w.y;
+                k = i + 1;
+            }
+            if strictly(max, w.z, v) || (k == none && w.z == w.z) {
+                v = w.z;
+                k = i + 2;
+            }
+            if strictly(max, w.w, v) || (k == none && w.w == w.w) {
+                v = w.w;
+                k = i + 3;
+            }
+            q += grid_stride();
+        }
+    }
     while q < quads {
         let w: Vec4<T> = x.load4(q);
         let (i0, i1) = (index_at(at, combine, q * 4), index_at(at, combine, q * 4 + 1));
