@@ -19,8 +19,8 @@ use super::bounds::SparseScalar;
 use super::scan_api::{int_scan_calls, scan_tiles};
 use super::Device;
 use crate::error::{GpuError, Invalid};
-use crate::kernel::dsl::Float;
 use crate::gpu_ref::GpuRef;
+use crate::kernel::dsl::Float;
 use crate::launch::LaunchConfig;
 use crate::library::sparse::{CsrMatrix, MAX_DIM};
 
@@ -133,7 +133,16 @@ fn dense_fill<T: Float>(
             offsets[rows as usize] = ends[at] as i32;
         }
         let first = chunk * width as usize;
-        run_fill(dense, rows, r, first, run_end(first, width, cols), k as usize, indices, values);
+        run_fill(
+            dense,
+            rows,
+            r,
+            first,
+            run_end(first, width, cols),
+            k as usize,
+            indices,
+            values,
+        );
     }
 }
 
