@@ -5,8 +5,9 @@
 //! products, views at an offset, alpha and beta; bad equations, shapes, strides and
 //! overlapping outputs as typed errors. Element-wise binary ops (add, multiply, max,
 //! min; permuted, broadcast and strided operands; NaNs) and reductions over chosen modes
-//! (permuted outputs, to one value, alpha and beta) against float64. On the CPU device
-//! and on the GPU.
+//! (permuted outputs, to one value, alpha and beta) against float64; trinary ops (two
+//! ops chained, three operands each permuted, broadcast or strided, a strided output)
+//! likewise. On the CPU device and on the GPU.
 
 #[macro_use]
 mod common;
@@ -25,12 +26,24 @@ on_both! {
     elementwise_ops_match_a_float64_reference => elementwise_ops;
     reductions_over_modes_match_a_float64_reference => mode_reductions;
     bad_elementwise_ops_and_reductions_are_typed_errors => mode_errors;
+    trinary_ops_match_a_float64_reference => trinary_ops;
 }
 
 async fn open(config: DeviceConfig) -> (ActorSystem, Device) {
     let sys = ActorSystem::new("tensor");
     let d = Device::open(&sys, config).await.unwrap();
     (sys, d)
+}
+
+/// `$check::<T>(d, tol)` for each float type, with its tolerance: the unit roundoff of
+/// T (of the f32 it computes in, for f16 and bf16, plus T's own last rounding).
+macro_rules! each_float {
+    ($check:ident($d:expr)) => {
+        $check::<f64>($d, 1e-14).await;
+        $check::<f32>($d, 1e-6).await;
+        $check::<f16>($d, 2e-3).await;
+        $check::<bf16>($d, 1e-2).await;
+    };
 }
 
 /// The float64 einsum of `a` and `b` (laid out as given) added to `beta · c0`, into C's
@@ -431,10 +444,118 @@ async fn elementwise_of<T: TensorScalar + Float>(d: &Device, tol: f64) {
 
 async fn elementwise_ops(config: DeviceConfig) {
     let (_s, d) = open(config).await;
-    elementwise_of::<f64>(&d, 1e-14).await;
-    elementwise_of::<f32>(&d, 1e-6).await;
-    elementwise_of::<f16>(&d, 2e-3).await;
-    elementwise_of::<bf16>(&d, 1e-2).await;
+    each_float!(elementwise_of(&d));
+}
+
+/// A trinary case: equation, the three input shapes, the two ops, alpha, beta, gamma.
+type Trinary<'a> = (&'a str, [&'a [usize]; 3], [TensorOp; 2], [f64; 3]);
+
+async fn trinary_of<T: TensorScalar + Float>(d: &Device, tol: f64) {
+    let name = std::any::type_name::<T>();
+    let cases: [Trinary<'_>; 6] = [
+        (
+            "ab,ba,b->ab",
+            [&[5, 7], &[7, 5], &[7]],
+            [TensorOp::Add, TensorOp::Mul],
+            [1.0, 1.0, 1.0],
+        ),
+        (
+            "abc,c,ab->cab",
+            [&[3, 4, 6], &[6], &[3, 4]],
+            [TensorOp::Mul, TensorOp::Add],
+            [0.5, 2.0, -1.0],
+        ),
+        (
+            "ij,ij,ij->ij",
+            [&[9, 4], &[9, 4], &[9, 4]],
+            [TensorOp::Max, TensorOp::Min],
+            [1.0, 1.0, 1.0],
+        ),
+        (
+            "abcd,dcba,bd->dbca",
+            [&[2, 3, 4, 5], &[5, 4, 3, 2], &[3, 5]],
+            [TensorOp::Min, TensorOp::Max],
+            [-1.0, 1.5, 0.25],
+        ),
+        (
+            "ij,j,i->ji",
+            [&[6, 8], &[8], &[6]],
+            [TensorOp::Add, TensorOp::Add],
+            [2.0, -3.0, 0.5],
+        ),
+        (
+            "a,a,a->a",
+            [&[1000], &[1000], &[1000]],
+            [TensorOp::Mul, TensorOp::Mul],
+            [1.0, 1.0, 1.0],
+        ),
+    ];
+    for (k, (eq, shapes, [op_ab, op_abc], [alpha, beta, gamma])) in cases.into_iter().enumerate() {
+        let (ins, out) = eq.split_once("->").unwrap();
+        let modes: Vec<&str> = ins.split(',').collect();
+        // The first case reads C strided (every third element); the fifth writes D
+        // strided, into every other element of a larger buffer it leaves alone elsewhere.
+        let layouts: Vec<TensorLayout> = shapes
+            .iter()
+            .enumerate()
+            .map(|(i, sh)| match (k, i) {
+                (0, 2) => TensorLayout::strided(sh, &[3]).unwrap(),
+                _ => TensorLayout::row_major(sh),
+            })
+            .collect();
+        let values: Vec<Vec<f64>> = layouts
+            .iter()
+            .map(|l| rand_vec(l.span()).iter().map(|&v| T::from_f64(v).to_f64()).collect())
+            .collect();
+        let mut values = values;
+        if matches!(op_ab, TensorOp::Max | TensorOp::Min) {
+            values[0][1] = f64::NAN;
+        }
+        let mut size = BTreeMap::new();
+        for (m, sh) in modes.iter().zip(shapes) {
+            size.extend(m.chars().zip(sh.iter().copied()));
+        }
+        let mo: Vec<char> = out.chars().collect();
+        let shape: Vec<usize> = mo.iter().map(|m| size[m]).collect();
+        let ld = if k == 4 {
+            let mut strides = TensorLayout::row_major(&shape).strides;
+            strides.iter_mut().for_each(|s| *s *= 2);
+            TensorLayout::strided(&shape, &strides).unwrap()
+        } else {
+            TensorLayout::row_major(&shape)
+        };
+        let d0: Vec<f64> = rand_vec(ld.span()).iter().map(|&v| T::from_f64(v).to_f64()).collect();
+        let mut want = d0.clone();
+        for at in every_index(&mo, &size) {
+            let v = |i: usize| values[i][offset_of(modes[i], &layouts[i], &at)];
+            let ab = apply(op_ab, alpha * v(0), beta * v(1));
+            want[offset_of(out, &ld, &at)] = apply(op_abc, ab, gamma * v(2));
+        }
+        let spec = ElementwiseTrinary::new(eq, shapes[0], shapes[1], shapes[2])
+            .layouts(layouts[0].clone(), layouts[1].clone(), layouts[2].clone())
+            .output(ld.clone())
+            .ops(op_ab, op_abc)
+            .scaled(alpha, beta, gamma);
+        let up = |v: &[f64]| v.iter().map(|&x| T::from_f64(x)).collect::<Vec<T>>();
+        let ga = d.upload(up(&values[0])).await.unwrap();
+        let gb = d.upload(up(&values[1])).await.unwrap();
+        let gc = d.upload(up(&values[2])).await.unwrap();
+        let gd = d.upload(up(&d0)).await.unwrap();
+        d.elementwise_trinary(spec, &ga, &gb, &gc, &gd).await.unwrap();
+        let got: Vec<f64> = d.download(&gd).await.unwrap().iter().map(|v| v.to_f64()).collect();
+        // Two roundings of the compute type, then one of T.
+        same(
+            &format!("elementwise_trinary {eq} {op_ab:?} {op_abc:?} {name}"),
+            &got,
+            &want,
+            2.0 * tol,
+        );
+    }
+}
+
+async fn trinary_ops(config: DeviceConfig) {
+    let (_s, d) = open(config).await;
+    each_float!(trinary_of(&d));
 }
 
 async fn reductions_of<T: TensorScalar + Float>(d: &Device, tol: f64) {
@@ -491,10 +612,7 @@ async fn reductions_of<T: TensorScalar + Float>(d: &Device, tol: f64) {
 
 async fn mode_reductions(config: DeviceConfig) {
     let (_s, d) = open(config).await;
-    reductions_of::<f64>(&d, 1e-14).await;
-    reductions_of::<f32>(&d, 1e-6).await;
-    reductions_of::<f16>(&d, 2e-3).await;
-    reductions_of::<bf16>(&d, 1e-2).await;
+    each_float!(reductions_of(&d));
 }
 
 async fn mode_errors(config: DeviceConfig) {
@@ -554,7 +672,37 @@ async fn mode_errors(config: DeviceConfig) {
             .await,
         "C overlaps A",
     );
+    let tri = |eq: &str, c: &[usize]| ElementwiseTrinary::new(eq, &[4, 4], &[4, 4], c);
+    invalid(
+        d.elementwise_trinary(tri("ab,ba->ab", &[4]), &x, &x, &x, &y).await,
+        "two operands",
+    );
+    invalid(
+        d.elementwise_trinary(tri("ab,ba,c->ab", &[4]), &x, &x, &x, &y).await,
+        "C's mode reduced",
+    );
+    invalid(
+        d.elementwise_trinary(tri("ab,ba,b->ab", &[5]), &x, &x, &x, &y).await,
+        "sizes disagree",
+    );
+    let (c, dd) = (y.view(12..16).unwrap(), y.view(0..16).unwrap());
+    invalid(
+        d.elementwise_trinary(tri("ab,ba,b->ab", &[4]), &x, &x, &c, &dd).await,
+        "D overlaps C",
+    );
+    let wide = TensorLayout::strided(&[4, 4], &[32, 2]).unwrap();
+    let row = TensorLayout::row_major(&[4, 4]);
+    let long = ElementwiseTrinary::new("ab,ba,ab->ab", &[4, 4], &[4, 4], &[4, 4]).layouts(row.clone(), row, wide);
+    invalid(d.elementwise_trinary(long, &x, &x, &x, &y).await, "C too short");
+    let bad_d = tri("ab,ba,b->ab", &[4]).output(TensorLayout::row_major(&[4, 5]));
+    invalid(
+        d.elementwise_trinary(bad_d, &x, &x, &x, &y).await,
+        "D's layout of the wrong shape",
+    );
     // The device still serves.
+    d.elementwise_trinary(tri("ab,ba,b->ab", &[4]), &x, &x, &x, &y)
+        .await
+        .unwrap();
     d.reduce_modes(TensorReduction::new("ab->a", &[8, 8]), &x, &y)
         .await
         .unwrap();

@@ -6,8 +6,8 @@
 use cudarc::cublas::CudaBlas;
 
 use super::einsum::{self, merge, Dim, Equation, Plan, Sink, Source, MAX_RANK};
-use super::kernels::{gather, modes_binary, modes_reduce, scatter, Dims8, Modes8};
-use super::modes::{Elementwise, ModeDim, TensorReduction};
+use super::kernels::{gather, modes_binary, modes_reduce, modes_trinary, scatter, Dims8, Modes8};
+use super::modes::{Elementwise, ElementwiseTrinary, ModeDim, TensorReduction};
 use super::{Contraction, TensorFloat};
 use crate::actor::Deferred;
 use crate::error::{GpuError, Invalid};
@@ -74,12 +74,13 @@ fn modes8(dims: &[ModeDim], what: &str) -> Result<Modes8, GpuError> {
     Ok(Modes8::of(&dims))
 }
 
-/// Refuses an output C that overlaps an input.
-fn apart<T: crate::dtype::DTypeBase>(op: &str, c: &GpuRef<T>, inputs: &[&GpuRef<T>]) -> Result<(), GpuError> {
-    if inputs.iter().any(|x| c.overlaps(x)) {
+/// Refuses an output that overlaps an input.
+fn apart<T: crate::dtype::DTypeBase>(op: &str, out: &GpuRef<T>, inputs: &[&GpuRef<T>]) -> Result<(), GpuError> {
+    if inputs.iter().any(|x| out.overlaps(x)) {
+        let name = if inputs.len() == 3 { "D" } else { "C" };
         return Err(GpuError::InvalidArgument(
-            Invalid::new(format!("{op}: the output C must not overlap an input (disjoint views of one buffer may)"))
-                .arg("c")
+            Invalid::new(format!("{op}: the output {name} must not overlap an input (disjoint views of one buffer may)"))
+                .arg(name.to_lowercase())
                 .mismatch("elements apart from the inputs'", "elements of an input"),
         ));
     }
@@ -104,6 +105,39 @@ impl TensorCore {
                 return Ok(());
             }
             let call = modes_binary::call::<T, T::Compute>(config(total), a, b, m, total, spec.op.code(), spec.alpha, spec.beta, &mut c.clone());
+            self.kernels.launch(call)
+        })
+    }
+
+    /// Carries out `spec` (see `TensorActor::elementwise_trinary`).
+    pub(crate) fn elementwise_trinary<T: TensorFloat>(
+        &self,
+        spec: &ElementwiseTrinary,
+        [a, b, x]: [&GpuRef<T>; 3],
+        d: &GpuRef<T>,
+    ) -> Result<Deferred<()>, GpuError> {
+        for r in [a, b, x, d] {
+            self.kernels.check(r)?;
+        }
+        let plan = spec.plan()?;
+        spec.a.check(a.len(), "A", false)?;
+        spec.b.check(b.len(), "B", false)?;
+        spec.c.check(x.len(), "C", false)?;
+        plan.c.check(d.len(), "D", true)?;
+        apart("elementwise_trinary", d, &[a, b, x])?;
+        let total = plan.c.elements();
+        let m = modes8(&plan.dims, "elementwise_trinary")?;
+        // The same modes (so the same order after unit ones are dropped), C's strides
+        // where the kernel reads A's.
+        let third: Vec<ModeDim> = plan.dims.iter().map(|dim| ModeDim { a: dim.x, ..*dim }).collect();
+        let mx = modes8(&third, "elementwise_trinary")?;
+        let ops = spec.op_ab.code() | spec.op_abc.code() << 2;
+        self.kernels.run("tensor", "elementwise_trinary", || {
+            if total == 0 {
+                return Ok(());
+            }
+            let (alpha, beta, gamma) = (spec.alpha, spec.beta, spec.gamma);
+            let call = modes_trinary::call::<T, T::Compute>(config(total), a, b, x, m, mx, total, ops, alpha, beta, gamma, &mut d.clone());
             self.kernels.launch(call)
         })
     }

@@ -1,8 +1,8 @@
 //! The tensor library's own `#[kernel]`s: a strided gather into a tight buffer (an
 //! operand permuted, broadcast or diagonal-read into the column-major batch a GEMM
 //! takes) and its inverse, a scatter-add through an output's strides; and the
-//! element-wise binary op and the reduction over modes (`modes.rs`), each thread one
-//! element of C, reading its inputs through their own strides.
+//! element-wise binary and trinary ops and the reduction over modes (`modes.rs`), each
+//! thread one element of the output, reading its inputs through their own strides.
 
 use super::einsum::{Dim, MAX_RANK};
 use crate::kernel::dsl::prelude::*;
@@ -247,6 +247,34 @@ pub(crate) fn modes_binary<T: Float, A: Float>(
         let x = A::from_f64(alpha) * A::from_f64(a[mode_offset(i as u64, m, 1) as usize].to_f64());
         let y = A::from_f64(beta) * A::from_f64(b[mode_offset(i as u64, m, 2) as usize].to_f64());
         c[mode_offset(i as u64, m, 0) as usize] = T::from_f64(combine(op, x, y).to_f64());
+        i += grid_stride();
+    }
+}
+
+/// `d = op_abc(op_ab(alpha · a, beta · b), gamma · x)` over the `total` elements the
+/// modes `m` count; `mx` holds the same modes with the third input's strides in A's
+/// place, so its offset is `mode_offset(i, mx, 1)`.
+#[atomr_accel_cuda_macros::kernel(crate = crate)]
+pub(crate) fn modes_trinary<T: Float, A: Float>(
+    a: &[T],
+    b: &[T],
+    x: &[T],
+    m: Modes8,
+    mx: Modes8,
+    total: usize,
+    ops: u32,
+    alpha: f64,
+    beta: f64,
+    gamma: f64,
+    d: &mut [T],
+) {
+    let mut i = global_index();
+    while i < total {
+        let va = A::from_f64(alpha) * A::from_f64(a[mode_offset(i as u64, m, 1) as usize].to_f64());
+        let vb = A::from_f64(beta) * A::from_f64(b[mode_offset(i as u64, m, 2) as usize].to_f64());
+        let vx = A::from_f64(gamma) * A::from_f64(x[mode_offset(i as u64, mx, 1) as usize].to_f64());
+        let ab = combine(ops & 3, va, vb);
+        d[mode_offset(i as u64, m, 0) as usize] = T::from_f64(combine(ops >> 2, ab, vx).to_f64());
         i += grid_stride();
     }
 }

@@ -35,7 +35,7 @@ use crate::gpu_ref::GpuRef;
 use crate::library::shell::Library;
 
 pub use layout::TensorLayout;
-pub use modes::{Elementwise, TensorOp, TensorReduction};
+pub use modes::{Elementwise, ElementwiseTrinary, TensorOp, TensorReduction};
 
 /// Element types of the tensor library: f16, bf16, f32, f64 (the GEMM's dtypes; f16
 /// and bf16 accumulate in f32).
@@ -212,6 +212,22 @@ impl TensorActor {
         self.0.core()?.elementwise(&spec, &a, &b, &c)
     }
 
+    /// `D = op_abc(op_ab(alpha · A, beta · B), gamma · C)` element by element, the
+    /// inputs' modes mapped onto D's as `spec` says (see [`ElementwiseTrinary`]): one
+    /// pass where two binary ops would write and re-read a temporary. Computed in f32
+    /// (f64 for f64). D must not overlap an input.
+    #[handler(dtypes(float), device)]
+    fn elementwise_trinary<T: TensorFloat>(
+        &mut self,
+        spec: ElementwiseTrinary,
+        a: GpuRef<T>,
+        b: GpuRef<T>,
+        c: GpuRef<T>,
+        d: GpuRef<T>,
+    ) -> Result<Deferred<()>, GpuError> {
+        self.0.core()?.elementwise_trinary(&spec, [&a, &b, &c], &d)
+    }
+
     /// `C = alpha · reduce(A) + beta · C` over the modes `spec`'s output lacks (see
     /// [`TensorReduction`]). Each element of C is one thread's loop: for a whole-buffer
     /// sum, `Device::sum` is the fast path. C must not overlap A.
@@ -223,5 +239,5 @@ impl TensorActor {
 
 /// What `atomr_accel_cuda::prelude` takes from this library.
 pub mod prelude {
-    pub use super::{Contraction, Elementwise, TensorLayout, TensorOp, TensorReduction};
+    pub use super::{Contraction, Elementwise, ElementwiseTrinary, TensorLayout, TensorOp, TensorReduction};
 }

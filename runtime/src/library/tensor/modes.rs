@@ -1,9 +1,9 @@
-//! Element-wise binary operations and reductions over chosen modes — cuTENSOR's other
-//! two families — in the same einsum notation as contractions: `"ab,ba->ab"` adds A to
-//! B transposed, `"abc->ac"` reduces over `b`. Each is one pass of a `#[kernel]`
-//! (`kernels.rs`) over C's elements, reading A and B through their own strides (a mode
-//! an input lacks is broadcast: stride 0), so permutations, broadcasts and strided views
-//! cost no copy.
+//! Element-wise binary and trinary operations and reductions over chosen modes —
+//! cuTENSOR's other two families — in the same einsum notation as contractions:
+//! `"ab,ba->ab"` adds A to B transposed, `"ab,ba,b->ab"` takes a third operand, `"abc->ac"`
+//! reduces over `b`. Each is one pass of a `#[kernel]` (`kernels.rs`) over the output's
+//! elements, reading each input through its own strides (a mode an input lacks is
+//! broadcast: stride 0), so permutations, broadcasts and strided views cost no copy.
 
 use std::collections::BTreeMap;
 
@@ -131,36 +131,157 @@ impl Elementwise {
     /// The plan: C's layout and each input's strides along C's modes.
     pub(crate) fn plan(&self) -> Result<ModePlan, GpuError> {
         let (eq, inputs, c) = parse(&self.equation, ["A", "B"], "an element-wise op", "ab,ba->ab")?;
-        let [a, b] = [&inputs[0], &inputs[1]];
-        let size = sizes(&eq, &[(a, &self.a, "A"), (b, &self.b, "B")])?;
-        for (x, which) in [(a, "A"), (b, "B")] {
-            if let Some(m) = x.iter().find(|m| !c.contains(m)) {
-                return Err(bad(
-                    format!("`{eq}`: mode `{m}` of {which} is not in the output: an element-wise op reduces nothing (reduce first)"),
-                    "equation",
-                    "every input mode in the output",
-                    m,
-                ));
-            }
-        }
-        let shape: Vec<usize> = c.iter().map(|m| size[m]).collect();
-        let layout = self.c.clone().unwrap_or_else(|| TensorLayout::row_major(&shape));
-        output_matches(&eq, &layout, &shape)?;
-        Ok(ModePlan {
-            dims: c
-                .iter()
-                .enumerate()
-                .map(|(i, m)| ModeDim {
-                    size: size[m],
-                    c: layout.strides[i],
-                    a: stride_of(m, a, &self.a),
-                    b: stride_of(m, b, &self.b),
-                })
-                .collect(),
-            reduced: vec![],
-            c: layout,
-        })
+        pointwise_plan(&eq, &inputs, &[(&self.a, "A"), (&self.b, "B")], &c, self.c.as_ref())
     }
+}
+
+/// `D = op_abc(op_ab(alpha · A, beta · B), gamma · C)` element by element — cuTENSOR's
+/// trinary element-wise op — the modes of A, B and C mapped onto D's by an equation
+/// (`"ab,ba,b->ab"`: A plus B transposed, then with C broadcast over `a`). As
+/// [`Elementwise`] otherwise: every input mode is one of D's, a mode an input lacks is
+/// broadcast, row-major operands unless layouts are given.
+///
+/// # Example
+///
+/// ```
+/// # use atomr_accel_cuda_runtime::prelude::*;
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() -> Result<(), GpuError> {
+/// # let system = ActorSystem::new("doc");
+/// # let dev = Device::open(&system, DeviceConfig::cpu()).await?;
+/// // (A + Bᵀ) · c, c scaling each column of 2×2 matrices.
+/// let a = dev.upload(vec![1.0f32, 2.0, 3.0, 4.0]).await?;
+/// let b = dev.upload(vec![10.0f32, 20.0, 30.0, 40.0]).await?;
+/// let c = dev.upload(vec![1.0f32, -1.0]).await?;
+/// let d = dev.alloc::<f32>(4).await?;
+/// let spec = ElementwiseTrinary::new("ab,ba,b->ab", &[2, 2], &[2, 2], &[2]).ops(TensorOp::Add, TensorOp::Mul);
+/// dev.elementwise_trinary(spec, &a, &b, &c, &d).await?;
+/// assert_eq!(dev.download(&d).await?, vec![11.0, -32.0, 23.0, -44.0]);
+/// # system.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct ElementwiseTrinary {
+    /// The equation, `"ab,ba,b->ab"`.
+    pub equation: String,
+    /// A's shape and strides.
+    pub a: TensorLayout,
+    /// B's shape and strides.
+    pub b: TensorLayout,
+    /// C's shape and strides.
+    pub c: TensorLayout,
+    /// D's (`None`: row-major, its shape from the equation).
+    pub d: Option<TensorLayout>,
+    /// The operation of A and B.
+    pub op_ab: TensorOp,
+    /// The operation of that and C.
+    pub op_abc: TensorOp,
+    /// Scale of A.
+    pub alpha: f64,
+    /// Scale of B.
+    pub beta: f64,
+    /// Scale of C.
+    pub gamma: f64,
+}
+
+crate::wire::wire_struct!(ElementwiseTrinary { equation, a, b, c, d, op_ab, op_abc, alpha, beta, gamma });
+
+impl ElementwiseTrinary {
+    /// `D = A + B + C` of row-major operands of these shapes into a row-major D.
+    pub fn new(equation: &str, a_shape: &[usize], b_shape: &[usize], c_shape: &[usize]) -> Self {
+        ElementwiseTrinary {
+            equation: equation.to_string(),
+            a: TensorLayout::row_major(a_shape),
+            b: TensorLayout::row_major(b_shape),
+            c: TensorLayout::row_major(c_shape),
+            d: None,
+            op_ab: TensorOp::Add,
+            op_abc: TensorOp::Add,
+            alpha: 1.0,
+            beta: 1.0,
+            gamma: 1.0,
+        }
+    }
+
+    /// Sets the operations: `op_abc(op_ab(A, B), C)`.
+    pub fn ops(mut self, op_ab: TensorOp, op_abc: TensorOp) -> Self {
+        self.op_ab = op_ab;
+        self.op_abc = op_abc;
+        self
+    }
+
+    /// Sets A's, B's and C's layouts.
+    pub fn layouts(mut self, a: TensorLayout, b: TensorLayout, c: TensorLayout) -> Self {
+        self.a = a;
+        self.b = b;
+        self.c = c;
+        self
+    }
+
+    /// Writes D laid out as given.
+    pub fn output(mut self, d: TensorLayout) -> Self {
+        self.d = Some(d);
+        self
+    }
+
+    /// Sets alpha, beta and gamma.
+    pub fn scaled(mut self, alpha: f64, beta: f64, gamma: f64) -> Self {
+        self.alpha = alpha;
+        self.beta = beta;
+        self.gamma = gamma;
+        self
+    }
+
+    /// The plan: D's layout and each input's strides along D's modes (C's as `x`).
+    pub(crate) fn plan(&self) -> Result<ModePlan, GpuError> {
+        let (eq, inputs, d) = parse(&self.equation, ["A", "B", "C"], "a trinary element-wise op", "ab,ba,b->ab")?;
+        let layouts = [(&self.a, "A"), (&self.b, "B"), (&self.c, "C")];
+        pointwise_plan(&eq, &inputs, &layouts, &d, self.d.as_ref())
+    }
+}
+
+/// The plan of an element-wise op: the output's layout (`out`, else row-major) and each
+/// input's strides along the output's modes `o` — every input mode must be one of them.
+fn pointwise_plan(
+    eq: &str,
+    inputs: &[Vec<char>],
+    layouts: &[(&TensorLayout, &str)],
+    o: &[char],
+    out: Option<&TensorLayout>,
+) -> Result<ModePlan, GpuError> {
+    let operands: Vec<(&[char], &TensorLayout, &str)> =
+        inputs.iter().zip(layouts).map(|(m, (l, n))| (m.as_slice(), *l, *n)).collect();
+    let size = sizes(eq, &operands)?;
+    for (x, _, which) in &operands {
+        if let Some(m) = x.iter().find(|m| !o.contains(m)) {
+            return Err(bad(
+                format!("`{eq}`: mode `{m}` of {which} is not in the output: an element-wise op reduces nothing (reduce first)"),
+                "equation",
+                "every input mode in the output",
+                m,
+            ));
+        }
+    }
+    let shape: Vec<usize> = o.iter().map(|m| size[m]).collect();
+    let layout = out.cloned().unwrap_or_else(|| TensorLayout::row_major(&shape));
+    output_matches(eq, &layout, &shape)?;
+    let stride = |k: usize, m: &char| operands.get(k).map_or(0, |(x, l, _)| stride_of(m, x, l));
+    Ok(ModePlan {
+        dims: o
+            .iter()
+            .enumerate()
+            .map(|(i, m)| ModeDim {
+                size: size[m],
+                c: layout.strides[i],
+                a: stride(0, m),
+                b: stride(1, m),
+                x: stride(2, m),
+            })
+            .collect(),
+        reduced: vec![],
+        c: layout,
+    })
 }
 
 /// `C = alpha · reduce(A) + beta · C`: A reduced by `op` over the modes the output
@@ -260,6 +381,7 @@ impl TensorReduction {
                     c: layout.strides[i],
                     a: stride_of(m, a, &self.a),
                     b: 0,
+                    x: 0,
                 })
                 .collect(),
             reduced: reduced
@@ -269,6 +391,7 @@ impl TensorReduction {
                     c: 0,
                     a: stride_of(m, a, &self.a),
                     b: 0,
+                    x: 0,
                 })
                 .collect(),
             c: layout,
@@ -276,13 +399,15 @@ impl TensorReduction {
     }
 }
 
-/// One mode of a plan: its size and the stride of C, A and B along it (0: broadcast).
+/// One mode of a plan: its size and the stride of the output (`c`), A, B and a trinary
+/// op's third input (`x`) along it (0: broadcast).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ModeDim {
     pub(crate) size: usize,
     pub(crate) c: usize,
     pub(crate) a: usize,
     pub(crate) b: usize,
+    pub(crate) x: usize,
 }
 
 /// An element-wise op or a reduction, planned: C's modes (in C's order) and the reduced
