@@ -112,7 +112,7 @@ impl<T: DType> Drop for Scratch<T> {
 
 impl Device {
     /// A scratch buffer of `len` elements (contents unspecified): a kept one of this
-    /// generation, else a new allocation.
+    /// generation, else a new allocation, not zeroed.
     pub(crate) async fn scratch<T: DType>(&self, len: usize) -> Result<Scratch<T>, GpuError> {
         self.owned_scratch("", len).await
     }
@@ -129,6 +129,11 @@ impl Device {
         let generation = self.state().generation;
         let buf = match pool.take::<T>(len, owner).filter(|b| b.generation() == generation) {
             Some(b) => b,
+            // Any caller's buffer comes uninitialized: its contents are unspecified
+            // anyway (a kept one holds its last user's), and zeroing costs a pass over
+            // it — at 64M keys a sort's spare buffers are 768 MiB of memset. An owned
+            // one starts as zeros, which its owner relies on.
+            None if owner.is_empty() => self.alloc_uninit::<T>(len).await?,
             None => self.alloc::<T>(len).await?,
         };
         Ok(Scratch {
