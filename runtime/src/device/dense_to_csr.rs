@@ -321,7 +321,7 @@ impl Device {
             )));
         }
         let nnz = nnz as usize;
-        let (offsets, indices, values) = match early {
+        let buffers = match early {
             Some(buffers) => buffers,
             None => {
                 let mut buffers = self.csr_buffers::<T>(rows, nnz).await?;
@@ -329,14 +329,7 @@ impl Device {
                 buffers
             }
         };
-        Ok(CsrMatrix {
-            rows,
-            cols,
-            nnz,
-            offsets,
-            indices,
-            values,
-        })
+        Ok(csr_matrix(rows, cols, nnz, buffers))
     }
 
     /// [`Device::dense_to_csr`] of a tiny matrix: one launch, its total read back.
@@ -369,14 +362,7 @@ impl Device {
             &mut nnz,
         );
         let nnz = self.launch_then_read([call], &nnz).await?[0] as usize;
-        Ok(CsrMatrix {
-            rows,
-            cols,
-            nnz,
-            offsets,
-            indices,
-            values,
-        })
+        Ok(csr_matrix(rows, cols, nnz, (offsets, indices, values)))
     }
 
     /// A CSR matrix's offsets (`rows + 1`), indices and values (room for `nnz`; one
@@ -392,6 +378,20 @@ impl Device {
 
 /// A CSR matrix's offsets, column indices and values.
 type CsrBuffers<T> = (GpuRef<i32>, GpuRef<i32>, GpuRef<T>);
+
+/// The `rows × cols` matrix of `nnz` non-zeros whose CSR arrays are `buffers` (the
+/// indices and values may have room for more).
+fn csr_matrix<T: SparseScalar>(rows: usize, cols: usize, nnz: usize, buffers: CsrBuffers<T>) -> CsrMatrix<T> {
+    let (offsets, indices, values) = buffers;
+    CsrMatrix {
+        rows,
+        cols,
+        nnz,
+        offsets,
+        indices,
+        values,
+    }
+}
 
 #[cfg(test)]
 mod tests {
