@@ -129,6 +129,14 @@ fn strictly<T: Float>(max: u32, c: T, v: T) -> bool {
     (max == 1 && c > v) || (max == 0 && c < v)
 }
 
+/// [`beats`] for the first pass, whose thread meets its elements in index order: a later
+/// equal value never wins, so `c` leads if it is strictly better than the best `v` so
+/// far, or the first value that is not NaN (`k` still `none`).
+#[atomr_accel_cuda_macros::device(crate = crate)]
+fn leads<T: Float>(max: u32, none: u32, c: T, v: T, k: u32) -> bool {
+    strictly(max, c, v) || (k == none && c == c)
+}
+
 /// The index an argmin/argmax candidate at position `p` of its input stands for: `p`
 /// itself in the first pass; in the pass that combines blocks' bests, the index the
 /// best at `p` was found at (`at[p]`).
@@ -164,19 +172,19 @@ fn arg_pass<T: Float>(x: &[T], at: &[u32], combine: u32, none: u32, max: u32, ou
         while q < quads {
             let w: Vec4<T> = x.load4(q);
             let i = (q * 4) as u32;
-            if strictly(max, w.x, v) || (k == none && w.x == w.x) {
+            if leads(max, none, w.x, v, k) {
                 v = w.x;
                 k = i;
             }
-            if strictly(max, w.y, v) || (k == none && w.y == w.y) {
+            if leads(max, none, w.y, v, k) {
                 v = w.y;
                 k = i + 1;
             }
-            if strictly(max, w.z, v) || (k == none && w.z == w.z) {
+            if leads(max, none, w.z, v, k) {
                 v = w.z;
                 k = i + 2;
             }
-            if strictly(max, w.w, v) || (k == none && w.w == w.w) {
+            if leads(max, none, w.w, v, k) {
                 v = w.w;
                 k = i + 3;
             }
