@@ -877,10 +877,10 @@ impl Device {
         }
         let tiles = n.div_ceil(TILE);
         let passes = K::Bits::PASSES;
-        // The look-back states: zeroed when new; a reused one — only ever this kernel's,
-        // for as many tiles — is told apart by the epoch.
         // Every buffer but the caller's keys from the scratch pool: at a million keys an
-        // allocation's round trip would be a tenth of the sort.
+        // allocation's round trip would be a tenth of the sort. The look-back states are
+        // the sort's own: zeroed when new; a reused one — only ever this kernel's, for as
+        // many tiles — is told apart by the epoch.
         let own = K::as_bits(keys).filter(|_| sorts_keys);
         let bits = async {
             match &own {
