@@ -18,7 +18,9 @@
 /// `my_macro! { leading tokens @libraries Variant: module { … } … }`. Each row:
 /// `Variant: module` (the library's folder under `library/`, also its field in
 /// `DeviceConfig::libraries` and on the route), then its actor, message and client
-/// types, `pooled` (a pool of `DeviceConfig::library_pool` actors) or `single`, its wire
+/// types, `pooled` (a pool of `DeviceConfig::library_pool` actors) or `single`,
+/// `in_place` (on a GPU a `Device` call runs on a free slot of the device's own, with no
+/// hop to the actor) or `by_message` (always the actor's message: see [`device_in_place!`]), its wire
 /// tag (stable: journals and workers decode by it), how errors name it, its cargo
 /// feature, its two generated surface macros, the public bound of each dtype set, and
 /// those bounds declared (docs, the message a wrong type gets, the types, the traits —
@@ -30,7 +32,7 @@ macro_rules! library_table {
             @libraries
             /// cuBLAS and cuBLASLt (host GEMM on the CPU device).
             Blas: blas {
-                BlasActor, BlasActorMsg, BlasActorRef, pooled, wire(1), "BLAS", "blas",
+                BlasActor, BlasActorMsg, BlasActorRef, pooled, in_place, wire(1), "BLAS", "blas",
                 blas_actor_device_surface, blas_actor_actor_gpu_surface,
                 [float = BlasScalar, blas1 = Blas1Scalar]
                 bounds {
@@ -45,7 +47,7 @@ macro_rules! library_table {
             /// cuRAND (ChaCha12 and Sobol on the CPU device). One actor: a seeded
             /// generator's sequence is its state.
             Rng: rng {
-                RngActor, RngActorMsg, RngActorRef, single, wire(2), "RNG", "rand",
+                RngActor, RngActorMsg, RngActorRef, single, by_message, wire(2), "RNG", "rand",
                 rng_actor_device_surface, rng_actor_actor_gpu_surface,
                 [blas1 = RandomScalar]
                 bounds {
@@ -56,7 +58,7 @@ macro_rules! library_table {
             }
             /// cuFFT (rustfft on the CPU device).
             Fft: fft {
-                FftActor, FftActorMsg, FftActorRef, pooled, wire(3), "FFT", "fft",
+                FftActor, FftActorMsg, FftActorRef, pooled, in_place, wire(3), "FFT", "fft",
                 fft_actor_device_surface, fft_actor_actor_gpu_surface,
                 [blas1 = FftScalar]
                 bounds {
@@ -67,7 +69,7 @@ macro_rules! library_table {
             }
             /// cuSOLVER (nalgebra on the CPU device).
             Solver: solver {
-                SolverActor, SolverActorMsg, SolverActorRef, pooled, wire(4), "the solver", "solver",
+                SolverActor, SolverActorMsg, SolverActorRef, pooled, in_place, wire(4), "the solver", "solver",
                 solver_actor_device_surface, solver_actor_actor_gpu_surface,
                 [blas1 = SolverScalar]
                 bounds {
@@ -79,7 +81,7 @@ macro_rules! library_table {
             /// cuSPARSE (sprs on the CPU device). One actor: on a GPU most calls run in
             /// place on the device's slots; the actor serves the rest.
             Sparse: sparse {
-                SparseActor, SparseActorMsg, SparseActorRef, single, wire(9), "cuSPARSE", "sparse",
+                SparseActor, SparseActorMsg, SparseActorRef, single, in_place, wire(9), "cuSPARSE", "sparse",
                 sparse_actor_device_surface, sparse_actor_actor_gpu_surface,
                 [blas1 = SparseScalar]
                 bounds {
@@ -91,7 +93,7 @@ macro_rules! library_table {
             /// Tensor contractions in einsum notation (cuBLAS batched GEMMs and our own
             /// permutation kernels; the same plan on the CPU device).
             Tensor: tensor {
-                TensorActor, TensorActorMsg, TensorActorRef, pooled, wire(10), "the tensor library", "tensor",
+                TensorActor, TensorActorMsg, TensorActorRef, pooled, in_place, wire(10), "the tensor library", "tensor",
                 tensor_actor_device_surface, tensor_actor_actor_gpu_surface,
                 [float = TensorScalar]
                 bounds {
@@ -103,7 +105,7 @@ macro_rules! library_table {
             /// Row-wise neural-network ops — softmax, layer and RMS norm, bias and
             /// activation — as our own kernels (emulated on the CPU device).
             Dnn: dnn {
-                DnnActor, DnnActorMsg, DnnActorRef, pooled, wire(11), "the dnn library", "dnn",
+                DnnActor, DnnActorMsg, DnnActorRef, pooled, in_place, wire(11), "the dnn library", "dnn",
                 dnn_actor_device_surface, dnn_actor_actor_gpu_surface,
                 [float = DnnScalar]
                 bounds {
@@ -116,3 +118,16 @@ macro_rules! library_table {
     };
 }
 pub(crate) use library_table;
+
+/// A row's `in_place` / `by_message` as a bool: whether the library's `Device` calls may
+/// run in place. The RNG's may not: a seeded generator's sequence is its one actor's
+/// state, which an in-place slot's generator of its own would fork.
+macro_rules! device_in_place {
+    (in_place) => {
+        true
+    };
+    (by_message) => {
+        false
+    };
+}
+pub(crate) use device_in_place;

@@ -26,7 +26,7 @@ pub use half::{bf16, f16};
 /// (`crate::libraries`).
 macro_rules! library_prelude {
     (@libraries $($(#[$doc:meta])* $variant:ident: $field:ident {
-        $actor:ident, $msg:ident, $client:ident, $pool:ident, wire($tag:literal), $what:literal, $feature:literal,
+        $actor:ident, $msg:ident, $client:ident, $pool:ident, $device:ident, wire($tag:literal), $what:literal, $feature:literal,
         $dsurf:ident, $gsurf:ident, [$($set:ident = $bound:ident),*]
         bounds { $($bounds:tt)* }
     })*) => {

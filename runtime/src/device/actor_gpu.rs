@@ -77,7 +77,7 @@ macro_rules! in_place {
         $($field:ident: $actor:ident, $variant:ident;)*
         @libraries
         $($(#[$ldoc:meta])* $lvariant:ident: $lfield:ident {
-            $lactor:ident, $lmsg:ident, $lclient:ident, $pool:ident, wire($ltag:literal), $what:literal,
+            $lactor:ident, $lmsg:ident, $lclient:ident, $pool:ident, $device:ident, wire($ltag:literal), $what:literal,
             $feature:literal, $dsurf:ident, $gsurf:ident, [$($set:ident = $bound:ident),*]
             bounds { $($bounds:tt)* }
         })*
@@ -107,6 +107,16 @@ macro_rules! in_place {
             /// without taking a slot or making its stream).
             fn runs_in_place(routed: &Routed) -> bool {
                 matches!(routed, $(Routed::$variant(_))|* $(| Routed::$lvariant(_))*)
+            }
+
+            /// Whether `routed`, a `Device` call, runs in place: as
+            /// [`Local::runs_in_place`], less the `by_message` libraries'
+            /// (`device_in_place!`).
+            fn device_runs_in_place(routed: &Routed) -> bool {
+                match routed {
+                    $(Routed::$lvariant(_) => crate::libraries::device_in_place!($device),)*
+                    other => Self::runs_in_place(other),
+                }
             }
 
             /// Runs a request in place, on this actor's stream (an isolated device's
@@ -399,12 +409,12 @@ impl Device {
     /// what a task awaiting small launches or GEMMs one by one pays most for (BENCHMARKS.md,
     /// "Independent actors on one GPU"). Given back — for the library actors — when every
     /// slot is busy, off the GPU (the CPU device's work would run on the caller's
-    /// thread), while journalled, and for the RNG (one device sequence) and requests of
-    /// no in-place handler (those of no in-place library actor at once, before a slot is
-    /// taken).
+    /// thread), while journalled, and for a `by_message` library's requests (the RNG's:
+    /// one device sequence) and those of no in-place handler (those of no in-place
+    /// library actor at once, before a slot is taken).
     #[allow(clippy::result_large_err)] // the request handed back as is, once
     pub(crate) fn serve_in_place(&self, routed: Routed) -> Result<Option<Served>, Routed> {
-        if !Local::runs_in_place(&routed) || matches!(routed, Routed::Rng(_)) {
+        if !Local::device_runs_in_place(&routed) {
             return Err(routed);
         }
         match self.in_place_local() {

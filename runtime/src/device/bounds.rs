@@ -40,7 +40,7 @@ bound_alias!(
 /// traits) beside this one's, re-exported here.
 macro_rules! library_bounds {
     (@libraries $($(#[$doc:meta])* $variant:ident: $field:ident {
-        $actor:ident, $msg:ident, $client:ident, $pool:ident, wire($tag:literal), $what:literal, $feature:literal,
+        $actor:ident, $msg:ident, $client:ident, $pool:ident, $device:ident, wire($tag:literal), $what:literal, $feature:literal,
         $dsurf:ident, $gsurf:ident, [$($set:ident = $bound:ident),*]
         bounds { $($(#[$bdoc:meta])* $name:ident($message:literal) for [$($t:ty),+]: $($super:path),+;)* }
     })*) => {

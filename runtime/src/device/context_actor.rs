@@ -107,7 +107,7 @@ impl ContextActor {
 /// Writes `ContextActor::spawn_libraries` from the table of optional libraries.
 macro_rules! spawn_libraries {
     (@libraries $($(#[$doc:meta])* $variant:ident: $field:ident {
-        $actor:ident, $msg:ident, $client:ident, $pool:ident, wire($tag:literal), $what:literal, $feature:literal,
+        $actor:ident, $msg:ident, $client:ident, $pool:ident, $device:ident, wire($tag:literal), $what:literal, $feature:literal,
         $dsurf:ident, $gsurf:ident, [$($set:ident = $bound:ident),*]
         bounds { $($bounds:tt)* }
     })*) => {

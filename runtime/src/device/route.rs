@@ -29,7 +29,7 @@ macro_rules! inner_actors {
         $($(#[$doc:meta])* $variant:ident($msg:ty, $client:ty) at $field:ident, $presence:ident, wire($tag:literal);)*
         @libraries
         $($(#[$ldoc:meta])* $lvariant:ident: $lfield:ident {
-            $lactor:ident, $lmsg:ident, $lclient:ident, $pool:ident, wire($ltag:literal), $what:literal,
+            $lactor:ident, $lmsg:ident, $lclient:ident, $pool:ident, $device:ident, wire($ltag:literal), $what:literal,
             $feature:literal, $dsurf:ident, $gsurf:ident, [$($set:ident = $bound:ident),*]
             bounds { $($bounds:tt)* }
         })*

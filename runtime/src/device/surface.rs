@@ -20,18 +20,17 @@ super::context_actor::context_actor_device_surface!(crate::device::context_actor
 /// Expands each optional library's `Device` methods, from the table of libraries.
 macro_rules! library_surfaces {
     (@libraries $($(#[$doc:meta])* $variant:ident: $field:ident {
-        $actor:ident, $msg:ident, $client:ident, $pool:ident, wire($tag:literal), $what:literal, $feature:literal,
+        $actor:ident, $msg:ident, $client:ident, $pool:ident, $device:ident, wire($tag:literal), $what:literal, $feature:literal,
         $dsurf:ident, $gsurf:ident, [$($set:ident = $bound:ident),*]
         bounds { $($bounds:tt)* }
     })*) => {
-        $(library_surfaces!(@one $field, $dsurf, [$($set = $bound),*]);)*
+        $(library_surfaces!(@one $device $field, $dsurf, [$($set = $bound),*]);)*
     };
-    // The RNG's methods are its actor's messages: a seeded generator's sequence is the
-    // one actor's state, which an in-place slot's generator of its own would fork.
-    (@one rng, $dsurf:ident, [$($set:ident = $bound:ident),*]) => {
-        crate::library::rng::$dsurf!(crate::library::rng; $($set = crate::device::$bound),*);
+    // A `by_message` library's methods are its actor's messages (`device_in_place!`).
+    (@one by_message $field:ident, $dsurf:ident, [$($set:ident = $bound:ident),*]) => {
+        crate::library::$field::$dsurf!(crate::library::$field; $($set = crate::device::$bound),*);
     };
-    (@one $field:ident, $dsurf:ident, [$($set:ident = $bound:ident),*]) => {
+    (@one in_place $field:ident, $dsurf:ident, [$($set:ident = $bound:ident),*]) => {
         crate::library::$field::$dsurf!(crate::library::$field, via = $field; $($set = crate::device::$bound),*);
     };
 }

@@ -11,7 +11,7 @@ use crate::error::GpuError;
 /// Writes [`Lib`] from the table.
 macro_rules! declare_lib {
     (@libraries $($(#[$doc:meta])* $variant:ident: $field:ident {
-        $actor:ident, $msg:ident, $client:ident, $pool:ident, wire($tag:literal), $what:literal, $feature:literal,
+        $actor:ident, $msg:ident, $client:ident, $pool:ident, $device:ident, wire($tag:literal), $what:literal, $feature:literal,
         $dsurf:ident, $gsurf:ident, [$($set:ident = $bound:ident),*]
         bounds { $($bounds:tt)* }
     })*) => {
