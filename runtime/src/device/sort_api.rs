@@ -10,21 +10,28 @@
 //! flipped. One pass over those counts every 8-bit digit of every key (four or eight
 //! histograms of 256 bins); then one launch per digit moves each key, and its payload if
 //! any, to their places. In that launch each block takes the next tile of 2048 keys (a
-//! ticket, so tiles start in order), ranks them by digit — each warp its 256 keys in
-//! order, a key's peers of the same digit found with eight `ballot`s, so equal digits
-//! keep their order and every pass is stable — publishes its count of each digit and
-//! looks back over the tiles before it for theirs (decoupled look-back: one thread per
-//! digit, until a tile with its inclusive count out), and writes the tile through shared
-//! memory, grouped by digit, to where its digits start: keys are read once and written
-//! once per digit. A digit that every key shares (the histogram says so) moves the tile
-//! as it is.
+//! ticket, so tiles start in order) and reads it into shared memory — eight loads per
+//! thread with nothing between them, so that they are in flight together: latency, not
+//! bandwidth, bounds a pass that waits for each load in turn —, ranks the keys by digit
+//! — each warp its 256 keys in order, a key's peers of the same digit found with eight
+//! `ballot`s, so equal digits keep their order and every pass is stable — publishes its
+//! count of each digit and looks back over the tiles before it for theirs (decoupled
+//! look-back: one thread per digit, until a tile with its inclusive count out), and
+//! writes the tile out of shared memory, grouped by digit, to where its digits start:
+//! keys are read once and written once per digit. A digit that every key shares (the
+//! histogram says so) moves the tile as it is. The histogram pass reads its keys in
+//! tiles of 2048 the same way.
 //!
 //! What rides along: keys come back from their sorted forms, and integer values are the
 //! passes' payload — `sort` moves keys alone, `sort_by_key` by integer values the two
 //! together. A float's form is its bits reordered — a bijection, so the float comes back
 //! exact, a -0 and a NaN's payload included — and the passes read their digits of it
 //! with -0 taken as +0 and every NaN as the largest ([`radix_key`], CUB's treatment of
-//! -0): equal floats keep their order and NaNs go last. Float values ride through the
+//! -0): equal floats keep their order and NaNs go last. f32 keys become their forms as
+//! the histogram and the first pass read them, and the last pass writes the floats back
+//! ([`FROM_FLOATS`], [`TO_FLOATS`]): no launch of their own before the passes or after;
+//! f16, bf16 and f64 keys have one each way (a pass reads and writes keys of one width).
+//! Float values ride through the
 //! sorted order: the payload each key's original index (what `argsort` returns), the
 //! values gathered by it from a copy. The same result on every run and backend.
 
@@ -56,6 +63,14 @@ const CARRY_POSITION: u32 = 1;
 /// [`radix_onesweep`]'s `carry`: the payload buffer's elements.
 const CARRY_PAYLOAD: u32 = 2;
 
+/// A radix pass's `forms`: its input keys are the f32s of `floats`, made radix forms as
+/// they are read — no pass of their own before the sort (f32 keys, the common case).
+const FROM_FLOATS: u32 = 1;
+
+/// A radix pass's `forms`: its output keys go to `floats_out` as the f32s they stand for
+/// — no pass of their own after the sort.
+const TO_FLOATS: u32 = 2;
+
 /// The histogram pass's most blocks: each folds its counts into the global histogram
 /// with one atomic per bin, so the grid stays a few blocks per multiprocessor.
 const HISTOGRAM_BLOCKS: usize = 512;
@@ -70,6 +85,38 @@ fn ordered<B: Int>(bits: B, top: B, all: B) -> B {
         key = bits ^ all;
     }
     key
+}
+
+/// A float's bits back from their radix form (the inverse of [`ordered`]).
+#[atomr_accel_cuda_macros::device(crate = crate)]
+fn unordered<B: Int>(key: B, top: B, all: B) -> B {
+    let mut bits = key ^ all;
+    if key >= top {
+        bits = key ^ top;
+    }
+    bits
+}
+
+/// Key `g` of a radix pass's input: its radix form in `keys`, or — `forms` having
+/// [`FROM_FLOATS`] — made from the f32 in `floats` as it is read (see [`ordered`]).
+#[atomr_accel_cuda_macros::device(crate = crate)]
+fn key_at<K: Int>(keys: &[K], floats: &[f32], forms: u32, g: usize) -> K {
+    if (forms & 1) == 1 {
+        K::from_i64(ordered(floats[g].to_bits(), 0x8000_0000u32, 0xFFFF_FFFFu32) as i64)
+    } else {
+        keys[g]
+    }
+}
+
+/// Writes a radix pass's output `key` at `at`: its radix form into `keys_out`, or —
+/// `forms` having [`TO_FLOATS`] — the f32 it stands for into `floats_out`.
+#[atomr_accel_cuda_macros::device(crate = crate)]
+fn put_key<K: Int>(keys_out: &mut [K], floats_out: &mut [f32], forms: u32, at: usize, key: K) {
+    if (forms & 2) == 2 {
+        floats_out[at] = f32::from_bits(unordered(key.to_i64() as u32, 0x8000_0000u32, 0xFFFF_FFFFu32));
+    } else {
+        keys_out[at] = key;
+    }
 }
 
 /// The 32-bit radix form of a float of up to 32 bits (widened to f32, exact): see
@@ -100,12 +147,7 @@ fn float_bits64<T: Float>(x: &[T], keys: &mut [u64]) {
 fn float_unbits32<T: Float>(keys: &[u32], x: &mut [T]) {
     let i = global_index();
     if i < x.len() {
-        let key = keys[i];
-        let mut bits = key ^ 0xFFFF_FFFFu32;
-        if key >= 0x8000_0000u32 {
-            bits = key ^ 0x8000_0000u32;
-        }
-        x[i] = T::from_f32(f32::from_bits(bits));
+        x[i] = T::from_f32(f32::from_bits(unordered(keys[i], 0x8000_0000u32, 0xFFFF_FFFFu32)));
     }
 }
 
@@ -114,12 +156,11 @@ fn float_unbits32<T: Float>(keys: &[u32], x: &mut [T]) {
 fn float_unbits64<T: Float>(keys: &[u64], x: &mut [T]) {
     let i = global_index();
     if i < x.len() {
-        let key = keys[i];
-        let mut bits = key ^ 0xFFFF_FFFF_FFFF_FFFFu64;
-        if key >= 0x8000_0000_0000_0000u64 {
-            bits = key ^ 0x8000_0000_0000_0000u64;
-        }
-        x[i] = T::from_f64(f64::from_bits(bits));
+        x[i] = T::from_f64(f64::from_bits(unordered(
+            keys[i],
+            0x8000_0000_0000_0000u64,
+            0xFFFF_FFFF_FFFF_FFFFu64,
+        )));
     }
 }
 
@@ -169,12 +210,25 @@ fn radix_key<K: Int>(form: K, top: K, inf: K) -> K {
 }
 
 /// Every digit's count: `hist[p · 256 + d]` = how many keys have digit `d` in pass `p`
-/// (bits 8p .. 8p + 8 of [`radix_key`]), for `passes` passes. Counted per block in shared
-/// memory (over a grid-stride loop), then added to `hist` — which the sequence zeroed
-/// first.
+/// (bits 8p .. 8p + 8 of [`radix_key`]), for `passes` passes, of the keys [`key_at`]
+/// reads from `keys` or `floats`. Counted per block in shared memory, 2048 keys at a
+/// time (a grid-stride loop over tiles), then added to `hist` — which the sequence
+/// zeroed first.
 #[atomr_accel_cuda_macros::kernel(crate = crate)]
-fn radix_histogram<K: Int>(keys: &[K], top: K, inf: K, passes: u32, hist: &mut [u32]) {
+fn radix_histogram<K: Int>(
+    keys: &[K],
+    floats: &[f32],
+    forms: u32,
+    n: usize,
+    top: K,
+    inf: K,
+    passes: u32,
+    hist: &mut [u32],
+) {
     let mut part = shared_array::<u32, 2048>();
+    // Each thread's eight keys of the tile (only its own: no barrier), read with no
+    // test between the loads so that all eight are in flight at once.
+    let mut mine = shared_array::<K, 2048>();
     let t = thread_idx_x();
     let bins = passes as usize * 256;
     let mut b = t;
@@ -183,15 +237,26 @@ fn radix_histogram<K: Int>(keys: &[K], top: K, inf: K, passes: u32, hist: &mut [
         b += 256;
     }
     sync_threads();
-    let mut i = global_index();
-    while i < keys.len() {
-        let key = radix_key(keys[i], top, inf);
-        let mut p: u32 = 0;
-        while p < passes {
-            part.atomic_add(p as usize * 256 + radix_digit(key, 8 * p), 1u32);
-            p += 1;
+    let mut base = block_idx_x() as usize * 2048;
+    while base < n {
+        let mut k: usize = 0;
+        while k < 8 {
+            mine[k * 256 + t] = key_at(keys, floats, forms, (base + k * 256 + t).min(n - 1));
+            k += 1;
         }
-        i += grid_stride();
+        k = 0;
+        while k < 8 {
+            if base + k * 256 + t < n {
+                let key = radix_key(mine[k * 256 + t], top, inf);
+                let mut p: u32 = 0;
+                while p < passes {
+                    part.atomic_add(p as usize * 256 + radix_digit(key, 8 * p), 1u32);
+                    p += 1;
+                }
+            }
+            k += 1;
+        }
+        base += grid_dim_x() as usize * 2048;
     }
     sync_threads();
     b = t;
@@ -225,6 +290,9 @@ fn radix_zero(hist: &mut [u32]) {
 #[atomr_accel_cuda_macros::kernel(crate = crate)]
 fn radix_onesweep<K: Int, P: Int>(
     keys: &[K],
+    floats: &[f32],
+    forms: u32,
+    n: usize,
     top: K,
     inf: K,
     payload: &[P],
@@ -233,19 +301,25 @@ fn radix_onesweep<K: Int, P: Int>(
     hist: &[u32],
     status: &mut [u64],
     keys_out: &mut [K],
+    floats_out: &mut [f32],
     payload_out: &mut [P],
 ) {
     const OWN: u64 = 1;
     const UP_TO: u64 = 2;
+    // The tile as read, each warp's 256 keys in its own quarter-kilobyte run: read once
+    // from global memory (eight independent loads per thread, before anything waits on
+    // them), then ranked and moved from here.
+    let mut staged = shared_array::<K, 2048>();
     // Per warp and digit: the count, then the warp's start among the tile's keys of
-    // that digit.
-    let mut counts = shared_array::<u32, 2048>();
-    // Each key's rank among the keys of its digit in its warp (below 256; 16 bits keep
-    // the block within 48 KiB of shared memory for 64-bit keys and payloads).
+    // that digit (below 2048: 16 bits keep the block within 48 KiB of shared memory for
+    // 64-bit keys and payloads).
+    let mut counts = shared_array::<u16, 2048>();
+    // Each key's rank among the keys of its digit in its warp (below 256).
     let mut ranks = shared_array::<u16, 2048>();
-    // The tile grouped by digit.
-    let mut grouped = shared_array::<K, 2048>();
-    let mut grouped_payload = shared_array::<P, 2048>();
+    // The tile grouped by digit: the slot in `staged` of the key at each place, and its
+    // payload (one place more, where lanes past the last key write).
+    let mut grouped = shared_array::<u16, 2049>();
+    let mut grouped_payload = shared_array::<P, 2049>();
     // Per digit: where its keys start in `grouped`, and in the output.
     let mut starts = shared_array::<u32, 256>();
     let mut dest = shared_array::<u32, 256>();
@@ -254,7 +328,6 @@ fn radix_onesweep<K: Int, P: Int>(
     let t = thread_idx_x();
     let lane = lane_id();
     let w = t / 32;
-    let n = keys.len();
     let shift = 8 * pass;
     let tiles = grid_dim_x() as u64;
     if t == 0 {
@@ -270,12 +343,13 @@ fn radix_onesweep<K: Int, P: Int>(
     let epoch = (ticket[0] / tiles) & 0x3FFF_FFFFu64;
     let base = tile * 2048;
     // Every key has one digit here: the order stands, the tile moves as it is.
-    if hist[pass as usize * 256 + radix_digit(radix_key(keys[0], top, inf), shift)] as usize == n {
+    let first = radix_key(key_at(keys, floats, forms, 0), top, inf);
+    if hist[pass as usize * 256 + radix_digit(first, shift)] as usize == n {
         k = 0;
         while k < 8 {
             let g = base + k * 256 + t;
             if g < n {
-                keys_out[g] = keys[g];
+                put_key(keys_out, floats_out, forms, g, key_at(keys, floats, forms, g));
                 if carry == 1 {
                     payload_out[g] = P::from_i64(g as i64);
                 } else if carry == 2 {
@@ -286,15 +360,25 @@ fn radix_onesweep<K: Int, P: Int>(
         }
         return;
     }
+    // Each warp reads its 256 keys, 32 consecutive ones per load. No test between the
+    // loads, so that all eight are in flight at once: past the last key a lane reads
+    // the last key again, into a slot nothing reads.
+    let mut i: usize = 0;
+    while i < 8 {
+        let slot = w * 256 + i * 32 + lane as usize;
+        staged[slot] = key_at(keys, floats, forms, (base + slot).min(n - 1));
+        i += 1;
+    }
+    sync_warp();
     // Rank: each warp its 256 keys in order, 32 at a time; a key's peers (the lanes of
     // its digit) from one ballot per digit bit; the highest peer counts them.
-    let mut i: usize = 0;
+    i = 0;
     while i < 8 {
         let slot = w * 256 + i * 32 + lane as usize;
         let valid = base + slot < n;
         let mut d: usize = 0;
         if valid {
-            d = radix_digit(radix_key(keys[base + slot], top, inf), shift);
+            d = radix_digit(radix_key(staged[slot], top, inf), shift);
         }
         let mut peers: u32 = ballot(valid);
         let mut b: usize = 0;
@@ -311,11 +395,11 @@ fn radix_onesweep<K: Int, P: Int>(
         let below = (peers & ((1u32 << lane) - 1)).count_ones();
         let many = peers.count_ones();
         if valid {
-            ranks[slot] = (counts[w * 256 + d] + below) as u16;
+            ranks[slot] = (counts[w * 256 + d] as u32 + below) as u16;
         }
         sync_warp();
         if valid && below + 1 == many {
-            counts[w * 256 + d] += many;
+            counts[w * 256 + d] = (counts[w * 256 + d] as u32 + many) as u16;
         }
         sync_warp();
         i += 1;
@@ -326,8 +410,8 @@ fn radix_onesweep<K: Int, P: Int>(
     let mut run: u32 = 0;
     k = 0;
     while k < 8 {
-        let c = counts[k * 256 + t];
-        counts[k * 256 + t] = run;
+        let c = counts[k * 256 + t] as u32;
+        counts[k * 256 + t] = run as u16;
         run += c;
         k += 1;
     }
@@ -381,35 +465,39 @@ fn radix_onesweep<K: Int, P: Int>(
     }
     dest[t] = ((before >> 32) + prior) as u32;
     sync_threads();
-    // The tile grouped by digit, in shared memory ...
+    // The tile grouped by digit, in shared memory: each key's slot at its place ...
     i = 0;
     while i < 8 {
         let slot = w * 256 + i * 32 + lane as usize;
         let g = base + slot;
-        if g < n {
-            let key = keys[g];
-            let d = radix_digit(radix_key(key, top, inf), shift);
-            let pos = (starts[d] + counts[w * 256 + d] + ranks[slot] as u32) as usize;
-            grouped[pos] = key;
-            if carry == 1 {
-                grouped_payload[pos] = P::from_i64(g as i64);
-            } else if carry == 2 {
-                grouped_payload[pos] = payload[g];
-            }
+        // (Read first and by every lane, as the keys were, so that the loads overlap;
+        // element 0 where nothing is carried from `payload`.)
+        let from = if carry == 2 { g.min(n - 1) } else { 0 };
+        let carried = payload[from];
+        let d = radix_digit(radix_key(staged[slot], top, inf), shift);
+        let mut pos = (starts[d] + counts[w * 256 + d] as u32 + ranks[slot] as u32) as usize;
+        if g >= n {
+            pos = 2048; // (past the tile: the place no one reads)
         }
+        grouped[pos] = slot as u16;
+        grouped_payload[pos] = carried;
         i += 1;
     }
     sync_threads();
-    // ... and out, each digit's run to where its keys go (neighbouring threads, neighbouring places).
+    // ... and out, each digit's run to where its keys go (neighbouring threads,
+    // neighbouring places).
     k = 0;
     while k < 8 {
         let pos = k * 256 + t;
         if base + pos < n {
-            let key = grouped[pos];
+            let slot = grouped[pos] as usize;
+            let key = staged[slot];
             let d = radix_digit(radix_key(key, top, inf), shift);
             let to = (dest[d] + (pos as u32 - starts[d])) as usize;
-            keys_out[to] = key;
-            if carry != 0 {
+            put_key(keys_out, floats_out, forms, to, key);
+            if carry == 1 {
+                payload_out[to] = P::from_i64((base + slot) as i64);
+            } else if carry == 2 {
                 payload_out[to] = grouped_payload[pos];
             }
         }
@@ -501,6 +589,11 @@ pub trait SortKey: DType {
     /// and none after.
     #[doc(hidden)]
     fn as_bits(x: &GpuRef<Self>) -> Option<GpuRef<Self::Bits>>;
+    /// `x` itself where its keys are f32s: the passes then make their radix forms as
+    /// they read them ([`FROM_FLOATS`]) and write the sorted floats back
+    /// ([`TO_FLOATS`]), with no transform before and none after.
+    #[doc(hidden)]
+    fn as_f32(x: &GpuRef<Self>) -> Option<GpuRef<f32>>;
     /// The key's place in the sort order as a 64-bit integer, on the host (the same
     /// order as its radix form read by [`radix_key`]): for the CPU device's host sort.
     #[doc(hidden)]
@@ -531,7 +624,7 @@ pub trait SortValue: DType {
 }
 
 macro_rules! float_keys {
-    ($bits:ident, $unbits:ident -> $b:ty: $($k:ty),*) => {
+    ($bits:ident, $unbits:ident -> $b:ty: $($k:ty = $f32:ident),*) => {
         $(impl SortKey for $k {
             type Bits = $b;
             const FLOAT: bool = true;
@@ -544,6 +637,9 @@ macro_rules! float_keys {
             }
             fn as_bits(_: &GpuRef<Self>) -> Option<GpuRef<$b>> {
                 None
+            }
+            fn as_f32(x: &GpuRef<Self>) -> Option<GpuRef<f32>> {
+                $f32!(x)
             }
             fn radix_form(self) -> u64 {
                 // Widened to f64 (exact), as `radix_key` orders it.
@@ -576,6 +672,9 @@ macro_rules! int_keys {
             }
             fn as_bits(x: &GpuRef<Self>) -> Option<GpuRef<$b>> {
                 $own!(x)
+            }
+            fn as_f32(_: &GpuRef<Self>) -> Option<GpuRef<f32>> {
+                None
             }
             fn radix_form(self) -> u64 {
                 // Signed: shifted by 2^63 (the top bit flipped), as `int_bits` orders it.
@@ -626,16 +725,14 @@ macro_rules! as_payload {
     }};
 }
 
-float_keys!(float_bits32, float_unbits32 -> u32: half::f16, half::bf16, f32);
-float_keys!(float_bits64, float_unbits64 -> u64: f64);
-/// A key type that is its own radix form.
+/// A key type that is its own radix form (or, for `as_f32`, an f32).
 macro_rules! own_bits {
     ($x:ident) => {
         Some($x.clone())
     };
 }
 
-/// A key type that is not.
+/// A key type that is not (not an f32).
 macro_rules! other_bits {
     ($x:ident) => {{
         let _ = $x;
@@ -643,6 +740,8 @@ macro_rules! other_bits {
     }};
 }
 
+float_keys!(float_bits32, float_unbits32 -> u32: half::f16 = other_bits, half::bf16 = other_bits, f32 = own_bits);
+float_keys!(float_bits64, float_unbits64 -> u64: f64 = other_bits);
 int_keys!(u32, TOP32; i8 = true, other_bits, i16 = true, other_bits, i32 = true, other_bits,
     u8 = false, other_bits, u16 = false, other_bits, u32 = false, own_bits);
 int_keys!(u64, TOP64; i64 = true, other_bits, u64 = false, own_bits);
@@ -655,11 +754,16 @@ sort_values!(gather_int, copy_int, as_payload = true; i8, i16, i32, i64, u8, u16
 pub struct Radix<B: RadixBits> {
     sequence: KernelSequence,
     tiles: usize,
-    /// `bits` is the caller's keys (their own radix forms): the passes leave them
-    /// sorted in place, with nothing to write back.
+    /// The passes leave the caller's keys sorted in their buffer — `bits` is that
+    /// buffer (keys that are their own radix forms), or the last pass writes the f32s
+    /// the forms stand for — with nothing to write back.
     in_place: bool,
     bits: GpuRef<B>,
     spare: GpuRef<B>,
+    /// f32 keys: the first pass reads them, the last writes them if `in_place`.
+    floats: Option<GpuRef<f32>>,
+    /// One-element stand-ins for a pass's `floats` and `floats_out` where it has none.
+    no_floats: [Scratch<f32>; 2],
     /// [`radix_key`]'s `top` and `inf` for these keys (zeros for integers).
     top: B,
     inf: B,
@@ -713,9 +817,20 @@ impl<B: RadixBits> Radix<B> {
                 _ if first == CARRY_NONE => (from, CARRY_NONE),
                 _ => (from, CARRY_PAYLOAD),
             };
+            let (floats, from_floats) = match (&self.floats, pass) {
+                (Some(f), 0) => (f, FROM_FLOATS),
+                _ => (&*self.no_floats[0], 0),
+            };
+            let (mut floats_out, to_floats) = match &self.floats {
+                Some(f) if self.in_place && pass == B::PASSES - 1 => (f.clone(), TO_FLOATS),
+                _ => ((*self.no_floats[1]).clone(), 0),
+            };
             sequence = sequence.then(radix_onesweep::call::<B, P>(
                 shape,
                 &self.bits,
+                floats,
+                from_floats | to_floats,
+                self.bits.len(),
                 self.top,
                 self.inf,
                 input,
@@ -724,6 +839,7 @@ impl<B: RadixBits> Radix<B> {
                 &self.hist,
                 &mut self.status,
                 &mut self.spare,
+                &mut floats_out,
                 to,
             ));
             std::mem::swap(&mut self.bits, &mut self.spare);
@@ -882,17 +998,20 @@ impl Device {
         // the sort's own: zeroed when new; a reused one — only ever this kernel's, for as
         // many tiles — is told apart by the epoch.
         let own = K::as_bits(keys).filter(|_| sorts_keys);
+        let floats = K::as_f32(keys);
         let bits = async {
             match &own {
                 Some(k) => Ok((k.clone(), None)),
                 None => self.scratch::<K::Bits>(n).await.map(|b| ((*b).clone(), Some(b))),
             }
         };
-        let ((mut bits, bits_kept), spare_kept, mut hist, status) = futures::try_join!(
+        let ((mut bits, bits_kept), spare_kept, mut hist, status, no_floats_a, no_floats_b) = futures::try_join!(
             bits,
             self.scratch::<K::Bits>(n),
             self.scratch::<u32>(256 * passes as usize),
             self.owned_scratch::<u64>("radix sort", 1 + 256 * tiles),
+            self.scratch::<f32>(1),
+            self.scratch::<f32>(1),
         )?;
         let spare = (*spare_kept).clone();
         let kept = std::iter::once(spare_kept).chain(bits_kept).collect();
@@ -903,22 +1022,28 @@ impl Device {
         };
         let mut sequence =
             KernelSequence::new().then(radix_zero::call(LaunchConfig::for_elements(hist.len(), 256), &mut hist));
-        if own.is_none() {
+        if own.is_none() && floats.is_none() {
             sequence = sequence.then(K::bits_call(keys, &mut bits));
         }
         let (top, inf) = match K::FLOAT {
             true => (K::Bits::TOP, K::Bits::INF),
             false => (K::Bits::ZERO, K::Bits::ZERO),
         };
+        let (counted, forms) = match &floats {
+            Some(f) => (f, FROM_FLOATS),
+            None => (&*no_floats_a, 0),
+        };
         let sequence = sequence.then(radix_histogram::call::<K::Bits>(
-            counting, &bits, top, inf, passes, &mut hist,
+            counting, &bits, counted, forms, n, top, inf, passes, &mut hist,
         ));
         Ok(Radix {
             sequence,
             tiles,
-            in_place: own.is_some(),
+            in_place: own.is_some() || (floats.is_some() && sorts_keys),
             bits,
             spare,
+            floats,
+            no_floats: [no_floats_a, no_floats_b],
             top,
             inf,
             hist,
