@@ -310,6 +310,42 @@ async fn sorts(config: DeviceConfig) {
     sys.shutdown().await;
 }
 
+/// Past 2 GiB of keys: 2^29 + 3 f32 keys with u32 values (8 GiB moved by each pass),
+/// so every kernel of the sort addresses bytes beyond 32 bits — the floats read and
+/// written by the passes themselves, a partial last tile. GPU only: the CPU device sorts
+/// that many on the host. Fresh random keys with many ties (about a million distinct
+/// values), a NaN and both zeros among them; checked in order, each value naming its
+/// key, equal keys in index order (stable), every index once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs a CUDA GPU"]
+async fn a_sort_past_two_gib_of_keys() {
+    let sys = ActorSystem::new("sort-big");
+    let d = Device::open(&sys, DeviceConfig::cuda(0)).await.unwrap();
+    let n = (1usize << 29) + 3;
+    let mut keys: Vec<f32> = rand_vec(n).iter().map(|&x| (x * 5e5).round() as f32).collect();
+    (keys[1], keys[n / 2], keys[n - 1]) = (f32::NAN, -0.0, 0.0);
+    let gk = d.upload(keys.clone()).await.unwrap();
+    let gv = d.upload((0..n as u32).collect::<Vec<_>>()).await.unwrap();
+    d.sort_by_key(&gk, &gv).await.unwrap();
+    let (k, v) = (d.download(&gk).await.unwrap(), d.download(&gv).await.unwrap());
+    let mut seen = vec![false; n];
+    for i in 0..n {
+        let j = v[i] as usize;
+        assert!(!std::mem::replace(&mut seen[j], true), "index {j} twice");
+        assert_eq!(k[i].to_bits(), keys[j].to_bits(), "position {i} holds key {j}'s value");
+        if i > 0 {
+            let (a, b) = (k[i - 1], k[i]);
+            let tied = a == b || (a.is_nan() && b.is_nan());
+            assert!(
+                (tied && v[i - 1] < v[i]) || (!tied && (a < b || b.is_nan())),
+                "out of order at {i}: {a} (index {}) before {b} (index {j})",
+                v[i - 1]
+            );
+        }
+    }
+    sys.shutdown().await;
+}
+
 async fn bad_input(config: DeviceConfig) {
     let sys = ActorSystem::new("sort-bad");
     let d = Device::open(&sys, config).await.unwrap();
