@@ -31,9 +31,9 @@
 //! the histogram and the first pass read them, and the last pass writes the floats back
 //! ([`FROM_FLOATS`], [`TO_FLOATS`]): no launch of their own before the passes or after;
 //! f16, bf16 and f64 keys have one each way (a pass reads and writes keys of one width).
-//! Float values ride through the
-//! sorted order: the payload each key's original index (what `argsort` returns), the
-//! values gathered by it from a copy. The same result on every run and backend.
+//! Float values ride through the sorted order: the payload each key's original index
+//! (what `argsort` returns), the values gathered by it from a copy. The same result on
+//! every run and backend.
 
 use crate::device::DType;
 use crate::device::Device;
@@ -277,9 +277,10 @@ fn radix_zero(hist: &mut [u32]) {
     }
 }
 
-/// One radix pass (see the module docs): the keys' digit `pass` (bits 8·pass ..
-/// 8·pass + 8 of [`radix_key`] with `top` and `inf`), keys moved from `keys` to `keys_out` with a payload from `payload` to
-/// `payload_out` as `carry` says: [`CARRY_NONE`], [`CARRY_POSITION`] (each key's own
+/// One radix pass (see the module docs): the `n` keys' digit `pass` (bits 8·pass ..
+/// 8·pass + 8 of [`radix_key`] with `top` and `inf`), keys moved from `keys` (or
+/// `floats`) to `keys_out` (or `floats_out`) as `forms` says ([`key_at`], [`put_key`]),
+/// with a payload from `payload` to `payload_out` as `carry` says: [`CARRY_NONE`], [`CARRY_POSITION`] (each key's own
 /// position, `payload` unread: the first pass of an index) or [`CARRY_PAYLOAD`].
 /// `hist` is the histogram pass's counts; `status[0]` hands out tiles (a ticket: tile =
 /// ticket mod tiles, epoch = ticket / tiles, so a reused status buffer needs no
