@@ -97,12 +97,24 @@ fn unordered<B: Int>(key: B, top: B, all: B) -> B {
     bits
 }
 
+/// The 32-bit radix form of an f32 (see [`ordered`]).
+#[atomr_accel_cuda_macros::device(crate = crate)]
+fn form32(x: f32) -> u32 {
+    ordered(x.to_bits(), 0x8000_0000u32, 0xFFFF_FFFFu32)
+}
+
+/// The f32 a 32-bit radix form stands for (the inverse of [`form32`]).
+#[atomr_accel_cuda_macros::device(crate = crate)]
+fn float32(form: u32) -> f32 {
+    f32::from_bits(unordered(form, 0x8000_0000u32, 0xFFFF_FFFFu32))
+}
+
 /// Key `g` of a radix pass's input: its radix form in `keys`, or — `forms` having
 /// [`FROM_FLOATS`] — made from the f32 in `floats` as it is read (see [`ordered`]).
 #[atomr_accel_cuda_macros::device(crate = crate)]
 fn key_at<K: Int>(keys: &[K], floats: &[f32], forms: u32, g: usize) -> K {
     if (forms & 1) == 1 {
-        K::from_i64(ordered(floats[g].to_bits(), 0x8000_0000u32, 0xFFFF_FFFFu32) as i64)
+        K::from_i64(form32(floats[g]) as i64)
     } else {
         keys[g]
     }
@@ -113,7 +125,7 @@ fn key_at<K: Int>(keys: &[K], floats: &[f32], forms: u32, g: usize) -> K {
 #[atomr_accel_cuda_macros::device(crate = crate)]
 fn put_key<K: Int>(keys_out: &mut [K], floats_out: &mut [f32], forms: u32, at: usize, key: K) {
     if (forms & 2) == 2 {
-        floats_out[at] = f32::from_bits(unordered(key.to_i64() as u32, 0x8000_0000u32, 0xFFFF_FFFFu32));
+        floats_out[at] = float32(key.to_i64() as u32);
     } else {
         keys_out[at] = key;
     }
@@ -125,7 +137,7 @@ fn put_key<K: Int>(keys_out: &mut [K], floats_out: &mut [f32], forms: u32, at: u
 fn float_bits32<T: Float>(x: &[T], keys: &mut [u32]) {
     let i = global_index();
     if i < keys.len() {
-        keys[i] = ordered(x[i].to_f32().to_bits(), 0x8000_0000u32, 0xFFFF_FFFFu32);
+        keys[i] = form32(x[i].to_f32());
     }
 }
 
@@ -147,7 +159,7 @@ fn float_bits64<T: Float>(x: &[T], keys: &mut [u64]) {
 fn float_unbits32<T: Float>(keys: &[u32], x: &mut [T]) {
     let i = global_index();
     if i < x.len() {
-        x[i] = T::from_f32(f32::from_bits(unordered(keys[i], 0x8000_0000u32, 0xFFFF_FFFFu32)));
+        x[i] = T::from_f32(float32(keys[i]));
     }
 }
 
@@ -280,8 +292,9 @@ fn radix_zero(hist: &mut [u32]) {
 /// One radix pass (see the module docs): the `n` keys' digit `pass` (bits 8·pass ..
 /// 8·pass + 8 of [`radix_key`] with `top` and `inf`), keys moved from `keys` (or
 /// `floats`) to `keys_out` (or `floats_out`) as `forms` says ([`key_at`], [`put_key`]),
-/// with a payload from `payload` to `payload_out` as `carry` says: [`CARRY_NONE`], [`CARRY_POSITION`] (each key's own
-/// position, `payload` unread: the first pass of an index) or [`CARRY_PAYLOAD`].
+/// with a payload from `payload` to `payload_out` as `carry` says: [`CARRY_NONE`],
+/// [`CARRY_POSITION`] (each key's own position, `payload` unread: the first pass of an
+/// index) or [`CARRY_PAYLOAD`].
 /// `hist` is the histogram pass's counts; `status[0]` hands out tiles (a ticket: tile =
 /// ticket mod tiles, epoch = ticket / tiles, so a reused status buffer needs no
 /// clearing: every launch on it takes exactly `tiles` tickets) and `status[1 + 256·t +
