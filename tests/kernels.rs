@@ -653,7 +653,7 @@ fn every_registered_instantiation_compiles_with_nvrtc() {
     eprintln!("NVRTC compiled {compiled} instantiations");
 }
 
-/// Warp votes, a warp barrier, fences and the f32 conversions: per element, the ballot
+/// Warp votes, a warp barrier, fences, a brief sleep and the f32 conversions: per element, the ballot
 /// of `x > 0` over its warp, whether any lane has `x > 0.5` (1) and whether every lane
 /// has `x > -0.9` (2), and `T::from_f32(x.to_f32() * 2.0)`.
 #[kernel]
@@ -667,6 +667,7 @@ pub fn warp_votes<T: Float>(x: &[T], mask: &mut [u32], flags: &mut [u32], y: &mu
     sync_warp();
     thread_fence();
     thread_fence_block();
+    nanosleep(20);
     if i < y.len() {
         mask[i] = m;
         flags[i] = a + b;

@@ -114,7 +114,7 @@ pub(crate) fn call_hint() -> String {
     let names: Vec<&str> = INDEX_INTRINSICS.iter().map(|i| i.0).collect();
     format!(
         "a #[kernel] body can call the intrinsics {}(), sync_threads(), sync_warp(), thread_fence(), \
-         thread_fence_block(), shared_array::<T, N>(), dyn_shared::<T>(), shfl_down/shfl_up/shfl_xor/shfl(v, n), \
+         thread_fence_block(), nanosleep(ns), shared_array::<T, N>(), dyn_shared::<T>(), shfl_down/shfl_up/shfl_xor/shfl(v, n), \
          ballot/warp_any/warp_all(predicate), `T::zero()`/`one()`/`infinity()`/`from_f64(x)`/`from_f32(x)`, \
          `T::from_i64(x)` for integers, `f32::from_bits(u)`/`f64::from_bits(u)`, \
          math methods and `#[device] fn` helpers; write other logic inline or in a `#[device] fn`",
@@ -146,6 +146,7 @@ pub(crate) const CUDA_SPELLINGS: &[(&str, &str)] = &[
     ("__syncwarp", "`sync_warp()`"),
     ("__threadfence", "`thread_fence()`"),
     ("__threadfence_block", "`thread_fence_block()`"),
+    ("__nanosleep", "`nanosleep(ns)`"),
     ("__shfl_down_sync", "`shfl_down(v, delta)` (full-warp mask)"),
     ("__shfl_up_sync", "`shfl_up(v, delta)` (full-warp mask)"),
     ("__shfl_xor_sync", "`shfl_xor(v, mask)` (full-warp mask)"),

@@ -17,6 +17,7 @@ fn calls(x: &[f32], y: &mut [f32]) {
     atomic_max(y, 2.0);
     let m = ballot(1.0);
     sync_warp(1);
+    nanosleep();
     let c: u32 = match i {
         0 => 1,
         n => 2,

@@ -24,6 +24,13 @@ impl Tr<'_> {
                 }
                 return (cuda.to_string(), Ty::Unit);
             }
+            if name == "nanosleep" {
+                if c.args.len() != 1 {
+                    return self.err(c, "`nanosleep(ns)` takes the nanoseconds to wait, a `u32`");
+                }
+                let (ns, _) = self.expr(&c.args[0], Some(&Ty::Prim(Prim::U32)));
+                return (format!("k_nanosleep({ns})"), Ty::Unit);
+            }
             if let Some((_, cuda, ty)) = VOTES.iter().find(|v| v.0 == name) {
                 if c.args.len() != 1 {
                     return self.err(c, format!("`{name}(predicate)` takes one `bool`"));

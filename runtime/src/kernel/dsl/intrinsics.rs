@@ -219,6 +219,14 @@ pub fn thread_fence_block() {
     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst)
 }
 
+/// `__nanosleep(ns)`: the calling thread waits about `ns` nanoseconds, so that a loop
+/// waiting for another block (a decoupled look-back's spin) leaves the issue slots to
+/// the warps doing work. The CPU device's emulated threads yield to the others instead.
+pub fn nanosleep(ns: u32) {
+    let _ = ns;
+    std::thread::yield_now()
+}
+
 /// `__ballot_sync(0xffffffff, predicate)`: bit `l` is set where lane `l`'s predicate
 /// holds (lanes beyond a partial last warp count as false).
 pub fn ballot(predicate: bool) -> u32 {

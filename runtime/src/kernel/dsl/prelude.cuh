@@ -123,6 +123,14 @@ __device__ __forceinline__ double k_atomic_cas(double* p, double c, double v) {
       (unsigned long long)__double_as_longlong(c), (unsigned long long)__double_as_longlong(v)));
 }
 
+// `nanosleep(ns)`: the warp waits about `ns` nanoseconds (0 to 2·ns), off the issue slots
+// a busy-wait loop would take from other warps; nothing before Volta, which has no timer.
+__device__ __forceinline__ void k_nanosleep(unsigned int ns) {
+#if __CUDA_ARCH__ >= 700
+  __nanosleep(ns);
+#endif
+}
+
 __device__ __forceinline__ k_usize k_lane_id() {
   return ((threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x) & 31u;
 }
