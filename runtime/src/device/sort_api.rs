@@ -195,10 +195,11 @@ fn int_unbits<B: Int, T: Int>(keys: &[B], flip: B, x: &mut [T]) {
     }
 }
 
-/// The 8-bit digit of `key` at `shift`.
+/// The 8-bit digit of `key` at `shift`, as a `u32`: the ranking's bit tests and votes on
+/// it stay 32-bit instructions (a `usize` digit made each of them two).
 #[atomr_accel_cuda_macros::device(crate = crate)]
-fn radix_digit<K: Int>(key: K, shift: u32) -> usize {
-    ((key.to_i64() >> shift) & 255) as usize
+fn radix_digit<K: Int>(key: K, shift: u32) -> u32 {
+    ((key.to_i64() >> shift) & 255) as u32
 }
 
 /// The key whose digits a pass sorts `form` by: an integer's radix form as it is (`top`
@@ -262,7 +263,7 @@ fn radix_histogram<K: Int>(
                 let key = radix_key(mine[k * 256 + t], top, inf);
                 let mut p: u32 = 0;
                 while p < passes {
-                    part.atomic_add(p as usize * 256 + radix_digit(key, 8 * p), 1u32);
+                    part.atomic_add(p as usize * 256 + radix_digit(key, 8 * p) as usize, 1u32);
                     p += 1;
                 }
             }
@@ -358,7 +359,7 @@ fn radix_onesweep<K: Int, P: Int>(
     let base = tile * 2048;
     // Every key has one digit here: the order stands, the tile moves as it is.
     let first = radix_key(key_at(keys, floats, forms, 0), top, inf);
-    if hist[pass as usize * 256 + radix_digit(first, shift)] as usize == n {
+    if hist[pass as usize * 256 + radix_digit(first, shift) as usize] as usize == n {
         k = 0;
         while k < 8 {
             let g = base + k * 256 + t;
@@ -390,14 +391,14 @@ fn radix_onesweep<K: Int, P: Int>(
     while i < 8 {
         let slot = w * 256 + i * 32 + lane as usize;
         let valid = base + slot < n;
-        let mut d: usize = 0;
+        let mut d: u32 = 0;
         if valid {
             d = radix_digit(radix_key(staged[slot], top, inf), shift);
         }
         let mut peers: u32 = ballot(valid);
-        let mut b: usize = 0;
+        let mut b: u32 = 0;
         while b < 8 {
-            let set = ((d >> b) & 1) == 1;
+            let set = ((d >> b) & 1u32) == 1u32;
             let vote = ballot(set);
             if set {
                 peers = peers & vote;
@@ -408,12 +409,13 @@ fn radix_onesweep<K: Int, P: Int>(
         }
         let below = (peers & ((1u32 << lane) - 1)).count_ones();
         let many = peers.count_ones();
+        let at = w * 256 + d as usize;
         if valid {
-            ranks[slot] = (counts[w * 256 + d] as u32 + below) as u16;
+            ranks[slot] = (counts[at] as u32 + below) as u16;
         }
         sync_warp();
         if valid && below + 1 == many {
-            counts[w * 256 + d] = (counts[w * 256 + d] as u32 + many) as u16;
+            counts[at] = (counts[at] as u32 + many) as u16;
         }
         sync_warp();
         i += 1;
@@ -461,10 +463,13 @@ fn radix_onesweep<K: Int, P: Int>(
         status.atomic_exch(at, stamp | (UP_TO << 32) | own as u64);
     } else {
         status.atomic_exch(at, stamp | (OWN << 32) | own as u64);
-        let mut p = tile - 1;
+        // (32-bit index arithmetic: a spin is a few instructions; a tile not yet
+        // counted makes the thread sleep briefly, off the issue slots of the warps
+        // doing work.)
+        let mut p = (tile - 1) as u32;
         let mut done = false;
         while !done {
-            let seen = status.atomic_load(1 + p * 256 + t);
+            let seen = status.atomic_load((1 + p * 256 + t as u32) as usize);
             let state = (seen >> 32) & 3;
             if (seen >> 34) == epoch && state != 0 {
                 prior += seen & 0xFFFF_FFFFu64;
@@ -473,6 +478,8 @@ fn radix_onesweep<K: Int, P: Int>(
                 } else {
                     p -= 1;
                 }
+            } else {
+                nanosleep(32);
             }
         }
         status.atomic_exch(at, stamp | (UP_TO << 32) | (prior + own as u64));
@@ -488,7 +495,7 @@ fn radix_onesweep<K: Int, P: Int>(
         // element 0 where nothing is carried from `payload`.)
         let from = if carry == 2 { g.min(n - 1) } else { 0 };
         let carried = payload[from];
-        let d = radix_digit(radix_key(staged[slot], top, inf), shift);
+        let d = radix_digit(radix_key(staged[slot], top, inf), shift) as usize;
         let mut pos = (starts[d] + counts[w * 256 + d] as u32 + ranks[slot] as u32) as usize;
         if g >= n {
             pos = 2048; // (past the tile: the place no one reads)
@@ -506,7 +513,7 @@ fn radix_onesweep<K: Int, P: Int>(
         if base + pos < n {
             let slot = grouped[pos] as usize;
             let key = staged[slot];
-            let d = radix_digit(radix_key(key, top, inf), shift);
+            let d = radix_digit(radix_key(key, top, inf), shift) as usize;
             let to = (dest[d] + (pos as u32 - starts[d])) as usize;
             put_key(keys_out, floats_out, forms, to, key);
             if carry == 1 {
