@@ -380,15 +380,15 @@ async fn bad_input(config: DeviceConfig) {
     sys.shutdown().await;
 }
 
-/// The radix sort at its seams: lengths around its 2048-key tiles (a lone key in the last
-/// tile, exactly full tiles), keys all equal (every digit the same: each pass moves its
+/// The radix sort at its seams: lengths around its 3072-key tiles and the histogram's
+/// 2048-key ones (a lone key in the last tile, exactly full tiles), keys all equal (every digit the same: each pass moves its
 /// tiles as they are), already sorted and reversed, keys that differ in one 8-bit digit
 /// only (one pass that reorders), in the top digit only (u64 across 2^63), and negative
 /// and positive zeros and infinities among floats.
 async fn radix_edges(config: DeviceConfig) {
     let sys = ActorSystem::new("sort-edges");
     let d = Device::open(&sys, config).await.unwrap();
-    for n in [2047usize, 2048, 2049, 4096, 6145] {
+    for n in [2047usize, 2048, 2049, 3071, 3072, 3073, 6144, 9217] {
         check_int::<u32>(&d, vec![7; n]).await;
         check_int::<i32>(&d, (0..n as i32).collect()).await;
         check_int::<i32>(&d, (0..n as i32).rev().collect()).await;

@@ -9,14 +9,15 @@
 //! sign folded, every NaN the largest value; a signed integer's with its top bit
 //! flipped. One pass over those counts every 8-bit digit of every key (four or eight
 //! histograms of 256 bins); then one launch per digit moves each key, and its payload if
-//! any, to their places. In that launch each block takes the next tile of 2048 keys (a
-//! ticket, so tiles start in order) and reads it into shared memory — eight loads per
+//! any, to their places. In that launch each block takes the next tile of 3072 keys (a
+//! ticket, so tiles start in order) and reads it into shared memory — twelve loads per
 //! thread with nothing between them, so that they are in flight together: latency, not
 //! bandwidth, bounds a pass that waits for each load in turn —, ranks the keys by digit
-//! — each warp its 256 keys in order, a key's peers of the same digit found with eight
+//! — each warp its 384 keys in order, a key's peers of the same digit found with eight
 //! `ballot`s, so equal digits keep their order and every pass is stable — publishes its
 //! count of each digit and looks back over the tiles before it for theirs (decoupled
-//! look-back: one thread per digit, until a tile with its inclusive count out), and
+//! look-back: one thread per digit, until a tile with its inclusive count out, sleeping
+//! briefly while the tile before has no count out yet), and
 //! writes the tile out of shared memory, grouped by digit, to where its digits start:
 //! keys are read once and written once per digit. A digit that every key shares (the
 //! histogram says so) moves the tile as it is. The histogram pass reads its keys in
@@ -51,8 +52,11 @@ const TOP32: u32 = 0x8000_0000;
 /// The top bit of a 64-bit key.
 const TOP64: u64 = 0x8000_0000_0000_0000;
 
-/// Keys a block ranks and moves in one radix pass: 8 warps × 8 × 32.
-const TILE: usize = 2048;
+/// Keys a block ranks and moves in one radix pass: 8 warps × 12 × 32 (what
+/// [`radix_onesweep`] calls its `TILE`). Larger tiles mean fewer of them to look back
+/// over and longer runs of each digit to write: 3072 rather than 2048 made 64M-key sorts
+/// 10–14 % faster on an H100 (BENCHMARKS.md).
+const TILE: usize = 3072;
 
 /// [`radix_onesweep`]'s `carry`: keys only.
 const CARRY_NONE: u32 = 0;
@@ -321,20 +325,26 @@ fn radix_onesweep<K: Int, P: Int>(
 ) {
     const OWN: u64 = 1;
     const UP_TO: u64 = 2;
-    // The tile as read, each warp's 256 keys in its own quarter-kilobyte run: read once
-    // from global memory (eight independent loads per thread, before anything waits on
-    // them), then ranked and moved from here.
-    let mut staged = shared_array::<K, 2048>();
+    // Keys per tile ([`TILE`]: a body cannot name the module's constants) and per
+    // thread: each warp ranks ROWS rows of 32.
+    const TILE: usize = 3072;
+    const ROWS: usize = 12;
+    // The tile as read, each warp's 384 keys in their own run: read once from global
+    // memory (twelve independent loads per thread, before anything waits on them), then
+    // ranked and moved from here.
+    let mut staged = shared_array::<K, TILE>();
     // Per warp and digit: the count, then the warp's start among the tile's keys of
-    // that digit (below 2048: 16 bits keep the block within 48 KiB of shared memory for
-    // 64-bit keys and payloads).
+    // that digit (below 3072: 16 bits).
     let mut counts = shared_array::<u16, 2048>();
-    // Each key's rank among the keys of its digit in its warp (below 256).
-    let mut ranks = shared_array::<u16, 2048>();
-    // The tile grouped by digit: the slot in `staged` of the key at each place, and its
-    // payload (one place more, where lanes past the last key write).
-    let mut grouped = shared_array::<u16, 2049>();
-    let mut grouped_payload = shared_array::<P, 2049>();
+    // Each key's rank among the keys of its digit in its warp (below 384).
+    let mut ranks = shared_array::<u16, TILE>();
+    // The tile grouped by digit: the slot in `staged` of the key at each place, and —
+    // in the launch's dynamic shared memory, which only a pass that carries a payload
+    // has ([`CARRY_PAYLOAD`]: `TILE` of them) — its payload. Static, the payloads would
+    // hold a 64-bit sort's block above 48 KiB, and every keys-only block to fewer per
+    // multiprocessor.
+    let mut grouped = shared_array::<u16, TILE>();
+    let mut grouped_payload = dyn_shared::<P>();
     // Per digit: where its keys start in `grouped`, and in the output.
     let mut starts = shared_array::<u32, 256>();
     let mut dest = shared_array::<u32, 256>();
@@ -356,12 +366,12 @@ fn radix_onesweep<K: Int, P: Int>(
     sync_threads();
     let tile = (ticket[0] % tiles) as usize;
     let epoch = (ticket[0] / tiles) & 0x3FFF_FFFFu64;
-    let base = tile * 2048;
+    let base = tile * TILE;
     // Every key has one digit here: the order stands, the tile moves as it is.
     let first = radix_key(key_at(keys, floats, forms, 0), top, inf);
     if hist[pass as usize * 256 + radix_digit(first, shift) as usize] as usize == n {
         k = 0;
-        while k < 8 {
+        while k < ROWS {
             let g = base + k * 256 + t;
             if g < n {
                 put_key(keys_out, floats_out, forms, g, key_at(keys, floats, forms, g));
@@ -375,21 +385,21 @@ fn radix_onesweep<K: Int, P: Int>(
         }
         return;
     }
-    // Each warp reads its 256 keys, 32 consecutive ones per load. No test between the
-    // loads, so that all eight are in flight at once: past the last key a lane reads
+    // Each warp reads its 384 keys, 32 consecutive ones per load. No test between the
+    // loads, so that all twelve are in flight at once: past the last key a lane reads
     // the last key again, into a slot nothing reads.
     let mut i: usize = 0;
-    while i < 8 {
-        let slot = w * 256 + i * 32 + lane as usize;
+    while i < ROWS {
+        let slot = w * ROWS * 32 + i * 32 + lane as usize;
         staged[slot] = key_at(keys, floats, forms, (base + slot).min(n - 1));
         i += 1;
     }
     sync_warp();
-    // Rank: each warp its 256 keys in order, 32 at a time; a key's peers (the lanes of
+    // Rank: each warp its 384 keys in order, 32 at a time; a key's peers (the lanes of
     // its digit) from one ballot per digit bit; the highest peer counts them.
     i = 0;
-    while i < 8 {
-        let slot = w * 256 + i * 32 + lane as usize;
+    while i < ROWS {
+        let slot = w * ROWS * 32 + i * 32 + lane as usize;
         let valid = base + slot < n;
         let mut d: u32 = 0;
         if valid {
@@ -488,27 +498,28 @@ fn radix_onesweep<K: Int, P: Int>(
     sync_threads();
     // The tile grouped by digit, in shared memory: each key's slot at its place ...
     i = 0;
-    while i < 8 {
-        let slot = w * 256 + i * 32 + lane as usize;
+    while i < ROWS {
+        let slot = w * ROWS * 32 + i * 32 + lane as usize;
         let g = base + slot;
         // (Read first and by every lane, as the keys were, so that the loads overlap;
         // element 0 where nothing is carried from `payload`.)
         let from = if carry == 2 { g.min(n - 1) } else { 0 };
         let carried = payload[from];
-        let d = radix_digit(radix_key(staged[slot], top, inf), shift) as usize;
-        let mut pos = (starts[d] + counts[w * 256 + d] as u32 + ranks[slot] as u32) as usize;
-        if g >= n {
-            pos = 2048; // (past the tile: the place no one reads)
+        if g < n {
+            let d = radix_digit(radix_key(staged[slot], top, inf), shift) as usize;
+            let pos = (starts[d] + counts[w * 256 + d] as u32 + ranks[slot] as u32) as usize;
+            grouped[pos] = slot as u16;
+            if carry == 2 {
+                grouped_payload[pos] = carried;
+            }
         }
-        grouped[pos] = slot as u16;
-        grouped_payload[pos] = carried;
         i += 1;
     }
     sync_threads();
     // ... and out, each digit's run to where its keys go (neighbouring threads,
     // neighbouring places).
     k = 0;
-    while k < 8 {
+    while k < ROWS {
         let pos = k * 256 + t;
         if base + pos < n {
             let slot = grouped[pos] as usize;
@@ -825,11 +836,6 @@ impl<B: RadixBits> Radix<B> {
         a: &mut GpuRef<P>,
         b: &mut GpuRef<P>,
     ) -> KernelSequence {
-        let shape = LaunchConfig {
-            grid: (self.tiles as u32, 1, 1),
-            block: (256, 1, 1),
-            shared_mem_bytes: 0,
-        };
         let mut sequence = std::mem::take(&mut self.sequence);
         for pass in 0..B::PASSES {
             let (from, to) = if pass % 2 == 0 { (&*a, &mut *b) } else { (&*b, &mut *a) };
@@ -837,6 +843,16 @@ impl<B: RadixBits> Radix<B> {
                 0 => (payload, first),
                 _ if first == CARRY_NONE => (from, CARRY_NONE),
                 _ => (from, CARRY_PAYLOAD),
+            };
+            // A tile's payloads, grouped, in dynamic shared memory where carried.
+            let grouped = match carry {
+                CARRY_PAYLOAD => TILE * std::mem::size_of::<P>(),
+                _ => 0,
+            };
+            let shape = LaunchConfig {
+                grid: (self.tiles as u32, 1, 1),
+                block: (256, 1, 1),
+                shared_mem_bytes: grouped as u32,
             };
             let (floats, from_floats) = match (&self.floats, pass) {
                 (Some(f), 0) => (f, FROM_FLOATS),
