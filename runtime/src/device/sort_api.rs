@@ -55,7 +55,7 @@ const TOP64: u64 = 0x8000_0000_0000_0000;
 /// Keys a block ranks and moves in one radix pass: 8 warps × 12 × 32 (what
 /// [`radix_onesweep`] calls its `TILE`). Larger tiles mean fewer of them to look back
 /// over and longer runs of each digit to write: 3072 rather than 2048 made 64M-key sorts
-/// 10–14 % faster on an H100 (BENCHMARKS.md).
+/// 8–18 % faster on an H100 (BENCHMARKS.md).
 const TILE: usize = 3072;
 
 /// [`radix_onesweep`]'s `carry`: keys only.
