@@ -87,17 +87,19 @@ async fn attention<T: DnnScalar + Float>(dev: &Device, dtype: &str) {
         dev.upload(host(3)).await.unwrap(),
     );
     let o = dev.alloc::<T>(b * h * l * d).await.unwrap();
-    for causal in [false, true] {
-        let a = Attention::new(b, h, l, l, d).causal(causal);
-        let s = gpu_bench::per_call(5, || async { dev.attention(a, &q, &k, &v, &o).await.unwrap() }).await;
-        // Two products of 2·l·l·d per head (half of them under a causal mask).
-        let flops = 4.0 * (b * h * l * l * d) as f64 / if causal { 2.0 } else { 1.0 };
-        println!(
-            "RESULT | dnn.attention {b}x{h}x{l}x{d}{} {dtype} | {:.1} µs per call, {:.1} TFLOP/s",
-            if causal { " causal" } else { "" },
-            s * 1e6,
-            flops / s / 1e12
-        );
+    for method in [AttentionMethod::Gemm, AttentionMethod::Tiled] {
+        for causal in [false, true] {
+            let a = Attention::new(b, h, l, l, d).causal(causal).method(method);
+            let s = gpu_bench::per_call(5, || async { dev.attention(a, &q, &k, &v, &o).await.unwrap() }).await;
+            // Two products of 2·l·l·d per head (half of them under a causal mask).
+            let flops = 4.0 * (b * h * l * l * d) as f64 / if causal { 2.0 } else { 1.0 };
+            println!(
+                "RESULT | dnn.attention {b}x{h}x{l}x{d}{} {dtype} {method:?} | {:.1} µs per call, {:.1} TFLOP/s",
+                if causal { " causal" } else { "" },
+                s * 1e6,
+                flops / s / 1e12
+            );
+        }
     }
 }
 

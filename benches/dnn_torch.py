@@ -4,6 +4,7 @@ median of 7 rounds of 20 (5 for attention). Run on the GPU host: python3 benches
 """
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from torch_timing import timed
 
@@ -33,7 +34,12 @@ for dtype, name in ((torch.float32, "f32"), (torch.float16, "f16"), (torch.bfloa
     b, h, l, d = 8, 16, 1024, 64
     q, k, v = (torch.rand(b, h, l, d, device="cuda", dtype=dtype) * 2 - 1 for _ in range(3))
     for causal in (False, True):
-        s = timed(lambda: sync(F.scaled_dot_product_attention(q, k, v, is_causal=causal)), reps=5)
         flops = 4.0 * b * h * l * l * d / (2.0 if causal else 1.0)
         tag = " causal" if causal else ""
+        s = timed(lambda: sync(F.scaled_dot_product_attention(q, k, v, is_causal=causal)), reps=5)
         print(f"RESULT | dnn.attention {b}x{h}x{l}x{d}{tag} {name} | torch {s * 1e6:.1f} µs per call, {flops / s / 1e12:.1f} TFLOP/s")
+        # PyTorch's "math" attention: the scores in memory between two batched GEMMs, as
+        # our AttentionMethod::Gemm.
+        with sdpa_kernel(SDPBackend.MATH):
+            s = timed(lambda: sync(F.scaled_dot_product_attention(q, k, v, is_causal=causal)), reps=5)
+        print(f"RESULT | dnn.attention {b}x{h}x{l}x{d}{tag} {name} | torch math {s * 1e6:.1f} µs per call, {flops / s / 1e12:.1f} TFLOP/s")

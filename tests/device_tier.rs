@@ -119,11 +119,9 @@ async fn batched_gemm(config: DeviceConfig) {
     let (sa, sb, sc) = (m * k + 3, k * n + 1, m * n + 2);
     let a = back(&to::<f32>(&rand_vec(sa * count)));
     let b = back(&to::<f32>(&rand_vec(sb * count)));
-    let c0 = back(&to::<f32>(&rand_vec(sc * count)));
-    let (ga, gb, gc) = (
+    let (ga, gb) = (
         dev.upload(to::<f32>(&a)).await.unwrap(),
         dev.upload(to::<f32>(&b)).await.unwrap(),
-        dev.upload(to::<f32>(&c0)).await.unwrap(),
     );
     let batch = Batch {
         count,
@@ -131,28 +129,59 @@ async fn batched_gemm(config: DeviceConfig) {
         stride_b: sb,
         stride_c: sc,
     };
-    let g = Gemm::<f32>::new(m, n, k).scaled(2.0, -1.0);
-    dev.gemm_strided_batched(g, batch, &ga, &gb, &gc).await.unwrap();
-    let got = back(&dev.download(&gc).await.unwrap());
-    let mut want = c0.clone();
-    for i in 0..count {
-        gemm_ref(
-            false,
-            false,
-            m,
-            n,
-            k,
-            2.0,
-            &a[i * sa..],
-            m,
-            &b[i * sb..],
-            k,
-            -1.0,
-            &mut want[i * sc..],
-            m,
-        );
-    }
-    assert!(rel_err(&got, &want) < 1e-5, "rel err {}", rel_err(&got, &want));
+    // `C = 2·A·B − C` of each matrix of the batch, C of `c_len` elements, leading
+    // dimension `ldc`, against the reference.
+    let check = |batch: Batch, ldc: usize, c_len: usize| {
+        let (a, b, ga, gb, dev) = (&a, &b, &ga, &gb, &dev);
+        async move {
+            let c0 = back(&to::<f32>(&rand_vec(c_len)));
+            let gc = dev.upload(to::<f32>(&c0)).await.unwrap();
+            let g = Gemm::<f32>::new(m, n, k).scaled(2.0, -1.0).leading(m, k, ldc);
+            dev.gemm_strided_batched(g, batch, ga, gb, &gc).await?;
+            let got = back(&dev.download(&gc).await.unwrap());
+            let mut want = c0.clone();
+            for i in 0..count {
+                let c = &mut want[i * batch.stride_c..];
+                gemm_ref(
+                    false,
+                    false,
+                    m,
+                    n,
+                    k,
+                    2.0,
+                    &a[i * sa..],
+                    m,
+                    &b[i * sb..],
+                    k,
+                    -1.0,
+                    c,
+                    ldc,
+                );
+            }
+            assert!(
+                rel_err(&got, &want) < 1e-5,
+                "{batch:?}: rel err {}",
+                rel_err(&got, &want)
+            );
+            Ok::<(), GpuError>(())
+        }
+    };
+    check(batch, m, sc * count).await.unwrap();
+    // C matrices side by side within each column (rows interleaved: the heads of a
+    // `[batch, seq, heads, dim]` tensor): stride m, ldc count·m + 1.
+    let ldc = count * m + 1;
+    check(Batch { stride_c: m, ..batch }, ldc, ldc * n).await.unwrap();
+    // One row less apart: they overlap.
+    let r = check(
+        Batch {
+            stride_c: m - 1,
+            ..batch
+        },
+        ldc,
+        ldc * n,
+    )
+    .await;
+    assert!(matches!(r, Err(GpuError::InvalidArgument(_))), "{r:?}");
 }
 
 async fn round_trip<T: DType>(dev: &Device) {

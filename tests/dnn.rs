@@ -7,7 +7,8 @@
 //! and pooling (max with NaNs, average with and without the padding counted) against
 //! float64 references, the two backward directions also through the adjoint identity
 //! ⟨conv(x, w), dy⟩ = ⟨x, dx⟩ = ⟨w, dw⟩. Scaled-dot-product attention (causal or not,
-//! head dimensions 1 to 256, partial tiles) against float64. On the CPU device and the
+//! head dimensions 1 to 256, partial tiles; the tiled kernel and the GEMMs) against
+//! float64. On the CPU device and the
 //! GPU.
 
 #[macro_use]
@@ -621,6 +622,15 @@ async fn attention_of<T: DnnScalar + Float>(d: &Device, gpu: bool) {
         Attention::new(2, 1, 19, 50, 128).causal(true),
         Attention::new(1, 1, 9, 37, 256),
         Attention::new(1, 2, 6, 1, 1).causal(true),
+        // Keys a multiple of 4: the GEMM method too. More queries than keys (the last
+        // rows see every key), causal across quads of the scores, both layouts.
+        Attention::new(2, 3, 6, 12, 8).causal(true),
+        Attention::new(1, 2, 24, 16, 32).causal(true),
+        Attention::new(2, 2, 13, 20, 16)
+            .layout(AttentionLayout::Bshd)
+            .causal(true),
+        Attention::new(2, 2, 7, 36, 8).layout(AttentionLayout::Bshd).scale(0.4),
+        Attention::new(1, 1, 3, 4, 256),
     ];
     if gpu {
         shapes.push(
@@ -630,25 +640,33 @@ async fn attention_of<T: DnnScalar + Float>(d: &Device, gpu: bool) {
         );
         shapes.push(Attention::new(1, 8, 300, 700, 128));
     }
-    for a in shapes {
-        let q = through::<T>(&rand_vec(a.query_len()));
-        let k = through::<T>(&rand_vec(a.key_len()));
-        let v = through::<T>(&rand_vec(a.key_len()));
+    for shape in shapes {
+        let mut methods = vec![AttentionMethod::Auto, AttentionMethod::Tiled];
+        if shape.keys % 4 == 0 {
+            methods.push(AttentionMethod::Gemm);
+        }
+        let q = through::<T>(&rand_vec(shape.query_len()));
+        let k = through::<T>(&rand_vec(shape.key_len()));
+        let v = through::<T>(&rand_vec(shape.key_len()));
         let (gq, gk, gv) = (
             upload::<T>(d, &q).await,
             upload::<T>(d, &k).await,
             upload::<T>(d, &v).await,
         );
-        let go = d.alloc::<T>(a.query_len()).await.unwrap();
-        d.attention(a, &gq, &gk, &gv, &go).await.unwrap();
-        // Each output is a weighted mean of values in [-1, 1].
-        close(
-            &format!("attention {name} {a:?}"),
-            &download(d, &go).await,
-            &attention_reference(&a, &q, &k, &v),
-            tol::<T>(),
-            1.0,
-        );
+        let want = attention_reference(&shape, &q, &k, &v);
+        for method in methods {
+            let a = shape.method(method);
+            let go = d.alloc::<T>(a.query_len()).await.unwrap();
+            d.attention(a, &gq, &gk, &gv, &go).await.unwrap();
+            // Each output is a weighted mean of values in [-1, 1].
+            close(
+                &format!("attention {name} {a:?}"),
+                &download(d, &go).await,
+                &want,
+                tol::<T>(),
+                1.0,
+            );
+        }
     }
 }
 
@@ -699,6 +717,17 @@ async fn attention_errors(config: DeviceConfig) {
     invalid(
         d.attention(Attention::new(70_000, 1, 1, 1, 1), &q, &k, &k, &o).await,
         "batch × heads over a grid",
+    );
+    invalid(
+        d.attention(
+            Attention::new(1, 2, 5, 3, 8).method(AttentionMethod::Gemm),
+            &q,
+            &k,
+            &k,
+            &o,
+        )
+        .await,
+        "the GEMM method with keys not a multiple of 4",
     );
     // Self-attention: q, k and v may be one buffer. The device still serves.
     d.attention(a, &q, &q, &q, &o).await.unwrap();

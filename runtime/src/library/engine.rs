@@ -82,13 +82,26 @@ impl Kernels {
             KernelEngine::Cpu => Storage::Cpu(vec![T::default(); len].into()),
             KernelEngine::Cuda { stream, .. } => Storage::Cuda(stream.alloc_zeros::<T>(len)?),
         };
-        Ok(GpuRef::new(
-            self.shared.config.device_id,
-            self.generation,
-            len,
-            storage,
-            None,
-        ))
+        Ok(self.own(len, storage))
+    }
+
+    /// A handle of this device and generation on `storage` of `len` elements.
+    fn own<T: DTypeBase>(&self, len: usize, storage: Storage<T>) -> GpuRef<T> {
+        GpuRef::new(self.shared.config.device_id, self.generation, len, storage, None)
+    }
+
+    /// A temporary of `len` elements left uninitialized on a GPU (zeroed on the CPU
+    /// device), for one whose every element the first kernel writes: clearing the scores
+    /// of an attention would cost a pass over hundreds of MiB.
+    pub(crate) fn uninit<T: DTypeBase>(&self, len: usize) -> Result<GpuRef<T>, GpuError> {
+        let storage = match &self.engine {
+            KernelEngine::Cpu => Storage::Cpu(vec![T::default(); len].into()),
+            // SAFETY: stream-ordered allocation of plain device memory; the caller writes
+            // every element before any is read (the contents are otherwise arbitrary bits
+            // of a `DTypeBase` type, valid for every bit pattern).
+            KernelEngine::Cuda { stream, .. } => Storage::Cuda(unsafe { stream.alloc::<T>(len) }?),
+        };
+        Ok(self.own(len, storage))
     }
 
     /// Runs `work` (enqueues, or on the CPU device the work itself), timed on the

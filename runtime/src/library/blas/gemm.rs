@@ -247,11 +247,23 @@ pub(crate) fn validate<T: BlasBase>(g: &Gemm<T>, batch: &Batch, a: usize, b: usi
     need("B", span("b", br, bc, g.ldb)?, batch.stride_b, b)?;
     let c_one = span("c", g.m, g.n, g.ldc)?;
     need("C", c_one, batch.stride_c, c)?;
-    if batch.count > 1 && batch.stride_c < c_one {
+    // The C matrices must be apart: one after another (each spans `c_one`), or side by
+    // side within each column — rows interleaved, `m` apart at least, the last ending
+    // within `ldc` (the heads of a `[batch, seq, heads, dim]` tensor).
+    let side_by_side = batch.stride_c >= g.m
+        && batch
+            .stride_c
+            .checked_mul(batch.count - 1)
+            .and_then(|v| v.checked_add(g.m))
+            .is_some_and(|end| end <= g.ldc);
+    if batch.count > 1 && batch.stride_c < c_one && !side_by_side {
         return Err(GpuError::InvalidArgument(
             Invalid::new(format!(
-                "stride_c = {} makes the C matrices of the batch overlap (each spans {c_one})",
-                batch.stride_c
+                "stride_c = {} makes the C matrices of the batch overlap (each spans {c_one}; side by side within ldc = {} they need stride_c ≥ m = {} and {} · stride_c + m ≤ ldc)",
+                batch.stride_c,
+                g.ldc,
+                g.m,
+                batch.count - 1
             ))
             .arg("stride_c")
             .mismatch(format_args!("≥ {c_one}"), batch.stride_c),

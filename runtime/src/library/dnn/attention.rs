@@ -1,5 +1,5 @@
-//! Scaled-dot-product attention's shape ([`Attention`]) and the tiles its kernel takes
-//! (`attention_kernel.rs`).
+//! Scaled-dot-product attention's shape ([`Attention`]), how it is computed
+//! ([`AttentionMethod`]), and the tiles its kernel takes (`attention_kernel.rs`).
 
 use super::conv::at_least_one;
 use crate::error::{GpuError, Invalid};
@@ -20,6 +20,38 @@ crate::wire::wire_enum!(AttentionLayout {
     AttentionLayout::Bhsd,
     AttentionLayout::Bshd
 });
+
+/// How [`Attention`] is computed.
+///
+/// Why two ways: the kernel language has no tensor-core instructions yet, so our one
+/// fused kernel runs on CUDA cores — memory-lean (the scores never reach memory) but an
+/// order of magnitude behind tensor-core attention in f16/bf16. Through cuBLAS, the two
+/// products run on tensor cores, at the price of the scores in memory (PyTorch's "math"
+/// attention does the same).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum AttentionMethod {
+    /// [`AttentionMethod::Gemm`] where its scores take at most [`GEMM_SCORES_MAX`]
+    /// bytes and `keys` is a multiple of 4; else [`AttentionMethod::Tiled`].
+    #[default]
+    Auto,
+    /// One tiled kernel in the manner of FlashAttention: memory O(queries·head_dim),
+    /// CUDA cores.
+    Tiled,
+    /// `S = Q·Kᵀ` and `O = P·V` as strided-batched GEMMs (cuBLAS on a GPU: tensor cores
+    /// for f16/bf16), the scaled, masked softmax in place between them: a temporary of
+    /// `batch·heads·queries·keys` elements (in the element type). Needs `keys` a
+    /// multiple of 4.
+    Gemm,
+}
+
+crate::wire::wire_enum!(AttentionMethod {
+    AttentionMethod::Auto,
+    AttentionMethod::Tiled,
+    AttentionMethod::Gemm
+});
+
+/// The most bytes of scores [`AttentionMethod::Auto`] puts in memory (1 GiB).
+pub const GEMM_SCORES_MAX: usize = 1 << 30;
 
 /// Scaled-dot-product attention, `O = softmax(Q·Kᵀ · scale [+ causal mask]) · V`, as
 /// PyTorch's `scaled_dot_product_attention`: Q of `queries` and K, V of `keys` vectors
@@ -69,6 +101,8 @@ pub struct Attention {
     pub scale: Option<f64>,
     /// How the tensors lie in memory.
     pub layout: AttentionLayout,
+    /// How it is computed.
+    pub method: AttentionMethod,
 }
 
 crate::wire::wire_struct!(Attention {
@@ -79,7 +113,8 @@ crate::wire::wire_struct!(Attention {
     head_dim,
     causal,
     scale,
-    layout
+    layout,
+    method
 });
 
 /// The largest head dimension the kernel's tiles hold.
@@ -98,7 +133,14 @@ impl Attention {
             causal: false,
             scale: None,
             layout: AttentionLayout::Bhsd,
+            method: AttentionMethod::Auto,
         }
+    }
+
+    /// Sets how it is computed.
+    pub fn method(mut self, method: AttentionMethod) -> Self {
+        self.method = method;
+        self
     }
 
     /// Sets the memory layout.
@@ -132,6 +174,40 @@ impl Attention {
     /// Elements of K and of V.
     pub fn key_len(&self) -> usize {
         self.batch * self.heads * self.keys * self.head_dim
+    }
+
+    /// Elements of the scores [`AttentionMethod::Gemm`] keeps in memory; `None` where
+    /// they overflow.
+    pub fn scores_len(&self) -> Option<usize> {
+        [self.heads, self.queries, self.keys]
+            .iter()
+            .try_fold(self.batch, |acc, &e| acc.checked_mul(e))
+    }
+
+    /// The method `Auto` resolves to for elements of `elem_bytes`; an error where `Gemm`
+    /// was asked for a shape it cannot take.
+    pub(crate) fn resolved(&self, op: &str, elem_bytes: usize) -> Result<AttentionMethod, GpuError> {
+        let fits = self
+            .scores_len()
+            .and_then(|n| n.checked_mul(elem_bytes))
+            .is_some_and(|b| b <= GEMM_SCORES_MAX);
+        let aligned = self.keys % 4 == 0;
+        match self.method {
+            AttentionMethod::Auto if fits && aligned => Ok(AttentionMethod::Gemm),
+            AttentionMethod::Auto => Ok(AttentionMethod::Tiled),
+            AttentionMethod::Gemm if !aligned => Err(GpuError::InvalidArgument(
+                Invalid::new(format!(
+                    "{op}: AttentionMethod::Gemm needs keys a multiple of 4, got {}; use Tiled or Auto",
+                    self.keys
+                ))
+                .arg("keys")
+                .mismatch("a multiple of 4", self.keys),
+            )),
+            AttentionMethod::Gemm if self.scores_len().is_none() => {
+                Err(GpuError::invalid(format!("{op}: the scores' element count overflows; use Tiled")))
+            }
+            m => Ok(m),
+        }
     }
 
     /// Checks the shape for `op`: every extent at least 1, the head dimension within
@@ -197,5 +273,27 @@ impl Attention {
             }
         }
         unreachable!("head_dim ≤ MAX_HEAD_DIM fits the smallest tiles")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `Auto` takes the GEMMs only where their scores fit and the keys come in fours;
+    /// `Gemm` asked for keys that do not is an error naming them.
+    #[test]
+    fn auto_resolves_by_shape_and_gemm_refuses_odd_keys() {
+        let a = Attention::new(8, 16, 1024, 1024, 64);
+        assert_eq!(a.resolved("t", 2).unwrap(), AttentionMethod::Gemm);
+        // 8·16·8192² f16 scores: 16 GiB, over the bound.
+        let long = Attention::new(8, 16, 8192, 8192, 64);
+        assert_eq!(long.resolved("t", 2).unwrap(), AttentionMethod::Tiled);
+        assert_eq!(long.method(AttentionMethod::Gemm).resolved("t", 2).unwrap(), AttentionMethod::Gemm);
+        let odd = Attention::new(1, 1, 5, 7, 8);
+        assert_eq!(odd.resolved("t", 4).unwrap(), AttentionMethod::Tiled);
+        assert_eq!(odd.method(AttentionMethod::Tiled).resolved("t", 4).unwrap(), AttentionMethod::Tiled);
+        let e = odd.method(AttentionMethod::Gemm).resolved("t", 4).unwrap_err();
+        assert!(matches!(e, GpuError::InvalidArgument(_)) && e.to_string().contains("keys"), "{e}");
     }
 }

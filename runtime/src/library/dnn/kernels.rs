@@ -149,27 +149,51 @@ pub(crate) fn softmax_warp_rows<T: Float, A: Float>(x: &[T], rows: usize, cols: 
 /// four, which is what lets a warp keep enough loads in flight), and the maximum and
 /// the sum come from one pass over the row (the online softmax), so the row is read
 /// twice, not three times.
+///
+/// Each element is taken times `scale` first, and with `causal` 1 row `r` sees only its
+/// first `r % queries + 1` elements (the others count as −∞: 0 out of a softmax, −∞ out
+/// of a log-softmax, and are not read): attention's scores, `Q·Kᵀ` of `queries` rows
+/// per head, turned into weights in place. A plain softmax passes 1 and 0.
 #[atomr_accel_cuda_macros::kernel(crate = crate)]
-pub(crate) fn softmax_warp_rows4<T: Float, A: Float>(x: &[T], rows: usize, cols: usize, log: u32, from_y: u32, y: &mut [T]) {
+pub(crate) fn softmax_warp_rows4<T: Float, A: Float>(
+    x: &[T],
+    rows: usize,
+    cols: usize,
+    log: u32,
+    from_y: u32,
+    scale: f64,
+    queries: usize,
+    causal: u32,
+    y: &mut [T],
+) {
     let lane = thread_idx_x() % 32;
     let row = block_idx_x() * (block_dim_x() / 32) + thread_idx_x() / 32;
     if row < rows {
         let quads = cols / 4;
         let qb = row * quads;
         let ninf = -A::infinity();
+        let c = A::from_f64(scale);
+        // The elements this row sees, and the quads holding them.
+        let mut seen = cols;
+        if causal == 1 && row % queries + 1 < cols {
+            seen = row % queries + 1;
+        }
+        let seen_quads = (seen + 3) / 4;
         // One pass for the maximum and the sum (the online softmax): each lane keeps
         // its running maximum and the sum of exponentials below it, rescaling the sum
         // when the maximum grows; then the lanes' pairs merge the same way.
         let mut m = ninf;
         let mut s = A::zero();
         let mut q = lane;
-        while q < quads {
+        while q < seen_quads {
             let v: Vec4<T> = if from_y == 1 { y.load4(qb + q) } else { x.load4(qb + q) };
-            let (a, b) = (A::from_f64(v.x.to_f64()), A::from_f64(v.y.to_f64()));
-            let (c, d) = (A::from_f64(v.z.to_f64()), A::from_f64(v.w.to_f64()));
-            let mn = m.max(a.max(b).max(c.max(d)));
+            let a: A = seen_or(A::from_f64(v.x.to_f64()) * c, 4 * q, seen);
+            let b: A = seen_or(A::from_f64(v.y.to_f64()) * c, 4 * q + 1, seen);
+            let cc: A = seen_or(A::from_f64(v.z.to_f64()) * c, 4 * q + 2, seen);
+            let d: A = seen_or(A::from_f64(v.w.to_f64()) * c, 4 * q + 3, seen);
+            let mn = m.max(a.max(b).max(cc.max(d)));
             if mn > ninf {
-                s = s * (m - mn).exp() + (a - mn).exp() + (b - mn).exp() + (c - mn).exp() + (d - mn).exp();
+                s = s * (m - mn).exp() + (a - mn).exp() + (b - mn).exp() + (cc - mn).exp() + (d - mn).exp();
             }
             m = mn;
             q += 32;
@@ -188,24 +212,40 @@ pub(crate) fn softmax_warp_rows4<T: Float, A: Float>(x: &[T], rows: usize, cols:
         let (inv, ln) = (s.recip(), s.ln());
         q = lane;
         while q < quads {
-            let v: Vec4<T> = if from_y == 1 { y.load4(qb + q) } else { x.load4(qb + q) };
+            // Past what the row sees, nothing is read: `seen_or` makes every lane −∞.
+            let mut v: Vec4<T> = Vec4::splat(T::zero());
+            if q < seen_quads {
+                v = if from_y == 1 { y.load4(qb + q) } else { x.load4(qb + q) };
+            }
             let mut w: Vec4<T> = v;
-            let (a, b) = (A::from_f64(v.x.to_f64()) - m, A::from_f64(v.y.to_f64()) - m);
-            let (c, d) = (A::from_f64(v.z.to_f64()) - m, A::from_f64(v.w.to_f64()) - m);
+            let a: A = seen_or(A::from_f64(v.x.to_f64()) * c, 4 * q, seen) - m;
+            let b: A = seen_or(A::from_f64(v.y.to_f64()) * c, 4 * q + 1, seen) - m;
+            let cc: A = seen_or(A::from_f64(v.z.to_f64()) * c, 4 * q + 2, seen) - m;
+            let d: A = seen_or(A::from_f64(v.w.to_f64()) * c, 4 * q + 3, seen) - m;
             if log == 1 {
                 w.x = T::from_f64((a - ln).to_f64());
                 w.y = T::from_f64((b - ln).to_f64());
-                w.z = T::from_f64((c - ln).to_f64());
+                w.z = T::from_f64((cc - ln).to_f64());
                 w.w = T::from_f64((d - ln).to_f64());
             } else {
                 w.x = T::from_f64((a.exp() * inv).to_f64());
                 w.y = T::from_f64((b.exp() * inv).to_f64());
-                w.z = T::from_f64((c.exp() * inv).to_f64());
+                w.z = T::from_f64((cc.exp() * inv).to_f64());
                 w.w = T::from_f64((d.exp() * inv).to_f64());
             }
             y.store4(qb + q, w);
             q += 32;
         }
+    }
+}
+
+/// `v` for an element the row sees (`k < seen`), else −∞.
+#[atomr_accel_cuda_macros::device(crate = crate)]
+fn seen_or<A: Float>(v: A, k: usize, seen: usize) -> A {
+    if k < seen {
+        v
+    } else {
+        -A::infinity()
     }
 }
 

@@ -14,9 +14,11 @@
 //! direct `#[kernel]`s (`conv_kernels.rs`); pooling on the CPU device is a float64 loop
 //! (`cpu.rs`).
 //!
-//! Scaled-dot-product attention (causal or not) is one tiled `#[kernel]` of ours in the
-//! manner of FlashAttention (`attention_kernel.rs`), on CUDA cores; cuDNN's fused
-//! attention (its graph API) is not used yet.
+//! Scaled-dot-product attention (causal or not) is two strided-batched cuBLAS GEMMs
+//! (tensor cores for f16/bf16) around our scaled, masked softmax in place, where the
+//! scores fit in memory; otherwise one tiled `#[kernel]` of ours in the manner of
+//! FlashAttention (`attention_kernel.rs`), on CUDA cores. cuDNN's fused attention (its
+//! graph API) is not used yet.
 
 mod attention;
 #[cfg(feature = "dnn")]
@@ -34,7 +36,7 @@ mod ffi;
 mod kernels;
 mod pool;
 
-pub use attention::{Attention, AttentionLayout, MAX_HEAD_DIM};
+pub use attention::{Attention, AttentionLayout, AttentionMethod, GEMM_SCORES_MAX, MAX_HEAD_DIM};
 pub use conv::{AlgoSearch, Conv2d, ImageLayout};
 pub use pool::{Pool2d, PoolMode};
 
@@ -45,11 +47,15 @@ use crate::error::{GpuError, Invalid};
 use crate::gpu_ref::GpuRef;
 use crate::library::shell::Library;
 
-/// Element types of the dnn library, with the type each computes in.
-pub trait DnnFloat: crate::kernel::dsl::Float {
+/// Element types of the dnn library, with the type each computes in. cuBLAS multiplies
+/// them too ([`BlasBase`](crate::dtype::BlasBase)): attention's two products.
+pub trait DnnFloat: crate::kernel::dsl::Float + crate::dtype::BlasBase {
     /// f32 for f16, bf16 and f32; f64 for f64.
     type Acc: crate::kernel::dsl::Float;
 }
+/// The type `T` computes in (`DnnFloat::Acc`, named apart from `BlasBase::Acc`).
+type Acc<T> = <T as DnnFloat>::Acc;
+
 impl DnnFloat for half::f16 {
     type Acc = f32;
 }
@@ -230,25 +236,28 @@ mod core_impl {
     use super::cuda::CudaDnn;
     use super::pool::Pool2d;
     use super::kernels::{bias_act, norm_rows, norm_rows4, softmax_rows, softmax_warp_rows, softmax_warp_rows4, THREADS, WARP_ROW_MAX};
-    use super::{apart, holds, shape, DnnFloat, Nonlinearity, Norm, Rows};
+    use super::{apart, holds, shape, Acc, AttentionMethod, DnnFloat, Nonlinearity, Norm, Rows};
     use crate::actor::Deferred;
     use crate::error::{GpuError, Invalid};
-    use crate::gpu_ref::GpuRef;
+    use crate::gpu_ref::{with_operands, GpuRef, Region, RegionMut};
     use crate::launch::LaunchConfig;
+    use crate::library::blas::{cpu_gemm, enqueue_gemm, validate, Batch, Gemm};
     use crate::library::engine::Kernels;
+    use cudarc::cublas::CudaBlas;
     use crate::library::seed::LibrarySeed;
     use crate::library::shell::Core;
 
     /// The dnn library of one generation: its kernels on the actor's stream, and on a
     /// GPU its cuDNN handle, made by the first convolution or pooling (a device whose
-    /// host lacks cuDNN still runs the row-wise kernels).
-    pub(crate) struct DnnCore(Kernels, Option<CudaDnn>);
+    /// host lacks cuDNN still runs the row-wise kernels), and its cuBLAS handle, made by
+    /// the first attention through GEMMs.
+    pub(crate) struct DnnCore(Kernels, Option<CudaDnn>, Option<CudaBlas>);
 
     impl Core for DnnCore {
         const WHAT: &'static str = "dnn actor";
 
         fn build(seed: &LibrarySeed) -> Result<Self, GpuError> {
-            Ok(DnnCore(Kernels::build(seed)?, None))
+            Ok(DnnCore(Kernels::build(seed)?, None, None))
         }
     }
 
@@ -258,6 +267,72 @@ mod core_impl {
             *slot = Some(CudaDnn::new(stream)?);
         }
         Ok(slot.as_mut().expect("just made"))
+    }
+
+    /// The cuBLAS handle of a core on `stream`, made on first use.
+    fn cublas<'a>(slot: &'a mut Option<CudaBlas>, stream: &std::sync::Arc<cudarc::driver::CudaStream>) -> Result<&'a CudaBlas, GpuError> {
+        if slot.is_none() {
+            *slot = Some(CudaBlas::new(stream.clone())?);
+        }
+        Ok(slot.as_ref().expect("just made"))
+    }
+
+    /// Where one strided batch of attention's GEMMs finds its matrices: the offset of its
+    /// first Q (and O), K (and V) and score matrix, and the strides between heads.
+    struct Group {
+        q_at: usize,
+        k_at: usize,
+        s_at: usize,
+        count: usize,
+        q_stride: usize,
+        k_stride: usize,
+    }
+
+    /// Attention's GEMM batches: one over every (batch item, head) for `[b, h, s, d]`;
+    /// for `[b, s, h, d]` one per batch item over its heads (the heads of a batch item
+    /// lie `d` apart, the batch items `s·h·d`: no single stride spans both), with the
+    /// leading dimension of Q, K, V and O.
+    fn groups(a: &Attention) -> (Vec<Group>, usize) {
+        let (h, lq, lk, d) = (a.heads, a.queries, a.keys, a.head_dim);
+        match a.layout {
+            AttentionLayout::Bhsd => (
+                vec![Group {
+                    q_at: 0,
+                    k_at: 0,
+                    s_at: 0,
+                    count: a.batch * h,
+                    q_stride: lq * d,
+                    k_stride: lk * d,
+                }],
+                d,
+            ),
+            AttentionLayout::Bshd => (
+                (0..a.batch)
+                    .map(|b| Group {
+                        q_at: b * lq * h * d,
+                        k_at: b * lk * h * d,
+                        s_at: b * h * lq * lk,
+                        count: h,
+                        q_stride: d,
+                        k_stride: d,
+                    })
+                    .collect(),
+                h * d,
+            ),
+        }
+    }
+
+    /// One batch of GEMMs `c = op(a)·op(b)`: cuBLAS on the stream, or the host GEMM.
+    fn gemm<T: DnnFloat>(blas: Option<&CudaBlas>, g: &Gemm<T>, batch: &Batch, a: &GpuRef<T>, b: &GpuRef<T>, c: &GpuRef<T>) -> Result<(), GpuError> {
+        validate(g, batch, a.len(), b.len(), c.len())?;
+        with_operands([a, b], c, |[ra, rb], rc| match (blas, ra, rb, rc) {
+            (None, Region::Cpu(av), Region::Cpu(bv), RegionMut::Cpu(cv)) => {
+                cpu_gemm(g, batch, av, bv, cv);
+                Ok(())
+            }
+            (Some(blas), Region::Cuda(av), Region::Cuda(bv), RegionMut::Cuda(mut cv)) => enqueue_gemm(blas, g, batch, &av, &bv, &mut cv).map_err(GpuError::from),
+            _ => Err(GpuError::invalid("attention: buffers of another backend")),
+        })?
     }
 
     /// One block per row.
@@ -314,12 +389,12 @@ mod core_impl {
                 };
                 // 16-byte accesses where every row starts 16-byte aligned.
                 if s.cols % 4 == 0 && x.offset() % 4 == 0 && y.offset() % 4 == 0 {
-                    softmax_warp_rows4::call::<T, T::Acc>(cfg, &x, s.rows, s.cols, log, from_y, &mut y)
+                    softmax_warp_rows4::call::<T, Acc<T>>(cfg, &x, s.rows, s.cols, log, from_y, 1.0, 1, 0, &mut y)
                 } else {
-                    softmax_warp_rows::call::<T, T::Acc>(cfg, &x, s.rows, s.cols, log, from_y, &mut y)
+                    softmax_warp_rows::call::<T, Acc<T>>(cfg, &x, s.rows, s.cols, log, from_y, &mut y)
                 }
             } else {
-                softmax_rows::call::<T, T::Acc>(per_row(s.rows), &x, s.cols, log, from_y, &mut y)
+                softmax_rows::call::<T, Acc<T>>(per_row(s.rows), &x, s.cols, log, from_y, &mut y)
             };
             self.0.run("dnn", op, || self.0.launch(call))
         }
@@ -350,9 +425,9 @@ mod core_impl {
             // 16-byte accesses where every row, γ and β start 16-byte aligned.
             let quads = s.cols % 4 == 0 && [x.offset(), y.offset(), gamma.offset(), b.offset()].iter().all(|o| o % 4 == 0);
             let call = if quads {
-                norm_rows4::call::<T, T::Acc>(per_row(s.rows), &x, gamma, b, s.cols, s.eps, rms, from_y, &mut y)
+                norm_rows4::call::<T, Acc<T>>(per_row(s.rows), &x, gamma, b, s.cols, s.eps, rms, from_y, &mut y)
             } else {
-                norm_rows::call::<T, T::Acc>(per_row(s.rows), &x, gamma, b, s.cols, s.eps, rms, from_y, &mut y)
+                norm_rows::call::<T, Acc<T>>(per_row(s.rows), &x, gamma, b, s.cols, s.eps, rms, from_y, &mut y)
             };
             self.0.run("dnn", op, || self.0.launch(call))
         }
@@ -386,7 +461,7 @@ mod core_impl {
             let geom = ConvGeom::of(&g);
             let mut cfg = LaunchConfig::for_elements(len, THREADS);
             cfg.grid.0 = cfg.grid.0.min(65_536);
-            let DnnCore(kernels, slot) = self;
+            let DnnCore(kernels, slot, _) = self;
             kernels.run("dnn", op, || {
                 if let Some(stream) = kernels.stream() {
                     if cudnn(slot, stream)?.conv(&g, dir, named)? {
@@ -394,15 +469,15 @@ mod core_impl {
                     }
                 }
                 kernels.launch(match dir {
-                    Direction::Forward => conv_forward::call::<T, T::Acc>(cfg, a, b, geom, &mut o),
-                    Direction::BackwardData => conv_backward_data::call::<T, T::Acc>(cfg, a, b, geom, &mut o),
-                    Direction::BackwardFilter => conv_backward_filter::call::<T, T::Acc>(cfg, a, b, geom, &mut o),
+                    Direction::Forward => conv_forward::call::<T, Acc<T>>(cfg, a, b, geom, &mut o),
+                    Direction::BackwardData => conv_backward_data::call::<T, Acc<T>>(cfg, a, b, geom, &mut o),
+                    Direction::BackwardFilter => conv_backward_filter::call::<T, Acc<T>>(cfg, a, b, geom, &mut o),
                 })
             })
         }
 
         /// Scaled-dot-product attention of `q`, `k`, `v` into `o`.
-        pub(crate) fn attention<T: DnnFloat>(&self, a: Attention, q: &GpuRef<T>, k: &GpuRef<T>, v: &GpuRef<T>, o: &GpuRef<T>) -> Result<Deferred<()>, GpuError> {
+        pub(crate) fn attention<T: DnnFloat>(&mut self, a: Attention, q: &GpuRef<T>, k: &GpuRef<T>, v: &GpuRef<T>, o: &GpuRef<T>) -> Result<Deferred<()>, GpuError> {
             let op = "attention";
             for r in [q, k, v, o] {
                 self.0.check(r)?;
@@ -419,14 +494,17 @@ mod core_impl {
                         .mismatch("apart from q, k and v", "an overlapping window"),
                 ));
             }
-            let (br, bc, bytes) = a.tiles(std::mem::size_of::<T::Acc>());
+            if a.resolved(op, std::mem::size_of::<T>())? == AttentionMethod::Gemm {
+                return self.attention_gemm(&a, q, k, v, o);
+            }
+            let (br, bc, bytes) = a.tiles(std::mem::size_of::<Acc<T>>());
             let cfg = LaunchConfig {
                 grid: (a.queries.div_ceil(br) as u32, (a.batch * a.heads) as u32, 1),
                 block: (ATTENTION_THREADS, 1, 1),
                 shared_mem_bytes: bytes as u32,
             };
             let mut o = o.view(..a.query_len())?;
-            let call = attention_forward::call::<T, T::Acc>(
+            let call = attention_forward::call::<T, Acc<T>>(
                 cfg,
                 q,
                 k,
@@ -445,6 +523,76 @@ mod core_impl {
             self.0.run("dnn", op, || self.0.launch(call))
         }
 
+        /// [`AttentionMethod::Gemm`] (shapes checked by the caller): `S = Q·Kᵀ` into a
+        /// temporary, the scaled and masked softmax of its rows in place, `O = P·V`, each
+        /// product one strided batch per [`groups`] entry. Row-major Q (`lq × d`, rows
+        /// `ld` apart) is column-major Qᵀ, so the scores, row-major `lq × lk`, are the
+        /// column-major `Sᵀ = K·Qᵀ` (A = K transposed, B = Q) and `Oᵀ = Vᵀ·Pᵀ` (A = V,
+        /// B = P) — no transposes in memory.
+        fn attention_gemm<T: DnnFloat>(&mut self, a: &Attention, q: &GpuRef<T>, k: &GpuRef<T>, v: &GpuRef<T>, o: &GpuRef<T>) -> Result<Deferred<()>, GpuError> {
+            let (lq, lk, d) = (a.queries, a.keys, a.head_dim);
+            let n = a.scores_len().expect("resolved: the scores' length fits");
+            // Every element is written by the first product before the softmax reads it.
+            let scores = self.0.uninit::<T>(n)?;
+            let standin = self.0.temp::<T>(1)?;
+            let (groups, ld) = groups(a);
+            let one = T::from_f64(1.0);
+            let zero = T::from_f64(0.0);
+            let product = Gemm::new(lk, lq, d).transposed(true, false).scaled(one, zero).leading(ld, ld, lk);
+            let apply = Gemm::new(d, lq, lk).scaled(one, zero).leading(ld, lk, ld);
+            let rows = n / lk;
+            let warps = (THREADS / 32) as usize;
+            let softmax = softmax_warp_rows4::call::<T, Acc<T>>(
+                LaunchConfig {
+                    grid: (rows.div_ceil(warps) as u32, 1, 1),
+                    ..per_row(1)
+                },
+                &standin,
+                rows,
+                lk,
+                0,
+                1,
+                a.scale_factor(),
+                lq,
+                u32::from(a.causal),
+                &mut scores.clone(),
+            );
+            let DnnCore(kernels, _, slot) = self;
+            let blas = match kernels.stream() {
+                Some(stream) => Some(cublas(slot, stream)?),
+                None => None,
+            };
+            let kernels = &*kernels;
+            kernels.run("dnn", "attention", || {
+                // The extent of a group's matrices in each operand.
+                let span = |at: usize, count: usize, stride: usize, rows: usize| at..at + (count - 1) * stride + (rows - 1) * ld + d;
+                for g in &groups {
+                    let sv = scores.view(g.s_at..g.s_at + g.count * lq * lk)?;
+                    let batch = Batch {
+                        count: g.count,
+                        stride_a: g.k_stride,
+                        stride_b: g.q_stride,
+                        stride_c: lq * lk,
+                    };
+                    let (kv, qv) = (k.view(span(g.k_at, g.count, g.k_stride, lk))?, q.view(span(g.q_at, g.count, g.q_stride, lq))?);
+                    gemm(blas, &product, &batch, &kv, &qv, &sv)?;
+                }
+                kernels.launch(softmax)?;
+                for g in &groups {
+                    let sv = scores.view(g.s_at..g.s_at + g.count * lq * lk)?;
+                    let batch = Batch {
+                        count: g.count,
+                        stride_a: g.k_stride,
+                        stride_b: lq * lk,
+                        stride_c: g.q_stride,
+                    };
+                    let (vv, ov) = (v.view(span(g.k_at, g.count, g.k_stride, lk))?, o.view(span(g.q_at, g.count, g.q_stride, lq))?);
+                    gemm(blas, &apply, &batch, &vv, &sv, &ov)?;
+                }
+                Ok(())
+            })
+        }
+
         /// Pools `x` into `y`.
         pub(crate) fn pool<T: DnnFloat>(&mut self, g: Pool2d, x: &GpuRef<T>, y: &GpuRef<T>) -> Result<Deferred<()>, GpuError> {
             let op = "pool2d";
@@ -456,7 +604,7 @@ mod core_impl {
             holds(op, y, g.output_len(), "y")?;
             let named = [(x, "x"), (y, "y")];
             crate::gpu_ref::check_apart(op, &named)?;
-            let DnnCore(kernels, slot) = self;
+            let DnnCore(kernels, slot, _) = self;
             kernels.run("dnn", op, || match kernels.stream() {
                 None => crate::gpu_ref::with_parts(op, named, |[rx, ry]| {
                     cpu::pool(&g, rx.into_host()?, ry.into_host()?);
@@ -485,7 +633,7 @@ mod core_impl {
             let mut cfg = LaunchConfig::for_elements(n, THREADS);
             cfg.grid.0 = cfg.grid.0.min(65_536);
             self.0.run("dnn", op, || {
-                self.0.launch(bias_act::call::<T, T::Acc>(cfg, &x, bias, s.cols, act.code(), from_y, &mut y))
+                self.0.launch(bias_act::call::<T, Acc<T>>(cfg, &x, bias, s.cols, act.code(), from_y, &mut y))
             })
         }
     }
@@ -573,8 +721,12 @@ impl DnnActor {
     }
 
     /// `o = softmax(q·kᵀ·scale [+ causal mask])·v`: scaled-dot-product attention (see
-    /// [`Attention`] for the layouts), one tiled kernel of ours — the scores never
-    /// reach memory. Computed in f32 (f64 for f64). `o` lies apart from the inputs.
+    /// [`Attention`] for the layouts) — two strided-batched GEMMs (cuBLAS on a GPU) with
+    /// the softmax in place between them where the scores fit [`GEMM_SCORES_MAX`], else
+    /// one tiled kernel of ours whose scores never reach memory ([`AttentionMethod`]
+    /// chooses). The softmax computes in f32 (f64 for f64); with the GEMMs the scores
+    /// and weights are stored in the element type, as PyTorch's math attention stores
+    /// them. `o` lies apart from the inputs.
     #[handler(dtypes(float), device)]
     fn attention<T: DnnFloat>(&mut self, op: Attention, q: GpuRef<T>, k: GpuRef<T>, v: GpuRef<T>, o: GpuRef<T>) -> Result<Deferred<()>, GpuError> {
         self.0.core()?.attention(op, &q, &k, &v, &o)
@@ -590,5 +742,5 @@ impl DnnActor {
 
 /// What `atomr_accel_cuda::prelude` takes from this library.
 pub mod prelude {
-    pub use super::{AlgoSearch, Attention, AttentionLayout, Conv2d, ImageLayout, Nonlinearity, Norm, Pool2d, PoolMode, Rows};
+    pub use super::{AlgoSearch, Attention, AttentionLayout, AttentionMethod, Conv2d, ImageLayout, Nonlinearity, Norm, Pool2d, PoolMode, Rows};
 }
