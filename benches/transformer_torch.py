@@ -1,6 +1,6 @@
 """The transformer block of examples/transformer_block.rs in PyTorch eager (and
 torch.compile where it works): pre-norm, non-causal attention as einsum + softmax +
-einsum, GELU (tanh form) MLP, residuals; f32 and bf16; the same shape as the example's
+einsum (and, a second row, through F.scaled_dot_product_attention), GELU (tanh form) MLP, residuals; f32 and bf16; the same shape as the example's
 arguments. Each block synchronized, median of 7 rounds of 5.
 Run on the GPU host: python3 benches/transformer_torch.py [batch seq model heads]
 """
@@ -14,12 +14,17 @@ b, t, d, h = (int(a) for a in (sys.argv[1:5] if len(sys.argv) >= 5 else (8, 1024
 f, dh = 4 * d, d // h
 
 
-def block(x, p):
+def block(x, p, sdpa=False):
     ln = F.layer_norm(x, (d,), p["g1"], p["be1"])
     q, k, v = ln @ p["wq"], ln @ p["wk"], ln @ p["wv"]
     heads = (b, t, h, dh)
-    s = torch.einsum("bqhc,bkhc->bhqk", q.view(heads), k.view(heads)) * (dh ** -0.5)
-    o = torch.einsum("bhqk,bkhc->bqhc", torch.softmax(s, -1), v.view(heads)).reshape(b, t, d)
+    if sdpa:
+        # F.scaled_dot_product_attention (flash / memory-efficient kernels) on [b, h, t, dh].
+        qh, kh, vh = (y.view(heads).transpose(1, 2) for y in (q, k, v))
+        o = F.scaled_dot_product_attention(qh, kh, vh).transpose(1, 2).reshape(b, t, d)
+    else:
+        s = torch.einsum("bqhc,bkhc->bhqk", q.view(heads), k.view(heads)) * (dh ** -0.5)
+        o = torch.einsum("bhqk,bkhc->bqhc", torch.softmax(s, -1), v.view(heads)).reshape(b, t, d)
     hid = x + o @ p["wo"]
     u = F.gelu(F.layer_norm(hid, (d,), p["g2"], p["be2"]) @ p["w1"] + p["b1"], approximate="tanh")
     return hid + u @ p["w2"] + p["b2"]
@@ -52,6 +57,8 @@ for dtype, name in ((torch.float32, "f32"), (torch.bfloat16, "bf16")):
     with torch.no_grad():
         s = timed(lambda: block(x, p))
         print(f"RESULT | transformer block {b}x{t}x{d}, {h} heads {name} | torch eager {s * 1e3:.3f} ms ({flops / s / 1e12:.1f} TFLOP/s)")
+        s = timed(lambda: block(x, p, sdpa=True))
+        print(f"RESULT | transformer block {b}x{t}x{d}, {h} heads {name} | torch eager, SDPA {s * 1e3:.3f} ms ({flops / s / 1e12:.1f} TFLOP/s)")
         try:
             compiled = torch.compile(block)
             s = timed(lambda: compiled(x, p))

@@ -1,13 +1,13 @@
 //! One pre-norm transformer block — layer norm, Q/K/V projections, multi-head attention,
 //! output projection with the residual, layer norm, an MLP with GELU, the second
-//! residual — through the tensor and dnn libraries' calls (`contract`, `softmax`,
+//! residual — through the tensor and dnn libraries' calls (`contract`, `attention`,
 //! `layer_norm`, `bias_activation`), in f32 and bf16 with fresh random weights, checked
 //! against a float64 reference of the same block on the host, and timed.
 //!
 //! `cargo run --release --example transformer_block [batch seq model heads]` (default
 //! 2 64 128 4; on the GPU try 8 1024 1024 16). Opens the GPU when present, else the
-//! CPU device. Attention is not causal and not fused: scores, softmax and the weighted
-//! values are three calls.
+//! CPU device. Attention is not causal: one `attention` call on the projections as they
+//! lie (`[batch, seq, heads, head_dim]`), through batched GEMMs where its scores fit.
 
 use std::time::Instant;
 
@@ -191,7 +191,7 @@ async fn block<T: TensorScalar + DnnScalar + Float>(
         buf(rows * d).await?,
     );
     let (hid, u, y) = (buf(rows * d).await?, buf(rows * f).await?, buf(rows * d).await?);
-    let scores = buf(z.b * z.h * z.t * z.t).await?;
+    let attention = Attention::new(z.b, z.h, z.t, z.t, dh).layout(AttentionLayout::Bshd);
     let proj = |k: usize, n: usize| Contraction::new("rk,kn->rn", &[rows, k], &[k, n]);
     let mut took = vec![];
     for _ in 0..reps {
@@ -206,13 +206,8 @@ async fn block<T: TensorScalar + DnnScalar + Float>(
         rq?;
         rk?;
         rv?;
-        // Heads are a view of the model axis: [b, t, h, dh].
-        let heads = [z.b, z.t, z.h, dh];
-        let s = Contraction::new("bqhc,bkhc->bhqk", &heads, &heads).scaled(1.0 / (dh as f64).sqrt(), 0.0);
-        dev.contract(s, &q, &k, &scores).await?;
-        dev.softmax(Rows::new(z.b * z.h * z.t, z.t), &scores, &scores).await?;
-        let pv = Contraction::new("bhqk,bkhc->bqhc", &[z.b, z.h, z.t, z.t], &heads);
-        dev.contract(pv, &scores, &v, &o).await?;
+        // Heads are a view of the model axis: q, k, v are [b, t, h, dh] as they stand.
+        dev.attention(attention, &q, &k, &v, &o).await?;
         // hid = x + o·Wo: the residual is the GEMM's beta.
         dev.copy(&gx, &hid).await?;
         dev.contract(proj(d, d).scaled(1.0, 1.0), &o, &wo, &hid).await?;
