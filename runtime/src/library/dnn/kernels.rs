@@ -150,12 +150,13 @@ pub(crate) fn softmax_warp_rows<T: Float, A: Float>(x: &[T], rows: usize, cols: 
 /// the sum come from one pass over the row (the online softmax), so the row is read
 /// twice, not three times.
 ///
-/// Each element is taken times `scale` first, and with `causal` 1 row `r` sees only its
-/// first `r % queries + 1` elements (the others count as −∞: 0 out of a softmax, −∞ out
-/// of a log-softmax, and are not read): attention's scores, `Q·Kᵀ` of `queries` rows
-/// per head, turned into weights in place. A plain softmax passes 1 and 0.
-#[atomr_accel_cuda_macros::kernel(crate = crate)]
-pub(crate) fn softmax_warp_rows4<T: Float, A: Float>(
+/// With `SCORES` 1 each element is taken times `scale` first, and with `causal` 1 row
+/// `r` sees only its first `r % queries + 1` elements (the others count as −∞: 0 out of
+/// a softmax, −∞ out of a log-softmax, and are not read): attention's scores, `Q·Kᵀ` of
+/// `queries` rows per head, turned into weights in place. `SCORES` 0, a plain softmax,
+/// compiles without the scaling and the bound (with them, f16 rows took 22 % longer).
+#[atomr_accel_cuda_macros::kernel(crate = crate, consts(SCORES = [0, 1]))]
+pub(crate) fn softmax_warp_rows4<T: Float, A: Float, const SCORES: u32>(
     x: &[T],
     rows: usize,
     cols: usize,
@@ -175,7 +176,7 @@ pub(crate) fn softmax_warp_rows4<T: Float, A: Float>(
         let c = A::from_f64(scale);
         // The elements this row sees, and the quads holding them.
         let mut seen = cols;
-        if causal == 1 && row % queries + 1 < cols {
+        if SCORES == 1 && causal == 1 && row % queries + 1 < cols {
             seen = row % queries + 1;
         }
         let seen_quads = (seen + 3) / 4;
@@ -187,10 +188,10 @@ pub(crate) fn softmax_warp_rows4<T: Float, A: Float>(
         let mut q = lane;
         while q < seen_quads {
             let v: Vec4<T> = if from_y == 1 { y.load4(qb + q) } else { x.load4(qb + q) };
-            let a: A = seen_or(A::from_f64(v.x.to_f64()) * c, 4 * q, seen);
-            let b: A = seen_or(A::from_f64(v.y.to_f64()) * c, 4 * q + 1, seen);
-            let cc: A = seen_or(A::from_f64(v.z.to_f64()) * c, 4 * q + 2, seen);
-            let d: A = seen_or(A::from_f64(v.w.to_f64()) * c, 4 * q + 3, seen);
+            let a: A = score(SCORES, A::from_f64(v.x.to_f64()), c, 4 * q, seen);
+            let b: A = score(SCORES, A::from_f64(v.y.to_f64()), c, 4 * q + 1, seen);
+            let cc: A = score(SCORES, A::from_f64(v.z.to_f64()), c, 4 * q + 2, seen);
+            let d: A = score(SCORES, A::from_f64(v.w.to_f64()), c, 4 * q + 3, seen);
             let mn = m.max(a.max(b).max(cc.max(d)));
             if mn > ninf {
                 s = s * (m - mn).exp() + (a - mn).exp() + (b - mn).exp() + (cc - mn).exp() + (d - mn).exp();
@@ -212,16 +213,16 @@ pub(crate) fn softmax_warp_rows4<T: Float, A: Float>(
         let (inv, ln) = (s.recip(), s.ln());
         q = lane;
         while q < quads {
-            // Past what the row sees, nothing is read: `seen_or` makes every lane −∞.
+            // Past what the row sees, nothing is read: `score` makes every lane −∞.
             let mut v: Vec4<T> = Vec4::splat(T::zero());
-            if q < seen_quads {
+            if SCORES == 0 || q < seen_quads {
                 v = if from_y == 1 { y.load4(qb + q) } else { x.load4(qb + q) };
             }
             let mut w: Vec4<T> = v;
-            let a: A = seen_or(A::from_f64(v.x.to_f64()) * c, 4 * q, seen) - m;
-            let b: A = seen_or(A::from_f64(v.y.to_f64()) * c, 4 * q + 1, seen) - m;
-            let cc: A = seen_or(A::from_f64(v.z.to_f64()) * c, 4 * q + 2, seen) - m;
-            let d: A = seen_or(A::from_f64(v.w.to_f64()) * c, 4 * q + 3, seen) - m;
+            let a: A = score(SCORES, A::from_f64(v.x.to_f64()), c, 4 * q, seen) - m;
+            let b: A = score(SCORES, A::from_f64(v.y.to_f64()), c, 4 * q + 1, seen) - m;
+            let cc: A = score(SCORES, A::from_f64(v.z.to_f64()), c, 4 * q + 2, seen) - m;
+            let d: A = score(SCORES, A::from_f64(v.w.to_f64()), c, 4 * q + 3, seen) - m;
             if log == 1 {
                 w.x = T::from_f64((a - ln).to_f64());
                 w.y = T::from_f64((b - ln).to_f64());
@@ -239,11 +240,14 @@ pub(crate) fn softmax_warp_rows4<T: Float, A: Float>(
     }
 }
 
-/// `v` for an element the row sees (`k < seen`), else −∞.
+/// Element `k` of a row as the softmax takes it: `v` itself (`scores` 0), or — scores —
+/// `v·c` where the row sees it (`k < seen`), else −∞.
 #[atomr_accel_cuda_macros::device(crate = crate)]
-fn seen_or<A: Float>(v: A, k: usize, seen: usize) -> A {
-    if k < seen {
+fn score<A: Float>(scores: u32, v: A, c: A, k: usize, seen: usize) -> A {
+    if scores == 0 {
         v
+    } else if k < seen {
+        v * c
     } else {
         -A::infinity()
     }

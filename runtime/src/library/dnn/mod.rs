@@ -389,7 +389,7 @@ mod core_impl {
                 };
                 // 16-byte accesses where every row starts 16-byte aligned.
                 if s.cols % 4 == 0 && x.offset() % 4 == 0 && y.offset() % 4 == 0 {
-                    softmax_warp_rows4::call::<T, Acc<T>>(cfg, &x, s.rows, s.cols, log, from_y, 1.0, 1, 0, &mut y)
+                    softmax_warp_rows4::call::<T, Acc<T>, 0>(cfg, &x, s.rows, s.cols, log, from_y, 1.0, 1, 0, &mut y)
                 } else {
                     softmax_warp_rows::call::<T, Acc<T>>(cfg, &x, s.rows, s.cols, log, from_y, &mut y)
                 }
@@ -542,7 +542,7 @@ mod core_impl {
             let apply = Gemm::new(d, lq, lk).scaled(one, zero).leading(ld, lk, ld);
             let rows = n / lk;
             let warps = (THREADS / 32) as usize;
-            let softmax = softmax_warp_rows4::call::<T, Acc<T>>(
+            let softmax = softmax_warp_rows4::call::<T, Acc<T>, 1>(
                 LaunchConfig {
                     grid: (rows.div_ceil(warps) as u32, 1, 1),
                     ..per_row(1)
