@@ -64,12 +64,22 @@ fn reduce_pass<T: Float>(x: &[T], out: &mut [f64], op: u32) {
     let quads = x.len() / 4;
     let tail = quads * 4 + global_index();
     let mut q = global_index();
+    let stride = grid_stride();
     let mut acc: f64 = 0.0;
+    // Two loads per step, both issued before either is used, so that each thread keeps
+    // 32 bytes in flight; the elements still meet `acc` in the same order as one load
+    // per step (the same bits).
     if op == 0 {
-        while q < quads {
+        while q + stride < quads {
+            let v: Vec4<T> = x.load4(q);
+            let u: Vec4<T> = x.load4(q + stride);
+            acc += (v.x.to_f64() + v.y.to_f64()) + (v.z.to_f64() + v.w.to_f64());
+            acc += (u.x.to_f64() + u.y.to_f64()) + (u.z.to_f64() + u.w.to_f64());
+            q += 2 * stride;
+        }
+        if q < quads {
             let v: Vec4<T> = x.load4(q);
             acc += (v.x.to_f64() + v.y.to_f64()) + (v.z.to_f64() + v.w.to_f64());
-            q += grid_stride();
         }
         if tail < x.len() {
             acc += x[tail].to_f64();
@@ -81,14 +91,16 @@ fn reduce_pass<T: Float>(x: &[T], out: &mut [f64], op: u32) {
         if op == 2 {
             m = -T::infinity();
         }
-        while q < quads {
+        while q + stride < quads {
             let v: Vec4<T> = x.load4(q);
-            if op == 1 {
-                m = m.min(v.x).min(v.y).min(v.z).min(v.w);
-            } else {
-                m = m.max(v.x).max(v.y).max(v.z).max(v.w);
-            }
-            q += grid_stride();
+            let u: Vec4<T> = x.load4(q + stride);
+            m = extreme(op, m, v.x, v.y, v.z, v.w);
+            m = extreme(op, m, u.x, u.y, u.z, u.w);
+            q += 2 * stride;
+        }
+        if q < quads {
+            let v: Vec4<T> = x.load4(q);
+            m = extreme(op, m, v.x, v.y, v.z, v.w);
         }
         if tail < x.len() {
             if op == 1 {
@@ -112,6 +124,19 @@ fn reduce_pass<T: Float>(x: &[T], out: &mut [f64], op: u32) {
     if t == 0 {
         out[block_idx_x()] = tile[0];
     }
+}
+
+/// The minimum (`op` 1) or maximum of `m` and four lanes: the running extreme first in
+/// every step, so that a NaN lane is skipped.
+#[atomr_accel_cuda_macros::device(crate = crate)]
+fn extreme<T: Float>(op: u32, m: T, a: T, b: T, c: T, d: T) -> T {
+    let mut e = m;
+    if op == 1 {
+        e = e.min(a).min(b).min(c).min(d);
+    } else {
+        e = e.max(a).max(b).max(c).max(d);
+    }
+    e
 }
 
 /// Whether candidate `(c, j)` beats the best so far `(v, k)` of an argmax (`max` 1) or
