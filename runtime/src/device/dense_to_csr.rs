@@ -26,8 +26,11 @@ use crate::library::sparse::{CsrMatrix, MAX_DIM};
 
 /// Threads per block of both passes (one row each, along x).
 const THREADS: u32 = 128;
-/// About how many (row, chunk) pairs a conversion aims at: enough to fill a GPU.
-const TARGET_PAIRS: usize = 1 << 17;
+/// About how many (row, chunk) pairs a conversion aims at: enough threads to fill a
+/// GPU twice over. The fill pass waits on its scattered loads and stores; at 2^17 pairs
+/// it ran with half the warps a GPU holds (Nsight Compute: 47 % active), and 2^19
+/// takes the benchmark's conversions 4–19 % faster (BENCHMARKS.md).
+const TARGET_PAIRS: usize = 1 << 19;
 /// The fewest columns a chunk reads (below this a thread does too little to pay for
 /// its place in the scan).
 const MIN_WIDTH: usize = 32;
