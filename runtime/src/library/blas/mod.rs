@@ -216,6 +216,30 @@ pub(crate) fn enqueue_gemm<T: BlasBase, A: DevicePtr<T>, B: DevicePtr<T>, C: Dev
 }
 
 #[cfg(feature = "blas")]
+/// One GEMM (strided-batched when `batch.count > 1`) over handles, checked first: on
+/// `blas`'s stream, or — `None`, the CPU device — the host GEMM. For the libraries
+/// whose compositions multiply between their own kernels (the tensor library's
+/// contractions, attention's two products).
+pub(crate) fn gemm_on<T: BlasBase>(
+    blas: Option<&CudaBlas>,
+    g: &Gemm<T>,
+    batch: &Batch,
+    (a, b, c): (&GpuRef<T>, &GpuRef<T>, &GpuRef<T>),
+) -> Result<(), GpuError> {
+    validate(g, batch, a.len(), b.len(), c.len())?;
+    with_operands([a, b], c, |[ra, rb], rc| match (blas, ra, rb, rc) {
+        (None, Region::Cpu(av), Region::Cpu(bv), RegionMut::Cpu(cv)) => {
+            cpu_gemm(g, batch, av, bv, cv);
+            Ok(())
+        }
+        (Some(blas), Region::Cuda(av), Region::Cuda(bv), RegionMut::Cuda(mut cv)) => {
+            enqueue_gemm(blas, g, batch, &av, &bv, &mut cv).map_err(GpuError::from)
+        }
+        _ => Err(GpuError::invalid("a GEMM over buffers of another backend")),
+    })?
+}
+
+#[cfg(feature = "blas")]
 /// The BLAS actor's state for one generation: the cuBLAS handle and its stream, or the
 /// CPU device.
 pub(crate) struct BlasCore {

@@ -239,9 +239,9 @@ mod core_impl {
     use super::{apart, holds, shape, Acc, AttentionMethod, DnnFloat, Nonlinearity, Norm, Rows};
     use crate::actor::Deferred;
     use crate::error::{GpuError, Invalid};
-    use crate::gpu_ref::{with_operands, GpuRef, Region, RegionMut};
+    use crate::gpu_ref::GpuRef;
     use crate::launch::LaunchConfig;
-    use crate::library::blas::{cpu_gemm, enqueue_gemm, validate, Batch, Gemm};
+    use crate::library::blas::{gemm_on, Batch, Gemm};
     use crate::library::engine::Kernels;
     use cudarc::cublas::CudaBlas;
     use crate::library::seed::LibrarySeed;
@@ -320,19 +320,6 @@ mod core_impl {
                 h * d,
             ),
         }
-    }
-
-    /// One batch of GEMMs `c = op(a)·op(b)`: cuBLAS on the stream, or the host GEMM.
-    fn gemm<T: DnnFloat>(blas: Option<&CudaBlas>, g: &Gemm<T>, batch: &Batch, a: &GpuRef<T>, b: &GpuRef<T>, c: &GpuRef<T>) -> Result<(), GpuError> {
-        validate(g, batch, a.len(), b.len(), c.len())?;
-        with_operands([a, b], c, |[ra, rb], rc| match (blas, ra, rb, rc) {
-            (None, Region::Cpu(av), Region::Cpu(bv), RegionMut::Cpu(cv)) => {
-                cpu_gemm(g, batch, av, bv, cv);
-                Ok(())
-            }
-            (Some(blas), Region::Cuda(av), Region::Cuda(bv), RegionMut::Cuda(mut cv)) => enqueue_gemm(blas, g, batch, &av, &bv, &mut cv).map_err(GpuError::from),
-            _ => Err(GpuError::invalid("attention: buffers of another backend")),
-        })?
     }
 
     /// One block per row.
@@ -575,7 +562,7 @@ mod core_impl {
                         stride_c: lq * lk,
                     };
                     let (kv, qv) = (k.view(span(g.k_at, g.count, g.k_stride, lk))?, q.view(span(g.q_at, g.count, g.q_stride, lq))?);
-                    gemm(blas, &product, &batch, &kv, &qv, &sv)?;
+                    gemm_on(blas, &product, &batch, (&kv, &qv, &sv))?;
                 }
                 kernels.launch(softmax)?;
                 for g in &groups {
@@ -587,7 +574,7 @@ mod core_impl {
                         stride_c: g.q_stride,
                     };
                     let (vv, ov) = (v.view(span(g.k_at, g.count, g.k_stride, lk))?, o.view(span(g.q_at, g.count, g.q_stride, lq))?);
-                    gemm(blas, &apply, &batch, &vv, &sv, &ov)?;
+                    gemm_on(blas, &apply, &batch, (&vv, &sv, &ov))?;
                 }
                 Ok(())
             })

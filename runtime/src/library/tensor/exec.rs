@@ -11,9 +11,9 @@ use super::modes::{Elementwise, ElementwiseTrinary, ModeDim, TensorReduction};
 use super::{Contraction, TensorFloat};
 use crate::actor::Deferred;
 use crate::error::{GpuError, Invalid};
-use crate::gpu_ref::{with_operands, GpuRef, Region, RegionMut};
+use crate::gpu_ref::GpuRef;
 use crate::launch::LaunchConfig;
-use crate::library::blas::{cpu_gemm, enqueue_gemm, validate, Batch, Gemm};
+use crate::library::blas::{gemm_on, Batch, Gemm};
 use crate::library::engine::Kernels;
 use crate::library::seed::LibrarySeed;
 use crate::library::shell::Core;
@@ -236,8 +236,7 @@ impl TensorCore {
             stride_b: stride_b.unwrap_or(k * n),
             stride_c,
         };
-        validate(&g, &batch, first.len(), second.len(), out.len())?;
-        self.gemm(&g, &batch, (&first, &second, &out))?;
+        gemm_on(self.blas.as_ref(), &g, &batch, (&first, &second, &out))?;
         if let Sink::Scatter(dims) = &plan.sink {
             self.kernels.launch(scatter::call::<T>(config(out.len()), &out, dims8(dims, "C")?, spec.beta, &mut c.clone()))?;
         }
@@ -261,26 +260,6 @@ impl TensorCore {
             }
         }
     }
-
-    /// The strided-batched GEMM of the plan.
-    fn gemm<T: TensorFloat>(
-        &self,
-        g: &Gemm<T>,
-        batch: &Batch,
-        (a, b, c): (&GpuRef<T>, &GpuRef<T>, &GpuRef<T>),
-    ) -> Result<(), GpuError> {
-        with_operands([a, b], c, |[ra, rb], rc| match (&self.blas, ra, rb, rc) {
-            (None, Region::Cpu(av), Region::Cpu(bv), RegionMut::Cpu(cv)) => {
-                cpu_gemm(g, batch, av, bv, cv);
-                Ok(())
-            }
-            (Some(blas), Region::Cuda(av), Region::Cuda(bv), RegionMut::Cuda(mut cv)) => {
-                enqueue_gemm(blas, g, batch, &av, &bv, &mut cv).map_err(GpuError::from)
-            }
-            _ => Err(GpuError::invalid("einsum: buffers of another backend")),
-        })?
-    }
-
 }
 
 /// The elements of a temporary of these extents; an error where they overflow (a
