@@ -90,18 +90,18 @@ impl Kernels {
         GpuRef::new(self.shared.config.device_id, self.generation, len, storage, None)
     }
 
-    /// A temporary of `len` elements left uninitialized on a GPU (zeroed on the CPU
-    /// device), for one whose every element the first kernel writes: clearing the scores
-    /// of an attention would cost a pass over hundreds of MiB.
+    /// A temporary of `len` elements left uninitialized on a GPU where every bit pattern
+    /// of `T` is a value (`sys::uninit`; zeroed otherwise and on the CPU device), for one
+    /// whose every element the first kernel writes: clearing the scores of an attention
+    /// would cost a pass over hundreds of MiB.
     pub(crate) fn uninit<T: DTypeBase>(&self, len: usize) -> Result<GpuRef<T>, GpuError> {
-        let storage = match &self.engine {
-            KernelEngine::Cpu => Storage::Cpu(vec![T::default(); len].into()),
-            // SAFETY: stream-ordered allocation of plain device memory; the caller writes
-            // every element before any is read (the contents are otherwise arbitrary bits
-            // of a `DTypeBase` type, valid for every bit pattern).
-            KernelEngine::Cuda { stream, .. } => Storage::Cuda(unsafe { stream.alloc::<T>(len) }?),
+        let KernelEngine::Cuda { stream, .. } = &self.engine else {
+            return self.temp(len);
         };
-        Ok(self.own(len, storage))
+        match crate::sys::uninit::alloc_uninit::<T>(stream, len) {
+            Some(slice) => Ok(self.own(len, Storage::Cuda(slice?))),
+            None => self.temp(len),
+        }
     }
 
     /// Runs `work` (enqueues, or on the CPU device the work itself), timed on the

@@ -527,7 +527,9 @@ mod core_impl {
             let zero = T::from_f64(0.0);
             let product = Gemm::new(lk, lq, d).transposed(true, false).scaled(one, zero).leading(ld, ld, lk);
             let apply = Gemm::new(d, lq, lk).scaled(one, zero).leading(ld, lk, ld);
+            // The softmax's rows: a count a grid holds, checked as a row-wise op's.
             let rows = n / lk;
+            shape("attention", rows, lk)?;
             let warps = (THREADS / 32) as usize;
             let softmax = softmax_warp_rows4::call::<T, Acc<T>, 1>(
                 LaunchConfig {
