@@ -639,6 +639,9 @@ async fn attention_of<T: DnnScalar + Float>(d: &Device, gpu: bool) {
                 .layout(AttentionLayout::Bshd),
         );
         shapes.push(Attention::new(1, 8, 300, 700, 128));
+        // Longer sequences: 2.4 and 2.3 million scores per head.
+        shapes.push(Attention::new(2, 3, 1500, 1600, 16).causal(true));
+        shapes.push(Attention::new(1, 3, 1100, 2048, 8).layout(AttentionLayout::Bshd));
     }
     for shape in shapes {
         let mut methods = vec![AttentionMethod::Auto, AttentionMethod::Tiled];

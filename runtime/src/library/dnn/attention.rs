@@ -30,17 +30,19 @@ crate::wire::wire_enum!(AttentionLayout {
 /// attention does the same).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum AttentionMethod {
-    /// [`AttentionMethod::Gemm`] where its scores take at most [`GEMM_SCORES_MAX`]
-    /// bytes and `keys` is a multiple of 4; else [`AttentionMethod::Tiled`].
+    /// [`AttentionMethod::Gemm`] where one head's scores take at most
+    /// [`GEMM_SCORES_MAX`] bytes and `keys` is a multiple of 4; else
+    /// [`AttentionMethod::Tiled`].
     #[default]
     Auto,
     /// One tiled kernel in the manner of FlashAttention: memory O(queries·head_dim),
     /// CUDA cores.
     Tiled,
     /// `S = Q·Kᵀ` and `O = P·V` as strided-batched GEMMs (cuBLAS on a GPU: tensor cores
-    /// for f16/bf16), the scaled, masked softmax in place between them: a temporary of
-    /// `batch·heads·queries·keys` elements (in the element type). Needs `keys` a
-    /// multiple of 4.
+    /// for f16/bf16), the scaled, masked softmax in place between them, a batch of heads
+    /// at a time: a temporary of at most 256 MiB of scores in the element type (one
+    /// head's, `queries·keys` elements, where that is more). Needs `keys` a multiple of
+    /// 4.
     Gemm,
 }
 
@@ -50,7 +52,8 @@ crate::wire::wire_enum!(AttentionMethod {
     AttentionMethod::Gemm
 });
 
-/// The most bytes of scores [`AttentionMethod::Auto`] puts in memory (1 GiB).
+/// The most bytes of one head's scores (`queries·keys` elements) for which
+/// [`AttentionMethod::Auto`] takes the GEMMs (1 GiB).
 pub const GEMM_SCORES_MAX: usize = 1 << 30;
 
 /// Scaled-dot-product attention, `O = softmax(Q·Kᵀ · scale [+ causal mask]) · V`, as
@@ -176,12 +179,9 @@ impl Attention {
         self.batch * self.heads * self.keys * self.head_dim
     }
 
-    /// Elements of the scores [`AttentionMethod::Gemm`] keeps in memory; `None` where
-    /// they overflow.
+    /// Elements of one head's scores (`queries·keys`); `None` where they overflow.
     pub fn scores_len(&self) -> Option<usize> {
-        [self.heads, self.queries, self.keys]
-            .iter()
-            .try_fold(self.batch, |acc, &e| acc.checked_mul(e))
+        self.queries.checked_mul(self.keys)
     }
 
     /// The method `Auto` resolves to for elements of `elem_bytes`; an error where `Gemm`
@@ -286,8 +286,9 @@ mod tests {
     fn auto_resolves_by_shape_and_gemm_refuses_odd_keys() {
         let a = Attention::new(8, 16, 1024, 1024, 64);
         assert_eq!(a.resolved("t", 2).unwrap(), AttentionMethod::Gemm);
-        // 8·16·8192² f16 scores: 16 GiB, over the bound.
-        let long = Attention::new(8, 16, 8192, 8192, 64);
+        // One head's 32768² f16 scores: 2 GiB, over the bound (8192²: 128 MiB, under).
+        assert_eq!(Attention::new(8, 16, 8192, 8192, 64).resolved("t", 2).unwrap(), AttentionMethod::Gemm);
+        let long = Attention::new(1, 1, 32768, 32768, 64);
         assert_eq!(long.resolved("t", 2).unwrap(), AttentionMethod::Tiled);
         assert_eq!(long.method(AttentionMethod::Gemm).resolved("t", 2).unwrap(), AttentionMethod::Gemm);
         let odd = Attention::new(1, 1, 5, 7, 8);

@@ -278,47 +278,90 @@ mod core_impl {
     }
 
     /// Where one strided batch of attention's GEMMs finds its matrices: the offset of its
-    /// first Q (and O), K (and V) and score matrix, and the strides between heads.
+    /// first Q (and O) and K (and V) matrix, how many, and the strides between them.
     struct Group {
         q_at: usize,
         k_at: usize,
-        s_at: usize,
         count: usize,
         q_stride: usize,
         k_stride: usize,
     }
 
-    /// Attention's GEMM batches: one over every (batch item, head) for `[b, h, s, d]`;
-    /// for `[b, s, h, d]` one per batch item over its heads (the heads of a batch item
-    /// lie `d` apart, the batch items `s·h·d`: no single stride spans both), with the
-    /// leading dimension of Q, K, V and O.
-    fn groups(a: &Attention) -> (Vec<Group>, usize) {
+    /// The most bytes of scores one batch of attention's GEMMs writes, so that the
+    /// temporary is at most this (or one head's scores, where larger) whatever the batch.
+    /// Not smaller: batches sized for L2 (8–32 MiB) ran 3–50 % slower on an H100 than one
+    /// batch of 256 MiB (BENCHMARKS.md) — more launches, smaller GEMMs.
+    const SCORES_CHUNK: usize = 256 << 20;
+
+    /// Attention's GEMM batches, each of at most `per` (batch item, head) matrices: runs
+    /// over every (batch item, head) for `[b, h, s, d]`; for `[b, s, h, d]` runs over
+    /// each batch item's heads (the heads of a batch item lie `d` apart, the batch items
+    /// `s·h·d`: no single stride spans both). With the leading dimension of Q, K, V
+    /// and O.
+    fn groups(a: &Attention, per: usize) -> (Vec<Group>, usize) {
         let (h, lq, lk, d) = (a.heads, a.queries, a.keys, a.head_dim);
+        let runs = |total: usize| (0..total).step_by(per).map(move |first| (first, per.min(total - first)));
         match a.layout {
             AttentionLayout::Bhsd => (
-                vec![Group {
-                    q_at: 0,
-                    k_at: 0,
-                    s_at: 0,
-                    count: a.batch * h,
-                    q_stride: lq * d,
-                    k_stride: lk * d,
-                }],
+                runs(a.batch * h)
+                    .map(|(first, count)| Group {
+                        q_at: first * lq * d,
+                        k_at: first * lk * d,
+                        count,
+                        q_stride: lq * d,
+                        k_stride: lk * d,
+                    })
+                    .collect(),
                 d,
             ),
             AttentionLayout::Bshd => (
                 (0..a.batch)
-                    .map(|b| Group {
-                        q_at: b * lq * h * d,
-                        k_at: b * lk * h * d,
-                        s_at: b * h * lq * lk,
-                        count: h,
-                        q_stride: d,
-                        k_stride: d,
+                    .flat_map(|b| {
+                        runs(h).map(move |(first, count)| Group {
+                            q_at: b * lq * h * d + first * d,
+                            k_at: b * lk * h * d + first * d,
+                            count,
+                            q_stride: d,
+                            k_stride: d,
+                        })
                     })
                     .collect(),
                 h * d,
             ),
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        /// Every (batch item, head) matrix lands in exactly one batch of at most `per`,
+        /// at its own offsets, in both layouts.
+        #[test]
+        fn groups_cover_every_head_once() {
+            for layout in [AttentionLayout::Bhsd, AttentionLayout::Bshd] {
+                let a = Attention::new(3, 5, 7, 11, 4).layout(layout);
+                let (h, lq, lk, d) = (5, 7, 11, 4);
+                for per in [1, 2, 3, 5, 15] {
+                    let (groups, ld) = groups(&a, per);
+                    assert_eq!(ld, if layout == AttentionLayout::Bhsd { d } else { h * d });
+                    let mut seen = vec![];
+                    for g in &groups {
+                        assert!((1..=per).contains(&g.count), "{layout:?} per {per}");
+                        for i in 0..g.count {
+                            seen.push((g.q_at + i * g.q_stride, g.k_at + i * g.k_stride));
+                        }
+                    }
+                    let want: Vec<(usize, usize)> = (0..3)
+                        .flat_map(|b| (0..h).map(move |x| (b, x)))
+                        .map(|(b, x)| match layout {
+                            AttentionLayout::Bhsd => ((b * h + x) * lq * d, (b * h + x) * lk * d),
+                            AttentionLayout::Bshd => ((b * lq * h + x) * d, (b * lk * h + x) * d),
+                        })
+                        .collect();
+                    assert_eq!(seen, want, "{layout:?} per {per}");
+                }
+            }
         }
     }
 
@@ -510,42 +553,30 @@ mod core_impl {
             self.0.run("dnn", op, || self.0.launch(call))
         }
 
-        /// [`AttentionMethod::Gemm`] (shapes checked by the caller): `S = Q·Kᵀ` into a
-        /// temporary, the scaled and masked softmax of its rows in place, `O = P·V`, each
-        /// product one strided batch per [`groups`] entry. Row-major Q (`lq × d`, rows
-        /// `ld` apart) is column-major Qᵀ, so the scores, row-major `lq × lk`, are the
-        /// column-major `Sᵀ = K·Qᵀ` (A = K transposed, B = Q) and `Oᵀ = Vᵀ·Pᵀ` (A = V,
-        /// B = P) — no transposes in memory.
+        /// [`AttentionMethod::Gemm`] (shapes checked by the caller): for each batch of
+        /// [`groups`], `S = Q·Kᵀ` into a temporary, the scaled and masked softmax of its
+        /// rows in place, `O = P·V` — a batch's scores at most [`SCORES_CHUNK`] bytes
+        /// (or one head's), so the temporary stays bounded. Row-major
+        /// Q (`lq × d`, rows `ld` apart) is column-major Qᵀ, so the scores, row-major
+        /// `lq × lk`, are the column-major `Sᵀ = K·Qᵀ` (A = K transposed, B = Q) and
+        /// `Oᵀ = Vᵀ·Pᵀ` (A = V, B = P) — no transposes in memory.
         fn attention_gemm<T: DnnFloat>(&mut self, a: &Attention, q: &GpuRef<T>, k: &GpuRef<T>, v: &GpuRef<T>, o: &GpuRef<T>) -> Result<Deferred<()>, GpuError> {
             let (lq, lk, d) = (a.queries, a.keys, a.head_dim);
-            let n = a.scores_len().expect("resolved: the scores' length fits");
-            // Every element is written by the first product before the softmax reads it.
-            let scores = self.0.uninit::<T>(n)?;
+            let head = lq * lk;
+            let per = (SCORES_CHUNK / head.saturating_mul(std::mem::size_of::<T>())).clamp(1, a.batch * a.heads);
+            let (groups, ld) = groups(a, per);
+            let most = groups.iter().map(|g| g.count).max().unwrap_or(1);
+            // Every element a batch's softmax reads, its first product wrote.
+            let scores = self.0.uninit::<T>(most * head)?;
             let standin = self.0.temp::<T>(1)?;
-            let (groups, ld) = groups(a);
             let one = T::from_f64(1.0);
             let zero = T::from_f64(0.0);
             let product = Gemm::new(lk, lq, d).transposed(true, false).scaled(one, zero).leading(ld, ld, lk);
             let apply = Gemm::new(d, lq, lk).scaled(one, zero).leading(ld, lk, ld);
-            // The softmax's rows: a count a grid holds, checked as a row-wise op's.
-            let rows = n / lk;
-            shape("attention", rows, lk)?;
+            // The softmax's rows of the largest batch: a count a grid holds, checked as a
+            // row-wise op's.
+            shape("attention", most * lq, lk)?;
             let warps = (THREADS / 32) as usize;
-            let softmax = softmax_warp_rows4::call::<T, Acc<T>, 1>(
-                LaunchConfig {
-                    grid: (rows.div_ceil(warps) as u32, 1, 1),
-                    ..per_row(1)
-                },
-                &standin,
-                rows,
-                lk,
-                0,
-                1,
-                a.scale_factor(),
-                lq,
-                u32::from(a.causal),
-                &mut scores.clone(),
-            );
             let DnnCore(kernels, _, slot) = self;
             let blas = match kernels.stream() {
                 Some(stream) => Some(cublas(slot, stream)?),
@@ -556,27 +587,30 @@ mod core_impl {
                 // The extent of a group's matrices in each operand.
                 let span = |at: usize, count: usize, stride: usize, rows: usize| at..at + (count - 1) * stride + (rows - 1) * ld + d;
                 for g in &groups {
-                    let sv = scores.view(g.s_at..g.s_at + g.count * lq * lk)?;
-                    let batch = Batch {
+                    let mut sv = scores.view(..g.count * head)?;
+                    let (kv, qv) = (k.view(span(g.k_at, g.count, g.k_stride, lk))?, q.view(span(g.q_at, g.count, g.q_stride, lq))?);
+                    let scored = Batch {
                         count: g.count,
                         stride_a: g.k_stride,
                         stride_b: g.q_stride,
-                        stride_c: lq * lk,
+                        stride_c: head,
                     };
-                    let (kv, qv) = (k.view(span(g.k_at, g.count, g.k_stride, lk))?, q.view(span(g.q_at, g.count, g.q_stride, lq))?);
-                    gemm_on(blas, &product, &batch, (&kv, &qv, &sv))?;
-                }
-                kernels.launch(softmax)?;
-                for g in &groups {
-                    let sv = scores.view(g.s_at..g.s_at + g.count * lq * lk)?;
-                    let batch = Batch {
+                    gemm_on(blas, &product, &scored, (&kv, &qv, &sv))?;
+                    let rows = g.count * lq;
+                    let cfg = LaunchConfig {
+                        grid: (rows.div_ceil(warps) as u32, 1, 1),
+                        ..per_row(1)
+                    };
+                    let (scale, causal) = (a.scale_factor(), u32::from(a.causal));
+                    kernels.launch(softmax_warp_rows4::call::<T, Acc<T>, 1>(cfg, &standin, rows, lk, 0, 1, scale, lq, causal, &mut sv))?;
+                    let (vv, ov) = (v.view(span(g.k_at, g.count, g.k_stride, lk))?, o.view(span(g.q_at, g.count, g.q_stride, lq))?);
+                    let applied = Batch {
                         count: g.count,
                         stride_a: g.k_stride,
-                        stride_b: lq * lk,
+                        stride_b: head,
                         stride_c: g.q_stride,
                     };
-                    let (vv, ov) = (v.view(span(g.k_at, g.count, g.k_stride, lk))?, o.view(span(g.q_at, g.count, g.q_stride, lq))?);
-                    gemm_on(blas, &apply, &batch, (&vv, &sv, &ov))?;
+                    gemm_on(blas, &apply, &applied, (&vv, &sv, &ov))?;
                 }
                 Ok(())
             })
