@@ -331,40 +331,6 @@ mod core_impl {
         }
     }
 
-    #[cfg(test)]
-    mod tests {
-        use super::*;
-
-        /// Every (batch item, head) matrix lands in exactly one batch of at most `per`,
-        /// at its own offsets, in both layouts.
-        #[test]
-        fn groups_cover_every_head_once() {
-            for layout in [AttentionLayout::Bhsd, AttentionLayout::Bshd] {
-                let a = Attention::new(3, 5, 7, 11, 4).layout(layout);
-                let (h, lq, lk, d) = (5, 7, 11, 4);
-                for per in [1, 2, 3, 5, 15] {
-                    let (groups, ld) = groups(&a, per);
-                    assert_eq!(ld, if layout == AttentionLayout::Bhsd { d } else { h * d });
-                    let mut seen = vec![];
-                    for g in &groups {
-                        assert!((1..=per).contains(&g.count), "{layout:?} per {per}");
-                        for i in 0..g.count {
-                            seen.push((g.q_at + i * g.q_stride, g.k_at + i * g.k_stride));
-                        }
-                    }
-                    let want: Vec<(usize, usize)> = (0..3)
-                        .flat_map(|b| (0..h).map(move |x| (b, x)))
-                        .map(|(b, x)| match layout {
-                            AttentionLayout::Bhsd => ((b * h + x) * lq * d, (b * h + x) * lk * d),
-                            AttentionLayout::Bshd => ((b * lq * h + x) * d, (b * lk * h + x) * d),
-                        })
-                        .collect();
-                    assert_eq!(seen, want, "{layout:?} per {per}");
-                }
-            }
-        }
-    }
-
     /// One block per row.
     fn per_row(rows: usize) -> LaunchConfig {
         LaunchConfig {
@@ -658,6 +624,40 @@ mod core_impl {
             self.0.run("dnn", op, || {
                 self.0.launch(bias_act::call::<T, Acc<T>>(cfg, &x, bias, s.cols, act.code(), from_y, &mut y))
             })
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        /// Every (batch item, head) matrix lands in exactly one batch of at most `per`,
+        /// at its own offsets, in both layouts.
+        #[test]
+        fn groups_cover_every_head_once() {
+            for layout in [AttentionLayout::Bhsd, AttentionLayout::Bshd] {
+                let a = Attention::new(3, 5, 7, 11, 4).layout(layout);
+                let (h, lq, lk, d) = (5, 7, 11, 4);
+                for per in [1, 2, 3, 5, 15] {
+                    let (groups, ld) = groups(&a, per);
+                    assert_eq!(ld, if layout == AttentionLayout::Bhsd { d } else { h * d });
+                    let mut seen = vec![];
+                    for g in &groups {
+                        assert!((1..=per).contains(&g.count), "{layout:?} per {per}");
+                        for i in 0..g.count {
+                            seen.push((g.q_at + i * g.q_stride, g.k_at + i * g.k_stride));
+                        }
+                    }
+                    let want: Vec<(usize, usize)> = (0..3)
+                        .flat_map(|b| (0..h).map(move |x| (b, x)))
+                        .map(|(b, x)| match layout {
+                            AttentionLayout::Bhsd => ((b * h + x) * lq * d, (b * h + x) * lk * d),
+                            AttentionLayout::Bshd => ((b * lq * h + x) * d, (b * lk * h + x) * d),
+                        })
+                        .collect();
+                    assert_eq!(seen, want, "{layout:?} per {per}");
+                }
+            }
         }
     }
 }
