@@ -71,10 +71,9 @@ async fn measure<T: DnnScalar + Float>(dev: &Device, dtype: &str) {
     }
 }
 
-/// Attention of 8 × 16 heads × 1024 queries over 1024 keys, head dimension 64 (the
-/// `[batch, heads, seq, head_dim]` layout), causal and not.
-async fn attention<T: DnnScalar + Float>(dev: &Device, dtype: &str) {
-    let (b, h, l, d) = (8, 16, 1024, 64);
+/// Attention of `b` × `h` heads × `l` queries over `l` keys, head dimension `d` (the
+/// `[batch, heads, seq, head_dim]` layout), causal and not, through each method.
+async fn attention<T: DnnScalar + Float>(dev: &Device, dtype: &str, (b, h, l, d): (usize, usize, usize, usize)) {
     let host = |seed: u64| {
         random::random_f32(b * h * l * d, seed)
             .into_iter()
@@ -107,8 +106,10 @@ fn main() {
     run_gpu("dnn", DeviceConfig::cuda(0), |dev, _ctx, _stream| async move {
         measure::<f32>(&dev, "f32").await;
         measure::<f16>(&dev, "f16").await;
-        attention::<f32>(&dev, "f32").await;
-        attention::<f16>(&dev, "f16").await;
-        attention::<bf16>(&dev, "bf16").await;
+        attention::<f32>(&dev, "f32", (8, 16, 1024, 64)).await;
+        attention::<f16>(&dev, "f16", (8, 16, 1024, 64)).await;
+        attention::<bf16>(&dev, "bf16", (8, 16, 1024, 64)).await;
+        // A long sequence: 2 GiB of f16 scores in all, 128 MiB a head.
+        attention::<f16>(&dev, "f16", (1, 16, 8192, 64)).await;
     });
 }

@@ -30,8 +30,10 @@ for dtype, name in ((torch.float32, "f32"), (torch.float16, "f16")):
         gbs = 2 * x.numel() * x.element_size() / s / 1e9
         print(f"RESULT | dnn.{what} {rows}x{cols} {name} | torch {s * 1e6:.1f} µs per call, {gbs:.0f} GB/s")
 
-for dtype, name in ((torch.float32, "f32"), (torch.float16, "f16"), (torch.bfloat16, "bf16")):
-    b, h, l, d = 8, 16, 1024, 64
+shapes = [(dtype, name, (8, 16, 1024, 64)) for dtype, name in ((torch.float32, "f32"), (torch.float16, "f16"), (torch.bfloat16, "bf16"))]
+# A long sequence: 2 GiB of f16 scores in all, 128 MiB a head.
+shapes.append((torch.float16, "f16", (1, 16, 8192, 64)))
+for dtype, name, (b, h, l, d) in shapes:
     q, k, v = (torch.rand(b, h, l, d, device="cuda", dtype=dtype) * 2 - 1 for _ in range(3))
     for causal in (False, True):
         flops = 4.0 * b * h * l * l * d / (2.0 if causal else 1.0)
