@@ -86,7 +86,12 @@ async fn attention<T: DnnScalar + Float>(dev: &Device, dtype: &str, (b, h, l, d)
         dev.upload(host(3)).await.unwrap(),
     );
     let o = dev.alloc::<T>(b * h * l * d).await.unwrap();
-    for method in [AttentionMethod::Gemm, AttentionMethod::Tiled] {
+    let mut methods = vec![AttentionMethod::Gemm, AttentionMethod::Tiled];
+    if std::mem::size_of::<T>() == 2 {
+        // cuDNN's fused attention: f16 and bf16.
+        methods.insert(0, AttentionMethod::Cudnn);
+    }
+    for method in methods {
         for causal in [false, true] {
             let a = Attention::new(b, h, l, l, d).causal(causal).method(method);
             let s = gpu_bench::per_call(5, || async { dev.attention(a, &q, &k, &v, &o).await.unwrap() }).await;

@@ -40,6 +40,13 @@ for dtype, name, (b, h, l, d) in shapes:
         tag = " causal" if causal else ""
         s = timed(lambda: sync(F.scaled_dot_product_attention(q, k, v, is_causal=causal)), reps=5)
         print(f"RESULT | dnn.attention {b}x{h}x{l}x{d}{tag} {name} | torch {s * 1e6:.1f} µs per call, {flops / s / 1e12:.1f} TFLOP/s")
+        # Each fused backend by name (cuDNN's is what AttentionMethod::Cudnn runs).
+        for backend, label in ((SDPBackend.CUDNN_ATTENTION, "cudnn"), (SDPBackend.FLASH_ATTENTION, "flash")):
+            if dtype == torch.float32:
+                continue
+            with sdpa_kernel(backend):
+                s = timed(lambda: sync(F.scaled_dot_product_attention(q, k, v, is_causal=causal)), reps=5)
+            print(f"RESULT | dnn.attention {b}x{h}x{l}x{d}{tag} {name} | torch {label} {s * 1e6:.1f} µs per call, {flops / s / 1e12:.1f} TFLOP/s")
         # PyTorch's "math" attention: the scores in memory between two batched GEMMs, as
         # our AttentionMethod::Gemm.
         with sdpa_kernel(SDPBackend.MATH):

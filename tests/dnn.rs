@@ -643,8 +643,13 @@ async fn attention_of<T: DnnScalar + Float>(d: &Device, gpu: bool) {
         shapes.push(Attention::new(2, 3, 1500, 1600, 16).causal(true));
         shapes.push(Attention::new(1, 3, 1100, 2048, 8).layout(AttentionLayout::Bshd));
     }
+    // cuDNN's fused attention takes f16 and bf16 with head_dim a multiple of 8; the
+    // shapes it must take on a GPU (others it may refuse, with `Unsupported`).
+    let fusable = |a: &Attention| std::mem::size_of::<T>() == 2 && a.head_dim % 8 == 0;
+    let must_fuse = |a: &Attention| fusable(a) && a.queries >= 300;
+    let (mut fused, mut refused) = (0, vec![]);
     for shape in shapes {
-        let mut methods = vec![AttentionMethod::Auto, AttentionMethod::Tiled];
+        let mut methods = vec![AttentionMethod::Auto, AttentionMethod::Tiled, AttentionMethod::Cudnn];
         if shape.keys % 4 == 0 {
             methods.push(AttentionMethod::Gemm);
         }
@@ -660,7 +665,21 @@ async fn attention_of<T: DnnScalar + Float>(d: &Device, gpu: bool) {
         for method in methods {
             let a = shape.method(method);
             let go = d.alloc::<T>(a.query_len()).await.unwrap();
-            d.attention(a, &gq, &gk, &gv, &go).await.unwrap();
+            let r = d.attention(a, &gq, &gk, &gv, &go).await;
+            if gpu && method == AttentionMethod::Cudnn {
+                match r {
+                    Err(GpuError::Unsupported(why)) if !must_fuse(&a) => {
+                        assert!(why.contains("AttentionMethod::Cudnn"), "{why}");
+                        refused.push(format!("{a:?}: {why}"));
+                        continue;
+                    }
+                    r => r.unwrap_or_else(|e| panic!("attention {name} {a:?}: {e}")),
+                }
+                assert!(fusable(&a), "cuDNN took {a:?} in {name}, which it does not fuse");
+                fused += 1;
+            } else {
+                r.unwrap_or_else(|e| panic!("attention {name} {a:?}: {e}"));
+            }
             // Each output is a weighted mean of values in [-1, 1].
             close(
                 &format!("attention {name} {a:?}"),
@@ -670,6 +689,14 @@ async fn attention_of<T: DnnScalar + Float>(d: &Device, gpu: bool) {
                 1.0,
             );
         }
+    }
+    if gpu {
+        eprintln!("attention {name}: cuDNN fused {fused} shapes; refused: {refused:#?}");
+        assert_eq!(
+            fused > 0,
+            std::mem::size_of::<T>() == 2,
+            "{name}: cuDNN fused {fused} shapes"
+        );
     }
 }
 

@@ -23,13 +23,16 @@ crate::wire::wire_enum!(AttentionLayout {
 
 /// How [`Attention`] is computed.
 ///
-/// Why two ways: the kernel language has no tensor-core instructions yet, so our one
+/// Why several ways: the kernel language has no tensor-core instructions yet, so our one
 /// fused kernel runs on CUDA cores — memory-lean (the scores never reach memory) but an
-/// order of magnitude behind tensor-core attention in f16/bf16. Through cuBLAS, the two
-/// products run on tensor cores, at the price of the scores in memory (PyTorch's "math"
-/// attention does the same).
+/// order of magnitude behind tensor-core attention in f16/bf16. cuDNN's fused (flash)
+/// attention keeps the scores on chip and runs on tensor cores, for f16 and bf16.
+/// Through cuBLAS, the two products run on tensor cores for every type, at the price
+/// of the scores in memory (PyTorch's "math" attention does the same).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum AttentionMethod {
+    /// On a GPU, [`AttentionMethod::Cudnn`] where cuDNN has a fused engine for the
+    /// call (f16 or bf16, `head_dim` a multiple of 8, 16-byte aligned operands); else
     /// [`AttentionMethod::Gemm`] where one head's scores take at most
     /// [`GEMM_SCORES_MAX`] bytes and `keys` is a multiple of 4; else
     /// [`AttentionMethod::Tiled`].
@@ -44,12 +47,19 @@ pub enum AttentionMethod {
     /// head's, `queries·keys` elements, where that is more). Needs `keys` a multiple of
     /// 4.
     Gemm,
+    /// cuDNN's fused attention (its graph API: the scores stay on chip, tensor cores),
+    /// planned once per shape through cuDNN's heuristics: f16 and bf16, `head_dim` a
+    /// multiple of 8 up to 256, Q, K, V and O starting on 16-byte boundaries.
+    /// `Unsupported` on a GPU where cuDNN is missing or has no engine for the call. On
+    /// the CPU device (no cuDNN) it computes what [`AttentionMethod::Tiled`] does.
+    Cudnn,
 }
 
 crate::wire::wire_enum!(AttentionMethod {
     AttentionMethod::Auto,
     AttentionMethod::Tiled,
-    AttentionMethod::Gemm
+    AttentionMethod::Gemm,
+    AttentionMethod::Cudnn
 });
 
 /// The most bytes of one head's scores (`queries·keys` elements) for which
@@ -184,8 +194,10 @@ impl Attention {
         self.queries.checked_mul(self.keys)
     }
 
-    /// The method `Auto` resolves to for elements of `elem_bytes`; an error where `Gemm`
-    /// was asked for a shape it cannot take.
+    /// The method `Auto` resolves to for elements of `elem_bytes` where cuDNN's fused
+    /// attention did not take the call (tried first, on a GPU); `Cudnn` here is the CPU
+    /// device's, which runs the tiled kernel; an error where `Gemm` was asked for a
+    /// shape it cannot take.
     pub(crate) fn resolved(&self, op: &str, elem_bytes: usize) -> Result<AttentionMethod, GpuError> {
         let fits = self
             .scores_len()
@@ -194,7 +206,7 @@ impl Attention {
         let aligned = self.keys % 4 == 0;
         match self.method {
             AttentionMethod::Auto if fits && aligned => Ok(AttentionMethod::Gemm),
-            AttentionMethod::Auto => Ok(AttentionMethod::Tiled),
+            AttentionMethod::Auto | AttentionMethod::Cudnn => Ok(AttentionMethod::Tiled),
             AttentionMethod::Gemm if !aligned => Err(GpuError::InvalidArgument(
                 Invalid::new(format!(
                     "{op}: AttentionMethod::Gemm needs keys a multiple of 4, got {}; use Tiled or Auto",

@@ -8,8 +8,10 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 
+use super::attention::{Attention, AttentionLayout};
 use super::conv::Conv2d;
 use super::cpu::Direction;
+use super::ffi::attention::{fusable, AttentionPlan};
 use super::ffi::{ConvPlan, Cudnn, Element, PoolPlan};
 use super::pool::Pool2d;
 use crate::dtype::DTypeBase;
@@ -26,6 +28,16 @@ pub(super) struct CudaDnn {
     /// `None`: cuDNN has no algorithm for the shape (the caller runs our kernels).
     convs: HashMap<(Conv2d, Direction, Element), Option<ConvPlan>>,
     pools: HashMap<(Pool2d, Element), PoolPlan>,
+    /// `None`: cuDNN has no fused engine for the shape.
+    attentions: HashMap<(AttentionKey, Element), Option<AttentionPlan>>,
+}
+
+/// What an attention plan depends on: the shape, layout and mask (not the scale, passed
+/// by value at each call, nor the method).
+type AttentionKey = ([usize; 5], AttentionLayout, bool);
+
+fn attention_key(a: &Attention) -> AttentionKey {
+    ([a.batch, a.heads, a.queries, a.keys, a.head_dim], a.layout, a.causal)
 }
 
 /// The device address of a region for a use on `stream`, ordered after its last writer
@@ -48,6 +60,7 @@ impl CudaDnn {
             stream: stream.clone(),
             convs: HashMap::new(),
             pools: HashMap::new(),
+            attentions: HashMap::new(),
         })
     }
 
@@ -91,6 +104,54 @@ impl CudaDnn {
             let (px, _gx) = address!(&mut rx, stream, false)?;
             let (py, _gy) = address!(&mut ry, stream, true)?;
             cudnn.pool(plan, px, py)
+        })?
+    }
+
+    /// Plans attention `a` over `T` (once per shape): true if cuDNN has a fused engine
+    /// for it. With `strict`, a failure of cuDNN's is the caller's error; without, it is
+    /// logged and the shape left to our paths.
+    pub(super) fn plans_attention<T: DTypeBase>(&mut self, a: &Attention, strict: bool) -> Result<bool, GpuError> {
+        let e = Element::of::<T>()?;
+        if !fusable(a, e) {
+            return Ok(false);
+        }
+        let key = (attention_key(a), e);
+        if !self.attentions.contains_key(&key) {
+            let plan = match self.cudnn.attention_plan(a, e) {
+                Ok(plan) => plan,
+                Err(err) if !strict => {
+                    tracing::warn!(?a, dtype = T::NAME, %err, "cuDNN's fused attention failed to plan: the GEMMs run it");
+                    None
+                }
+                Err(err) => return Err(err),
+            };
+            match &plan {
+                None => tracing::debug!(?a, dtype = T::NAME, "cuDNN has no fused attention engine for the shape"),
+                Some(p) => {
+                    let (rank, workspace) = p.describe();
+                    tracing::debug!(?a, dtype = T::NAME, rank, workspace, "cuDNN's fused attention planned");
+                }
+            }
+            self.attentions.insert(key, plan);
+        }
+        Ok(self.attentions[&key].is_some())
+    }
+
+    /// Enqueues attention `a` planned by [`CudaDnn::plans_attention`] (shapes, lengths,
+    /// alignment and apartness checked by the caller): Q, K, V read, O written.
+    pub(super) fn attend<T: DTypeBase>(&mut self, a: &Attention, [q, k, v, o]: [Named<'_, T>; 4]) -> Result<(), GpuError> {
+        let key = (attention_key(a), Element::of::<T>()?);
+        let Some(Some(plan)) = self.attentions.get(&key) else {
+            return Err(GpuError::invalid("attention: not planned for cuDNN"));
+        };
+        let (cudnn, stream) = (&mut self.cudnn, &self.stream);
+        let scale = a.scale_factor() as f32;
+        with_parts("attention", [q, k, v, o], |[mut rq, mut rk, mut rv, mut ro]| {
+            let (pq, _gq) = address!(&mut rq, stream, false)?;
+            let (pk, _gk) = address!(&mut rk, stream, false)?;
+            let (pv, _gv) = address!(&mut rv, stream, false)?;
+            let (po, _go) = address!(&mut ro, stream, true)?;
+            cudnn.attend(plan, scale, [pq, pk, pv, po])
         })?
     }
 }

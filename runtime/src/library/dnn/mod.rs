@@ -490,6 +490,9 @@ mod core_impl {
                         .mismatch("apart from q, k and v", "an overlapping window"),
                 ));
             }
+            if let Some(fused) = self.attention_cudnn(&a, [q, k, v, o])? {
+                return Ok(fused);
+            }
             if a.resolved(op, std::mem::size_of::<T>())? == AttentionMethod::Gemm {
                 return self.attention_gemm(&a, q, k, v, o);
             }
@@ -517,6 +520,53 @@ mod core_impl {
                 &mut o,
             );
             self.0.run("dnn", op, || self.0.launch(call))
+        }
+
+        /// [`AttentionMethod::Cudnn`] on a GPU, or `Auto`'s first try (shapes checked by
+        /// the caller): the fused attention enqueued where cuDNN has an engine for the
+        /// call; `None` where it has not and `Auto` asked (our paths take it), or on the
+        /// CPU device; `Unsupported` where `Cudnn` was asked.
+        fn attention_cudnn<T: DnnFloat>(&mut self, a: &Attention, [q, k, v, o]: [&GpuRef<T>; 4]) -> Result<Option<Deferred<()>>, GpuError> {
+            let strict = match a.method {
+                AttentionMethod::Cudnn => true,
+                AttentionMethod::Auto => false,
+                _ => return Ok(None),
+            };
+            let DnnCore(kernels, slot, _) = self;
+            let Some(stream) = kernels.stream() else {
+                return Ok(None);
+            };
+            let refuse = |why: String| match strict {
+                true => Err(GpuError::Unsupported(format!(
+                    "attention: AttentionMethod::Cudnn: {why}; use Auto, Gemm or Tiled"
+                ))),
+                false => Ok(None),
+            };
+            let elem = std::mem::size_of::<T>();
+            if let Some((_, name)) = [(q, "q"), (k, "k"), (v, "v"), (o, "o")].into_iter().find(|(r, _)| r.window().start * elem % 16 != 0) {
+                return refuse(format!("{name} does not start on a 16-byte boundary (a view's offset) as cuDNN's fused attention needs"));
+            }
+            let dnn = match cudnn(slot, stream) {
+                Ok(dnn) => dnn,
+                Err(e) if strict => return Err(e),
+                Err(_) => return Ok(None),
+            };
+            if !dnn.plans_attention::<T>(a, strict)? {
+                return refuse(format!(
+                    "cuDNN has no fused attention engine for {}×{} heads × {} queries × {} keys, head_dim {}, {:?}{}, {} \
+                     (it takes f16 and bf16, head_dim a multiple of 8 up to 256)",
+                    a.batch,
+                    a.heads,
+                    a.queries,
+                    a.keys,
+                    a.head_dim,
+                    a.layout,
+                    if a.causal { ", causal" } else { "" },
+                    T::NAME
+                ));
+            }
+            let named = [(q, "q"), (k, "k"), (v, "v"), (o, "o")];
+            kernels.run("dnn", "attention", || dnn.attend(a, named)).map(Some)
         }
 
         /// [`AttentionMethod::Gemm`] (shapes checked by the caller): for each batch of

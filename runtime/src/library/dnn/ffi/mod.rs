@@ -19,6 +19,9 @@ use cudarc::cudnn::sys::{
 };
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 
+pub(crate) mod attention;
+pub(crate) mod graph;
+
 use super::conv::{AlgoSearch, Conv2d, ImageLayout};
 use super::cpu::Direction;
 use super::pool::{Pool2d, PoolMode};
