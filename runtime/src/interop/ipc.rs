@@ -322,17 +322,7 @@ struct SharedGpu {
 /// inode `inode`; a closed or reused descriptor, or a process gone, is stale.
 #[cfg(linux)]
 fn alive(pid: u32, fd: i32, inode: u64) -> Result<Arc<Arena>, GpuError> {
-    let arena = Arena::open_of(pid, fd)?;
-    if arena.inode()? != inode {
-        return Err(GpuError::InvalidArgument(
-            Invalid::new(format!(
-                "the IPC handle is stale: descriptor {fd} of process {pid} is another file now (its buffer was \
-                 dropped)"
-            ))
-            .arg("handle"),
-        ));
-    }
-    Ok(arena)
+    Arena::open_of(pid, fd, inode)
 }
 
 /// Off Linux no process shares an arena (`Arena::create` refuses), so no handle opens.

@@ -81,20 +81,35 @@ impl Arena {
     }
 
     /// Maps the arena another process holds open as descriptor `fd` (through
-    /// `/proc/<pid>/fd`, which the kernel lets a process of the same user open): a
-    /// CPU-device IPC handle. Gone (the process exited, the arena was dropped) is an
-    /// `InvalidArgument` saying so.
+    /// `/proc/<pid>/fd`, which the kernel lets a process of the same user open), if that
+    /// descriptor is still the file of inode `inode`: a CPU-device IPC handle. Gone (the
+    /// process exited, the arena was dropped) or reused for another file is an
+    /// `InvalidArgument` saying the handle is stale — checked before mapping, since the
+    /// reused descriptor may be a pipe or socket, which cannot be mapped at all.
     #[cfg(linux)]
-    pub(crate) fn open_of(pid: u32, fd: RawFd) -> Result<Arc<Arena>, GpuError> {
+    pub(crate) fn open_of(pid: u32, fd: RawFd, inode: u64) -> Result<Arc<Arena>, GpuError> {
+        use std::os::unix::fs::MetadataExt;
         let path = format!("/proc/{pid}/fd/{fd}");
-        let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).map_err(|e| {
+        let stale = |why: String| {
             GpuError::InvalidArgument(
                 crate::error::Invalid::new(format!(
-                    "the IPC handle cannot be opened ({path}: {e}): stale (its buffer was dropped or its process exited) or of another user"
+                    "the IPC handle is stale: {why} (its buffer was dropped or its process exited), or of another user"
                 ))
                 .arg("handle"),
             )
-        })?;
+        };
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(|e| stale(format!("{path} cannot be opened: {e}")))?;
+        let found = file
+            .metadata()
+            .map_err(|e| io_error("reading the shared arena's inode", e))?
+            .ino();
+        if found != inode {
+            return Err(stale(format!("descriptor {fd} of process {pid} is another file now")));
+        }
         Arena::map(file, ALIGN)
     }
 
@@ -306,6 +321,34 @@ pub(crate) fn io_error(what: &str, e: std::io::Error) -> GpuError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A handle whose descriptor now names another file is stale — also where that file
+    /// is a pipe, which cannot be mapped (found before mapping, not as a lost device).
+    #[cfg(linux)]
+    #[test]
+    fn a_descriptor_of_another_file_is_stale() {
+        use std::process::{Command, Stdio};
+        let arena = Arena::create_aligned("stale-test", 4096, ALIGN).unwrap();
+        let (pid, inode) = (std::process::id(), arena.inode().unwrap());
+        assert_eq!(Arena::open_of(pid, arena.fd(), inode).unwrap().inode().unwrap(), inode);
+        let mut child = Command::new("cat")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let pipe = child.stdin.take().unwrap();
+        for (fd, what) in [(pipe.as_raw_fd(), "a pipe"), (arena.fd(), "another arena's inode")] {
+            let e = Arena::open_of(pid, fd, if fd == arena.fd() { inode + 1 } else { inode })
+                .err()
+                .unwrap();
+            assert!(
+                matches!(&e, GpuError::InvalidArgument(i) if i.to_string().contains("stale")),
+                "{what}: {e}"
+            );
+        }
+        drop(pipe);
+        child.wait().unwrap();
+    }
 
     #[test]
     fn ranges_are_disjoint_and_coalesce_back() {
