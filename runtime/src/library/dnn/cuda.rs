@@ -9,9 +9,10 @@ use std::sync::Arc;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 
 use super::attention::{Attention, AttentionLayout};
-use super::conv::Conv2d;
+use super::conv::{AlgoSearch, Conv2d};
 use super::cpu::Direction;
 use super::ffi::attention::{fusable, AttentionPlan};
+use super::ffi::conv_graph::{graphed, ConvGraphPlan};
 use super::ffi::{ConvPlan, Cudnn, Element, PoolPlan};
 use super::pool::Pool2d;
 use crate::dtype::DTypeBase;
@@ -27,6 +28,9 @@ pub(super) struct CudaDnn {
     stream: Arc<CudaStream>,
     /// `None`: cuDNN has no algorithm for the shape (the caller runs our kernels).
     convs: HashMap<(Conv2d, Direction, Element), Option<ConvPlan>>,
+    /// f16/bf16 convolutions through the graph API, by shape, direction, dtype and the
+    /// operands' alignment; `None`: no engine (the legacy path runs it).
+    conv_graphs: HashMap<(Conv2d, Direction, Element, i64), Option<ConvGraphPlan>>,
     pools: HashMap<(Pool2d, Element), PoolPlan>,
     /// `None`: cuDNN has no fused engine for the shape.
     attentions: HashMap<(AttentionKey, Element), Option<AttentionPlan>>,
@@ -59,6 +63,7 @@ impl CudaDnn {
             cudnn: Cudnn::new(stream.clone())?,
             stream: stream.clone(),
             convs: HashMap::new(),
+            conv_graphs: HashMap::new(),
             pools: HashMap::new(),
             attentions: HashMap::new(),
         })
@@ -69,6 +74,9 @@ impl CudaDnn {
     /// nothing enqueued, where cuDNN has no algorithm for the shape.
     pub(super) fn conv<T: DTypeBase>(&mut self, g: &Conv2d, dir: Direction, [a, b, out]: [Named<'_, T>; 3]) -> Result<bool, GpuError> {
         let e = Element::of::<T>()?;
+        if graphed(e) && g.search == AlgoSearch::Heuristic && self.conv_graph(g, dir, e, [a, b, out])? {
+            return Ok(true);
+        }
         let key = (*g, dir, e);
         if !self.convs.contains_key(&key) {
             let plan = self.cudnn.plan(g, dir, e)?;
@@ -86,6 +94,42 @@ impl CudaDnn {
             let (pb, _gb) = address!(&mut rb, stream, false)?;
             let (po, _go) = address!(&mut ro, stream, true)?;
             cudnn.convolve(plan, pa, pb, po)
+        })??;
+        Ok(true)
+    }
+
+    /// [`CudaDnn::conv`] through a graph-API plan (f16, bf16): false, with nothing
+    /// enqueued, where cuDNN's graph heuristics have no engine for it — or failed, which
+    /// is logged — and the legacy path is to run it.
+    fn conv_graph<T: DTypeBase>(&mut self, g: &Conv2d, dir: Direction, e: Element, [a, b, out]: [Named<'_, T>; 3]) -> Result<bool, GpuError> {
+        // The largest power of two up to 16 dividing every operand's byte offset
+        // (allocations themselves are 256-byte aligned).
+        let align = [a.0, b.0, out.0]
+            .iter()
+            .map(|r| (r.window().start * std::mem::size_of::<T>()) | 16)
+            .map(|bytes| 1i64 << bytes.trailing_zeros().min(4))
+            .min()
+            .unwrap_or(16);
+        let key = (*g, dir, e, align);
+        if !self.conv_graphs.contains_key(&key) {
+            let plan = match self.cudnn.conv_graph_plan(g, dir, e, align) {
+                Ok(plan) => plan,
+                Err(err) => {
+                    tracing::warn!(op = dir.op(), ?g, dtype = T::NAME, %err, "cuDNN's graph API failed to plan: its legacy API runs it");
+                    None
+                }
+            };
+            self.conv_graphs.insert(key, plan);
+        }
+        let Some(plan) = &self.conv_graphs[&key] else {
+            return Ok(false);
+        };
+        let (cudnn, stream) = (&mut self.cudnn, &self.stream);
+        with_parts(dir.op(), [a, b, out], |[mut ra, mut rb, mut ro]| {
+            let (pa, _ga) = address!(&mut ra, stream, false)?;
+            let (pb, _gb) = address!(&mut rb, stream, false)?;
+            let (po, _go) = address!(&mut ro, stream, true)?;
+            cudnn.convolve_graph(plan, [pa, pb, po])
         })??;
         Ok(true)
     }

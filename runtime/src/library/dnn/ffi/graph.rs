@@ -56,6 +56,12 @@ impl Attr for sys::cudnnReduceTensorOp_t {
 impl Attr for sys::cudnnBackendHeurMode_t {
     const TYPE: Type = Type::CUDNN_TYPE_HEUR_MODE;
 }
+impl Attr for f32 {
+    const TYPE: Type = Type::CUDNN_TYPE_FLOAT;
+}
+impl Attr for sys::cudnnConvolutionMode_t {
+    const TYPE: Type = Type::CUDNN_TYPE_CONVOLUTION_MODE;
+}
 impl Attr for sys::cudnnHandle_t {
     const TYPE: Type = Type::CUDNN_TYPE_HANDLE;
 }
@@ -149,12 +155,18 @@ pub(crate) enum Held {
 /// A tensor of the graph: unique id `uid`, elements `data`, 4-D `dims` and `strides`
 /// (in elements), its addresses 16-byte aligned.
 pub(crate) fn tensor(uid: i64, data: cudnnDataType_t, dims: [i64; 4], strides: [i64; 4], held: Held) -> Result<Desc, GpuError> {
+    tensor_aligned(uid, data, dims, strides, held, 16)
+}
+
+/// [`tensor`] with its addresses aligned to `align` bytes (engines that load 16 bytes at
+/// a time need 16).
+pub(crate) fn tensor_aligned(uid: i64, data: cudnnDataType_t, dims: [i64; 4], strides: [i64; 4], held: Held, align: i64) -> Result<Desc, GpuError> {
     Desc::new(Kind::CUDNN_BACKEND_TENSOR_DESCRIPTOR)?
         .set(Name::CUDNN_ATTR_TENSOR_UNIQUE_ID, &[uid])?
         .set(Name::CUDNN_ATTR_TENSOR_DATA_TYPE, &[data])?
         .set(Name::CUDNN_ATTR_TENSOR_DIMENSIONS, &dims)?
         .set(Name::CUDNN_ATTR_TENSOR_STRIDES, &strides)?
-        .set(Name::CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, &[16i64])?
+        .set(Name::CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, &[align])?
         .set(Name::CUDNN_ATTR_TENSOR_IS_VIRTUAL, &[held == Held::Virtual])?
         .set(Name::CUDNN_ATTR_TENSOR_IS_BY_VALUE, &[held == Held::ByValue])?
         .finalize("tensor")
@@ -215,6 +227,83 @@ pub(crate) fn reduction(op: sys::cudnnReduceTensorOp_t, x: &Desc, y: &Desc) -> R
         .set_descs(Name::CUDNN_ATTR_OPERATION_REDUCTION_YDESC, &[y])?
         .set_descs(Name::CUDNN_ATTR_OPERATION_REDUCTION_DESC, &[&desc])?
         .finalize(&format!("reduction {op:?}"))
+}
+
+/// A 2-D cross-correlation's geometry: zero padding on both sides, strides and
+/// dilations, each (height, width).
+pub(crate) struct Window {
+    pub(crate) padding: [i64; 2],
+    pub(crate) stride: [i64; 2],
+    pub(crate) dilation: [i64; 2],
+}
+
+/// Which pass of a convolution an operation is, with the attributes of its three
+/// operands in the order the caller gives them: forward `(x, w, y)`, backward-data
+/// `(dy, w, dx)`, backward-filter `(x, dy, dw)`.
+#[derive(Clone, Copy)]
+pub(crate) enum ConvPass {
+    Forward,
+    BackwardData,
+    BackwardFilter,
+}
+
+/// One pass of a 2-D convolution over `operands` (see [`ConvPass`]), `computed = 1·conv
+/// + 0·computed`, in arithmetic of `compute`.
+pub(crate) fn convolution(pass: ConvPass, compute: cudnnDataType_t, w: &Window, operands: [&Desc; 3]) -> Result<Desc, GpuError> {
+    let conv = Desc::new(Kind::CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR)?
+        .set(Name::CUDNN_ATTR_CONVOLUTION_COMP_TYPE, &[compute])?
+        .set(Name::CUDNN_ATTR_CONVOLUTION_CONV_MODE, &[sys::cudnnConvolutionMode_t::CUDNN_CROSS_CORRELATION])?
+        .set(Name::CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, &[2i64])?
+        .set(Name::CUDNN_ATTR_CONVOLUTION_DILATIONS, &w.dilation)?
+        .set(Name::CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, &w.stride)?
+        .set(Name::CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, &w.padding)?
+        .set(Name::CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, &w.padding)?
+        .finalize("convolution")?;
+    use Name::*;
+    let (kind, names) = match pass {
+        ConvPass::Forward => (
+            Kind::CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+            [
+                CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+                CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+                CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
+                CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+                CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+                CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
+            ],
+        ),
+        ConvPass::BackwardData => (
+            Kind::CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+            [
+                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
+                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
+                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
+                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
+                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA,
+            ],
+        ),
+        ConvPass::BackwardFilter => (
+            Kind::CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+            [
+                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
+                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
+                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
+                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA,
+            ],
+        ),
+    };
+    let [a, b, c, desc, alpha, beta] = names;
+    Desc::new(kind)?
+        .set_descs(a, &[operands[0]])?
+        .set_descs(b, &[operands[1]])?
+        .set_descs(c, &[operands[2]])?
+        .set_descs(desc, &[&conv])?
+        .set(alpha, &[1.0f32])?
+        .set(beta, &[0.0f32])?
+        .finalize("convolution operation")
 }
 
 /// cuDNN's own scaled-dot-product attention operation (cuDNN 9.13.1 and later): `o =

@@ -20,6 +20,7 @@ use cudarc::cudnn::sys::{
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 
 pub(crate) mod attention;
+pub(crate) mod conv_graph;
 pub(crate) mod graph;
 
 use super::conv::{AlgoSearch, Conv2d, ImageLayout};
