@@ -56,6 +56,22 @@ macro_rules! address {
     };
 }
 
+/// Runs `f` with the device addresses of `a` and `b` (read) and `out` (written), each
+/// ordered on `stream` (their uses recorded when `f` returns): a routine's enqueue.
+fn with_addresses<T: DTypeBase>(
+    op: &str,
+    stream: &Arc<CudaStream>,
+    [a, b, out]: [Named<'_, T>; 3],
+    f: impl FnOnce([u64; 3]) -> Result<(), GpuError>,
+) -> Result<(), GpuError> {
+    with_parts(op, [a, b, out], |[mut ra, mut rb, mut ro]| {
+        let (pa, _ga) = address!(&mut ra, stream, false)?;
+        let (pb, _gb) = address!(&mut rb, stream, false)?;
+        let (po, _go) = address!(&mut ro, stream, true)?;
+        f([pa, pb, po])
+    })?
+}
+
 impl CudaDnn {
     /// A cuDNN handle on `stream`: `Unsupported` where cuDNN is not installed.
     pub(super) fn new(stream: &Arc<CudaStream>) -> Result<Self, GpuError> {
@@ -88,13 +104,8 @@ impl CudaDnn {
         let Some(plan) = &self.convs[&key] else {
             return Ok(false);
         };
-        let (cudnn, stream) = (&mut self.cudnn, &self.stream);
-        with_parts(dir.op(), [a, b, out], |[mut ra, mut rb, mut ro]| {
-            let (pa, _ga) = address!(&mut ra, stream, false)?;
-            let (pb, _gb) = address!(&mut rb, stream, false)?;
-            let (po, _go) = address!(&mut ro, stream, true)?;
-            cudnn.convolve(plan, pa, pb, po)
-        })??;
+        let cudnn = &mut self.cudnn;
+        with_addresses(dir.op(), &self.stream, [a, b, out], |[pa, pb, po]| cudnn.convolve(plan, pa, pb, po))?;
         Ok(true)
     }
 
@@ -124,13 +135,8 @@ impl CudaDnn {
         let Some(plan) = &self.conv_graphs[&key] else {
             return Ok(false);
         };
-        let (cudnn, stream) = (&mut self.cudnn, &self.stream);
-        with_parts(dir.op(), [a, b, out], |[mut ra, mut rb, mut ro]| {
-            let (pa, _ga) = address!(&mut ra, stream, false)?;
-            let (pb, _gb) = address!(&mut rb, stream, false)?;
-            let (po, _go) = address!(&mut ro, stream, true)?;
-            cudnn.convolve_graph(plan, [pa, pb, po])
-        })??;
+        let cudnn = &mut self.cudnn;
+        with_addresses(dir.op(), &self.stream, [a, b, out], |addresses| cudnn.convolve_graph(plan, addresses))?;
         Ok(true)
     }
 
