@@ -16,12 +16,12 @@
 //! chunk), give each pair the place of its first non-zero.
 
 use super::bounds::SparseScalar;
-use super::scan_api::{int_scan_calls, scan_tiles};
 use super::Device;
 use crate::error::{GpuError, Invalid};
 use crate::gpu_ref::GpuRef;
 use crate::kernel::dsl::Float;
 use crate::launch::LaunchConfig;
+use crate::library::kernels::scan::{int_scan_calls, scan_tiles};
 use crate::library::sparse::{CsrMatrix, MAX_DIM};
 
 /// Threads per block of both passes (one row each, along x).

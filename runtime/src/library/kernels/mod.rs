@@ -4,6 +4,9 @@
 //! the kernel's emulated form.
 //! Written with `#[gpu_actor]`.
 
+pub(crate) mod reduce;
+pub(crate) mod scan;
+
 use std::any::TypeId;
 use std::collections::HashMap;
 use std::sync::Arc;
