@@ -1,260 +1,16 @@
 //! `Device::dense_to_csr`: the non-zeros of a dense column-major matrix as a CSR matrix,
-//! converted on the device by `#[kernel]`s — count, scan, fill — on every backend (the
-//! CPU device emulates them), so the structure is the same everywhere.
-//!
-//! Why not cuSPARSE's `cusparseDenseToSparse`: it may leave a row's column indices
-//! unsorted (NVIDIA's answer, CUDALibrarySamples issue 21: "even if CSR column indices
-//! are not sorted, it is still a valid CSR format"), which is what its first run on the
-//! H200 showed (another structure than the host's for a 173×121 matrix), while a
-//! `CsrMatrix` promises strictly increasing indices per row. Here each thread walks its
-//! columns in order, so the order holds by construction.
-//!
-//! The work is split into (row, chunk of columns) pairs: thread `(r, chunk)` reads row
-//! `r` of a run of columns — a warp's threads read consecutive rows of one column, so
-//! the reads coalesce — and enough chunks are made that a wide matrix with few rows
-//! still fills the GPU. Counted pairs, scanned in CSR order (row by row, chunk by
-//! chunk), give each pair the place of its first non-zero.
+//! converted on the device. The kernels (count, scan, fill; one block for a tiny
+//! matrix), how the work is split and why not cuSPARSE are in
+//! `library/sparse/dense_to_csr.rs`; here the buffers are found, the passes sent and the
+//! count read back.
 
 use super::bounds::SparseScalar;
 use super::Device;
-use crate::error::{GpuError, Invalid};
+use crate::error::GpuError;
 use crate::gpu_ref::GpuRef;
-use crate::kernel::dsl::Float;
-use crate::launch::LaunchConfig;
 use crate::library::kernels::scan::{int_scan_calls, scan_tiles};
+use crate::library::sparse::dense_to_csr::{check_shape, csr_matrix, Conversion, CsrBuffers, ONE_REQUEST};
 use crate::library::sparse::{CsrMatrix, MAX_DIM};
-
-/// Threads per block of both passes (one row each, along x).
-const THREADS: u32 = 128;
-/// About how many (row, chunk) pairs a conversion aims at: enough threads to fill a
-/// GPU twice over. The fill pass waits on its scattered loads and stores; at 2^17 pairs
-/// it ran with half the warps a GPU holds (Nsight Compute: 47 % active), and 2^19
-/// takes the benchmark's conversions 4–19 % faster (BENCHMARKS.md).
-const TARGET_PAIRS: usize = 1 << 19;
-/// The fewest columns a chunk reads (below this a thread does too little to pay for
-/// its place in the scan).
-const MIN_WIDTH: usize = 32;
-/// The most elements of a matrix whose CSR buffers are sized for every element, so that
-/// the conversion is one request (4 MiB of indices at most).
-const ONE_REQUEST: usize = 1 << 20;
-/// The most elements of a matrix converted by one block ([`dense_to_csr_block`]).
-const ONE_BLOCK: usize = 1 << 16;
-/// The most chunks per row: the grid's y dimension.
-const MAX_CHUNKS: usize = 65_535;
-
-/// Where the run of columns starting at `first` ends: `width` columns on, or at `cols`.
-#[atomr_accel_cuda_macros::device(crate = crate)]
-fn run_end(first: usize, width: u32, cols: u32) -> usize {
-    let mut end = first + width as usize;
-    if end > cols as usize {
-        end = cols as usize;
-    }
-    end
-}
-
-/// The non-zeros (`!= 0`: a NaN counts, −0 does not) of row `r` of the column-major
-/// `dense` of `rows` rows in columns `first .. end`.
-#[atomr_accel_cuda_macros::device(crate = crate)]
-fn run_count<T: Float>(dense: &[T], rows: u32, r: usize, first: usize, end: usize) -> i32 {
-    let mut n: i32 = 0;
-    let mut c = first;
-    while c < end {
-        if dense[c * rows as usize + r] != T::zero() {
-            n += 1;
-        }
-        c += 1;
-    }
-    n
-}
-
-/// Writes the non-zeros [`run_count`] counts — column index and value — to `indices` and
-/// `values` from place `k` on.
-#[atomr_accel_cuda_macros::device(crate = crate)]
-fn run_fill<T: Float>(
-    dense: &[T],
-    rows: u32,
-    r: usize,
-    first: usize,
-    end: usize,
-    k: usize,
-    indices: &mut [i32],
-    values: &mut [T],
-) {
-    let mut at = k;
-    let mut c = first;
-    while c < end {
-        let v = dense[c * rows as usize + r];
-        if v != T::zero() {
-            indices[at] = c as i32;
-            values[at] = v;
-            at += 1;
-        }
-        c += 1;
-    }
-}
-
-/// Thread `(r, chunk)` counts the non-zeros (`!= 0`: a NaN counts, −0 does not) of row
-/// `r` in columns `chunk·width ..` (at most `width`, within `cols`) of the column-major
-/// `rows × cols` matrix `dense`, into `counts[r·chunks + chunk]`.
-#[atomr_accel_cuda_macros::kernel(crate = crate)]
-fn dense_counts<T: Float>(dense: &[T], rows: u32, cols: u32, width: u32, chunks: u32, counts: &mut [i32]) {
-    let r = global_index();
-    let chunk = global_index_y();
-    if r < rows as usize && chunk < chunks as usize {
-        let first = chunk * width as usize;
-        counts[r * chunks as usize + chunk] = run_count(dense, rows, r, first, run_end(first, width, cols));
-    }
-}
-
-/// Thread `(r, chunk)` writes the column indices and values of its non-zeros (as
-/// [`dense_counts`] found them) from the place `ends` (the counts' inclusive scan) gives
-/// it; chunk 0 writes row `r`'s offset, the last pair the total.
-#[atomr_accel_cuda_macros::kernel(crate = crate)]
-fn dense_fill<T: Float>(
-    dense: &[T],
-    rows: u32,
-    cols: u32,
-    width: u32,
-    chunks: u32,
-    ends: &[i64],
-    offsets: &mut [i32],
-    indices: &mut [i32],
-    values: &mut [T],
-) {
-    let r = global_index();
-    let chunk = global_index_y();
-    if r < rows as usize && chunk < chunks as usize {
-        let at = r * chunks as usize + chunk;
-        let mut k: i64 = 0;
-        if at > 0 {
-            k = ends[at - 1];
-        }
-        if chunk == 0 {
-            offsets[r] = k as i32;
-        }
-        if at + 1 == ends.len() {
-            offsets[rows as usize] = ends[at] as i32;
-        }
-        let first = chunk * width as usize;
-        run_fill(
-            dense,
-            rows,
-            r,
-            first,
-            run_end(first, width, cols),
-            k as usize,
-            indices,
-            values,
-        );
-    }
-}
-
-/// A tiny matrix whole, in one block of 1024 threads: thread `t` = (row, chunk) in CSR
-/// order counts its run of columns as [`dense_counts`] does, the block scans the counts
-/// in shared memory, and each thread writes its non-zeros as [`dense_fill`] does, the
-/// last one the total to `offsets[rows]` and `nnz[0]` — one launch where the general
-/// path takes five.
-#[atomr_accel_cuda_macros::kernel(crate = crate)]
-fn dense_to_csr_block<T: Float>(
-    dense: &[T],
-    rows: u32,
-    cols: u32,
-    width: u32,
-    chunks: u32,
-    offsets: &mut [i32],
-    indices: &mut [i32],
-    values: &mut [T],
-    nnz: &mut [i64],
-) {
-    let mut part = shared_array::<i32, 1024>();
-    let t = thread_idx_x();
-    let pairs = rows as usize * chunks as usize;
-    let r = t / chunks as usize;
-    let chunk = t % chunks as usize;
-    let first = chunk * width as usize;
-    let end = run_end(first, width, cols);
-    let mut n: i32 = 0;
-    if t < pairs {
-        n = run_count(dense, rows, r, first, end);
-    }
-    part[t] = n;
-    sync_threads();
-    // The counts' inclusive scan across the block (Hillis–Steele).
-    let mut off: usize = 1;
-    while off < 1024 {
-        let mut add: i32 = 0;
-        if t >= off {
-            add = part[t - off];
-        }
-        sync_threads();
-        part[t] += add;
-        sync_threads();
-        off *= 2;
-    }
-    if t < pairs {
-        let k = part[t] - n;
-        if chunk == 0 {
-            offsets[r] = k;
-        }
-        if t + 1 == pairs {
-            offsets[rows as usize] = part[t];
-            nnz[0] = part[t] as i64;
-        }
-        run_fill(dense, rows, r, first, end, k as usize, indices, values);
-    }
-}
-
-/// How a `rows × cols` matrix is split: (columns per chunk, chunks per row).
-fn split(rows: usize, cols: usize) -> (usize, usize) {
-    let most = cols.div_ceil(MIN_WIDTH).clamp(1, MAX_CHUNKS);
-    let chunks = TARGET_PAIRS.div_ceil(rows).clamp(1, most);
-    let width = cols.div_ceil(chunks);
-    // No empty chunk at the end.
-    (width, cols.div_ceil(width))
-}
-
-/// How a tiny matrix (at most [`ONE_BLOCK`] elements, 1024 rows) is split for one block
-/// of 1024 threads: (columns per chunk, chunks per row), at most 1024 pairs; `None` for
-/// a larger one.
-fn split_one_block(rows: usize, cols: usize) -> Option<(usize, usize)> {
-    if rows * cols > ONE_BLOCK || rows > 1024 {
-        return None;
-    }
-    let chunks = (1024 / rows).clamp(1, cols.div_ceil(MIN_WIDTH).max(1));
-    let width = cols.div_ceil(chunks);
-    Some((width, cols.div_ceil(width)))
-}
-
-/// Checks the shape (each side 1..=`MAX_DIM`) and that `dense` holds it.
-fn check_shape<T: SparseScalar>(dense: &GpuRef<T>, rows: usize, cols: usize) -> Result<(), GpuError> {
-    const OP: &str = "dense_to_csr";
-    for (v, what) in [(rows, "rows"), (cols, "cols")] {
-        if v == 0 || v > MAX_DIM {
-            return Err(GpuError::InvalidArgument(
-                Invalid::new(format!("{OP}: {what} = {v}; a sparse matrix has 1..={MAX_DIM} of them"))
-                    .arg(what)
-                    .mismatch(format_args!("1..={MAX_DIM}"), v),
-            ));
-        }
-    }
-    let need = rows
-        .checked_mul(cols)
-        .ok_or_else(|| GpuError::invalid(format!("{OP}: {rows}×{cols} overflows")))?;
-    if dense.len() < need {
-        return Err(GpuError::InvalidArgument(
-            Invalid::new(format!(
-                "{OP}: dense must hold {rows}×{cols} = {need} elements, the buffer has {}",
-                dense.len()
-            ))
-            .arg("dense")
-            .mismatch(
-                format_args!("≥ {need} elements"),
-                format_args!("{} elements", dense.len()),
-            ),
-        ));
-    }
-    Ok(())
-}
 
 impl Device {
     /// The non-zeros of the dense column-major `rows × cols` matrix `dense` (a buffer or
@@ -270,17 +26,11 @@ impl Device {
         cols: usize,
     ) -> Result<CsrMatrix<T>, GpuError> {
         check_shape(dense, rows, cols)?;
-        if let Some((width, chunks)) = split_one_block(rows, cols) {
-            return self.dense_to_csr_one_block(dense, rows, cols, width, chunks).await;
+        if let Some(tiny) = Conversion::one_block(rows, cols) {
+            return self.dense_to_csr_one_block(dense, tiny).await;
         }
-        let (width, chunks) = split(rows, cols);
-        let pairs = rows * chunks;
-        let grid = |n: usize| LaunchConfig {
-            grid: (n.div_ceil(THREADS as usize) as u32, chunks as u32, 1),
-            block: (THREADS, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let shape = (rows as u32, cols as u32, width as u32, chunks as u32);
+        let plan = Conversion::new(rows, cols);
+        let pairs = plan.pairs();
         // A small matrix's CSR buffers are sized for every element up front (a CSR
         // matrix's indices and values hold at least its non-zeros), so that count, scan
         // and fill are one request; a larger one's wait for the count.
@@ -296,26 +46,12 @@ impl Device {
             self.scratch::<i64>(scan_tiles(pairs)),
             early
         )?;
-        let fill = |(offsets, indices, values): &mut CsrBuffers<T>| {
-            dense_fill::call::<T>(
-                grid(rows),
-                dense,
-                shape.0,
-                shape.1,
-                shape.2,
-                shape.3,
-                &ends,
-                offsets,
-                indices,
-                values,
-            )
-        };
         // Count, scan the counts (and fill, for a small matrix), read the total back:
         // one request.
-        let count = dense_counts::call::<T>(grid(rows), dense, shape.0, shape.1, shape.2, shape.3, &mut counts);
+        let count = plan.count(dense, &mut counts);
         let [totals_pass, offsets_pass, scan_pass] = int_scan_calls(&counts, &ends, false, &mut totals);
         let mut launches = vec![count, totals_pass, offsets_pass, scan_pass];
-        launches.extend(early.as_mut().map(fill));
+        launches.extend(early.as_mut().map(|buffers| plan.fill(dense, &ends, buffers)));
         let last = ends.view(pairs - 1..pairs)?;
         let nnz = self.launch_then_read(launches, &last).await?[0];
         if nnz > MAX_DIM as i64 {
@@ -328,7 +64,7 @@ impl Device {
             Some(buffers) => buffers,
             None => {
                 let mut buffers = self.csr_buffers::<T>(rows, nnz).await?;
-                self.launch_kernel(fill(&mut buffers)).await?;
+                self.launch_kernel(plan.fill(dense, &ends, &mut buffers)).await?;
                 buffers
             }
         };
@@ -339,33 +75,14 @@ impl Device {
     async fn dense_to_csr_one_block<T: SparseScalar>(
         &self,
         dense: &GpuRef<T>,
-        rows: usize,
-        cols: usize,
-        width: usize,
-        chunks: usize,
+        plan: Conversion,
     ) -> Result<CsrMatrix<T>, GpuError> {
-        let ((mut offsets, mut indices, mut values), mut nnz) =
+        let (rows, cols) = plan.size();
+        let (mut buffers, mut nnz) =
             futures::try_join!(self.csr_buffers::<T>(rows, rows * cols), self.scratch::<i64>(1))?;
-        let block = LaunchConfig {
-            grid: (1, 1, 1),
-            block: (1024, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let (rows32, cols32) = (rows as u32, cols as u32);
-        let call = dense_to_csr_block::call::<T>(
-            block,
-            dense,
-            rows32,
-            cols32,
-            width as u32,
-            chunks as u32,
-            &mut offsets,
-            &mut indices,
-            &mut values,
-            &mut nnz,
-        );
+        let call = plan.in_one_block(dense, &mut buffers, &mut nnz);
         let nnz = self.launch_then_read([call], &nnz).await?[0] as usize;
-        Ok(csr_matrix(rows, cols, nnz, (offsets, indices, values)))
+        Ok(csr_matrix(rows, cols, nnz, buffers))
     }
 
     /// A CSR matrix's offsets (`rows + 1`), indices and values (room for `nnz`; one
@@ -376,70 +93,5 @@ impl Device {
             self.alloc::<i32>(nnz.max(1)),
             self.alloc::<T>(nnz.max(1))
         )
-    }
-}
-
-/// A CSR matrix's offsets, column indices and values.
-type CsrBuffers<T> = (GpuRef<i32>, GpuRef<i32>, GpuRef<T>);
-
-/// The `rows × cols` matrix of `nnz` non-zeros whose CSR arrays are `buffers` (the
-/// indices and values may have room for more).
-fn csr_matrix<T: SparseScalar>(rows: usize, cols: usize, nnz: usize, buffers: CsrBuffers<T>) -> CsrMatrix<T> {
-    let (offsets, indices, values) = buffers;
-    CsrMatrix {
-        rows,
-        cols,
-        nnz,
-        offsets,
-        indices,
-        values,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn splits_cover_the_columns_without_empty_chunks() {
-        for (rows, cols) in [
-            (1, 1),
-            (1, 31),
-            (1, 33),
-            (3, 1_000_000),
-            (173, 121),
-            (1 << 20, 8),
-            (100, 10_000),
-        ] {
-            let (width, chunks) = split(rows, cols);
-            assert!(width >= 1 && (1..=MAX_CHUNKS).contains(&chunks), "{rows}×{cols}");
-            assert!(
-                width * chunks >= cols && width * (chunks - 1) < cols,
-                "{rows}×{cols}: {width}·{chunks}"
-            );
-        }
-        // One block: at most 1024 pairs covering the columns, tiny matrices only.
-        for (rows, cols) in [
-            (1, 1),
-            (1, 5000),
-            (173, 121),
-            (256, 256),
-            (1000, 65),
-            (1024, 64),
-            (2, 32_768),
-        ] {
-            let (width, chunks) = split_one_block(rows, cols).expect("tiny");
-            assert!(rows * chunks <= 1024 && chunks >= 1, "{rows}×{cols}: {chunks}");
-            assert!(
-                width * chunks >= cols && width * (chunks - 1) < cols,
-                "{rows}×{cols}: {width}·{chunks}"
-            );
-        }
-        assert_eq!(split_one_block(1025, 1), None);
-        assert_eq!(split_one_block(300, 300), None);
-        // Many rows: one chunk each; few rows of many columns: many chunks of ≥ 32.
-        assert_eq!(split(1 << 20, 1000).1, 1);
-        let (width, chunks) = split(4, 1 << 20);
-        assert!(chunks > 1000 && width >= MIN_WIDTH, "{width}·{chunks}");
     }
 }

@@ -8,6 +8,7 @@
 //! argument is checked here first, each fault a typed error naming the argument.
 
 mod coo;
+pub(crate) mod dense_to_csr;
 #[cfg(feature = "sparse")]
 mod cpu;
 #[cfg(feature = "sparse")]
