@@ -6,6 +6,7 @@
 
 pub(crate) mod reduce;
 pub(crate) mod scan;
+pub(crate) mod sort;
 
 use std::any::TypeId;
 use std::collections::HashMap;
