@@ -105,9 +105,17 @@ fn dense_counts<T: Float>(dense: &[T], rows: u32, cols: u32, width: u32, chunks:
     }
 }
 
-/// Thread `(r, chunk)` writes the column indices and values of its non-zeros (as
+/// Writes the column indices and values of each (row, chunk) pair's non-zeros (as
 /// [`dense_counts`] found them) from the place `ends` (the counts' inclusive scan) gives
-/// it; chunk 0 writes row `r`'s offset, the last pair the total.
+/// it; chunk 0 writes row `r`'s offset, the last pair the total. Blocks of
+/// [`THREADS`] rows, as [`dense_counts`]'s.
+///
+/// A warp takes its 32 rows 32 columns at a time: each lane reads its row's 32 values —
+/// one load per column, consecutive rows across the warp, so every load is coalesced —
+/// into shared memory; then row by row, each lane a column, a `ballot` of the non-zeros
+/// and its count below the lane give every non-zero its place, and the warp writes the
+/// row's run of indices and values contiguously. (A thread per pair walking its columns
+/// wrote one element at a time to its own place: 32 scattered stores per warp store.)
 #[atomr_accel_cuda_macros::kernel(crate = crate)]
 fn dense_fill<T: Float>(
     dense: &[T],
@@ -120,31 +128,62 @@ fn dense_fill<T: Float>(
     indices: &mut [i32],
     values: &mut [T],
 ) {
+    // Each warp's 32 columns × 32 rows, the rows padded to 33 so that reading a row
+    // across the lanes meets no bank twice.
+    let mut tile = shared_array::<T, 4224>();
+    let lane = lane_id();
+    let w = thread_idx_x() as usize / 32;
     let r = global_index();
     let chunk = global_index_y();
-    if r < rows as usize && chunk < chunks as usize {
+    let n = rows as usize;
+    let first = chunk * width as usize;
+    let end = run_end(first, width, cols);
+    // Where this lane's row writes next.
+    let mut next: i64 = 0;
+    if r < n && chunk < chunks as usize {
         let at = r * chunks as usize + chunk;
-        let mut k: i64 = 0;
         if at > 0 {
-            k = ends[at - 1];
+            next = ends[at - 1];
         }
         if chunk == 0 {
-            offsets[r] = k as i32;
+            offsets[r] = next as i32;
         }
         if at + 1 == ends.len() {
-            offsets[rows as usize] = ends[at] as i32;
+            offsets[n] = ends[at] as i32;
         }
-        let first = chunk * width as usize;
-        run_fill(
-            dense,
-            rows,
-            r,
-            first,
-            run_end(first, width, cols),
-            k as usize,
-            indices,
-            values,
-        );
+    }
+    let below = (1u32 << lane as u32) - 1;
+    let mut c0 = first;
+    while c0 < end {
+        let mut j: usize = 0;
+        while j < 32 {
+            let c = c0 + j;
+            let mut v = T::zero();
+            if r < n && c < end {
+                v = dense[c * n + r];
+            }
+            tile[(w * 32 + j) * 33 + lane] = v;
+            j += 1;
+        }
+        sync_warp();
+        let mut i: usize = 0;
+        while i < 32 {
+            let v = tile[(w * 32 + lane) * 33 + i];
+            let nonzero = v != T::zero();
+            let mask = ballot(nonzero);
+            let base = shfl(next, i as u32);
+            if nonzero {
+                let at = base as usize + (mask & below).count_ones() as usize;
+                indices[at] = (c0 + lane) as i32;
+                values[at] = v;
+            }
+            if lane == i {
+                next += mask.count_ones() as i64;
+            }
+            i += 1;
+        }
+        sync_warp();
+        c0 += 32;
     }
 }
 
