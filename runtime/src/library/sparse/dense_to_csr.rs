@@ -152,6 +152,11 @@ fn dense_fill<T: Float>(
             offsets[n] = ends[at] as i32;
         }
     }
+    // A warp wholly past the last row has nothing to write (no block-wide barrier
+    // follows: it may leave) — most of each block of a matrix of few rows.
+    if r - lane >= n {
+        return;
+    }
     let below = (1u32 << lane as u32) - 1;
     let mut c0 = first;
     while c0 < end {
