@@ -24,7 +24,7 @@
 //! to 48 bits), so f16/bf16/f32 scans keep their small terms.
 //!
 //! Integers (i8, i16, i32, i64 and their unsigned twins) scan into 64-bit outputs
-//! (`i64`, `u64` for the unsigned types: what [`Reduce::Sum`](crate::device::Reduce)
+//! (`i64`, `u64` for the unsigned types: what the device tier's `Reduce::Sum`
 //! names), exact while they fit and wrapping beyond, the same way (in wrapping 64-bit
 //! integers, exactly).
 
