@@ -84,8 +84,9 @@ impl Attr for Raw {
     const TYPE: Type = Type::CUDNN_TYPE_BACKEND_DESCRIPTOR;
 }
 
-/// The error of a graph-API call, named by what it was building.
-fn named(what: &str, s: cudnnStatus_t) -> Result<(), GpuError> {
+/// The error of a graph-API call, named by what it was building (formatted only on
+/// failure: attributes are set on every execution's variant pack).
+fn named(what: impl std::fmt::Display, s: cudnnStatus_t) -> Result<(), GpuError> {
     check(s).map_err(|e| match e {
         GpuError::Library { lib, code, msg } => GpuError::Library {
             lib,
@@ -116,7 +117,7 @@ impl Desc {
         // SAFETY: `values` are `values.len()` elements of the C type `V::TYPE` names (the
         // `Attr` impls pair each Rust type with the tag of its C type), read during the call.
         let s = unsafe { sys::cudnnBackendSetAttribute(self.0, name, V::TYPE, values.len() as i64, values.as_ptr().cast()) };
-        named(&format!("{name:?}"), s)?;
+        named(format_args!("{name:?}"), s)?;
         Ok(self)
     }
 
@@ -138,7 +139,7 @@ impl Desc {
         let (mut count, mut value) = (0i64, 0i64);
         // SAFETY: room for one INT64 element, written by cuDNN with the count it wrote.
         let s = unsafe { sys::cudnnBackendGetAttribute(self.0, name, Type::CUDNN_TYPE_INT64, 1, &mut count, (&mut value as *mut i64).cast()) };
-        named(&format!("{name:?}"), s)?;
+        named(format_args!("{name:?}"), s)?;
         Ok(value)
     }
 }
