@@ -5,9 +5,10 @@
 
 use cudarc::cublas::CudaBlas;
 
-use super::einsum::{self, merge, Dim, Equation, Plan, Sink, Source, MAX_RANK};
+use super::einsum::{merge, Dim, Plan, Sink, Source, MAX_RANK};
 use super::kernels::{gather, modes_binary, modes_reduce, modes_trinary, scatter, Dims8, Modes8};
 use super::modes::{Elementwise, ElementwiseTrinary, ModeDim, TensorReduction};
+use super::plans::{Planned, Plans};
 use super::{Contraction, TensorFloat};
 use crate::actor::Deferred;
 use crate::error::{GpuError, Invalid};
@@ -23,6 +24,8 @@ use crate::library::shell::Core;
 pub(crate) struct TensorCore {
     kernels: Kernels,
     blas: Option<CudaBlas>,
+    /// The contractions planned so far, for their next call.
+    plans: Plans,
 }
 
 impl Core for TensorCore {
@@ -34,7 +37,11 @@ impl Core for TensorCore {
             Some(stream) => Some(CudaBlas::new(stream.clone())?),
             None => None,
         };
-        Ok(TensorCore { kernels, blas })
+        Ok(TensorCore {
+            kernels,
+            blas,
+            plans: Plans::default(),
+        })
     }
 }
 
@@ -163,9 +170,10 @@ impl TensorCore {
         })
     }
 
-    /// Carries out `spec` (see `TensorActor::contract`).
+    /// Carries out `spec` (see `TensorActor::contract`), with its plan kept from an
+    /// earlier call of the same equation and layouts when there was one.
     pub(crate) fn contract<T: TensorFloat>(
-        &self,
+        &mut self,
         spec: &Contraction,
         a: &GpuRef<T>,
         b: &GpuRef<T>,
@@ -174,8 +182,7 @@ impl TensorCore {
         for r in [a, b, c] {
             self.kernels.check(r)?;
         }
-        let eq = Equation::parse(&spec.equation)?;
-        let c_layout = spec.output_layout()?;
+        let Planned { plan, c_layout } = self.plans.of(spec)?;
         spec.a.check(a.len(), "A", false)?;
         spec.b.check(b.len(), "B", false)?;
         c_layout.check(c.len(), "C", true)?;
@@ -186,11 +193,22 @@ impl TensorCore {
                     .mismatch("elements apart from A's and B's", "elements of A or B"),
             ));
         }
-        let plan = einsum::plan(&eq, &spec.a, &spec.b, &c_layout)?;
-        self.kernels
-            .run("tensor", "contract", || self.run(spec, &plan, &c_layout, (a, b, c)))
+        let steps = Steps {
+            kernels: &self.kernels,
+            blas: self.blas.as_ref(),
+        };
+        self.kernels.run("tensor", "contract", || steps.run(spec, plan, c_layout, (a, b, c)))
     }
+}
 
+/// A planned contraction's steps on a tensor core's kernels and cuBLAS handle (borrowed
+/// apart from its plans, one of which they carry out).
+struct Steps<'a> {
+    kernels: &'a Kernels,
+    blas: Option<&'a CudaBlas>,
+}
+
+impl Steps<'_> {
     /// Enqueues (or, on the CPU device, runs) the plan's steps.
     fn run<T: TensorFloat>(
         &self,
@@ -236,7 +254,7 @@ impl TensorCore {
             stride_b: stride_b.unwrap_or(k * n),
             stride_c,
         };
-        gemm_on(self.blas.as_ref(), &g, &batch, (&first, &second, &out))?;
+        gemm_on(self.blas, &g, &batch, (&first, &second, &out))?;
         if let Sink::Scatter(dims) = &plan.sink {
             self.kernels.launch(scatter::call::<T>(config(out.len()), &out, dims8(dims, "C")?, spec.beta, &mut c.clone()))?;
         }

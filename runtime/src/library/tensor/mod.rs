@@ -24,6 +24,8 @@ mod exec;
 mod kernels;
 mod layout;
 mod modes;
+#[cfg(feature = "tensor")]
+mod plans;
 
 use std::collections::BTreeMap;
 
