@@ -79,15 +79,16 @@ const TIGHT_QUERIES: Duration = Duration::from_micros(50);
 
 /// The pause between two event queries of a spinning wait, after `waited`: none for the
 /// first 50 µs (a query costs ~0.15 µs on the H200, and a pause is latency added to every
-/// short call: `benches/completion_probe.cu`), then a 64th of the time waited so far,
+/// short call: `benches/completion_probe.cu`), then a 128th of the time waited so far,
 /// 1–20 µs. Each query takes driver locks, and a tight query loop measurably slows long
-/// GPU work (BENCHMARKS.md: SGEMM 4096, the solver); backing off adds at most ~1.6% to
-/// long waits.
+/// GPU work (BENCHMARKS.md: SGEMM 4096, the solver); backing off this way adds at most
+/// ~0.8% to a wait, ~0.4% on average — about a µs on a 0.1 ms call at a 64th, which was
+/// a quarter of what an awaited einsum of that length lost to raw cuBLAS.
 fn query_pause(waited: Duration) -> Duration {
     if waited < TIGHT_QUERIES {
         return Duration::ZERO;
     }
-    (waited / 64).clamp(Duration::from_micros(1), Duration::from_micros(20))
+    (waited / 128).clamp(Duration::from_micros(1), Duration::from_micros(20))
 }
 
 /// How often a host-function wait checks for a device fault.
