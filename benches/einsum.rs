@@ -4,7 +4,8 @@
 //! sequence 1024, head size 64) in f32 and f16, a 4096² row-major matrix product, and
 //! the scores of heads-interleaved `[batch, seq, heads, dim]` tensors, which need a
 //! permutation (our gather kernels; PyTorch's copies). Each call awaited; raw: the one
-//! strided-batched GEMM the contraction is, then a stream synchronize; median of rounds.
+//! strided-batched GEMM the contraction is, then a stream synchronize; blocks of 10 raw
+//! and 10 of ours alternate (`support/alternate.rs`), median per call.
 
 use std::sync::Arc;
 
@@ -16,6 +17,8 @@ use cudarc::cublas::{CudaBlas, Gemm as _, GemmConfig, StridedBatchedConfig};
 use cudarc::driver::{CudaStream, DeviceRepr, ValidAsZeroBits};
 use half::f16;
 
+#[path = "support/alternate.rs"]
+mod alternate;
 #[path = "support/gpu_bench.rs"]
 mod gpu_bench;
 #[path = "support/random.rs"]
@@ -168,10 +171,7 @@ async fn measure<T: TensorScalar + DeviceRepr + ValidAsZeroBits>(
         let b = dev.upload(hb.clone()).await.unwrap();
         let c = dev.alloc::<T>(nc).await.unwrap();
         let reps = 20;
-        let ours = gpu_bench::per_call(reps, || async {
-            dev.contract(case.op.clone(), &a, &b, &c).await.unwrap()
-        })
-        .await;
+        let ours_call = || async { dev.contract(case.op.clone(), &a, &b, &c).await.unwrap() };
         let tflops = |s: f64| case.flops / s / 1e12;
         match &case.raw {
             Some((swapped, r)) => {
@@ -179,10 +179,13 @@ async fn measure<T: TensorScalar + DeviceRepr + ValidAsZeroBits>(
                 let mut rc = stream.alloc_zeros::<T>(nc).unwrap();
                 let (first, second) = if *swapped { (&rb, &ra) } else { (&ra, &rb) };
                 let alpha = of(case.op.alpha as f32);
-                let raw = gpu_bench::per_call(reps, || {
-                    raw_call(blas, stream, r, first, second, &mut rc, (alpha, of(0.0)));
-                    async {}
-                })
+                let (raw, ours) = alternate::measure(
+                    alternate::Order::Blocks,
+                    3,
+                    7 * reps,
+                    || raw_call(blas, stream, r, first, second, &mut rc, (alpha, of(0.0))),
+                    ours_call,
+                )
                 .await;
                 println!(
                     "RESULT | einsum.{} {dtype} | ours {:.1} µs ({:.1} TFLOP/s), raw cudarc {:.1} µs ({:.1} TFLOP/s), ratio {:.3}",
@@ -194,12 +197,15 @@ async fn measure<T: TensorScalar + DeviceRepr + ValidAsZeroBits>(
                     raw / ours
                 );
             }
-            None => println!(
-                "RESULT | einsum.{} {dtype} | ours {:.1} µs ({:.1} TFLOP/s)",
-                case.name,
-                ours * 1e6,
-                tflops(ours)
-            ),
+            None => {
+                let ours = gpu_bench::per_call(reps, ours_call).await;
+                println!(
+                    "RESULT | einsum.{} {dtype} | ours {:.1} µs ({:.1} TFLOP/s)",
+                    case.name,
+                    ours * 1e6,
+                    tflops(ours)
+                )
+            }
         }
     }
 }
