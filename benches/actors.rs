@@ -573,8 +573,12 @@ async fn await_probe(dev: &Device) {
                 oldest.await.unwrap();
             }
             let mut f = Box::pin(launch());
-            // Polled once now (the launch enqueued), like an entry of FuturesUnordered.
-            let _ = futures::poll!(f.as_mut());
+            // Polled once now (the launch enqueued), like an entry of FuturesUnordered;
+            // one already done is not held (polling it again would be a misuse).
+            if let std::task::Poll::Ready(r) = futures::poll!(f.as_mut()) {
+                r.unwrap();
+                continue;
+            }
             held.push_back(f);
         }
         for f in held.drain(..) {

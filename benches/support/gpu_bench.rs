@@ -46,7 +46,9 @@ pub async fn open_gpu(bench: &str, config: DeviceConfig) -> Option<(ActorSystem,
 /// `config` with the overrides a bench run may set in its environment:
 /// `BENCH_IDLE_SPIN_US` and `BENCH_REPLY_SPIN_US` (`DeviceConfig::idle_spin` and
 /// `reply_spin`, in µs), `BENCH_FFT_GRAPHS=0` (`DeviceConfig::fft_graphs` off),
-/// `BENCH_COMPLETION` (`spin`, `blocking`, `polled` or `hostfn`: `DeviceConfig::completion`).
+/// `BENCH_COMPLETION` (`spin`, `blocking`, `polled` or `hostfn`: `DeviceConfig::completion`),
+/// `BENCH_WARM_UP=0` (`DeviceConfig::warm_up` off: no library warmed at open, for a
+/// profile of one path).
 pub fn with_env_overrides(mut config: DeviceConfig) -> DeviceConfig {
     let us = |var: &str| {
         std::env::var(var)
@@ -62,6 +64,9 @@ pub fn with_env_overrides(mut config: DeviceConfig) -> DeviceConfig {
     }
     if std::env::var("BENCH_FFT_GRAPHS").is_ok_and(|v| v == "0") {
         config.fft_graphs = false;
+    }
+    if std::env::var("BENCH_WARM_UP").is_ok_and(|v| v == "0") {
+        config.warm_up = false;
     }
     use atomr_accel_cuda::completion::CompletionStrategy as C;
     match std::env::var("BENCH_COMPLETION").as_deref() {
