@@ -132,3 +132,9 @@ int curandSetGeneratorOffset(void*g,unsigned long long s){return 0;}
 int curandSetGeneratorOrdering(void*g,int o){return 0;}
 int cufftCreate(int*p){*p=1;return 0;}
 int cufftDestroy(int p){return 0;}
+int cublasSgemm_v2(void*h,int ta,int tb,int m,int n,int k,const float*al,const float*a,int lda,const float*b,int ldb,const float*be,float*c,int ldc){return 0;}
+int cublasDgemm_v2(void*h,int ta,int tb,int m,int n,int k,const double*al,const double*a,int lda,const double*b,int ldb,const double*be,double*c,int ldc){return 0;}
+int cublasSgemmStridedBatched(void*h,int ta,int tb,int m,int n,int k,const float*al,const float*a,int lda,long long sa,const float*b,int ldb,long long sb,const float*be,float*c,int ldc,long long sc,int bc){return 0;}
+int cublasDgemmStridedBatched(void*h,int ta,int tb,int m,int n,int k,const double*al,const double*a,int lda,long long sa,const double*b,int ldb,long long sb,const double*be,double*c,int ldc,long long sc,int bc){return 0;}
+int cublasGemmEx(void*h,int ta,int tb,int m,int n,int k,const void*al,const void*a,int at,int lda,const void*b,int bt,int ldb,const void*be,void*c,int ct,int ldc,int ctype,int algo){return 0;}
+int cublasGemmStridedBatchedEx(void*h,int ta,int tb,int m,int n,int k,const void*al,const void*a,int at,int lda,long long sa,const void*b,int bt,int ldb,long long sb,const void*be,void*c,int ct,int ldc,long long sc,int bc,int ctype,int algo){return 0;}
