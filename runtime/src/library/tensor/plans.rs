@@ -25,6 +25,17 @@ pub(crate) struct Planned {
     pub(crate) c_layout: TensorLayout,
 }
 
+impl Planned {
+    /// Plans `spec` from scratch: parses its equation, takes its output layout, plans
+    /// the GEMM.
+    fn of(spec: &Contraction) -> Result<Self, GpuError> {
+        let eq = Equation::parse(&spec.equation)?;
+        let c_layout = spec.output_layout()?;
+        let plan = einsum::plan(&eq, &spec.a, &spec.b, &c_layout)?;
+        Ok(Planned { plan, c_layout })
+    }
+}
+
 /// The plans of one tensor actor, newest first.
 #[derive(Default)]
 pub(crate) struct Plans(VecDeque<(Key, Planned)>);
@@ -59,13 +70,11 @@ impl Plans {
         if let Some(i) = self.0.iter().position(|(k, _)| k.matches(spec)) {
             return Ok(&self.0[i].1);
         }
-        let eq = Equation::parse(&spec.equation)?;
-        let c_layout = spec.output_layout()?;
-        let plan = einsum::plan(&eq, &spec.a, &spec.b, &c_layout)?;
+        let planned = Planned::of(spec)?;
         if self.0.len() == KEPT {
             self.0.pop_back();
         }
-        self.0.push_front((Key::of(spec), Planned { plan, c_layout }));
+        self.0.push_front((Key::of(spec), planned));
         Ok(&self.0[0].1)
     }
 
@@ -81,15 +90,12 @@ mod tests {
     use super::*;
 
     /// The same equation and layouts plan once; a different layout, equation or output
-    /// plans anew, and the plan is the one planning from scratch gives.
+    /// plans anew, and each spec gets the plan planning it from scratch gives.
     #[test]
     fn a_repeated_contraction_is_planned_once() {
         let mut plans = Plans::default();
         let scores = Contraction::new("bhqd,bhkd->bhqk", &[2, 3, 5, 4], &[2, 3, 7, 4]);
-        let fresh = |s: &Contraction| {
-            let c = s.output_layout().unwrap();
-            einsum::plan(&Equation::parse(&s.equation).unwrap(), &s.a, &s.b, &c).unwrap()
-        };
+        let fresh = |s: &Contraction| Planned::of(s).unwrap().plan;
         assert_eq!(plans.of(&scores).unwrap().plan, fresh(&scores));
         assert_eq!(plans.of(&scores.clone().scaled(0.5, 1.0)).unwrap().plan, fresh(&scores));
         assert_eq!(plans.len(), 1, "alpha and beta are not part of the key");
