@@ -82,8 +82,8 @@ const TIGHT_QUERIES: Duration = Duration::from_micros(50);
 /// short call: `benches/completion_probe.cu`), then a 128th of the time waited so far,
 /// 1–20 µs. Each query takes driver locks, and a tight query loop measurably slows long
 /// GPU work (BENCHMARKS.md: SGEMM 4096, the solver); backing off this way adds at most
-/// ~0.8% to a wait, ~0.4% on average — about a µs on a 0.1 ms call at a 64th, which was
-/// a quarter of what an awaited einsum of that length lost to raw cuBLAS.
+/// ~0.8% to a wait, ~0.4% on average (a 64th cost ~1 µs on average on a 0.13 ms call,
+/// a measurable share of an awaited einsum's gap to raw cuBLAS).
 fn query_pause(waited: Duration) -> Duration {
     if waited < TIGHT_QUERIES {
         return Duration::ZERO;
