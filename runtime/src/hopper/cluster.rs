@@ -4,7 +4,7 @@
 use cudarc::driver::{CudaFunction, CudaStream};
 
 use crate::error::GpuError;
-use crate::launch::{lock_args, param_addresses, HeldArgs, KernelArgs, LaunchConfig, LaunchLimits, Slot};
+use crate::launch::{lock_args, param_addresses, param_pointers, HeldArgs, KernelArgs, LaunchConfig, LaunchLimits};
 use crate::sys::hopper::{launch_cluster, ClusterDims};
 
 /// The most blocks per cluster every cluster-capable GPU accepts. Larger clusters need
@@ -58,14 +58,6 @@ impl LaunchSpec {
     }
 }
 
-/// Where one kernel parameter's value is.
-enum Param {
-    /// The i-th collected device address.
-    Address(usize),
-    /// A scalar's own storage.
-    Scalar(*mut std::ffi::c_void),
-}
-
 /// Enqueues `f` with `args` on `stream` as the cluster launch `spec`: every buffer is
 /// locked, ordered after its last writer and recorded as used by this launch, as for
 /// plain launches.
@@ -89,35 +81,11 @@ pub(crate) unsafe fn enqueue_cluster(
         bases.push(base);
         guards.push(guard);
     }
-    let mut addresses = param_addresses(&slots, &bases);
-    let mut next = 0;
-    let order: Vec<Param> = slots
-        .iter()
-        .filter_map(|s| match s {
-            Slot::Buffer { item, .. } if item.is_param() => {
-                next += 1;
-                Some(Param::Address(next - 1))
-            }
-            Slot::Buffer { .. } => None,
-            Slot::Scalar(s) => Some(Param::Scalar(s.as_param())),
-        })
-        .collect();
-    // `addresses` is complete and not moved again: pointers into it stay valid.
-    let base = addresses.as_mut_ptr();
-    let mut params: Vec<*mut std::ffi::c_void> = order
-        .iter()
-        .map(|p| match p {
-            // SAFETY: `i < addresses.len()` by construction.
-            Param::Address(i) => (unsafe { base.add(*i) }) as *mut std::ffi::c_void,
-            Param::Scalar(p) => *p,
-        })
-        .collect();
-    let c = spec.config;
+    let addresses = param_addresses(&slots, &bases);
+    let mut params = param_pointers(&slots, &addresses);
     let dims = ClusterDims {
-        grid: c.grid,
-        block: c.block,
+        launch: spec.config.dims(),
         cluster: spec.cluster,
-        shared_mem_bytes: c.shared_mem_bytes,
     };
     // SAFETY: one pointer per parameter, in order, to live values (the addresses above,
     // the scalars inside `args`), per the caller's contract; `spec` was validated.

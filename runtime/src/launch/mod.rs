@@ -7,6 +7,7 @@ use std::any::TypeId;
 use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, DeviceRepr, LaunchArgs, PushKernelArg, SyncOnDrop};
+use smallvec::SmallVec;
 
 use crate::dtype::DTypeBase;
 use crate::error::{GpuError, Invalid};
@@ -181,6 +182,15 @@ impl LaunchLimits {
 }
 
 impl LaunchConfig {
+    /// The dimensions the driver's launch calls take.
+    pub(crate) fn dims(&self) -> crate::sys::launch::Dims {
+        crate::sys::launch::Dims {
+            grid: self.grid,
+            block: self.block,
+            shared_mem_bytes: self.shared_mem_bytes,
+        }
+    }
+
     pub(crate) fn validate(&self, l: &LaunchLimits) -> Result<(), GpuError> {
         let bad = |m: String| Err(GpuError::invalid(m));
         let (g, b) = (self.grid, self.block);
@@ -229,40 +239,31 @@ pub(crate) unsafe fn enqueue(
     // Buffers reached other than through a parameter (a TMA descriptor's tensor) are
     // ordered the same way and not passed.
     let mut ordered = Vec::new();
-    let mut bases = Vec::with_capacity(buffers.len());
+    let mut bases = Few::with_capacity(buffers.len());
     for h in buffers.iter_mut() {
         let (base, recorded) = h.launch_base(stream)?;
         bases.push(base);
         ordered.extend(recorded);
     }
     let addresses = param_addresses(&slots, &bases);
-    let mut b = stream.launch_builder(f);
-    let mut next = addresses.iter();
-    for slot in &slots {
-        match slot {
-            Slot::Buffer { item, .. } if item.is_param() => {
-                b.arg(next.next().expect("one address per buffer parameter"));
-            }
-            Slot::Buffer { .. } => {}
-            Slot::Scalar(s) => s.push(&mut b),
-        }
-    }
-    let lc = cudarc::driver::LaunchConfig {
-        grid_dim: cfg.grid,
-        block_dim: cfg.block,
-        shared_mem_bytes: cfg.shared_mem_bytes,
-    };
+    let mut params = param_pointers(&slots, &addresses);
+    let dims = cfg.dims();
     // SAFETY: the caller guarantees the arguments match the kernel's parameters, were
     // validated (device, generation, no output overlapping another view) and that `cfg`
-    // fits the device.
-    unsafe { b.launch(lc) }?;
+    // fits the device; `params` holds one pointer per parameter, in order, to values
+    // alive until the call returns.
+    unsafe { crate::sys::launch::launch(stream, f, &dims, &mut params) }?;
     drop(ordered);
     Ok(())
 }
 
+/// A launch's few arguments, buffers, addresses or parameter pointers: on the stack up to
+/// eight (a kernel launch built ~10 small vectors on the heap, ~10% of its host time).
+pub(crate) type Few<T> = SmallVec<[T; 8]>;
+
 /// Each buffer parameter's device address, in parameter order: its buffer's address
 /// (`bases`, by held buffer) plus where its window starts.
-pub(crate) fn param_addresses(slots: &[Slot<'_>], bases: &[u64]) -> Vec<u64> {
+pub(crate) fn param_addresses(slots: &[Slot<'_>], bases: &[u64]) -> Few<u64> {
     slots
         .iter()
         .filter_map(|s| match s {
@@ -272,14 +273,32 @@ pub(crate) fn param_addresses(slots: &[Slot<'_>], bases: &[u64]) -> Vec<u64> {
         .collect()
 }
 
+/// The driver's `kernelParams`: one pointer per kernel parameter, in order — to each
+/// buffer parameter's entry of `addresses` (`param_addresses` of the same slots), to
+/// each scalar's value. Valid while `addresses` and the arguments stay where they are.
+pub(crate) fn param_pointers(slots: &[Slot<'_>], addresses: &[u64]) -> Few<*mut std::ffi::c_void> {
+    let mut next = addresses.iter();
+    slots
+        .iter()
+        .filter_map(|s| match s {
+            Slot::Buffer { item, .. } if item.is_param() => {
+                let address = next.next().expect("one address per buffer parameter");
+                Some(address as *const u64 as *mut std::ffi::c_void)
+            }
+            Slot::Buffer { .. } => None,
+            Slot::Scalar(s) => Some(s.as_param()),
+        })
+        .collect()
+}
+
 /// A launch's arguments with their buffers locked: each distinct buffer once, however
 /// many views of it the launch takes.
 pub(crate) struct HeldArgs<'a> {
     /// The distinct buffers, locked (in buffer-id order), each as read or written by
     /// any of its views.
-    pub(crate) buffers: Vec<Box<dyn HeldArg + 'a>>,
+    pub(crate) buffers: Few<Box<dyn HeldArg + 'a>>,
     /// Every argument in order.
-    pub(crate) slots: Vec<Slot<'a>>,
+    pub(crate) slots: Few<Slot<'a>>,
 }
 
 /// One argument of a locked launch.
@@ -296,8 +315,8 @@ pub(crate) enum Slot<'a> {
 /// deadlock.
 pub(crate) fn lock_args(args: &KernelArgs) -> HeldArgs<'_> {
     // (buffer id, its first argument, whether any view of it is written)
-    let mut distinct: Vec<(u64, usize, bool)> = Vec::with_capacity(args.items.len());
-    let mut slots = Vec::with_capacity(args.items.len());
+    let mut distinct: Few<(u64, usize, bool)> = Few::with_capacity(args.items.len());
+    let mut slots = Few::with_capacity(args.items.len());
     for (i, a) in args.items.iter().enumerate() {
         match a {
             Arg::Buffer(b) => {
@@ -316,10 +335,10 @@ pub(crate) fn lock_args(args: &KernelArgs) -> HeldArgs<'_> {
             Arg::Scalar(s) => slots.push(Slot::Scalar(&**s)),
         }
     }
-    let mut order: Vec<usize> = (0..distinct.len()).collect();
+    let mut order: Few<usize> = (0..distinct.len()).collect();
     // Usually already in order (one buffer, or ids rising with the parameters).
     order.sort_unstable_by_key(|&k| distinct[k].0);
-    let mut locked: Vec<Option<Box<dyn HeldArg + '_>>> = (0..distinct.len()).map(|_| None).collect();
+    let mut locked: Few<Option<Box<dyn HeldArg + '_>>> = (0..distinct.len()).map(|_| None).collect();
     for k in order {
         let (_, first, writes) = distinct[k];
         if let Arg::Buffer(b) = &args.items[first] {

@@ -9,13 +9,12 @@ use cudarc::driver::sys as ds;
 use cudarc::driver::{CudaFunction, CudaStream};
 
 use crate::error::GpuError;
+use crate::sys::launch::Dims;
 
-/// Grid, block, cluster and dynamic shared memory of one cluster launch.
+/// Grid, block and dynamic shared memory of one cluster launch, and its cluster.
 pub(crate) struct ClusterDims {
-    pub(crate) grid: (u32, u32, u32),
-    pub(crate) block: (u32, u32, u32),
+    pub(crate) launch: Dims,
     pub(crate) cluster: (u32, u32, u32),
-    pub(crate) shared_mem_bytes: u32,
 }
 
 /// Enqueues `f` on `stream` as a cluster launch.
@@ -41,13 +40,13 @@ pub(crate) unsafe fn launch_cluster(
         z: dims.cluster.2,
     };
     let cfg = ds::CUlaunchConfig {
-        gridDimX: dims.grid.0,
-        gridDimY: dims.grid.1,
-        gridDimZ: dims.grid.2,
-        blockDimX: dims.block.0,
-        blockDimY: dims.block.1,
-        blockDimZ: dims.block.2,
-        sharedMemBytes: dims.shared_mem_bytes,
+        gridDimX: dims.launch.grid.0,
+        gridDimY: dims.launch.grid.1,
+        gridDimZ: dims.launch.grid.2,
+        blockDimX: dims.launch.block.0,
+        blockDimY: dims.launch.block.1,
+        blockDimZ: dims.launch.block.2,
+        sharedMemBytes: dims.launch.shared_mem_bytes,
         hStream: stream.cu_stream(),
         attrs: &mut attr,
         numAttrs: 1,

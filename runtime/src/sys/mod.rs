@@ -24,6 +24,7 @@ pub(crate) mod foreign;
 pub(crate) mod graph;
 pub(crate) mod hopper;
 pub(crate) mod ipc;
+pub(crate) mod launch;
 pub(crate) mod managed;
 pub(crate) mod mapped;
 pub(crate) mod matrix_pointers;
