@@ -79,16 +79,17 @@ const TIGHT_QUERIES: Duration = Duration::from_micros(50);
 
 /// The pause between two event queries of a spinning wait, after `waited`: none for the
 /// first 50 µs (a query costs ~0.15 µs on the H200, and a pause is latency added to every
-/// short call: `benches/completion_probe.cu`), then a 128th of the time waited so far,
-/// 1–20 µs. Each query takes driver locks, and a tight query loop measurably slows long
-/// GPU work (BENCHMARKS.md: SGEMM 4096, the solver); backing off this way adds at most
-/// ~0.8% to a wait, ~0.4% on average (a 64th cost ~1 µs on average on a 0.13 ms call,
-/// a measurable share of an awaited einsum's gap to raw cuBLAS).
+/// short call: `benches/completion_probe.cu`), then a 512th of the time waited so far,
+/// 0.25–20 µs. Each query takes driver locks, and a query loop without pauses measurably
+/// slows long GPU work (BENCHMARKS.md: SGEMM 4096, the solver); backing off this way adds
+/// at most ~0.2% to a wait, ~0.1% on average. A 128th cost ~0.5 µs on average on a
+/// 0.13 ms call, a measurable share of an awaited f16 einsum's gap to raw cuBLAS, and a
+/// 512th left SGEMM 4096 as fast as raw (BENCHMARKS.md).
 fn query_pause(waited: Duration) -> Duration {
     if waited < TIGHT_QUERIES {
         return Duration::ZERO;
     }
-    (waited / 128).clamp(Duration::from_micros(1), Duration::from_micros(20))
+    (waited / 512).clamp(Duration::from_nanos(250), Duration::from_micros(20))
 }
 
 /// How often a host-function wait checks for a device fault.
@@ -183,8 +184,8 @@ impl Completer {
             match event.query() {
                 Ok(true) => break Ok(()),
                 Ok(false) if start.elapsed() > deadline => break Err(GpuError::Timeout(deadline)),
-                // Query about once a microsecond: a tight cuEventQuery loop
-                // measurably slows long kernels (BENCHMARKS.md, SGEMM 4096).
+                // Paced (`query_pause`): a query loop without pauses measurably
+                // slows long kernels (BENCHMARKS.md, SGEMM 4096).
                 Ok(false) => spin_for(query_pause(start.elapsed())),
                 Err(e) => break Err(e),
             }
@@ -427,4 +428,21 @@ fn start_poller(ctx: Arc<CudaContext>) -> Result<std_mpsc::Sender<PollReq>, GpuE
         })
         .map_err(|e| GpuError::io("starting the completion poller thread", e))?;
     Ok(tx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Back to back for the first 50 µs, then a 512th of the wait, within 0.25–20 µs.
+    #[test]
+    fn query_pauses_grow_with_the_wait_within_bounds() {
+        let us = Duration::from_micros;
+        assert_eq!(query_pause(us(0)), Duration::ZERO);
+        assert_eq!(query_pause(us(49)), Duration::ZERO);
+        assert_eq!(query_pause(us(50)), Duration::from_nanos(250));
+        assert_eq!(query_pause(us(512)), us(1));
+        assert_eq!(query_pause(us(5120)), us(10));
+        assert_eq!(query_pause(Duration::from_secs(1)), us(20));
+    }
 }
