@@ -3,19 +3,55 @@
 // memory, kernels do not run, events are complete when recorded. Results are meaningless;
 // host time per call is what it shows (BENCHMARKS.md, "Host time of a launch").
 //
+// A timing model, off unless asked (nanoseconds, each from the environment):
+//   STUB_LAUNCH_NS  host time of a kernel launch (spun in the call)
+//   STUB_RECORD_NS  host time of an event record;  STUB_QUERY_NS  of an event query
+//   STUB_KERNEL_NS  GPU time of a kernel: a stream runs its kernels one after another, an
+//                   event completes when its stream has run what came before its record,
+//                   and a synchronize spins until then
+// STUB_COUNTS=1 prints, at exit, how many launches, event records, event queries, stream
+// waits and synchronizes the process made: how many queries and marks a completion pays
+// per launch, which the GPU hosts' lack of a profiler hides.
+//
 // Build and use (NVRTC from the Python wheel, as in CI; the stub is named libcuda.so only,
 // so NVRTC, which opens libcuda.so.1, does not load it; $NVRTC is the wheel's nvidia/cu13):
 //   gcc -O2 -shared -fPIC -o /tmp/stub/libcuda.so benches/support/stub_cuda.c
 //   for n in cublas cublasLt cusolver cusparse curand cufft; do ln -sf libcuda.so /tmp/stub/lib$n.so; done
-//   BENCH_WARM_UP=0 LD_LIBRARY_PATH=/tmp/stub:$NVRTC/lib ATOMR_ACCEL_CUDA_INCLUDE=$NVRTC/include \
-//     ACTORS_ONLY=rate \
-//     cargo bench --bench actors   (under `perf record -g` for a profile)
+//   BENCH_WARM_UP=0 LD_LIBRARY_PATH=/tmp/stub:$NVRTC/lib ATOMR_ACCEL_CUDA_INCLUDE=$NVRTC/include
+//     ACTORS_ONLY=rate cargo bench --bench actors   (under `perf record -g` for a profile)
 #include <stdlib.h>
 #include <string.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 typedef int CUresult;
 typedef uint64_t CUdeviceptr;
+#define NOT_READY 600
+static uint64_t launch_ns, record_ns, query_ns, kernel_ns;
+static int counts;
+static uint64_t n_launch, n_record, n_query, n_wait, n_sync;
+static uint64_t now_ns(void){struct timespec t;clock_gettime(CLOCK_MONOTONIC,&t);return (uint64_t)t.tv_sec*1000000000ull+(uint64_t)t.tv_nsec;}
+static uint64_t env_ns(const char*n){const char*v=getenv(n);return v?strtoull(v,0,10):0;}
+__attribute__((constructor)) static void stub_init(void){
+  launch_ns=env_ns("STUB_LAUNCH_NS");record_ns=env_ns("STUB_RECORD_NS");
+  query_ns=env_ns("STUB_QUERY_NS");kernel_ns=env_ns("STUB_KERNEL_NS");counts=getenv("STUB_COUNTS")!=0;
+}
+__attribute__((destructor)) static void stub_fini(void){
+  if(counts)fprintf(stderr,"stub: %llu launches, %llu event records, %llu event queries, %llu stream waits, %llu synchronizes\n",
+    (unsigned long long)n_launch,(unsigned long long)n_record,(unsigned long long)n_query,(unsigned long long)n_wait,(unsigned long long)n_sync);
+}
+static void count(uint64_t*c){__atomic_fetch_add(c,1,__ATOMIC_RELAXED);}
+static void spin(uint64_t ns){if(!ns)return;uint64_t end=now_ns()+ns;while(now_ns()<end){}}
+// A stream (and an event) is 8 bytes of ours: the time its last kernel ends (the time its
+// stream reaches it); the default stream is `null_stream`.
+static uint64_t null_stream;
+static uint64_t*busy(void*s){return s?(uint64_t*)s:&null_stream;}
+static void run_kernel(void*s){
+  count(&n_launch);spin(launch_ns);
+  uint64_t*b=busy(s),now=now_ns(),t=__atomic_load_n(b,__ATOMIC_ACQUIRE);
+  __atomic_store_n(b,(t>now?t:now)+kernel_ns,__ATOMIC_RELEASE);
+}
+static void until(uint64_t t){while(now_ns()<t){}}
 static int dummy_ctx, dummy_mod, dummy_fn, dummy_lib;
 CUresult cuInit(unsigned f){return 0;}
 CUresult cuDriverGetVersion(int*v){*v=13000;return 0;}
@@ -52,20 +88,20 @@ CUresult cuCtxSetLimit(int l,size_t v){return 0;}
 CUresult cuCtxGetLimit(size_t*v,int l){*v=1024;return 0;}
 CUresult cuCtxSetFlags(unsigned f){return 0;}
 CUresult cuCtxGetFlags(unsigned*f){*f=0;return 0;}
-CUresult cuStreamCreate(void**s,unsigned f){*s=malloc(8);return 0;}
-CUresult cuStreamCreateWithPriority(void**s,unsigned f,int p){*s=malloc(8);return 0;}
+CUresult cuStreamCreate(void**s,unsigned f){*s=calloc(1,8);return 0;}
+CUresult cuStreamCreateWithPriority(void**s,unsigned f,int p){*s=calloc(1,8);return 0;}
 CUresult cuStreamDestroy_v2(void*s){return 0;}
-CUresult cuStreamSynchronize(void*s){return 0;}
-CUresult cuStreamQuery(void*s){return 0;}
-CUresult cuStreamWaitEvent(void*s,void*e,unsigned f){return 0;}
+CUresult cuStreamSynchronize(void*s){count(&n_sync);until(__atomic_load_n(busy(s),__ATOMIC_ACQUIRE));return 0;}
+CUresult cuStreamQuery(void*s){count(&n_query);spin(query_ns);return now_ns()>=__atomic_load_n(busy(s),__ATOMIC_ACQUIRE)?0:NOT_READY;}
+CUresult cuStreamWaitEvent(void*s,void*e,unsigned f){count(&n_wait);uint64_t*b=busy(s),t=*(uint64_t*)e;if(t>*b)*b=t;return 0;}
 CUresult cuStreamGetPriority(void*s,int*p){*p=0;return 0;}
 CUresult cuCtxGetStreamPriorityRange(int*l,int*g){*l=0;*g=-5;return 0;}
-CUresult cuEventCreate(void**e,unsigned f){*e=malloc(8);return 0;}
+CUresult cuEventCreate(void**e,unsigned f){*e=calloc(1,8);return 0;}
 CUresult cuEventDestroy_v2(void*e){free(e);return 0;}
-CUresult cuEventRecord(void*e,void*s){return 0;}
-CUresult cuEventRecordWithFlags(void*e,void*s,unsigned f){return 0;}
-CUresult cuEventQuery(void*e){return 0;}
-CUresult cuEventSynchronize(void*e){return 0;}
+CUresult cuEventRecord(void*e,void*s){count(&n_record);spin(record_ns);__atomic_store_n((uint64_t*)e,__atomic_load_n(busy(s),__ATOMIC_ACQUIRE),__ATOMIC_RELEASE);return 0;}
+CUresult cuEventRecordWithFlags(void*e,void*s,unsigned f){return cuEventRecord(e,s);}
+CUresult cuEventQuery(void*e){count(&n_query);spin(query_ns);return now_ns()>=__atomic_load_n((uint64_t*)e,__ATOMIC_ACQUIRE)?0:NOT_READY;}
+CUresult cuEventSynchronize(void*e){until(__atomic_load_n((uint64_t*)e,__ATOMIC_ACQUIRE));return 0;}
 CUresult cuEventElapsedTime(float*ms,void*a,void*b){*ms=0.001f;return 0;}
 CUresult cuEventElapsedTime_v2(float*ms,void*a,void*b){*ms=0.001f;return 0;}
 CUresult cuMemAlloc_v2(CUdeviceptr*p,size_t n){*p=(CUdeviceptr)calloc(1,n?n:1);return 0;}
@@ -96,7 +132,7 @@ CUresult cuLibraryGetKernel(void**k,void*l,const char*n){*k=&dummy_fn;return 0;}
 CUresult cuFuncGetAttribute(int*v,int a,void*f){*v=(a==0)?1024:0;return 0;}
 CUresult cuFuncSetAttribute(void*f,int a,int v){return 0;}
 CUresult cuFuncSetCacheConfig(void*f,int c){return 0;}
-CUresult cuLaunchKernel(void*f,unsigned gx,unsigned gy,unsigned gz,unsigned bx,unsigned by,unsigned bz,unsigned sm,void*s,void**p,void**e){return 0;}
+CUresult cuLaunchKernel(void*f,unsigned gx,unsigned gy,unsigned gz,unsigned bx,unsigned by,unsigned bz,unsigned sm,void*s,void**p,void**e){run_kernel(s);return 0;}
 CUresult cuLaunchKernelEx(void*cfg,void*f,void**p,void**e){return 0;}
 CUresult cuLaunchHostFunc(void*s,void(*fn)(void*),void*d){fn(d);return 0;}
 CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int*n,void*f,int b,size_t s){*n=2;return 0;}
