@@ -46,11 +46,14 @@ static void spin(uint64_t ns){if(!ns)return;uint64_t end=now_ns()+ns;while(now_n
 // stream reaches it); the default stream is `null_stream`.
 static uint64_t null_stream;
 static uint64_t*busy(void*s){return s?(uint64_t*)s:&null_stream;}
-static void run_kernel(void*s){
-  count(&n_launch);spin(launch_ns);
-  uint64_t*b=busy(s),now=now_ns(),t=__atomic_load_n(b,__ATOMIC_ACQUIRE);
-  __atomic_store_n(b,(t>now?t:now)+kernel_ns,__ATOMIC_RELEASE);
+// Moves a stream's end to `at_least`, or past its current end by `plus` (one CAS loop:
+// threads launch on one stream concurrently).
+static void extend(uint64_t*b,uint64_t at_least,uint64_t plus){
+  uint64_t t=__atomic_load_n(b,__ATOMIC_ACQUIRE),next;
+  do{next=(t>at_least?t:at_least)+plus;if(next==t)return;}
+  while(!__atomic_compare_exchange_n(b,&t,next,0,__ATOMIC_ACQ_REL,__ATOMIC_ACQUIRE));
 }
+static void run_kernel(void*s){count(&n_launch);spin(launch_ns);extend(busy(s),now_ns(),kernel_ns);}
 static void until(uint64_t t){while(now_ns()<t){}}
 static int dummy_ctx, dummy_mod, dummy_fn, dummy_lib;
 CUresult cuInit(unsigned f){return 0;}
@@ -93,7 +96,7 @@ CUresult cuStreamCreateWithPriority(void**s,unsigned f,int p){*s=calloc(1,8);ret
 CUresult cuStreamDestroy_v2(void*s){return 0;}
 CUresult cuStreamSynchronize(void*s){count(&n_sync);until(__atomic_load_n(busy(s),__ATOMIC_ACQUIRE));return 0;}
 CUresult cuStreamQuery(void*s){count(&n_query);spin(query_ns);return now_ns()>=__atomic_load_n(busy(s),__ATOMIC_ACQUIRE)?0:NOT_READY;}
-CUresult cuStreamWaitEvent(void*s,void*e,unsigned f){count(&n_wait);uint64_t*b=busy(s),t=*(uint64_t*)e;if(t>*b)*b=t;return 0;}
+CUresult cuStreamWaitEvent(void*s,void*e,unsigned f){count(&n_wait);extend(busy(s),__atomic_load_n((uint64_t*)e,__ATOMIC_ACQUIRE),0);return 0;}
 CUresult cuStreamGetPriority(void*s,int*p){*p=0;return 0;}
 CUresult cuCtxGetStreamPriorityRange(int*l,int*g){*l=0;*g=-5;return 0;}
 CUresult cuEventCreate(void**e,unsigned f){*e=calloc(1,8);return 0;}
